@@ -1,0 +1,141 @@
+"""Slurm-style hostlist expressions: ``gpu[001-064]``, ``node[1-3,7],login01``.
+
+``expand`` turns an expression into names in order; ``compress`` turns names into the
+shortest expression that expands back to the same names (sorted, de-duplicated).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9._-]+$")
+_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+
+
+class HostlistError(ValueError):
+    """A hostlist expression that cannot be expanded."""
+
+
+def split_top_level(expr: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for ch in expr:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise HostlistError(f"unbalanced ']' in hostlist {expr!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if depth != 0:
+        raise HostlistError(f"unbalanced '[' in hostlist {expr!r}")
+    parts.append("".join(current))
+    return [p.strip() for p in parts]
+
+
+def _expand_range(body: str, expr: str) -> list[str]:
+    out: list[str] = []
+    for item in body.split(","):
+        item = item.strip()
+        if not item:
+            raise HostlistError(f"empty range item in hostlist {expr!r}")
+        if "-" in item:
+            lo, _, hi = item.partition("-")
+            if not (lo.isdigit() and hi.isdigit()):
+                raise HostlistError(f"range {item!r} in hostlist {expr!r} is not numeric")
+            if int(hi) < int(lo):
+                raise HostlistError(f"range {item!r} in hostlist {expr!r} runs backwards")
+            if int(hi) - int(lo) > 100_000:
+                raise HostlistError(f"range {item!r} in hostlist {expr!r} is too large")
+            width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
+            out.extend(str(n).zfill(width) for n in range(int(lo), int(hi) + 1))
+        else:
+            if not item.isdigit():
+                raise HostlistError(f"range item {item!r} in hostlist {expr!r} is not numeric")
+            out.append(item)
+    return out
+
+
+def _expand_one(pattern: str, expr: str) -> list[str]:
+    start = pattern.find("[")
+    if start < 0:
+        if not pattern or not _NAME_CHARS.match(pattern):
+            raise HostlistError(f"invalid host name {pattern!r} in hostlist {expr!r}")
+        return [pattern]
+    end = pattern.find("]", start)
+    prefix = pattern[:start]
+    if prefix and not _NAME_CHARS.match(prefix):
+        raise HostlistError(f"invalid host name part {prefix!r} in hostlist {expr!r}")
+    tails = _expand_one(pattern[end + 1 :], expr) if pattern[end + 1 :] else [""]
+    return [prefix + n + t for n in _expand_range(pattern[start + 1 : end], expr) for t in tails]
+
+
+def expand(expr: str) -> list[str]:
+    """Expand a hostlist expression into host names, keeping order and dropping repeats."""
+    if not expr or not expr.strip():
+        raise HostlistError("empty hostlist")
+    names: list[str] = []
+    seen: set[str] = set()
+    for part in split_top_level(expr.strip()):
+        if not part:
+            raise HostlistError(f"empty item in hostlist {expr!r}")
+        for name in _expand_one(part, expr):
+            if name not in seen:
+                seen.add(name)
+                names.append(name)
+    return names
+
+
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    return runs
+
+
+def compress(names: Iterable[str]) -> str:
+    """The shortest bracket expression for ``names`` (sorted; repeats dropped)."""
+    groups: dict[tuple[str, int], set[int]] = defaultdict(set)
+    plain: set[str] = set()
+    for name in set(names):
+        m = _TRAILING_NUMBER.match(name)
+        if not m:
+            plain.add(name)
+            continue
+        prefix, digits = m.groups()
+        # A number with a leading zero keeps its width; others are unpadded (width 0).
+        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+        groups[(prefix, width)].add(int(digits))
+    # An unpadded number as wide as a padded group belongs to it (gpu099 and gpu100).
+    for (prefix, width), numbers in list(groups.items()):
+        if width:
+            continue
+        for n in sorted(numbers):
+            wide = groups.get((prefix, len(str(n))))
+            if wide is not None and len(str(n)) > 1:
+                wide.add(n)
+                numbers.discard(n)
+        if not numbers:
+            del groups[(prefix, width)]
+    items: list[tuple[str, int, str]] = [(p, 0, p) for p in plain]
+    for (prefix, width), numbers in groups.items():
+        ordered = sorted(numbers)
+        if len(ordered) == 1:
+            items.append((prefix, ordered[0], prefix + str(ordered[0]).zfill(width)))
+            continue
+        body = ",".join(
+            str(lo).zfill(width) if lo == hi else f"{str(lo).zfill(width)}-{str(hi).zfill(width)}"
+            for lo, hi in _runs(ordered)
+        )
+        items.append((prefix, ordered[0], f"{prefix}[{body}]"))
+    return ",".join(text for _, _, text in sorted(items))

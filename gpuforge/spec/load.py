@@ -1,0 +1,147 @@
+"""Load a spec file: YAML -> pydantic model -> cross-field rules, all problems at once."""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gpuforge.spec.errors import Loc, SpecError, SpecIssue
+from gpuforge.spec.model import NAME, SLURM_TIME, VERSION, Spec
+from gpuforge.spec.rules import check_rules
+
+
+def _line_map(text: str) -> dict[Loc, int]:
+    """Map each YAML path to its 1-based line number."""
+    lines: dict[Loc, int] = {}
+
+    def walk(node: yaml.Node, loc: Loc) -> None:
+        lines.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                child = (*loc, str(key.value))
+                lines[child] = key.start_mark.line + 1
+                walk(value, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*loc, i))
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return lines
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def _line_for(lines: dict[Loc, int], loc: Loc) -> int | None:
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """Model classes reachable from a field annotation (through Optional, list, dict)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, list, dict, typing.Annotated):
+        return [m for arg in typing.get_args(annotation) for m in _unwrap(arg)]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return []
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The model class whose fields sit at ``loc`` (for listing allowed keys)."""
+    current: type[BaseModel] | None = Spec
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, int) or part not in current.model_fields:
+            continue
+        candidates = _unwrap(current.model_fields[part].annotation)
+        current = candidates[0] if candidates else None
+    return current
+
+
+PATTERN_HELP = {
+    NAME: "a name starts with a lowercase letter and has only lowercase letters, digits, '-' and '_' (max 63)",
+    SLURM_TIME: "a Slurm time such as 30, 1:00:00, 2-00:00:00 or UNLIMITED",
+    VERSION: "a version such as 1.17.8",
+}
+
+
+def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
+    loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "int"))))
+    kind = err["type"]
+    msg = str(err["msg"])
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = sorted(parent.model_fields) if parent else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        msg = f"unknown field{hint} allowed here: {', '.join(allowed)}"
+    elif kind == "missing":
+        msg = "required field is missing"
+    elif kind == "string_pattern_mismatch":
+        pattern = err.get("ctx", {}).get("pattern", "")
+        msg = PATTERN_HELP.get(pattern, f"must match {pattern}")
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind not in ("extra_forbidden", "missing") and "input" in err and not isinstance(err["input"], dict | list):
+        msg = f"{msg} (got {err['input']!r})"
+    return SpecIssue(loc, msg, line=_line_for(lines, loc))
+
+
+def parse_spec(text: str, filename: str | None = None) -> Spec:
+    """Parse and check spec text; raise SpecError listing every problem."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise SpecError([SpecIssue((), f"not valid YAML: {getattr(e, 'problem', e)}", line=line)], filename) from None
+    if not isinstance(data, dict):
+        raise SpecError([SpecIssue((), "a spec is a YAML mapping with at least 'cluster' and 'node_groups'")], filename)
+    lines = _line_map(text)
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as e:
+        issues = [_issue_from_pydantic(err, lines) for err in e.errors()]
+        raise SpecError(_dedupe(issues), filename) from None
+    problems = check_rules(spec)
+    if problems:
+        issues = [SpecIssue(i.loc, i.message, i.node, _line_for(lines, i.loc)) for i in problems]
+        raise SpecError(_dedupe(issues), filename)
+    return spec
+
+
+def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:
+    seen: set[tuple[Loc, str]] = set()
+    out = []
+    for issue in issues:
+        if (issue.loc, issue.message) not in seen:
+            seen.add((issue.loc, issue.message))
+            out.append(issue)
+    return sorted(out, key=lambda i: (i.line or 0, i.path))
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load and check a spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError([SpecIssue((), f"cannot read spec file: {e.strerror}")], str(path)) from None
+    return parse_spec(text, str(path))
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of spec files (with each field's x-update-policy)."""
+    return Spec.model_json_schema(mode="validation")

@@ -1,0 +1,577 @@
+"""The typed cluster spec (pydantic v2).
+
+One YAML file describes a whole cluster: its nodes, their roles and hardware, pinned
+stack versions, package sources and the scheduler (Slurm or Kubernetes). Every field
+declares its update policy (see ``policy.py``); the generated JSON Schema carries it
+as ``x-update-policy``. Field-level checks live here; rules that relate fields to each
+other live in ``rules.py`` so that all problems of a file are reported together.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import StrEnum
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gpuforge.spec import hostlist
+from gpuforge.spec.gpus import GPU_MODELS
+from gpuforge.spec.policy import live, rebuild, rolling
+
+NAME = r"^[a-z][a-z0-9_-]{0,62}$"
+VERSION = r"^[0-9][0-9A-Za-z.+~:_-]*$"
+SLURM_TIME = r"^(UNLIMITED|INFINITE|(\d+-)?\d+(:\d\d){0,2})$"
+
+Name = Annotated[str, Field(pattern=NAME)]
+
+
+class StrictModel(BaseModel):
+    """Base for spec models: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class Scheduler(StrEnum):
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+
+
+class OsFamily(StrEnum):
+    DEBIAN12 = "debian12"
+    UBUNTU2204 = "ubuntu22.04"
+    UBUNTU2404 = "ubuntu24.04"
+    RHEL9 = "rhel9"
+
+    @property
+    def is_deb(self) -> bool:
+        return self is not OsFamily.RHEL9
+
+
+class Role(StrEnum):
+    CONTROLLER = "controller"
+    COMPUTE = "compute"
+    LOGIN = "login"
+    ACCOUNTING_DB = "accounting-db"
+    MONITORING = "monitoring"
+    K8S_CONTROL_PLANE = "k8s-control-plane"
+    K8S_WORKER = "k8s-worker"
+
+
+SLURM_ROLES = frozenset({Role.CONTROLLER, Role.COMPUTE, Role.LOGIN, Role.ACCOUNTING_DB})
+K8S_ROLES = frozenset({Role.K8S_CONTROL_PLANE, Role.K8S_WORKER})
+
+
+class SourceMode(StrEnum):
+    UPSTREAM = "upstream"
+    MIRROR = "mirror"
+    OFFLINE = "offline"
+
+
+class Connector(StrEnum):
+    SSH = "ssh"
+    VAGRANT = "vagrant"
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+class Cluster(StrictModel):
+    """Cluster identity and the scheduler it runs."""
+
+    name: Name = rebuild(description="Cluster name (Slurm ClusterName, accounting cluster)")
+    scheduler: Scheduler = rebuild(description="Workload manager: slurm or kubernetes")
+    os: OsFamily = rebuild(OsFamily.DEBIAN12, "Default OS family of the nodes")
+    domain: str | None = live(None, "DNS domain appended in /etc/hosts entries")
+
+
+class Ssh(StrictModel):
+    """How gpuforge reaches nodes. Host-key checking is always on."""
+
+    user: str = live("root", "SSH user (root, or one with passwordless sudo)")
+    port: int = live(22, "SSH port", ge=1, le=65535)
+    key: str | None = live(None, "Private key file on the control host")
+    known_hosts: str | None = live(
+        None, "known_hosts file used for strict host-key checking (default: the user's own)"
+    )
+    sudo: bool = live(False, "Use sudo for privileged commands (for a non-root user)")
+
+
+class MirrorUrls(StrictModel):
+    """Site mirrors of the upstream repositories, by kind."""
+
+    debian: str | None = live(None, "Debian archive mirror URL")
+    ubuntu: str | None = live(None, "Ubuntu archive mirror URL")
+    nvidia_cuda: str | None = live(None, "Mirror of NVIDIA's CUDA repository (driver, DCGM, fabric manager)")
+    nvidia_container: str | None = live(None, "Mirror of NVIDIA's libnvidia-container repository")
+    artifacts: str | None = live(None, "Base URL serving release files (enroot, pyxis, dcgm-exporter)")
+    helm: str | None = live(None, "Helm chart repository mirror")
+    registry: str | None = live(None, "Container registry mirror for images")
+
+
+class Sources(StrictModel):
+    """Where every package and artifact comes from."""
+
+    mode: SourceMode = live(SourceMode.UPSTREAM, "upstream (default), mirror (site mirror) or offline (bundle)")
+    apt_proxy: str | None = live(None, "HTTP proxy for apt/dnf (e.g. an apt-cacher-ng site mirror)")
+    mirrors: MirrorUrls = live(default_factory=MirrorUrls, description="Site mirror URLs (mode: mirror)")
+    bundle_dir: str | None = live(
+        None, "Offline bundle directory on the control host, made by 'gpuforge bundle' (mode: offline)"
+    )
+
+    @field_validator("apt_proxy")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", v):
+            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v
+
+
+# --------------------------------------------------------------------------- versions
+
+
+class DriverFlavor(StrEnum):
+    PROPRIETARY = "proprietary"
+    OPEN = "open"
+
+
+class DriverSource(StrEnum):
+    DISTRO = "distro"
+    NVIDIA = "nvidia"
+
+
+class Driver(StrictModel):
+    """The NVIDIA driver pin."""
+
+    version: str = rolling(description="Exact driver version, e.g. 535.261.03", pattern=r"^\d{3}\.\d+(\.\d+)?$")
+    flavor: DriverFlavor = rolling(DriverFlavor.PROPRIETARY, "Kernel modules: proprietary or open")
+    source: DriverSource | None = rolling(
+        None, "distro (Debian non-free) or nvidia (CUDA repository); default by OS family"
+    )
+    fabric_manager: str | None = rolling(
+        None, "nvidia-fabricmanager version; defaults to, and must equal, the driver version"
+    )
+
+    @property
+    def branch(self) -> str:
+        return self.version.split(".")[0]
+
+
+class Versions(StrictModel):
+    """Every stack component, pinned."""
+
+    driver: Driver | None = rolling(None, "NVIDIA driver; omit for nodes without GPUs only")
+    cuda_toolkit: str | None = live(None, "CUDA toolkit version (e.g. 12.4), optional", pattern=r"^\d+\.\d+$")
+    container_toolkit: str = live("1.17.8", "NVIDIA container toolkit (all four packages)", pattern=VERSION)
+    enroot: str = live("3.5.0", "enroot release", pattern=VERSION)
+    pyxis: str = rolling("0.20.0", "pyxis release (built against the installed Slurm)", pattern=VERSION)
+    dcgm: str = live("4.2.3", "DCGM (datacenter-gpu-manager-4)", pattern=VERSION)
+    dcgm_exporter: str = live("4.2.3-4.1.3", "dcgm-exporter release", pattern=VERSION)
+    slurm: str = rolling("distro", "Slurm: 'distro' (the OS packages) or an exact version")
+    kubernetes: str = rolling("1.31.4", "Kubernetes version", pattern=r"^\d+\.\d+\.\d+$")
+    gpu_operator: str = live("v26.7.0", "NVIDIA GPU Operator chart version", pattern=r"^v?\d+\.\d+\.\d+$")
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+class GpuHardware(StrictModel):
+    """GPUs in each node of a group."""
+
+    model: str = rolling(description=f"GPU model: one of {', '.join(GPU_MODELS)}")
+    count: int = rolling(description="GPUs per node", ge=1, le=16)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        if v not in GPU_MODELS:
+            raise ValueError(f"unknown GPU model {v!r}; known models: {', '.join(GPU_MODELS)}")
+        return v
+
+
+class Hardware(StrictModel):
+    """What each node of a group has (Slurm NodeName line, GRES, checks)."""
+
+    gpu: GpuHardware | None = rolling(None, "GPUs per node; omit for CPU-only nodes")
+    nvswitch: bool = rolling(False, "HGX/DGX board with NVSwitch (fabric manager needed)")
+    sockets: int = rolling(1, "CPU sockets", ge=1, le=16)
+    cores_per_socket: int = rolling(1, "Cores per socket", ge=1, le=512)
+    threads_per_core: int = rolling(1, "Threads per core", ge=1, le=8)
+    real_memory_mb: int = rolling(1024, "Memory given to Slurm, MB", ge=64)
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+    @property
+    def gpu_count(self) -> int:
+        return self.gpu.count if self.gpu else 0
+
+
+class NodeGroup(StrictModel):
+    """Nodes that share roles and hardware."""
+
+    name: Name = live(description="Group name (usable in partitions and queues)")
+    hosts: str = live(description="Hostlist expression, e.g. gpu[001-064]")
+    address_start: str | None = live(None, "First IPv4 address; the rest follow in order")
+    addresses: list[str] | None = live(None, "Explicit addresses, one per host")
+    roles: list[Role] = rebuild(description="Node roles", min_length=1)
+    hardware: Hardware = rolling(default_factory=Hardware, description="Hardware of each node")
+    os: OsFamily | None = rebuild(None, "OS family (default: cluster.os)")
+    leaf_switch: str | dict[str, str] | None = live(
+        None, "Leaf switch of every node, or {switch: hostlist} when the group spans switches"
+    )
+    mig_config: str | None = rolling(None, "Name of a mig.configs entry applied to these nodes")
+    connector: Connector = live(Connector.SSH, "ssh, or vagrant (addresses from 'vagrant ssh-config')")
+
+    @field_validator("hosts")
+    @classmethod
+    def _hostlist(cls, v: str) -> str:
+        hostlist.expand(v)
+        return v
+
+    @field_validator("address_start")
+    @classmethod
+    def _ipv4(cls, v: str | None) -> str | None:
+        if v is not None:
+            ipaddress.IPv4Address(v)
+        return v
+
+    @field_validator("addresses")
+    @classmethod
+    def _ips(cls, v: list[str] | None) -> list[str] | None:
+        for a in v or []:
+            ipaddress.ip_address(a)
+        return v
+
+    @field_validator("roles")
+    @classmethod
+    def _unique_roles(cls, v: list[Role]) -> list[Role]:
+        if len(set(v)) != len(v):
+            raise ValueError("roles are listed more than once")
+        return v
+
+    @cached_property
+    def hostnames(self) -> list[str]:
+        return hostlist.expand(self.hosts)
+
+
+class Switch(StrictModel):
+    """A switch in the topology tree."""
+
+    name: Name = live(description="Switch name")
+    parent: str | None = live(None, "Upper switch (spine); omit for the top")
+
+
+class Topology(StrictModel):
+    """Network topology for topology-aware placement (Slurm topology/tree)."""
+
+    switches: list[Switch] = live(default_factory=list, description="Switches; leaves named by node groups")
+
+
+class TimeSync(StrictModel):
+    """Time synchronisation on the nodes."""
+
+    enabled: bool = live(True, "Run chrony (off where the host keeps time, e.g. containers)")
+    servers: list[str] = live(default_factory=list, description="NTP servers (default: the distro's pool)")
+
+
+# --------------------------------------------------------------------------- slurm
+
+
+class ProcessTracking(StrEnum):
+    CGROUP = "cgroup"
+    LINUXPROC = "linuxproc"
+
+
+class ConfigMode(StrEnum):
+    PUSHED = "pushed"
+    CONFIGLESS = "configless"
+
+
+class PreemptMode(StrEnum):
+    OFF = "off"
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+    SUSPEND = "suspend"
+
+
+class Partition(StrictModel):
+    """A Slurm partition."""
+
+    name: Name = live(description="Partition name")
+    nodes: str = live(description="Hostlist or node group names, comma-separated")
+    default: bool = live(False, "Default partition")
+    max_time: str = live("UNLIMITED", "MaxTime", pattern=SLURM_TIME)
+    default_time: str | None = live(None, "DefaultTime", pattern=SLURM_TIME)
+    max_nodes: int | None = live(None, "MaxNodes per job", ge=1)
+    priority_tier: int = live(1, "PriorityTier", ge=0, le=65533)
+    qos: str | None = live(None, "Partition QOS")
+    allow_accounts: list[str] | None = live(None, "AllowAccounts (default: all)")
+    oversubscribe: Literal["NO", "YES", "EXCLUSIVE", "FORCE"] = live("NO", "OverSubscribe")
+
+
+class Qos(StrictModel):
+    """A Slurm QOS."""
+
+    name: Name = live(description="QOS name")
+    priority: int = live(0, "Priority", ge=0)
+    preempt: list[str] = live(default_factory=list, description="QOS this one may preempt")
+    preempt_mode: PreemptMode | None = live(None, "PreemptMode of jobs in this QOS (default: cluster's)")
+    grp_gpus: int | None = live(None, "GrpTRES=gres/gpu=N (all jobs of the QOS together)", ge=0)
+    max_gpus_per_user: int | None = live(None, "MaxTRESPerUser=gres/gpu=N", ge=0)
+    max_wall: str | None = live(None, "MaxWall", pattern=SLURM_TIME)
+
+
+class Account(StrictModel):
+    """A fair-share account with its users."""
+
+    name: Name = live(description="Account name")
+    description: str | None = live(None, "Description")
+    organization: str | None = live(None, "Organization")
+    parent: str = live("root", "Parent account")
+    fairshare: int = live(1, "Fairshare (shares)", ge=0)
+    users: list[str] = live(default_factory=list, description="Users in this account")
+    qos: list[str] = live(default_factory=list, description="QOS allowed (default: normal)")
+    default_qos: str | None = live(None, "DefaultQOS")
+
+    @field_validator("users")
+    @classmethod
+    def _user_names(cls, v: list[str]) -> list[str]:
+        bad = [u for u in v if not re.match(r"^[a-z_][a-z0-9_.-]{0,31}$", u)]
+        if bad:
+            raise ValueError(f"invalid user names {bad}: lowercase letters, digits, _ . - only")
+        return v
+
+
+class Accounting(StrictModel):
+    """slurmdbd + MariaDB accounting."""
+
+    enabled: bool = rebuild(True, "Run slurmdbd with MariaDB on the accounting-db node")
+    database: str = rebuild("slurm_acct_db", "Database name", pattern=r"^[A-Za-z0-9_]+$")
+    db_user: str = rebuild("slurm", "Database user", pattern=r"^[A-Za-z0-9_]+$")
+    enforce: list[Literal["associations", "limits", "qos", "safe", "wckeys"]] = live(
+        default_factory=lambda: ["associations", "limits", "qos"],
+        description="AccountingStorageEnforce",
+    )
+
+
+class Priority(StrictModel):
+    """Multifactor priority with fair-share."""
+
+    weight_fairshare: int = live(10000, "PriorityWeightFairshare", ge=0)
+    weight_age: int = live(1000, "PriorityWeightAge", ge=0)
+    weight_qos: int = live(10000, "PriorityWeightQOS", ge=0)
+    weight_job_size: int = live(0, "PriorityWeightJobSize", ge=0)
+    weight_partition: int = live(1000, "PriorityWeightPartition", ge=0)
+    decay_half_life: str = live("7-0", "PriorityDecayHalfLife", pattern=SLURM_TIME)
+
+
+class HealthCheck(StrictModel):
+    """gpuforge's node health check as Slurm's HealthCheckProgram."""
+
+    enabled: bool = live(True, "Install 'gpuforge health' as HealthCheckProgram")
+    interval: int = live(300, "HealthCheckInterval, seconds (0 = off)", ge=0)
+    node_state: str = live("ANY", "HealthCheckNodeState", pattern=r"^[A-Z_,]+$")
+
+
+class Cgroups(StrictModel):
+    """cgroup.conf."""
+
+    constrain_cores: bool = live(True, "ConstrainCores")
+    constrain_devices: bool = live(True, "ConstrainDevices")
+    constrain_ram_space: bool = live(True, "ConstrainRAMSpace")
+
+
+class Mps(StrictModel):
+    """CUDA MPS shares as a GRES."""
+
+    enabled: bool = rolling(False, "Offer gres/mps on GPU nodes")
+    shares_per_gpu: int = rolling(100, "MPS shares per GPU", ge=1, le=1000)
+
+
+class Containers(StrictModel):
+    """Containers under Slurm."""
+
+    enroot: bool = live(True, "Install enroot on compute and login nodes")
+    pyxis: bool = rolling(True, "Build and install the pyxis SPANK plugin")
+
+
+class Slurm(StrictModel):
+    """Slurm settings (only with cluster.scheduler: slurm)."""
+
+    config_mode: ConfigMode = live(ConfigMode.PUSHED, "pushed (configs on every node) or configless")
+    process_tracking: ProcessTracking = rolling(
+        ProcessTracking.CGROUP, "cgroup (real clusters) or linuxproc (container labs: cgroups read-only)"
+    )
+    partitions: list[Partition] = live(min_length=1, description="Partitions")
+    qos: list[Qos] = live(default_factory=list, description="QOS levels")
+    accounts: list[Account] = live(default_factory=list, description="Fair-share accounts and users")
+    preempt_mode: PreemptMode = live(PreemptMode.REQUEUE, "Cluster PreemptMode (preempt/qos when not off)")
+    accounting: Accounting = live(default_factory=Accounting, description="Accounting storage")
+    priority: Priority = live(default_factory=Priority, description="Multifactor priority")
+    health_check: HealthCheck = live(default_factory=HealthCheck, description="Node health check")
+    cgroups: Cgroups = live(default_factory=Cgroups, description="cgroup.conf settings")
+    mps: Mps = rolling(default_factory=Mps, description="MPS GRES")
+    containers: Containers = live(default_factory=Containers, description="enroot and pyxis")
+    extra_config: dict[str, str] = live(
+        default_factory=dict, description="Extra slurm.conf parameters (escape hatch)"
+    )
+
+
+# --------------------------------------------------------------------------- kubernetes
+
+
+class ManagedBy(StrEnum):
+    HOST = "host"
+    OPERATOR = "operator"
+
+
+class MigStrategy(StrEnum):
+    NONE = "none"
+    SINGLE = "single"
+    MIXED = "mixed"
+
+
+class GpuOperator(StrictModel):
+    """NVIDIA GPU Operator (helm)."""
+
+    driver: ManagedBy = rolling(ManagedBy.HOST, "host (gpuforge installs it) or operator (containerised)")
+    toolkit: ManagedBy = rolling(ManagedBy.HOST, "host or operator")
+    mig_strategy: MigStrategy = rolling(MigStrategy.NONE, "none, single or mixed")
+    time_slicing_replicas: int = live(0, "Time-slicing replicas per GPU (0 = off)", ge=0, le=64)
+    dcgm_exporter: bool = live(True, "Deploy dcgm-exporter through the operator")
+    namespace: str = rebuild("gpu-operator", "Namespace", pattern=r"^[a-z0-9-]+$")
+
+
+class Tenant(StrictModel):
+    """A team with a namespace and a GPU quota."""
+
+    name: Name = live(description="Tenant name")
+    namespace: str = live(description="Namespace of its workloads", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    gpu_quota: int = live(description="GPUs guaranteed (nominal quota)", ge=0)
+    cpu_quota: int = live(64, "CPUs (nominal quota)", ge=0)
+    memory_quota_gi: int = live(512, "Memory in GiB (nominal quota)", ge=0)
+    borrowing_limit: int | None = live(None, "GPUs it may borrow beyond its quota (Kueue)", ge=0)
+
+
+class BatchQueue(StrictModel):
+    """Batch queueing on Kubernetes."""
+
+    kind: Literal["kueue", "volcano", "none"] = live("kueue", "kueue, volcano or none")
+    version: str = live("v0.19.2", "Release of the queue controller", pattern=r"^v?\d+\.\d+\.\d+$")
+    tenants: list[Tenant] = live(default_factory=list, description="Tenants with GPU quotas")
+
+
+class Kubernetes(StrictModel):
+    """Kubernetes settings (only with cluster.scheduler: kubernetes)."""
+
+    pod_cidr: str = rebuild("10.244.0.0/16", "Pod network CIDR")
+    service_cidr: str = rebuild("10.96.0.0/12", "Service CIDR")
+    gpu_operator: GpuOperator = live(default_factory=GpuOperator, description="GPU Operator options")
+    batch_queue: BatchQueue = live(default_factory=BatchQueue, description="Batch queue and tenants")
+
+    @field_validator("pod_cidr", "service_cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        ipaddress.ip_network(v)
+        return v
+
+
+# --------------------------------------------------------------------------- gpu stack
+
+
+class ContainerEngine(StrEnum):
+    CONTAINERD = "containerd"
+    DOCKER = "docker"
+    NONE = "none"
+
+
+class ContainerRuntime(StrictModel):
+    """The container engine and its NVIDIA runtime."""
+
+    engine: ContainerEngine = rolling(ContainerEngine.CONTAINERD, "containerd, docker or none")
+    nvidia_default: bool = live(False, "Make nvidia the default runtime")
+    cdi: bool = live(True, "Generate the CDI spec (/etc/cdi/nvidia.yaml)")
+
+
+class MigDevices(StrictModel):
+    """One mig-parted entry: which GPUs, which MIG devices."""
+
+    devices: Literal["all"] | list[int] = rolling("all", "GPU indices, or all")
+    mig_enabled: bool = rolling(True, "MIG mode on these GPUs")
+    mig_devices: dict[str, int] = rolling(default_factory=dict, description="Profile -> count, e.g. 1g.10gb: 7")
+
+
+class Mig(StrictModel):
+    """Named MIG layouts (mig-parted configs), referenced by node groups."""
+
+    configs: dict[str, list[MigDevices]] = rolling(
+        default_factory=dict, description="Named layouts; a node group picks one with mig_config"
+    )
+
+
+class Dcgm(StrictModel):
+    """DCGM and dcgm-exporter."""
+
+    enabled: bool = live(True, "Install DCGM on GPU nodes")
+    exporter: bool = live(True, "Run dcgm-exporter on GPU nodes")
+    exporter_port: int = live(9400, "dcgm-exporter port", ge=1, le=65535)
+    counters: list[str] | None = live(
+        None, "DCGM fields to export (default: dcgm-exporter's default counters)"
+    )
+    diag_level: Literal[0, 1, 2, 3, 4] = live(0, "dcgmi diag level run by 'gpuforge validate' (0 = off)")
+
+
+class Monitoring(StrictModel):
+    """Prometheus and node-exporter."""
+
+    prometheus: bool = live(False, "Run Prometheus on the monitoring node(s)")
+    prometheus_port: int = live(9090, "Prometheus port", ge=1, le=65535)
+    scrape_interval: str = live("30s", "Scrape interval", pattern=r"^\d+[smh]$")
+    node_exporter: bool = live(True, "Run node-exporter on every node")
+    node_exporter_port: int = live(9100, "node-exporter port", ge=1, le=65535)
+    retention: str = live("15d", "Prometheus retention", pattern=r"^\d+[smhdwy]$")
+
+
+class Rollout(StrictModel):
+    """How rolling changes proceed."""
+
+    batch_size: int = live(1, "Nodes changed at once in a rolling change", ge=1)
+    drain_timeout: int = live(3600, "Seconds to wait for running jobs when draining", ge=0)
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+class Spec(StrictModel):
+    """A whole GPU cluster."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        title="gpuforge cluster spec",
+        json_schema_extra={"$id": "https://gpuforge.dev/schema/spec.json"},
+    )
+
+    cluster: Cluster = rebuild(description="Cluster identity and scheduler")
+    ssh: Ssh = live(default_factory=Ssh, description="SSH connection defaults")
+    sources: Sources = live(default_factory=Sources, description="Package and artifact sources")
+    versions: Versions = live(default_factory=Versions, description="Pinned component versions")
+    node_groups: list[NodeGroup] = live(min_length=1, description="Node groups")
+    topology: Topology = live(default_factory=Topology, description="Switch tree")
+    time_sync: TimeSync = live(default_factory=TimeSync, description="Time synchronisation")
+    container_runtime: ContainerRuntime = rolling(
+        default_factory=ContainerRuntime, description="Container engine and NVIDIA runtime"
+    )
+    slurm: Slurm | None = live(None, "Slurm (scheduler: slurm)")
+    kubernetes: Kubernetes | None = live(None, "Kubernetes (scheduler: kubernetes)")
+    mig: Mig = rolling(default_factory=Mig, description="MIG layouts")
+    dcgm: Dcgm = live(default_factory=Dcgm, description="DCGM and dcgm-exporter")
+    monitoring: Monitoring = live(default_factory=Monitoring, description="Monitoring")
+    rollout: Rollout = live(default_factory=Rollout, description="Rolling change settings")

@@ -1,0 +1,97 @@
+"""The spec's node groups resolved into individual nodes."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from gpuforge.spec import hostlist
+from gpuforge.spec.gpus import GPU_MODELS, GpuModel
+from gpuforge.spec.model import Connector, Hardware, NodeGroup, OsFamily, Role, Spec
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node with everything the renderers and deploys need."""
+
+    name: str
+    address: str | None
+    group: str
+    roles: frozenset[Role]
+    hardware: Hardware
+    os: OsFamily
+    leaf_switch: str | None
+    mig_config: str | None
+    connector: Connector
+
+    @property
+    def ssh_target(self) -> str:
+        return self.address or self.name
+
+    @property
+    def gpu_model(self) -> GpuModel | None:
+        return GPU_MODELS[self.hardware.gpu.model] if self.hardware.gpu else None
+
+    def has(self, role: Role) -> bool:
+        return role in self.roles
+
+
+def group_addresses(group: NodeGroup) -> list[str | None]:
+    """Addresses of a group's hosts in order (None where the name is the address)."""
+    names = group.hostnames
+    if group.addresses is not None:
+        return list(group.addresses) + [None] * max(0, len(names) - len(group.addresses))
+    if group.address_start is not None:
+        start = ipaddress.IPv4Address(group.address_start)
+        return [str(start + i) if int(start) + i < 2**32 else None for i in range(len(names))]
+    return [None] * len(names)
+
+
+def group_leaf_switches(group: NodeGroup) -> dict[str, str | None]:
+    """Leaf switch of each host of a group."""
+    if isinstance(group.leaf_switch, dict):
+        out: dict[str, str | None] = dict.fromkeys(group.hostnames)
+        for switch, expr in group.leaf_switch.items():
+            for name in hostlist.expand(expr):
+                if name in out:
+                    out[name] = switch
+        return out
+    return dict.fromkeys(group.hostnames, group.leaf_switch)
+
+
+def resolve_nodes(spec: Spec) -> list[Node]:
+    """All nodes of the spec in declaration order."""
+    nodes: list[Node] = []
+    for group in spec.node_groups:
+        leaves = group_leaf_switches(group)
+        for name, address in zip(group.hostnames, group_addresses(group), strict=True):
+            nodes.append(
+                Node(
+                    name=name,
+                    address=address,
+                    group=group.name,
+                    roles=frozenset(group.roles),
+                    hardware=group.hardware,
+                    os=group.os or spec.cluster.os,
+                    leaf_switch=leaves[name],
+                    mig_config=group.mig_config,
+                    connector=group.connector,
+                )
+            )
+    return nodes
+
+
+def nodes_with(spec: Spec, role: Role) -> list[Node]:
+    """Nodes that carry ``role``."""
+    return [n for n in resolve_nodes(spec) if n.has(role)]
+
+
+def select_nodes(spec: Spec, selector: str) -> list[str]:
+    """Node names for a selector: comma-separated group names and/or hostlists."""
+    groups = {g.name: g.hostnames for g in spec.node_groups}
+    names: list[str] = []
+    for part in hostlist.split_top_level(selector):
+        for name in groups.get(part) or hostlist.expand(part):
+            if name not in names:
+                names.append(name)
+    return names

@@ -1,0 +1,413 @@
+"""Rules that relate spec fields to each other.
+
+Each rule is a small function ``(spec) -> iterable of SpecIssue``; ``check_rules`` runs
+all of them so that a user sees every problem of a file at once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+
+from gpuforge.spec import hostlist
+from gpuforge.spec.errors import SpecIssue
+from gpuforge.spec.gpus import COMPUTE_SLICES, GPU_MODELS, MEMORY_SLICES
+from gpuforge.spec.model import (
+    K8S_ROLES,
+    SLURM_ROLES,
+    Connector,
+    DriverSource,
+    MigStrategy,
+    OsFamily,
+    PreemptMode,
+    Role,
+    Scheduler,
+    SourceMode,
+    Spec,
+)
+from gpuforge.spec.nodes import group_addresses, resolve_nodes
+
+Rule = Callable[[Spec], Iterable[SpecIssue]]
+RULES: list[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+def _dupes(items: Iterable[str]) -> list[str]:
+    return sorted(k for k, v in Counter(items).items() if v > 1)
+
+
+@rule
+def unique_names_and_addresses(spec: Spec) -> Iterator[SpecIssue]:
+    for name in _dupes(g.name for g in spec.node_groups):
+        idx = [i for i, g in enumerate(spec.node_groups) if g.name == name][1]
+        yield SpecIssue(("node_groups", idx, "name"), f"group name {name!r} is used by more than one group")
+    seen: dict[str, int] = {}
+    for gi, group in enumerate(spec.node_groups):
+        if group.addresses is not None and len(group.addresses) != len(group.hostnames):
+            yield SpecIssue(
+                ("node_groups", gi, "addresses"),
+                f"{len(group.addresses)} address(es) for {len(group.hostnames)} host(s) in {group.hosts!r}; "
+                "give one per host, or use address_start",
+            )
+        if group.addresses is not None and group.address_start is not None:
+            yield SpecIssue(("node_groups", gi, "address_start"), "give either addresses or address_start, not both")
+        if group.connector is Connector.VAGRANT and (group.addresses or group.address_start):
+            yield SpecIssue(
+                ("node_groups", gi, "connector"),
+                "vagrant nodes take their addresses from 'vagrant ssh-config'; remove addresses/address_start",
+            )
+        for name in group.hostnames:
+            if name in seen and seen[name] != gi:
+                yield SpecIssue(
+                    ("node_groups", gi, "hosts"),
+                    f"host {name} is also in node_groups[{seen[name]}]; a node belongs to one group",
+                    node=name,
+                )
+            seen.setdefault(name, gi)
+    owners: dict[str, str] = {}
+    for gi, group in enumerate(spec.node_groups):
+        if group.addresses is not None and len(group.addresses) != len(group.hostnames):
+            continue
+        for name, addr in zip(group.hostnames, group_addresses(group), strict=True):
+            if addr is None:
+                continue
+            if addr in owners:
+                yield SpecIssue(
+                    ("node_groups", gi, "addresses" if group.addresses else "address_start"),
+                    f"address {addr} of {name} is already used by {owners[addr]}",
+                    node=name,
+                )
+            owners.setdefault(addr, name)
+        if group.address_start is not None and None in group_addresses(group):
+            yield SpecIssue(("node_groups", gi, "address_start"), "addresses run past 255.255.255.255")
+
+
+def _role_nodes(spec: Spec, role: Role) -> list[str]:
+    return [name for g in spec.node_groups if role in g.roles for name in g.hostnames]
+
+
+@rule
+def scheduler_sections_and_roles(spec: Spec) -> Iterator[SpecIssue]:
+    sched = spec.cluster.scheduler
+    if sched is Scheduler.SLURM:
+        if spec.slurm is None:
+            yield SpecIssue(("slurm",), "cluster.scheduler is slurm, so a slurm section is required")
+        if spec.kubernetes is not None:
+            yield SpecIssue(("kubernetes",), "only allowed with cluster.scheduler: kubernetes (it is slurm)")
+        wrong = K8S_ROLES
+        ctl = _role_nodes(spec, Role.CONTROLLER)
+        if len(ctl) not in (1, 2):
+            yield SpecIssue(
+                ("node_groups",),
+                f"a Slurm cluster needs exactly one controller (two for HA); found {len(ctl)}"
+                + (f": {hostlist.compress(ctl)}" if ctl else ""),
+            )
+        if not _role_nodes(spec, Role.COMPUTE):
+            yield SpecIssue(("node_groups",), "no node has role compute")
+    else:
+        if spec.kubernetes is None:
+            yield SpecIssue(("kubernetes",), "cluster.scheduler is kubernetes, so a kubernetes section is required")
+        if spec.slurm is not None:
+            yield SpecIssue(("slurm",), "only allowed with cluster.scheduler: slurm (it is kubernetes)")
+        wrong = SLURM_ROLES
+        if not _role_nodes(spec, Role.K8S_CONTROL_PLANE):
+            yield SpecIssue(("node_groups",), "a Kubernetes cluster needs at least one k8s-control-plane node")
+    for gi, group in enumerate(spec.node_groups):
+        bad = sorted(r.value for r in group.roles if r in wrong)
+        if bad:
+            yield SpecIssue(
+                ("node_groups", gi, "roles"),
+                f"role(s) {', '.join(bad)} do not fit scheduler {sched.value}",
+            )
+    if spec.monitoring.prometheus and not _role_nodes(spec, Role.MONITORING):
+        yield SpecIssue(
+            ("monitoring", "prometheus"),
+            "Prometheus is on but no node has role monitoring; add the role or set prometheus: false",
+        )
+
+
+def _partition_nodes(spec: Spec, selector: str, loc: tuple[str | int, ...]) -> Iterator[SpecIssue | str]:
+    groups = {g.name: g.hostnames for g in spec.node_groups}
+    known = {n for names in groups.values() for n in names}
+    for part in hostlist.split_top_level(selector):
+        if part in groups:
+            yield from groups[part]
+            continue
+        try:
+            names = hostlist.expand(part)
+        except hostlist.HostlistError as e:
+            yield SpecIssue(loc, str(e))
+            continue
+        missing = [n for n in names if n not in known]
+        if missing:
+            yield SpecIssue(
+                loc,
+                f"{hostlist.compress(missing)} is not a node or node group of this spec "
+                f"(groups: {', '.join(groups)})",
+            )
+        yield from (n for n in names if n in known)
+
+
+@rule
+def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
+    s = spec.slurm
+    if s is None:
+        return
+    compute = set(_role_nodes(spec, Role.COMPUTE))
+    for name in _dupes(p.name for p in s.partitions):
+        yield SpecIssue(("slurm", "partitions"), f"partition {name!r} is defined more than once")
+    defaults = [p.name for p in s.partitions if p.default]
+    if len(defaults) > 1:
+        yield SpecIssue(("slurm", "partitions"), f"only one partition may be default; found {', '.join(defaults)}")
+    qos_names = {q.name for q in s.qos} | {"normal"}
+    for pi, part in enumerate(s.partitions):
+        loc = ("slurm", "partitions", pi, "nodes")
+        names: list[str] = []
+        for item in _partition_nodes(spec, part.nodes, loc):
+            if isinstance(item, SpecIssue):
+                yield item
+            else:
+                names.append(item)
+        not_compute = [n for n in names if n not in compute]
+        if not_compute:
+            yield SpecIssue(
+                loc, f"{hostlist.compress(not_compute)} in partition {part.name!r} do(es) not have role compute"
+            )
+        if part.qos and part.qos not in qos_names:
+            yield SpecIssue(("slurm", "partitions", pi, "qos"), f"QOS {part.qos!r} is not defined in slurm.qos")
+        for acct in part.allow_accounts or []:
+            if acct not in {a.name for a in s.accounts} | {"root"}:
+                yield SpecIssue(
+                    ("slurm", "partitions", pi, "allow_accounts"), f"account {acct!r} is not in slurm.accounts"
+                )
+    for name in _dupes(q.name for q in s.qos):
+        yield SpecIssue(("slurm", "qos"), f"QOS {name!r} is defined more than once")
+    for qi, q in enumerate(s.qos):
+        for target in q.preempt:
+            if target not in qos_names:
+                yield SpecIssue(("slurm", "qos", qi, "preempt"), f"QOS {target!r} is not defined in slurm.qos")
+            if target == q.name:
+                yield SpecIssue(("slurm", "qos", qi, "preempt"), "a QOS cannot preempt itself")
+        if q.preempt and s.preempt_mode is PreemptMode.OFF:
+            yield SpecIssue(
+                ("slurm", "qos", qi, "preempt"),
+                "QOS preemption is set but slurm.preempt_mode is off; use requeue, cancel or suspend",
+            )
+    acct_names = [a.name for a in s.accounts]
+    for name in _dupes(acct_names):
+        yield SpecIssue(("slurm", "accounts"), f"account {name!r} is defined more than once")
+    for ai, acct in enumerate(s.accounts):
+        if acct.parent != "root" and acct.parent not in acct_names:
+            yield SpecIssue(("slurm", "accounts", ai, "parent"), f"parent account {acct.parent!r} is not defined")
+        for q in acct.qos:
+            if q not in qos_names:
+                yield SpecIssue(("slurm", "accounts", ai, "qos"), f"QOS {q!r} is not defined in slurm.qos")
+        if acct.default_qos and acct.default_qos not in (acct.qos or ["normal"]):
+            yield SpecIssue(
+                ("slurm", "accounts", ai, "default_qos"),
+                f"default QOS {acct.default_qos!r} must be one of the account's qos: {acct.qos or ['normal']}",
+            )
+    db_nodes = _role_nodes(spec, Role.ACCOUNTING_DB)
+    if s.accounting.enabled and len(db_nodes) != 1:
+        yield SpecIssue(
+            ("slurm", "accounting", "enabled"),
+            f"accounting needs exactly one node with role accounting-db; found {len(db_nodes)}",
+        )
+    if not s.accounting.enabled:
+        if db_nodes:
+            yield SpecIssue(
+                ("slurm", "accounting", "enabled"),
+                "accounting is off but a node has role accounting-db",
+            )
+        if s.qos or s.accounts:
+            yield SpecIssue(
+                ("slurm", "accounting", "enabled"),
+                "QOS and accounts need accounting (slurmdbd); enable it or remove slurm.qos/accounts",
+            )
+    if s.mps.enabled and not any(g.hardware.gpu for g in spec.node_groups):
+        yield SpecIssue(("slurm", "mps", "enabled"), "MPS GRES needs GPU nodes; no node group has GPUs")
+
+
+@rule
+def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
+    has_gpu = any(g.hardware.gpu for g in spec.node_groups)
+    drv = spec.versions.driver
+    for gi, group in enumerate(spec.node_groups):
+        if group.hardware.nvswitch and not group.hardware.gpu:
+            yield SpecIssue(("node_groups", gi, "hardware", "nvswitch"), "NVSwitch without GPUs: set hardware.gpu")
+    if has_gpu and drv is None:
+        yield SpecIssue(("versions", "driver"), "GPU nodes are declared, so a driver version must be pinned")
+    if drv is None:
+        return
+    if drv.fabric_manager is not None and drv.fabric_manager != drv.version:
+        yield SpecIssue(
+            ("versions", "driver", "fabric_manager"),
+            f"fabric manager {drv.fabric_manager} must equal the driver version {drv.version}",
+        )
+    for group in spec.node_groups:
+        if not group.hardware.gpu:
+            continue
+        os_family = group.os or spec.cluster.os
+        source = drv.source or (DriverSource.DISTRO if os_family is OsFamily.DEBIAN12 else DriverSource.NVIDIA)
+        if source is DriverSource.DISTRO and os_family is not OsFamily.DEBIAN12:
+            yield SpecIssue(
+                ("versions", "driver", "source"),
+                f"source distro is only known for debian12; group {group.name!r} runs {os_family.value}: use nvidia",
+            )
+        if source is DriverSource.DISTRO and os_family is OsFamily.DEBIAN12 and drv.branch != "535":
+            yield SpecIssue(
+                ("versions", "driver", "version"),
+                f"Debian 12 non-free ships the 535 branch; {drv.version} needs source: nvidia",
+            )
+        if source is DriverSource.DISTRO and drv.flavor.value == "open":
+            yield SpecIssue(
+                ("versions", "driver", "flavor"),
+                "Debian 12's non-free driver is proprietary; open kernel modules need source: nvidia",
+            )
+
+
+@rule
+def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
+    for name, entries in spec.mig.configs.items():
+        for ei, entry in enumerate(entries):
+            loc = ("mig", "configs", name, ei)
+            if not entry.mig_enabled and entry.mig_devices:
+                yield SpecIssue((*loc, "mig_devices"), "mig_devices given but mig_enabled is false")
+    used: set[str] = set()
+    for gi, group in enumerate(spec.node_groups):
+        if group.mig_config is None:
+            continue
+        used.add(group.mig_config)
+        loc = ("node_groups", gi, "mig_config")
+        entries = spec.mig.configs.get(group.mig_config)
+        if entries is None:
+            known = ", ".join(spec.mig.configs) or "none defined"
+            yield SpecIssue(loc, f"MIG config {group.mig_config!r} is not in mig.configs ({known})")
+            continue
+        if group.hardware.gpu is None:
+            yield SpecIssue(loc, f"group {group.name!r} has no GPUs, so no MIG config applies")
+            continue
+        model = GPU_MODELS[group.hardware.gpu.model]
+        if not model.supports_mig:
+            yield SpecIssue(loc, f"{model.name} does not support MIG")
+            continue
+        for ei, entry in enumerate(entries):
+            eloc = ("mig", "configs", group.mig_config, ei)
+            if isinstance(entry.devices, list):
+                out = [d for d in entry.devices if d >= group.hardware.gpu.count or d < 0]
+                if out:
+                    yield SpecIssue(
+                        (*eloc, "devices"),
+                        f"GPU index(es) {out} out of range for group {group.name!r} "
+                        f"({group.hardware.gpu.count} GPUs: 0-{group.hardware.gpu.count - 1})",
+                    )
+            compute = memory = 0
+            for profile_name, count in entry.mig_devices.items():
+                profile = model.profile(profile_name)
+                if profile is None:
+                    allowed = ", ".join(p.name for p in model.mig_profiles)
+                    yield SpecIssue(
+                        (*eloc, "mig_devices", profile_name),
+                        f"{profile_name!r} is not a MIG profile of {model.name} (group {group.name!r}); "
+                        f"allowed: {allowed}",
+                    )
+                    continue
+                if count < 1 or count > profile.max_count:
+                    yield SpecIssue(
+                        (*eloc, "mig_devices", profile_name),
+                        f"{count} x {profile_name} on one {model.name}: allowed 1..{profile.max_count}",
+                    )
+                compute += profile.compute * count
+                memory += profile.memory * count
+            if compute > COMPUTE_SLICES or memory > MEMORY_SLICES:
+                yield SpecIssue(
+                    (*eloc, "mig_devices"),
+                    f"layout needs {compute} compute / {memory} memory slices; one {model.name} has "
+                    f"{COMPUTE_SLICES} / {MEMORY_SLICES}",
+                )
+    if spec.kubernetes and used and spec.kubernetes.gpu_operator.mig_strategy is MigStrategy.NONE:
+        yield SpecIssue(
+            ("kubernetes", "gpu_operator", "mig_strategy"),
+            "node groups use MIG configs, so mig_strategy must be single or mixed",
+        )
+
+
+@rule
+def topology_rules(spec: Spec) -> Iterator[SpecIssue]:
+    switches = {s.name: s for s in spec.topology.switches}
+    for name in _dupes(s.name for s in spec.topology.switches):
+        yield SpecIssue(("topology", "switches"), f"switch {name!r} is defined more than once")
+    for si, sw in enumerate(spec.topology.switches):
+        if sw.parent is not None and sw.parent not in switches:
+            yield SpecIssue(("topology", "switches", si, "parent"), f"switch {sw.parent!r} is not defined")
+        seen = {sw.name}
+        cur = sw.parent
+        while cur in switches:
+            if cur in seen:
+                yield SpecIssue(("topology", "switches", si, "parent"), f"switch {sw.name!r} is in a cycle")
+                break
+            seen.add(cur)
+            cur = switches[cur].parent
+    for gi, group in enumerate(spec.node_groups):
+        if group.leaf_switch is None:
+            continue
+        loc = ("node_groups", gi, "leaf_switch")
+        mapping = group.leaf_switch if isinstance(group.leaf_switch, dict) else {group.leaf_switch: group.hosts}
+        covered: list[str] = []
+        for switch, expr in mapping.items():
+            if switch not in switches:
+                yield SpecIssue(loc, f"leaf switch {switch!r} is not in topology.switches")
+            try:
+                names = hostlist.expand(expr)
+            except hostlist.HostlistError as e:
+                yield SpecIssue(loc, str(e))
+                continue
+            stray = [n for n in names if n not in group.hostnames]
+            if stray:
+                yield SpecIssue(loc, f"{hostlist.compress(stray)} on {switch!r} are not hosts of this group")
+            covered.extend(names)
+        missing = [n for n in group.hostnames if n not in covered]
+        if missing:
+            yield SpecIssue(loc, f"{hostlist.compress(missing)} have no leaf switch")
+
+
+@rule
+def kubernetes_rules(spec: Spec) -> Iterator[SpecIssue]:
+    k = spec.kubernetes
+    if k is None:
+        return
+    tenants = k.batch_queue.tenants
+    for name in _dupes(t.name for t in tenants):
+        yield SpecIssue(("kubernetes", "batch_queue", "tenants"), f"tenant {name!r} is defined more than once")
+    for ns in _dupes(t.namespace for t in tenants):
+        yield SpecIssue(("kubernetes", "batch_queue", "tenants"), f"namespace {ns!r} is used by two tenants")
+    if tenants and k.batch_queue.kind == "none":
+        yield SpecIssue(("kubernetes", "batch_queue", "kind"), "tenants need a batch queue: kueue or volcano")
+    total = sum(n.hardware.gpu_count for n in resolve_nodes(spec) if n.has(Role.K8S_WORKER))
+    quota = sum(t.gpu_quota for t in tenants)
+    if quota > total:
+        yield SpecIssue(
+            ("kubernetes", "batch_queue", "tenants"),
+            f"tenant GPU quotas add up to {quota}, more than the {total} GPUs on k8s-worker nodes",
+        )
+
+
+@rule
+def source_rules(spec: Spec) -> Iterator[SpecIssue]:
+    src = spec.sources
+    if src.mode is SourceMode.OFFLINE and not src.bundle_dir:
+        yield SpecIssue(("sources", "bundle_dir"), "mode offline needs bundle_dir (made by 'gpuforge bundle')")
+    if src.mode is SourceMode.MIRROR and not (src.apt_proxy or any(src.mirrors.model_dump().values())):
+        yield SpecIssue(("sources", "mirrors"), "mode mirror needs apt_proxy or at least one mirror URL")
+
+
+def check_rules(spec: Spec) -> list[SpecIssue]:
+    """Every cross-field problem of ``spec``."""
+    issues: list[SpecIssue] = []
+    for fn in RULES:
+        issues.extend(fn(spec))
+    return issues
