@@ -1,0 +1,65 @@
+"""Rendered files and the jinja2 environment shared by all renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+REDACTED = "<redacted: kept in the gpuforge secrets store>"
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """A file as it must be on a node."""
+
+    path: str
+    content: str | bytes
+    mode: str = "0644"
+    owner: str = "root"
+    group: str = "root"
+    secret: bool = False
+    """Holds a secret: never printed or diffed; placeholders stand in for the values in plans."""
+
+    @property
+    def data(self) -> bytes:
+        return self.content.encode() if isinstance(self.content, str) else self.content
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Secret values the renderers may need. ``redacted()`` is what plans and `render` use."""
+
+    slurmdbd_db_password: str
+    munge_key: bytes
+
+    @classmethod
+    def redacted(cls) -> Secrets:
+        return cls(slurmdbd_db_password=REDACTED, munge_key=REDACTED.encode())
+
+
+@cache
+def environment() -> jinja2.Environment:
+    """The jinja2 environment over ``templates/`` (strict: a missing variable is an error)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_template(name: str, **context: Any) -> str:
+    """Render ``templates/<name>`` with ``context``."""
+    return environment().get_template(name).render(**context)
+
+
+def header(comment: str = "#") -> str:
+    """The managed-file header line."""
+    return f"{comment} Managed by gpuforge: edit the cluster spec, not this file.\n"
