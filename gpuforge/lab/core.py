@@ -1,0 +1,265 @@
+"""``up``, ``down``, ``status`` and ``ssh``: the lab's Python API."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from . import mirror, network, node, plan
+from .rootfs import ensure_rootfs
+from .sources import SUITE, host_mirrors
+from .state import LabPaths, LabState, NodeState, load_state, save_state
+from .system import (
+    REQUIRED_TOOLS,
+    LabError,
+    file_lock,
+    mounts_under,
+    remove_tree,
+    require_root,
+    require_tools,
+    write_file,
+)
+
+Log = Callable[[str], None]
+BOOT_TIMEOUT = 120.0
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def ssh_options(key: str, known_hosts: str) -> list[str]:
+    """ssh options for lab nodes: the lab key, the lab known_hosts, host-key checking ON."""
+    return [
+        "-F", "none",
+        "-i", key,
+        "-o", "IdentitiesOnly=yes",
+        "-o", f"UserKnownHostsFile={known_hosts}",
+        "-o", "GlobalKnownHostsFile=/dev/null",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "ConnectTimeout=10",
+        "-o", "LogLevel=ERROR",
+    ]  # fmt: skip
+
+
+def _new_state(name: str, subnet: str, nodes: int, paths: LabPaths, mode: str) -> LabState:
+    br_addr = plan.bridge_address(subnet)
+    return LabState(
+        name=name,
+        subnet=subnet,
+        bridge=plan.bridge_name(name),
+        bridge_address=br_addr,
+        nodes=[NodeState(n.name, n.address) for n in plan.node_plan(subnet, nodes)],
+        ssh_key=paths.key,
+        known_hosts=paths.known_hosts,
+        mirror_url=f"http://{br_addr}:{plan.MIRROR_PORT}",
+        state_dir=paths.dir,
+        rootfs_mode=mode,
+    )
+
+
+def up(
+    name: str = plan.DEFAULT_NAME,
+    nodes: int = plan.DEFAULT_NODES,
+    subnet: str = plan.DEFAULT_SUBNET,
+    *,
+    boot_timeout: float = BOOT_TIMEOUT,
+    log: Log = _stderr,
+) -> LabState:
+    """Bring lab ``name`` to ``nodes`` running nodes: create, repair, grow or shrink as needed.
+
+    A healthy lab of the right size is left alone (no node restarted).
+    """
+    plan.validate_name(name)
+    plan.parse_subnet(subnet, nodes)
+    require_root()
+    require_tools(REQUIRED_TOOLS)
+    paths = LabPaths(name)
+    with file_lock(paths.lock):
+        old = load_state(paths.state_file)
+        if old is not None and old.subnet != subnet:
+            raise LabError(
+                f"lab {name} already exists with subnet {old.subnet}; run `gpuforge lab down --name {name}` first"
+            )
+        if old is None:
+            gone = _teardown(name, paths, keep_console=True)
+            if gone:
+                log(f"removed stale objects of lab {name}: {', '.join(gone)}")
+        mirrors = host_mirrors()
+        base = ensure_rootfs(SUITE, mirrors, log=log)
+        os.makedirs(paths.dir, mode=0o755, exist_ok=True)
+        mode = (
+            old.rootfs_mode
+            if old and old.rootfs_mode
+            else ("overlay" if node.overlay_works(base, paths.dir) else "copy")
+        )
+        state = _new_state(name, subnet, nodes, paths, mode)
+        client_pub = node.ensure_keypair(paths.key, f"gpuforge-lab-{name}")
+
+        # Bridge and mirror. A rebuilt bridge has lost every veth: restart all nodes then.
+        restart_all = False
+        if not network.bridge_ok(name, subnet):
+            node.stop(name)
+            network.remove_all(name)
+            network.create_bridge(name, subnet)
+            restart_all = True
+            log(f"bridge {state.bridge} {state.bridge_address}")
+        if restart_all or not mirror.mirror_ok(state.bridge_address, paths.mirror_dir):
+            mirror.start_mirror(state.bridge_address, mirrors, paths.mirror_cache, paths.mirror_dir)
+            log(f"site mirror {state.mirror_url} (apt-cacher-ng)")
+
+        # Shrink: nodes beyond the wanted count go away entirely.
+        wanted = {n.name for n in state.nodes}
+        extra = sorted({p for p in _known_nodes(name, paths) if p not in wanted}, key=plan.node_index)
+        if extra:
+            node.stop(name, extra)
+            for x in extra:
+                network.remove_node_net(name, x)
+                node.release_rootfs(paths, x)
+                remove_tree(paths.node_dir(x))
+            log(f"removed {', '.join(extra)}")
+
+        # Per node: decide healthy or (re)start, then write identity (no-op when unchanged).
+        plans = plan.node_plan(subnet, nodes)
+        hosts = plan.hosts_file(plans)
+        to_start: list[plan.NodePlan] = []
+        for n in plans:
+            pid = node.nspawn_pid(name, n.name)
+            healthy = (
+                pid is not None
+                and not restart_all
+                and network.node_net_ok(name, n.name)
+                and (mode == "copy" or paths.node_rootfs(n.name) in mounts_under(paths.node_rootfs(n.name)))
+                and not node.orphan_inits(name, n.name)
+            )
+            if not healthy:
+                node.stop(name, [n.name])
+                to_start.append(n)
+            rootfs = node.prepare_rootfs(paths, n.name, base, mode)
+            node.write_identity(paths, n.name, rootfs, hosts, client_pub, mirrors, state.mirror_url)
+        keys = [(n, node.host_key(paths, n.name)) for n in plans]
+        write_file(paths.known_hosts, plan.known_hosts(keys))
+        save_state(state, paths.state_file)
+
+        t0 = time.monotonic()
+        for n in to_start:
+            netns_path = network.create_node_net(name, subnet, n.name)
+            node.start(paths, name, n.name, paths.node_rootfs(n.name), netns_path)
+        if to_start:
+            log(f"booting {', '.join(n.name for n in to_start)}")
+        # Every node must answer SSH (fast for nodes that were already up).
+        node.wait_booted(
+            paths,
+            name,
+            [(n.name, n.address) for n in plans],
+            ["ssh", *ssh_options(paths.key, paths.known_hosts), "-o", "BatchMode=yes"],
+            boot_timeout,
+        )
+        if to_start:
+            log(f"{len(to_start)} node(s) up in {time.monotonic() - t0:.1f} s")
+        return state
+
+
+def _known_nodes(name: str, paths: LabPaths) -> set[str]:
+    """Nodes this lab has anything of: node dirs, containers, namespaces."""
+    found: set[str] = set()
+    if os.path.isdir(paths.nodes_dir):
+        found |= {d for d in os.listdir(paths.nodes_dir) if d.startswith("node")}
+    found |= {n for p in node.nspawn_processes(name) if (n := node.node_of(name, p))}
+    for ns in plan.owned_netns(name, network.netns_list()):
+        found.add(ns.rsplit("-", 1)[1])
+    return found
+
+
+def _teardown(name: str, paths: LabPaths, keep_console: bool) -> list[str]:
+    """Remove every process, namespace, link, mount and file of lab ``name``; return what went."""
+    gone = [f"container pid {p}" for p in node.stop(name)]
+    gone += [f"mirror pid {p}" for p in mirror.stop_mirror(paths.mirror_dir)]
+    gone += network.remove_all(name)
+    deadline = time.monotonic() + 5  # namespaces die asynchronously once their last process exits
+    while plan.owned_links(name, network.link_list()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        gone += [g for g in network.remove_all(name) if g not in gone]
+    gone += [f"mount {m}" for m in mounts_under(paths.dir)]
+    if os.path.isdir(paths.dir):
+        for entry in os.listdir(paths.dir):
+            if keep_console and entry == "console":
+                continue
+            p = os.path.join(paths.dir, entry)
+            if os.path.isdir(p) and not os.path.islink(p):
+                remove_tree(p)
+            else:
+                os.unlink(p)
+            if entry == "lab.json":
+                gone.append("state")
+    return gone
+
+
+def down(name: str = plan.DEFAULT_NAME, *, log: Log = _stderr) -> list[str]:
+    """Stop and remove lab ``name`` (also what a crashed run left); return what was removed.
+
+    Console logs under ``<state dir>/console`` are kept for debugging; the rootfs and mirror
+    caches under ``/var/cache/gpuforge`` are kept too.
+    """
+    plan.validate_name(name)
+    require_root()
+    require_tools({k: v for k, v in REQUIRED_TOOLS.items() if k == "ip"})
+    paths = LabPaths(name)
+    with file_lock(paths.lock):
+        gone = _teardown(name, paths, keep_console=True)
+    if gone:
+        log(f"lab {name} removed ({len(gone)} objects)")
+    return gone
+
+
+def status(name: str = plan.DEFAULT_NAME) -> LabState | None:
+    """The saved state of lab ``name``, or ``None`` if it is not up."""
+    plan.validate_name(name)
+    return load_state(LabPaths(name).state_file)
+
+
+def node_running(name: str, node_name: str) -> bool:
+    """True if the node's container process is alive."""
+    return node.nspawn_pid(name, node_name) is not None
+
+
+def node_pids(name: str) -> dict[str, int]:
+    """The systemd-nspawn pid of every running node of lab ``name``."""
+    out: dict[str, int] = {}
+    for p in node.nspawn_processes(name):
+        n = node.node_of(name, p)
+        if n:
+            out[n] = p.pid
+    return out
+
+
+def ssh_command(state: LabState, node_name: str, command: Sequence[str] | None = None, tty: bool = False) -> list[str]:
+    """The ``ssh`` argv that reaches ``node_name`` as root (host-key checking on).
+
+    A one-element ``command`` is a shell command line (``["getent hosts node2 | head -1"]``);
+    several elements are an argv, quoted for the remote shell (``["sh", "-c", "echo a b"]``).
+    """
+    n = state.node(node_name)
+    argv = ["ssh", *ssh_options(state.ssh_key, state.known_hosts)]
+    argv += ["-t"] if tty else ["-o", "BatchMode=yes"]
+    argv += ["--", f"root@{n.address}"]
+    if command:
+        argv.append(command[0] if len(command) == 1 else shlex.join(command))
+    return argv
+
+
+def ssh(name: str, node_name: str, command: list[str] | None = None) -> int:
+    """Open a shell on a node (``command`` None) or run ``command`` there; return its exit status."""
+    state = status(name)
+    if state is None:
+        raise LabError(f"lab {name} is not up; run `gpuforge lab up --name {name}`")
+    try:
+        state.node(node_name)
+    except KeyError as exc:
+        raise LabError(str(exc.args[0])) from exc
+    tty = not command and sys.stdin.isatty()
+    return subprocess.call(ssh_command(state, node_name, command, tty=tty))
