@@ -1,0 +1,56 @@
+"""What a deploy knows about the host it runs on: the spec, this node, the secrets.
+
+The inventory (``gpuforge.inventory``) puts the spec path and node name in host data;
+everything else is derived here, so the same deploys run under ``gpuforge apply`` and
+under the plain ``pyinfra`` CLI.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from pyinfra import host
+
+from gpuforge.render.files import Secrets
+from gpuforge.secrets import SecretStore
+from gpuforge.spec import Node, Spec, load_spec, resolve_nodes
+
+
+@cache
+def _spec(path: str, mtime: float) -> Spec:
+    return load_spec(path)
+
+
+def spec() -> Spec:
+    path = host.data.get("gpuforge_spec_path")
+    if not path:
+        raise RuntimeError("host data has no gpuforge_spec_path: use the gpuforge inventory adapter")
+    return _spec(path, Path(path).stat().st_mtime)
+
+
+def node() -> Node:
+    name = host.data.get("gpuforge_node")
+    for n in resolve_nodes(spec()):
+        if n.name == name:
+            return n
+    raise RuntimeError(f"host {host.name} ({name}) is not a node of the spec")
+
+
+@cache
+def _secrets(cluster: str) -> Secrets:
+    return SecretStore(cluster).load()
+
+
+def secrets() -> Secrets:
+    """The cluster's real secrets (only ever uploaded as files, never printed)."""
+    return _secrets(spec().cluster.name)
+
+
+def run_as_cli_deploy(namespace: dict[str, object]) -> bool:
+    """True when a deploy file is being executed by the plain ``pyinfra`` CLI.
+
+    pyinfra executes deploy files with a namespace that has no ``__name__``; imported
+    modules always have one.
+    """
+    return "__name__" not in namespace

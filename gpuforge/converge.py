@@ -1,0 +1,257 @@
+"""Converge one stack layer on one host: desired state + facts in, steps out.
+
+A ``Layer`` is what a deploy wants on a host (packages, accounts, directories, files,
+services). ``plan_layer`` compares it with one batched ``LayerState`` fact and returns
+the steps that close the gap, nothing when the host already matches. The pyinfra
+operation in ``gpuforge.operations.layer`` yields these steps; ``gpuforge plan`` prints
+them. Keeping this pure keeps both honest and testable with facts as data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuforge.render.files import RenderedFile
+
+STAGING_DIR = "/var/lib/gpuforge/staging"
+APT_ENV = "DEBIAN_FRONTEND=noninteractive"
+APT_INSTALL = (
+    f"{APT_ENV} apt-get -q -y -o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef "
+    "install --no-install-recommends"
+)
+
+
+@dataclass(frozen=True)
+class Account:
+    """A system user and group with a fixed ID."""
+
+    name: str
+    uid: int
+    home: str = "/nonexistent"
+
+
+@dataclass(frozen=True)
+class Directory:
+    path: str
+    mode: str = "0755"
+    owner: str = "root"
+    group: str = "root"
+
+
+@dataclass(frozen=True)
+class Service:
+    """A systemd unit and what to do when its files change."""
+
+    unit: str
+    enabled: bool = True
+    running: bool = True
+    restart_on: tuple[str, ...] = ()
+    reload_on: tuple[str, ...] = ()
+    reload_command: str | None = None
+
+
+@dataclass
+class Layer:
+    """Desired state of one stack layer on one host."""
+
+    name: str
+    packages: tuple[str, ...] = ()
+    early_files: list[RenderedFile] = field(default_factory=list)
+    """Files needed before packages install (apt pins, proxy)."""
+    accounts: tuple[Account, ...] = ()
+    directories: tuple[Directory, ...] = ()
+    files: list[RenderedFile] = field(default_factory=list)
+    services: tuple[Service, ...] = ()
+    read_paths: tuple[str, ...] = ()
+    """Files whose current content the planner needs (e.g. to classify a slurm.conf change)."""
+    before_services: Callable[[LayerFacts, set[str]], list[Step]] | None = None
+    """Layer-specific steps between file changes and service (re)starts."""
+    after: Callable[[LayerFacts, set[str]], list[Step]] | None = None
+    """Layer-specific steps computed from the facts and the changed paths."""
+
+    @classmethod
+    def empty(cls, name: str) -> Layer:
+        """A layer that wants nothing (the host does not carry the role)."""
+        return cls(name)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.packages
+            or self.early_files
+            or self.accounts
+            or self.directories
+            or self.files
+            or self.services
+            or self.read_paths
+            or self.before_services
+            or self.after
+        )
+
+    @property
+    def all_files(self) -> list[RenderedFile]:
+        return [*self.early_files, *self.files]
+
+    @property
+    def fact_paths(self) -> list[str]:
+        return [f.path for f in self.all_files] + [d.path for d in self.directories]
+
+
+@dataclass
+class LayerFacts:
+    """What a host has, as read by the LayerState fact."""
+
+    packages: dict[str, str | None] = field(default_factory=dict)
+    files: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    units: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    accounts: dict[str, int | None] = field(default_factory=dict)
+    contents: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing to do on a host. ``upload`` steps carry the file; others a shell command."""
+
+    kind: str
+    summary: str
+    command: str | None = None
+    upload: RenderedFile | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "summary": self.summary}
+        if self.command is not None:
+            out["command"] = self.command
+        if self.upload is not None:
+            out["path"] = self.upload.path
+        return out
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def package_name(spec: str) -> str:
+    """``nvidia-driver=535.261.03-1`` -> ``nvidia-driver``."""
+    return spec.split("=", 1)[0]
+
+
+def _file_differs(want: RenderedFile, have: dict[str, Any] | None) -> tuple[bool, bool]:
+    """(content differs, attributes differ)."""
+    if have is None or have.get("type") not in (None, "file"):
+        return True, True
+    content = have.get("sha256") != sha256(want.data)
+    attrs = (have.get("mode"), have.get("owner"), have.get("group")) != (want.mode, want.owner, want.group)
+    return content, attrs
+
+
+def install_command(packages: list[str]) -> str:
+    pkgs = " ".join(shlex.quote(p) for p in packages)
+    # Try with the lists at hand; refresh them once only when that fails (fresh node, stale lists).
+    return f"{APT_INSTALL} {pkgs} || {{ apt-get -q update && {APT_INSTALL} {pkgs}; }}"
+
+
+def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
+    """Steps that bring a host to ``layer``, and the paths whose content changes."""
+    steps: list[Step] = []
+    changed: set[str] = set()
+
+    def file_steps(files: list[RenderedFile]) -> None:
+        for f in files:
+            content, attrs = _file_differs(f, facts.files.get(f.path))
+            if content:
+                changed.add(f.path)
+                what = "secret content (not shown)" if f.secret else f"{len(f.data)} bytes"
+                steps.append(Step("upload", f"write {f.path} ({what}, {f.mode} {f.owner}:{f.group})", upload=f))
+            elif attrs:
+                steps.append(
+                    Step(
+                        "chmod",
+                        f"fix mode/owner of {f.path} -> {f.mode} {f.owner}:{f.group}",
+                        f"chmod {f.mode} {shlex.quote(f.path)} && chown {f.owner}:{f.group} {shlex.quote(f.path)}",
+                    )
+                )
+
+    file_steps(layer.early_files)
+    for acct in layer.accounts:
+        have = facts.accounts.get(acct.name)
+        if have is None:
+            steps.append(
+                Step(
+                    "account",
+                    f"create account {acct.name} (uid/gid {acct.uid})",
+                    f"getent group {acct.name} >/dev/null || groupadd -r -g {acct.uid} {acct.name}; "
+                    f"useradd -r -u {acct.uid} -g {acct.name} -d {acct.home} -s /usr/sbin/nologin {acct.name}",
+                )
+            )
+        elif have != acct.uid:
+            steps.append(
+                Step(
+                    "warning",
+                    f"account {acct.name} has uid {have}, the cluster uses {acct.uid}: fix by hand "
+                    "(files owned by it must be re-owned)",
+                )
+            )
+    missing = [p for p in layer.packages if facts.packages.get(package_name(p)) is None]
+    if missing:
+        steps.append(Step("install", f"install {', '.join(missing)}", install_command(missing)))
+    for d in layer.directories:
+        have = facts.files.get(d.path)
+        if (
+            have is None
+            or have.get("type") != "directory"
+            or (have.get("mode"), have.get("owner"), have.get("group")) != (d.mode, d.owner, d.group)
+        ):
+            steps.append(
+                Step(
+                    "directory",
+                    f"directory {d.path} ({d.mode} {d.owner}:{d.group})",
+                    f"install -d -m {d.mode} -o {d.owner} -g {d.group} {shlex.quote(d.path)}",
+                )
+            )
+    file_steps(layer.files)
+    if any(p.startswith("/etc/systemd/") for p in changed):
+        steps.append(Step("daemon-reload", "systemctl daemon-reload", "systemctl daemon-reload"))
+    if layer.before_services is not None:
+        steps.extend(layer.before_services(facts, changed))
+    steps.extend(service_steps(layer.services, facts, changed, installed=bool(missing)))
+    if layer.after is not None:
+        steps.extend(layer.after(facts, changed))
+    return steps, changed
+
+
+def service_steps(
+    services: tuple[Service, ...], facts: LayerFacts, changed: set[str], installed: bool = False
+) -> list[Step]:
+    """Enable/start services and restart or reload those whose files changed."""
+    steps: list[Step] = []
+    for svc in services:
+        state = facts.units.get(svc.unit) or {}
+        active = state.get("ActiveState") == "active"
+        enabled = state.get("UnitFileState") in ("enabled", "static", "alias", "indirect", "generated")
+        if svc.enabled and not enabled:
+            steps.append(Step("enable", f"enable {svc.unit}", f"systemctl enable {svc.unit}"))
+        restart = any(p in changed for p in svc.restart_on)
+        reload_ = any(p in changed for p in svc.reload_on)
+        if svc.running and (not active or installed):
+            # A service a package just started runs with the package's config: restart it on ours.
+            verb = "restart" if (restart or reload_ or installed) else "start"
+            steps.append(Step(verb, f"{verb} {svc.unit}", f"systemctl {verb} {svc.unit}"))
+        elif svc.running and restart:
+            steps.append(Step("restart", f"restart {svc.unit} (config changed)", f"systemctl restart {svc.unit}"))
+        elif svc.running and reload_:
+            cmd = svc.reload_command or f"systemctl reload {svc.unit}"
+            steps.append(Step("reload", f"reload {svc.unit} (config changed)", cmd))
+        if not svc.running and active:
+            steps.append(Step("stop", f"stop {svc.unit}", f"systemctl stop {svc.unit}"))
+    return steps
+
+
+def upload_commands(f: RenderedFile) -> tuple[str, str]:
+    """(staging path, command installing it in place with its mode and owner)."""
+    staged = f"{STAGING_DIR}/{sha256(f.path.encode())[:16]}"
+    cmd = f"install -D -m {f.mode} -o {f.owner} -g {f.group} {staged} {shlex.quote(f.path)} && rm -f {staged}"
+    return staged, cmd

@@ -1,0 +1,90 @@
+"""One round trip per layer: packages, files, units, accounts and chosen file contents.
+
+Composes the commands and parsers of the small facts (packages, files, systemd) so that
+a layer's whole state on a host costs a single SSH command.
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from pyinfra.api import FactBase
+
+from gpuforge.converge import LayerFacts, package_name
+from gpuforge.facts.files import FileDigests, parse_file_digests
+from gpuforge.facts.packages import DebPackageVersions, parse_dpkg_query
+from gpuforge.facts.systemd import UnitStates, parse_systemctl_show
+
+SECTIONS = ("packages", "files", "units", "accounts", "contents")
+
+
+def _section(name: str) -> str:
+    return f"echo '__section={name}'"
+
+
+def layer_state_command(
+    packages: Sequence[str], paths: Sequence[str], units: Sequence[str], accounts: Sequence[str],
+    read_paths: Sequence[str],
+) -> str:
+    parts = []
+    if packages:
+        parts += [_section("packages"), DebPackageVersions().command([package_name(p) for p in packages])]
+    if paths:
+        parts += [_section("files"), FileDigests().command(list(paths))]
+    if units:
+        parts += [_section("units"), UnitStates().command(list(units))]
+    if accounts:
+        parts += [_section("accounts")]
+        parts += [f"echo \"{a}=$(id -u {shlex.quote(a)} 2>/dev/null)\"" for a in accounts]
+    if read_paths:
+        parts += [_section("contents")]
+        parts += [
+            f"echo \"{p}=$(base64 -w0 {shlex.quote(p)} 2>/dev/null || echo -)\"" for p in read_paths
+        ]
+    return "; ".join(parts) or "true"
+
+
+def parse_layer_state(lines: list[str]) -> LayerFacts:
+    buckets: dict[str, list[str]] = {s: [] for s in SECTIONS}
+    current = None
+    for line in lines:
+        if line.startswith("__section="):
+            current = line.split("=", 1)[1].strip()
+            continue
+        if current in buckets:
+            buckets[current].append(line)
+    facts = LayerFacts()
+    if buckets["packages"]:
+        facts.packages = parse_dpkg_query(buckets["packages"])
+    if buckets["files"]:
+        facts.files = {k: dict(v) if v else None for k, v in parse_file_digests(buckets["files"]).items()}
+    if buckets["units"]:
+        units: dict[str, Any] = parse_systemctl_show(buckets["units"])["units"]
+        facts.units = {k: dict(v) if v else None for k, v in units.items()}
+    for line in buckets["accounts"]:
+        name, _, uid = line.partition("=")
+        facts.accounts[name] = int(uid) if uid.strip().isdigit() else None
+    for line in buckets["contents"]:
+        path, _, data = line.partition("=")
+        facts.contents[path] = None if data.strip() in ("", "-") else base64.b64decode(data).decode(errors="replace")
+    return facts
+
+
+class LayerState(FactBase[LayerFacts]):
+    """Everything ``plan_layer`` needs to know about a host, in one command."""
+
+    def command(
+        self, packages: Sequence[str], paths: Sequence[str], units: Sequence[str], accounts: Sequence[str],
+        read_paths: Sequence[str],
+    ) -> str:
+        return layer_state_command(packages, paths, units, accounts, read_paths)
+
+    @staticmethod
+    def default() -> LayerFacts:
+        return LayerFacts()
+
+    def process(self, output: list[str]) -> LayerFacts:
+        return parse_layer_state(output)

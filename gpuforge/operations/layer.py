@@ -1,0 +1,68 @@
+"""The pyinfra operation that converges one layer (see ``gpuforge.converge``)."""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from collections.abc import Generator
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.api.state import StateStage
+from pyinfra.context import state
+
+from gpuforge.converge import STAGING_DIR, Layer, Step, plan_layer, upload_commands
+from gpuforge.facts.layer import LayerState
+
+# What changed on each host during this run, by layer: later operations (restart the
+# controller after every node has its new slurm.conf) read it. Written only while
+# executing, never during pyinfra's change-detection pass.
+JOURNAL: dict[str, dict[str, set[str]]] = defaultdict(dict)
+
+
+def read_layer_facts(layer: Layer) -> Any:
+    return host.get_fact(
+        LayerState,
+        packages=list(layer.packages),
+        paths=layer.fact_paths,
+        units=[s.unit for s in layer.services],
+        accounts=[a.name for a in layer.accounts],
+        read_paths=list(layer.read_paths),
+    )
+
+
+def step_commands(steps: list[Step]) -> Generator[Any, None, None]:
+    """pyinfra commands for planned steps."""
+    staged_dir = False
+    for step in steps:
+        if step.upload is not None:
+            if not staged_dir:
+                yield StringCommand(f"install -d -m 0700 {STAGING_DIR}")
+                staged_dir = True
+            staged, install = upload_commands(step.upload)
+            yield FileUploadCommand(io.BytesIO(step.upload.data), staged)
+            yield StringCommand(install)
+        elif step.command:
+            yield StringCommand(step.command)
+
+
+@operation()
+def converge(layer: Layer) -> Generator[Any, None, None]:
+    """Bring this host's ``layer`` to the desired state; a no-op when it already is.
+
+    Every host runs the same sequence of operations (pyinfra's API orders operations by
+    their position per host); hosts without the role pass an empty layer, which costs
+    no round trip.
+    """
+    if layer.is_empty:
+        host.noop(f"{layer.name}: not on this node")
+        return
+    facts = read_layer_facts(layer)
+    steps, changed = plan_layer(layer, facts)
+    if state.current_stage == StateStage.Execute:
+        JOURNAL[host.name][layer.name] = changed
+    if not steps:
+        host.noop(f"{layer.name} is up to date")
+        return
+    yield from step_commands(steps)

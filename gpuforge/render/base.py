@@ -1,0 +1,36 @@
+"""Base layer files: /etc/hosts, the package proxy, fixed service accounts."""
+
+from __future__ import annotations
+
+from gpuforge.render.files import RenderedFile, header, render_template
+from gpuforge.spec.model import Spec
+from gpuforge.spec.nodes import Node, resolve_nodes
+
+# Service accounts with the same IDs on every node (munge and Slurm compare UIDs).
+SERVICE_ACCOUNTS: dict[str, int] = {"munge": 64030, "slurm": 64031}
+
+
+def hosts_file(spec: Spec) -> str:
+    """/etc/hosts naming every node (Slurm and munge resolve node names)."""
+    entries = []
+    for node in resolve_nodes(spec):
+        if node.address is None:
+            continue
+        names = f"{node.name}.{spec.cluster.domain} {node.name}" if spec.cluster.domain else node.name
+        entries.append({"address": node.address, "names": names})
+    return render_template("base/hosts.j2", cluster=spec.cluster.name, entries=entries)
+
+
+def apt_proxy_conf(proxy: str) -> str:
+    """/etc/apt/apt.conf.d/01gpuforge-proxy."""
+    return header("//") + f'Acquire::http::Proxy "{proxy}";\n'
+
+
+def base_files(spec: Spec, node: Node) -> list[RenderedFile]:
+    """Files every node gets."""
+    files = []
+    if any(n.address for n in resolve_nodes(spec)):
+        files.append(RenderedFile("/etc/hosts", hosts_file(spec)))
+    if spec.sources.apt_proxy and node.os.is_deb:
+        files.append(RenderedFile("/etc/apt/apt.conf.d/01gpuforge-proxy", apt_proxy_conf(spec.sources.apt_proxy)))
+    return files

@@ -1,0 +1,65 @@
+"""Secrets kept on the control host: the munge key and database passwords.
+
+They live in a private directory (0700; files 0600), are generated once, and are only
+ever written to nodes as files with tight modes. Plans, diffs and logs see
+``Secrets.redacted()`` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as pysecrets
+from pathlib import Path
+
+from gpuforge.render.files import Secrets
+
+MUNGE_KEY_BYTES = 1024
+
+
+def state_root() -> Path:
+    """Where gpuforge keeps per-cluster state on the control host."""
+    env = os.environ.get("GPUFORGE_STATE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gpuforge"
+
+
+class SecretStore:
+    """A cluster's secrets directory."""
+
+    def __init__(self, cluster: str, root: Path | None = None) -> None:
+        self.dir = (root or state_root()) / cluster / "secrets"
+
+    def _ensure_dir(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.dir, 0o700)
+
+    def _read_or_create(self, name: str, make: bytes) -> bytes:
+        path = self.dir / name
+        if path.exists():
+            return path.read_bytes()
+        self._ensure_dir()
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, make)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return make
+
+    def munge_key(self) -> bytes:
+        return self._read_or_create("munge.key", pysecrets.token_bytes(MUNGE_KEY_BYTES))
+
+    def rotate_munge_key(self) -> bytes:
+        """Replace the munge key (the next apply pushes it and restarts munge everywhere)."""
+        (self.dir / "munge.key").unlink(missing_ok=True)
+        return self.munge_key()
+
+    def db_password(self) -> str:
+        return self._read_or_create("slurmdbd-db-password", pysecrets.token_urlsafe(24).encode()).decode()
+
+    def load(self) -> Secrets:
+        """The real secrets (generated on first use)."""
+        return Secrets(slurmdbd_db_password=self.db_password(), munge_key=self.munge_key())
