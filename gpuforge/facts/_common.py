@@ -12,6 +12,7 @@ report *why* nothing useful came back.
 
 from __future__ import annotations
 
+import csv
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -120,6 +121,15 @@ def normalize_pci_address(address: str) -> str:
         domain = parts[0][-4:].rjust(4, "0")
         return f"{domain}:{parts[1]}:{parts[2]}"
     return address
+
+
+def split_csv(line: str) -> list[str]:
+    """Split one CSV line (nvidia-smi ``--format=csv``) into stripped cells; [] if unparsable."""
+    try:
+        row = next(csv.reader([line.replace("\r", " ").replace("\n", " ")], skipinitialspace=True), [])
+    except csv.Error:
+        return []
+    return [cell.strip() for cell in row]
 
 
 def quote_all(values: Sequence[str]) -> str:

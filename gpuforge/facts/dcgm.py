@@ -211,6 +211,9 @@ def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
     for key in ("version", "driver_version_detected", "Driver Version Detected"):
         if key in root and isinstance(root[key], str):
             info["metadata"][key] = root[key]
+    runtime_error = root.get("runtime_error") or (data.get("runtime_error") if isinstance(data, dict) else None)
+    if runtime_error:
+        info["error"] = str(runtime_error)
     for category in root.get("test_categories") or []:
         if not isinstance(category, dict):
             continue

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import re
 import shlex
 from typing import TypedDict
 
 from pyinfra.api import FactBase
 
-from ._common import guarded, na_to_none, split_guarded, to_int
+from ._common import guarded, na_to_none, split_csv, split_guarded, to_int
 from .nvidia import NvidiaSmiStatus, explain_nvidia_smi_rc
 
 # --------------------------------------------------------------------------- MIG mode
@@ -44,7 +43,7 @@ def parse_mig_mode(lines: list[str]) -> MigModeInfo:
         gpus=[],
     )
     for line in out.lines:
-        cells = [cell.strip() for cell in next(csv.reader([line], skipinitialspace=True), [])]
+        cells = split_csv(line)
         index = to_int(cells[0]) if cells else None
         if len(cells) != len(MIG_MODE_FIELDS) or index is None:
             if line.strip():

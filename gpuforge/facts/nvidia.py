@@ -7,13 +7,21 @@ Missing tools and failing ``nvidia-smi`` calls are reported in the result, never
 
 from __future__ import annotations
 
-import csv
 import re
 from typing import TypedDict
 
 from pyinfra.api import FactBase
 
-from ._common import guarded, na_to_none, normalize_pci_address, parse_marker, split_guarded, to_int, yes_no
+from ._common import (
+    guarded,
+    na_to_none,
+    normalize_pci_address,
+    parse_marker,
+    split_csv,
+    split_guarded,
+    to_int,
+    yes_no,
+)
 
 #: nvidia-smi exit codes (``man nvidia-smi``, RETURN VALUE section).
 NVIDIA_SMI_EXIT_CODES: dict[int, str] = {
@@ -69,10 +77,6 @@ def _smi_status(lines: list[str]) -> tuple[NvidiaSmiStatus, list[str]]:
         messages=[],
     )
     return status, out.lines
-
-
-def _split_csv(line: str) -> list[str]:
-    return [cell.strip() for cell in next(csv.reader([line], skipinitialspace=True), [])]
 
 
 # --------------------------------------------------------------------------- lspci
@@ -215,7 +219,7 @@ def parse_gpu_query(lines: list[str]) -> NvidiaSmiGpuInfo:
     status, data = _smi_status(lines)
     gpus: list[GpuInfo] = []
     for line in data:
-        cells = _split_csv(line)
+        cells = split_csv(line)
         if len(cells) != len(GPU_QUERY_FIELDS) or to_int(cells[0]) is None:
             if line.strip():
                 status["messages"].append(line.strip())
@@ -361,7 +365,7 @@ def parse_remapped_rows(lines: list[str]) -> RemappedRowsInfo:
     status, data = _smi_status(lines)
     gpus: list[RemappedRows] = []
     for line in data:
-        cells = _split_csv(line)
+        cells = split_csv(line)
         if len(cells) != len(REMAPPED_ROWS_FIELDS) or ":" not in cells[0]:
             if line.strip():
                 status["messages"].append(line.strip())
@@ -487,7 +491,11 @@ class NvlinkStatus(FactBase[NvlinkInfo]):
 
 
 class XidEvent(TypedDict):
-    """One ``NVRM: Xid`` kernel log line."""
+    """One ``NVRM: Xid`` kernel log line.
+
+    ``pci_address`` gets function ``.0`` appended (the log omits it; GPUs are function 0) so it
+    joins with :class:`NvidiaSmiGpus` ``pci_address``.
+    """
 
     code: int
     pci_address: str
@@ -532,9 +540,10 @@ def parse_xid_line(line: str) -> XidEvent | None:
         process_name = None if name in {"", "<unknown>"} else name
         message = (pid_match.group("msg") or "").strip()
     prefix = line[: match.start()].strip()
+    pci = normalize_pci_address(match.group("pci"))
     return XidEvent(
         code=code,
-        pci_address=normalize_pci_address(match.group("pci")),
+        pci_address=pci if "." in pci else f"{pci}.0",
         pid=pid,
         process_name=process_name,
         message=message,
@@ -597,10 +606,18 @@ class KernelModule(TypedDict):
     state: str | None
 
 
-def parse_proc_modules(lines: list[str]) -> dict[str, KernelModule]:
+class KernelModulesInfo(TypedDict):
+    """Loaded modules keyed by name; ``readable`` is False when ``/proc/modules`` could not be read."""
+
+    readable: bool
+    modules: dict[str, KernelModule]
+
+
+def parse_proc_modules(lines: list[str]) -> KernelModulesInfo:
     """Parse ``/proc/modules`` (``name size refcount used_by state address [taint]``)."""
+    out = split_guarded(lines)
     modules: dict[str, KernelModule] = {}
-    for line in lines:
+    for line in out.lines:
         parts = line.split()
         if len(parts) < 5:
             continue
@@ -608,20 +625,20 @@ def parse_proc_modules(lines: list[str]) -> dict[str, KernelModule]:
         modules[parts[0]] = KernelModule(
             size=to_int(parts[1]), refcount=to_int(parts[2]), used_by=used_by, state=parts[4]
         )
-    return modules
+    return KernelModulesInfo(readable=out.rc == 0 or bool(modules), modules=modules)
 
 
-class KernelModules(FactBase[dict[str, KernelModule]]):
+class KernelModules(FactBase[KernelModulesInfo]):
     """Loaded kernel modules keyed by name (e.g. ``nvidia``, ``nvidia_drm``, ``nouveau``)."""
 
     def command(self) -> str:
-        return "cat /proc/modules"
+        return 'cat /proc/modules 2>/dev/null; echo "__rc=$?"'
 
     @staticmethod
-    def default() -> dict[str, KernelModule]:
-        return {}
+    def default() -> KernelModulesInfo:
+        return KernelModulesInfo(readable=False, modules={})
 
-    def process(self, output: list[str]) -> dict[str, KernelModule]:
+    def process(self, output: list[str]) -> KernelModulesInfo:
         return parse_proc_modules(output)
 
 
