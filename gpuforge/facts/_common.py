@@ -137,14 +137,26 @@ def quote_all(values: Sequence[str]) -> str:
     return " ".join(shlex.quote(value) for value in values)
 
 
-def as_name_list(values: Sequence[str] | str, what: str, pattern: re.Pattern[str]) -> list[str]:
-    """Validate a list of names (packages, units, ...) against ``pattern``.
+def as_list(values: Sequence[str] | str) -> list[str]:
+    """A list of strings; a single string is split on commas (``pyinfra ... fact X packages=a,b``).
 
-    A bare string is rejected: ``"nvidia-driver"`` would otherwise become a list of letters.
+    Never iterates a string character by character.
     """
     if isinstance(values, str):
-        raise TypeError(f"{what} must be a list of strings, not a single string")
-    names = list(values)
+        return [value.strip() for value in values.split(",") if value.strip()]
+    return list(values)
+
+
+def as_bool(value: bool | str) -> bool:
+    """Bool from a bool or a CLI string (``true``/``yes``/``1``)."""
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return bool(value)
+
+
+def as_name_list(values: Sequence[str] | str, what: str, pattern: re.Pattern[str]) -> list[str]:
+    """Validate a list of names (packages, units, ...) against ``pattern`` (see :func:`as_list`)."""
+    names = as_list(values)
     if not names:
         raise ValueError(f"at least one {what} is required")
     for name in names:

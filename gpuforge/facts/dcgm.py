@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 
 from pyinfra.api import FactBase
 
-from ._common import guarded, split_guarded
+from ._common import as_bool, guarded, split_guarded
 
 # --------------------------------------------------------------------------- dcgmi diag
 
@@ -263,10 +263,10 @@ def parse_dcgmi_diag(lines: list[str]) -> DcgmiDiagInfo:
 class DcgmiDiag(FactBase[DcgmiDiagInfo]):
     """Run ``dcgmi diag -r LEVEL`` (1 is quick; 3+ takes many minutes) and parse the results."""
 
-    def command(self, level: int = 1, json_output: bool = False) -> str:
-        if int(level) not in (1, 2, 3, 4):
+    def command(self, level: int | str = 1, json_output: bool | str = False) -> str:
+        if str(level).strip() not in {"1", "2", "3", "4"}:
             raise ValueError(f"dcgmi diag level must be 1-4, not {level!r}")
-        return guarded("dcgmi", f"dcgmi diag -r {int(level)}{' -j' if json_output else ''}")
+        return guarded("dcgmi", f"dcgmi diag -r {int(level)}{' -j' if as_bool(json_output) else ''}")
 
     @staticmethod
     def default() -> DcgmiDiagInfo:

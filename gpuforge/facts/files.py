@@ -8,7 +8,7 @@ from typing import TypedDict
 
 from pyinfra.api import FactBase
 
-from ._common import parse_marker, to_int
+from ._common import as_list, parse_marker, to_int
 
 
 class FileDigest(TypedDict):
@@ -78,10 +78,8 @@ class FileDigests(FactBase[dict[str, FileDigest | None]]):
     connecting user cannot read get ``sha256: None``.
     """
 
-    def command(self, paths: Sequence[str]) -> str:
-        if isinstance(paths, str):
-            raise TypeError("paths must be a list of strings, not a single string")
-        checked = list(paths)
+    def command(self, paths: Sequence[str] | str) -> str:
+        checked = as_list(paths)
         if not checked:
             raise ValueError("at least one path is required")
         for path in checked:

@@ -48,7 +48,7 @@ def parse_dpkg_query(lines: list[str]) -> dict[str, str | None]:
 class DebPackageVersions(FactBase[dict[str, str | None]]):
     """Installed version of each requested Debian package (None when not installed)."""
 
-    def command(self, packages: Sequence[str]) -> str:
+    def command(self, packages: Sequence[str] | str) -> str:
         names = as_name_list(packages, "package name", DEB_NAME_RE)
         joined = " ".join(names)
         return (

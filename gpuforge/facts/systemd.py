@@ -85,7 +85,7 @@ def parse_systemctl_show(lines: list[str]) -> UnitStatesInfo:
 class UnitStates(FactBase[UnitStatesInfo]):
     """Load/active/sub state, enablement and main PID of several units at once."""
 
-    def command(self, units: Sequence[str]) -> str:
+    def command(self, units: Sequence[str] | str) -> str:
         names = as_name_list(units, "unit name", UNIT_NAME_RE)
         return (
             f"echo '__units={' '.join(names)}'; "
