@@ -646,7 +646,11 @@ class KernelModules(FactBase[KernelModulesInfo]):
 
 
 class NvswitchInfo(TypedDict):
-    """NVSwitches registered with the NVIDIA driver."""
+    """NVSwitches registered with the NVIDIA driver.
+
+    ``present``: the ``nvidia-nvswitch`` procfs directory exists (driver loaded with NVSwitch
+    support); ``devices``: its entries. Fabric Manager is needed when ``devices`` is non-empty.
+    """
 
     present: bool
     devices: list[str]
