@@ -1,0 +1,428 @@
+"""NVIDIA host stack configuration: small pure functions, spec in, text out.
+
+Covers the nouveau blacklist, the container engine's NVIDIA runtime (containerd or
+docker), mig-parted's config and the nvidia-mig-manager selection, dcgm-exporter's
+counters and unit, and enroot. ``nvidia_files`` decides which node gets which file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gpuforge.render.files import RenderedFile, Secrets, header, render_template
+from gpuforge.spec.gpus import GpuModel
+from gpuforge.spec.model import ContainerEngine, ManagedBy, MigDevices, Role, Spec
+from gpuforge.spec.nodes import Node
+
+NOUVEAU_BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CONTAINERD_DROPIN_DIR = "/etc/containerd/conf.d"
+CONTAINERD_NVIDIA_DROPIN = f"{CONTAINERD_DROPIN_DIR}/99-nvidia.toml"
+DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
+NVIDIA_RUNTIME_BIN = "/usr/bin/nvidia-container-runtime"
+
+# mig-parted's systemd service regenerates /etc/nvidia-mig-manager/config.yaml from the
+# hardware on every boot (older packages made it a symlink to config-default.yaml), and
+# reads MIG_PARTED_CONFIG_FILE for a custom file: ours lives beside it.
+MIG_CONFIG = "/etc/nvidia-mig-manager/gpuforge.yaml"
+# systemd applies drop-ins in name order; the package ships override.conf selecting
+# all-disabled, so ours must sort after it.
+MIG_MANAGER_DROPIN = "/etc/systemd/system/nvidia-mig-manager.service.d/zz-gpuforge.conf"
+
+DCGM_COUNTERS_CSV = "/etc/dcgm-exporter/gpuforge-counters.csv"
+DCGM_EXPORTER_UNIT = "/etc/systemd/system/dcgm-exporter.service"
+DCGM_EXPORTER_BIN = "/usr/bin/dcgm-exporter"
+DCGM_HOSTENGINE = "localhost:5555"
+
+ENROOT_CONF = "/etc/enroot/enroot.conf"
+ENROOT_TMPFILES = "/etc/tmpfiles.d/gpuforge-enroot.conf"
+USERNS_SYSCTL = "/etc/sysctl.d/90-gpuforge-userns.conf"
+ENROOT_RUNTIME_DIR = "/run/enroot"
+ENROOT_CACHE_DIR = "/var/lib/enroot/cache"
+ENROOT_DATA_DIR = "/tmp/enroot-data"
+MAX_USER_NAMESPACES = 65536
+
+CONTAINER_ROLES = frozenset({Role.COMPUTE, Role.K8S_WORKER, Role.K8S_CONTROL_PLANE})
+ENROOT_ROLES = frozenset({Role.COMPUTE, Role.LOGIN})
+
+
+def _header() -> str:
+    return header().rstrip("\n")
+
+
+# --------------------------------------------------------------------------- yaml output
+
+
+class FlowList(list[Any]):
+    """A list written in flow style (``[0, 1]``) by :func:`dump_yaml`."""
+
+
+class LiteralStr(str):
+    """A string written as a YAML literal block (``|``) by :func:`dump_yaml`."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe dumper that indents block sequences under their key."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _flow_list(dumper: yaml.SafeDumper, data: FlowList) -> yaml.Node:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+
+
+def _literal_str(dumper: yaml.SafeDumper, data: LiteralStr) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style="|")
+
+
+_Dumper.add_representer(FlowList, _flow_list)
+_Dumper.add_representer(LiteralStr, _literal_str)
+
+
+def dump_yaml(data: Any) -> str:
+    """Deterministic YAML: keys in insertion order, block style, 2-space indent."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=False, width=1000)
+
+
+def dump_yaml_all(docs: Iterable[Any]) -> str:
+    """Several YAML documents separated by ``---``."""
+    return "---\n".join(dump_yaml(d) for d in docs)
+
+
+# --------------------------------------------------------------------------- who runs what
+
+
+def host_toolkit(spec: Spec) -> bool:
+    """The host carries the NVIDIA container runtime (not the GPU Operator's toolkit container)."""
+    return spec.kubernetes is None or spec.kubernetes.gpu_operator.toolkit is ManagedBy.HOST
+
+
+def host_dcgm_exporter(spec: Spec) -> bool:
+    """dcgm-exporter runs as a host service (DCGM installed, exporter on, not the operator's)."""
+    if not (spec.dcgm.enabled and spec.dcgm.exporter):
+        return False
+    return spec.kubernetes is None or not spec.kubernetes.gpu_operator.dcgm_exporter
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def nouveau_blacklist() -> str:
+    """/etc/modprobe.d/blacklist-nouveau.conf."""
+    return render_template("nvidia/blacklist-nouveau.conf.j2", header=_header())
+
+
+# --------------------------------------------------------------------------- container engines
+
+
+def containerd_config() -> str:
+    """/etc/containerd/config.toml: config version 2, drop-in imports, runc with SystemdCgroup."""
+    return render_template("nvidia/containerd-config.toml.j2", header=_header(), dropin_dir=CONTAINERD_DROPIN_DIR)
+
+
+def containerd_nvidia_dropin(spec: Spec) -> str:
+    """/etc/containerd/conf.d/99-nvidia.toml: the nvidia runtime as nvidia-ctk writes it (config v2)."""
+    return render_template(
+        "nvidia/containerd-nvidia.toml.j2",
+        header=_header(),
+        nvidia_default=spec.container_runtime.nvidia_default,
+        runtime_bin=NVIDIA_RUNTIME_BIN,
+    )
+
+
+def docker_daemon_json(spec: Spec, nvidia: bool) -> str:
+    """/etc/docker/daemon.json (JSON has no comments, so no managed-file header)."""
+    data: dict[str, Any] = {"exec-opts": ["native.cgroupdriver=systemd"]}
+    if nvidia:
+        data["runtimes"] = {"nvidia": {"args": [], "path": NVIDIA_RUNTIME_BIN}}
+        if spec.container_runtime.nvidia_default:
+            data["default-runtime"] = "nvidia"
+    return json.dumps(data, sort_keys=True, indent=2) + "\n"
+
+
+# --------------------------------------------------------------------------- MIG
+
+
+def _mig_entry(entry: MigDevices, model: GpuModel) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "device-filter": FlowList(model.mig_device_filter),
+        "devices": "all" if entry.devices == "all" else FlowList(entry.devices),
+        "mig-enabled": entry.mig_enabled,
+    }
+    if entry.mig_enabled:
+        out["mig-devices"] = dict(entry.mig_devices)
+    return out
+
+
+def mig_configs_for(spec: Spec, model: GpuModel) -> list[str]:
+    """Names of the spec's MIG layouts that fit ``model`` (every profile is one of its own)."""
+    return [
+        name
+        for name, entries in spec.mig.configs.items()
+        if model.supports_mig
+        and all(model.profile(p) is not None for e in entries for p in e.mig_devices)
+    ]
+
+
+def mig_parted_config(spec: Spec, model: GpuModel) -> str:
+    """mig-parted config (``version: v1``) with every spec layout that fits ``model``.
+
+    Each entry carries the model's ``device-filter`` so that mig-parted refuses to apply a
+    layout to a GPU it was not written for.
+    """
+    configs = {
+        name: [_mig_entry(e, model) for e in spec.mig.configs[name]] for name in mig_configs_for(spec, model)
+    }
+    return header() + dump_yaml({"version": "v1", "mig-configs": configs})
+
+
+def mig_manager_dropin(selected: str) -> str:
+    """nvidia-mig-manager.service drop-in selecting the node's layout from our config file."""
+    if not selected or any(c in selected for c in "\"\\\n"):
+        raise ValueError(f"invalid MIG config name {selected!r}")
+    return render_template(
+        "nvidia/nvidia-mig-manager.conf.j2", header=_header(), config_file=MIG_CONFIG, selected=selected
+    )
+
+
+# --------------------------------------------------------------------------- DCGM
+
+
+@dataclass(frozen=True)
+class DcgmCounter:
+    """One line of a dcgm-exporter counters CSV: ``FIELD, type, help``."""
+
+    field: str
+    type: str
+    help: str
+
+
+def _counters(rows: Iterable[tuple[str, str, str]]) -> tuple[DcgmCounter, ...]:
+    return tuple(DcgmCounter(*row) for row in rows)
+
+
+# The active (uncommented) lines of dcgm-exporter's etc/default-counters.csv, in order.
+DCGM_DEFAULT_COUNTERS: tuple[DcgmCounter, ...] = _counters(
+    (
+        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+        ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+        ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+        ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %)."),
+        ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %)."),
+        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+        ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+        ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
+        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes."),
+        ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),
+        ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+        ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+        ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+        (
+            "DCGM_FI_PROF_DRAM_ACTIVE",
+            "gauge",
+            "Ratio of cycles the device memory interface is active sending or receiving data.",
+        ),
+        (
+            "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "gauge",
+            "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads"
+            " - in bytes per second.",
+        ),
+        (
+            "DCGM_FI_PROF_PCIE_RX_BYTES",
+            "gauge",
+            "The rate of data received over the PCIe bus - including both protocol headers and data payloads"
+            " - in bytes per second.",
+        ),
+    )
+)
+
+# Fields that dcgm-exporter's etc/default-counters.csv and etc/dcp-metrics-included.csv
+# list commented out: valid choices that are off by default.
+DCGM_OPTIONAL_COUNTERS: tuple[DcgmCounter, ...] = _counters(
+    (
+        ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in ns)."),
+        ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in ns)."),
+        ("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", "counter", "Throttling duration due to sync-boost constraints (in ns)."),
+        ("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", "counter", "Throttling duration due to board limit constraints (in ns)."),
+        ("DCGM_FI_DEV_LOW_UTIL_VIOLATION", "counter", "Throttling duration due to low utilization (in ns)."),
+        ("DCGM_FI_DEV_RELIABILITY_VIOLATION", "counter", "Throttling duration due to reliability constraints (in ns)."),
+        ("DCGM_EXP_CLOCK_EVENTS_COUNT", "counter", "reported clock events"),
+        ("DCGM_EXP_XID_ERRORS_COUNT", "counter", "reported XIDs during last window"),
+        ("DCGM_EXP_GPU_HEALTH_STATUS", "counter", "DCGM reported health status"),
+        ("DCGM_EXP_P2P_STATUS", "counter", "P2P NvLink status"),
+        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+        ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Total number of single-bit persistent ECC errors."),
+        ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Total number of double-bit persistent ECC errors."),
+        ("DCGM_FI_DEV_RETIRED_SBE", "counter", "Total number of retired pages due to single-bit errors."),
+        ("DCGM_FI_DEV_RETIRED_DBE", "counter", "Total number of retired pages due to double-bit errors."),
+        ("DCGM_FI_DEV_RETIRED_PENDING", "counter", "Total number of pages pending retirement."),
+        (
+            "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+            "counter",
+            "Total number of NVLink flow-control CRC errors.",
+        ),
+        ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink data CRC errors."),
+        ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink retries."),
+        ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink recovery errors."),
+        (
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
+            "counter",
+            "The number of bytes of active NVLink rx or tx data including both header and payload.",
+        ),
+        ("DCGM_FI_NVML_VERSION", "label", "NVML Version"),
+        ("DCGM_FI_DEV_BRAND", "label", "Device Brand"),
+        ("DCGM_FI_DEV_SERIAL", "label", "Device Serial Number"),
+        ("DCGM_FI_DEV_OEM_INFOROM_VER", "label", "OEM inforom version"),
+        ("DCGM_FI_DEV_ECC_INFOROM_VER", "label", "ECC inforom version"),
+        ("DCGM_FI_DEV_POWER_INFOROM_VER", "label", "Power management object inforom version"),
+        ("DCGM_FI_DEV_INFOROM_IMAGE_VER", "label", "Inforom image version"),
+        ("DCGM_FI_DEV_VBIOS_VERSION", "label", "VBIOS version of the device"),
+        ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+        ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "The ratio of number of warps resident on an SM."),
+        ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "Ratio of cycles the fp64 pipes are active."),
+        ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "Ratio of cycles the fp32 pipes are active."),
+        ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "Ratio of cycles the fp16 pipes are active."),
+    )
+)
+
+DCGM_FIELDS: dict[str, DcgmCounter] = {c.field: c for c in (*DCGM_DEFAULT_COUNTERS, *DCGM_OPTIONAL_COUNTERS)}
+
+
+def dcgm_counter(field: str) -> DcgmCounter:
+    """The catalog entry of a DCGM field; a ValueError names unknown fields and close matches."""
+    name = field.strip()
+    if name in DCGM_FIELDS:
+        return DCGM_FIELDS[name]
+    close = difflib.get_close_matches(name.upper(), list(DCGM_FIELDS), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see dcgm-exporter's default-counters.csv"
+    raise ValueError(f"dcgm.counters: unknown DCGM field {field!r}{hint}")
+
+
+def dcgm_counters(spec: Spec) -> list[DcgmCounter]:
+    """The counters to export: the spec's list (checked, duplicates dropped) or the upstream defaults."""
+    if spec.dcgm.counters is None:
+        return list(DCGM_DEFAULT_COUNTERS)
+    out: list[DcgmCounter] = []
+    for field in spec.dcgm.counters:
+        counter = dcgm_counter(field)
+        if counter not in out:
+            out.append(counter)
+    if not out:
+        raise ValueError("dcgm.counters is empty; omit it for dcgm-exporter's default counters")
+    return out
+
+
+def dcgm_counters_csv(spec: Spec) -> str:
+    """/etc/dcgm-exporter/gpuforge-counters.csv in dcgm-exporter's format."""
+    return render_template("nvidia/dcgm-counters.csv.j2", header=_header(), counters=dcgm_counters(spec))
+
+
+def dcgm_exporter_argv(spec: Spec) -> list[str]:
+    """dcgm-exporter's command line; it uses the node's nv-hostengine when DCGM runs there."""
+    argv = [DCGM_EXPORTER_BIN, "-f", DCGM_COUNTERS_CSV, "-a", f":{spec.dcgm.exporter_port}"]
+    if spec.dcgm.enabled:
+        argv += ["-r", DCGM_HOSTENGINE]
+    return argv
+
+
+def dcgm_exporter_unit(spec: Spec) -> str:
+    """/etc/systemd/system/dcgm-exporter.service."""
+    return render_template(
+        "nvidia/dcgm-exporter.service.j2",
+        header=_header(),
+        hostengine=spec.dcgm.enabled,
+        exec_start=" ".join(dcgm_exporter_argv(spec)),
+    )
+
+
+# --------------------------------------------------------------------------- enroot
+
+
+def enroot_conf() -> str:
+    """/etc/enroot/enroot.conf."""
+    return render_template(
+        "nvidia/enroot.conf.j2",
+        header=_header(),
+        runtime_path=f"{ENROOT_RUNTIME_DIR}/user-$(id -u)",
+        cache_path=f"{ENROOT_CACHE_DIR}/group-$(id -g)",
+        data_path=f"{ENROOT_DATA_DIR}/user-$(id -u)",
+    )
+
+
+def enroot_tmpfiles() -> str:
+    """/etc/tmpfiles.d/gpuforge-enroot.conf: the shared, sticky parents of enroot's directories."""
+    return render_template(
+        "nvidia/enroot-tmpfiles.conf.j2", header=_header(), dirs=[ENROOT_RUNTIME_DIR, ENROOT_CACHE_DIR]
+    )
+
+
+def userns_sysctl() -> str:
+    """/etc/sysctl.d/90-gpuforge-userns.conf."""
+    return render_template("nvidia/userns-sysctl.conf.j2", header=_header(), max_namespaces=MAX_USER_NAMESPACES)
+
+
+# --------------------------------------------------------------------------- per node
+
+
+def _container_files(spec: Spec, node: Node) -> list[RenderedFile]:
+    if not node.roles & CONTAINER_ROLES:
+        return []
+    nvidia = node.hardware.gpu is not None and host_toolkit(spec)
+    engine = spec.container_runtime.engine
+    if engine is ContainerEngine.CONTAINERD:
+        files = [RenderedFile(CONTAINERD_CONFIG, containerd_config())]
+        if nvidia:
+            files.append(RenderedFile(CONTAINERD_NVIDIA_DROPIN, containerd_nvidia_dropin(spec)))
+        return files
+    if engine is ContainerEngine.DOCKER:
+        return [RenderedFile(DOCKER_DAEMON_JSON, docker_daemon_json(spec, nvidia))]
+    return []
+
+
+def nvidia_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
+    """Every NVIDIA-stack file a node needs, by its hardware and roles.
+
+    GPU nodes: nouveau blacklist; mig-parted config and selection when the group has a
+    ``mig_config``; dcgm-exporter counters and unit when it runs on the host. Nodes that run
+    containers (compute, k8s-worker, k8s-control-plane): the engine's config, with the
+    nvidia runtime on GPU nodes unless the GPU Operator brings its toolkit. Slurm compute and
+    login nodes: enroot when ``slurm.containers.enroot``.
+    """
+    del secrets  # no secrets in this layer
+    files: list[RenderedFile] = []
+    model = node.gpu_model
+    if model is not None:
+        files.append(RenderedFile(NOUVEAU_BLACKLIST, nouveau_blacklist()))
+        if node.mig_config:
+            if node.mig_config not in mig_configs_for(spec, model):
+                raise ValueError(f"MIG config {node.mig_config!r} of {node.name} does not fit its {model.name} GPUs")
+            files.append(RenderedFile(MIG_CONFIG, mig_parted_config(spec, model)))
+            files.append(RenderedFile(MIG_MANAGER_DROPIN, mig_manager_dropin(node.mig_config)))
+        if host_dcgm_exporter(spec):
+            files.append(RenderedFile(DCGM_COUNTERS_CSV, dcgm_counters_csv(spec)))
+            files.append(RenderedFile(DCGM_EXPORTER_UNIT, dcgm_exporter_unit(spec)))
+    files.extend(_container_files(spec, node))
+    if spec.slurm is not None and spec.slurm.containers.enroot and node.roles & ENROOT_ROLES:
+        files.append(RenderedFile(ENROOT_CONF, enroot_conf()))
+        files.append(RenderedFile(ENROOT_TMPFILES, enroot_tmpfiles()))
+        files.append(RenderedFile(USERNS_SYSCTL, userns_sysctl()))
+    return files
