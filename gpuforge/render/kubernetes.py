@@ -1,0 +1,304 @@
+"""Kubernetes configuration: GPU Operator values, batch-queue manifests, node prerequisites.
+
+Small pure functions, spec in, data or text out. ``kubernetes_files`` puts the cluster
+manifests on the first k8s-control-plane node under ``/etc/gpuforge/k8s/`` and the kernel
+prerequisites on every Kubernetes node.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuforge.render.files import RenderedFile, Secrets, header, render_template
+from gpuforge.render.nvidia import LiteralStr, dump_yaml, dump_yaml_all
+from gpuforge.spec.model import K8S_ROLES, DriverFlavor, Kubernetes, ManagedBy, MigStrategy, Role, Spec, Tenant
+from gpuforge.spec.nodes import Node, nodes_with
+
+MANIFEST_DIR = "/etc/gpuforge/k8s"
+GPU_OPERATOR_VALUES = f"{MANIFEST_DIR}/gpu-operator-values.yaml"
+KUEUE_MANIFESTS = f"{MANIFEST_DIR}/kueue.yaml"
+VOLCANO_MANIFESTS = f"{MANIFEST_DIR}/volcano.yaml"
+MODULES_LOAD = "/etc/modules-load.d/gpuforge-k8s.conf"
+K8S_SYSCTL = "/etc/sysctl.d/90-gpuforge-k8s.conf"
+
+GPU_OPERATOR_RELEASE = "gpu-operator"
+GPU_OPERATOR_CHART = "nvidia/gpu-operator"
+GPU_RESOURCE = "nvidia.com/gpu"
+TIME_SLICING_CONFIGMAP = "time-slicing-config"
+TIME_SLICING_KEY = "any"
+KUEUE_FLAVOR = "default-flavor"
+KUEUE_LOCAL_QUEUE = "default"
+# Kueue serves and stores v1beta2 from v0.16.0 on (v1beta1 before).
+KUEUE_V1BETA2_SINCE = (0, 16)
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+
+K8S_MODULES = ("overlay", "br_netfilter")
+K8S_SYSCTLS = (
+    ("net.bridge.bridge-nf-call-iptables", "1"),
+    ("net.bridge.bridge-nf-call-ip6tables", "1"),
+    ("net.ipv4.ip_forward", "1"),
+)
+
+
+def kubernetes_section(spec: Spec) -> Kubernetes:
+    if spec.kubernetes is None:
+        raise ValueError("spec has no kubernetes section")
+    return spec.kubernetes
+
+
+def k8s_name(name: str) -> str:
+    """A spec name as a Kubernetes object name (DNS-1123: no underscores)."""
+    out = re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+    if not out:
+        raise ValueError(f"{name!r} cannot be turned into a Kubernetes name")
+    return out
+
+
+# --------------------------------------------------------------------------- GPU Operator
+
+
+def _mig_resources(spec: Spec) -> list[str]:
+    """``nvidia.com/mig-<profile>`` resources the k8s workers offer (mixed strategy)."""
+    profiles: list[str] = []
+    for group in spec.node_groups:
+        if Role.K8S_WORKER not in group.roles or not group.mig_config or group.hardware.gpu is None:
+            continue
+        for entry in spec.mig.configs.get(group.mig_config, []):
+            if entry.mig_enabled:
+                profiles.extend(p for p in entry.mig_devices if p not in profiles)
+    return [f"nvidia.com/mig-{p}" for p in profiles]
+
+
+def time_slicing_config(spec: Spec) -> dict[str, Any] | None:
+    """The device plugin's config (``version: v1``, ``sharing.timeSlicing``); None when off."""
+    op = kubernetes_section(spec).gpu_operator
+    if op.time_slicing_replicas <= 0:
+        return None
+    names = [GPU_RESOURCE]
+    if op.mig_strategy is MigStrategy.MIXED:
+        names += _mig_resources(spec)
+    return {
+        "version": "v1",
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": False,
+                "resources": [{"name": n, "replicas": op.time_slicing_replicas} for n in names],
+            }
+        },
+    }
+
+
+def gpu_operator_values(spec: Spec) -> dict[str, Any]:
+    """Overrides of the GPU Operator chart's values (every key path exists in its values.yaml).
+
+    gpuforge applies MIG layouts with the host's nvidia-mig-manager, so the operator's MIG
+    manager stays off (it would otherwise label nodes ``all-disabled`` and undo them).
+    dcgm-exporter's ServiceMonitor needs the Prometheus Operator, which gpuforge does not
+    install, so it is off as well.
+    """
+    k = kubernetes_section(spec)
+    op = k.gpu_operator
+    driver: dict[str, Any] = {"enabled": op.driver is ManagedBy.OPERATOR}
+    if op.driver is ManagedBy.OPERATOR and spec.versions.driver is not None:
+        driver["version"] = spec.versions.driver.version
+        driver["kernelModuleType"] = "open" if spec.versions.driver.flavor is DriverFlavor.OPEN else "proprietary"
+    toolkit: dict[str, Any] = {"enabled": op.toolkit is ManagedBy.OPERATOR}
+    if op.toolkit is ManagedBy.OPERATOR:
+        toolkit["version"] = f"v{spec.versions.container_toolkit}"
+    values: dict[str, Any] = {
+        "cdi": {"enabled": spec.container_runtime.cdi},
+        "driver": driver,
+        "toolkit": toolkit,
+        "mig": {"strategy": op.mig_strategy.value},
+        "migManager": {"enabled": False},
+        "dcgmExporter": {"enabled": op.dcgm_exporter, "serviceMonitor": {"enabled": False}},
+    }
+    ts = time_slicing_config(spec)
+    if ts is not None:
+        values["devicePlugin"] = {
+            "config": {
+                "create": True,
+                "name": TIME_SLICING_CONFIGMAP,
+                "default": TIME_SLICING_KEY,
+                "data": {TIME_SLICING_KEY: LiteralStr(dump_yaml(ts))},
+            }
+        }
+    return values
+
+
+def gpu_operator_values_yaml(spec: Spec) -> str:
+    """/etc/gpuforge/k8s/gpu-operator-values.yaml."""
+    return header() + dump_yaml(gpu_operator_values(spec))
+
+
+def helm_gpu_operator_argv(
+    spec: Spec, values_file: str = GPU_OPERATOR_VALUES, chart: str = GPU_OPERATOR_CHART
+) -> list[str]:
+    """``helm upgrade --install`` for the GPU Operator, as argv (idempotent on re-runs)."""
+    op = kubernetes_section(spec).gpu_operator
+    return [
+        "helm", "upgrade", "--install", GPU_OPERATOR_RELEASE, chart,
+        "--namespace", op.namespace, "--create-namespace",
+        "--version", spec.versions.gpu_operator,
+        "-f", values_file,
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- batch queues
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.lstrip("v").split(".")[:3])
+
+
+def kueue_api_version(version: str) -> str:
+    """The Kueue apiVersion served and stored by ``version``."""
+    v1beta2 = _version_tuple(version)[:2] >= KUEUE_V1BETA2_SINCE
+    return "kueue.x-k8s.io/v1beta2" if v1beta2 else "kueue.x-k8s.io/v1beta1"
+
+
+def namespace_manifests(spec: Spec) -> list[dict[str, Any]]:
+    """One Namespace per tenant."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": t.namespace, "labels": {"gpuforge.dev/tenant": k8s_name(t.name)}},
+        }
+        for t in kubernetes_section(spec).batch_queue.tenants
+    ]
+
+
+def _kueue_resources(t: Tenant) -> list[dict[str, Any]]:
+    gpu: dict[str, Any] = {"name": GPU_RESOURCE, "nominalQuota": t.gpu_quota}
+    if t.borrowing_limit is not None:
+        gpu["borrowingLimit"] = t.borrowing_limit
+    return [
+        {"name": "cpu", "nominalQuota": t.cpu_quota},
+        {"name": "memory", "nominalQuota": f"{t.memory_quota_gi}Gi"},
+        gpu,
+    ]
+
+
+def kueue_manifests(spec: Spec) -> list[dict[str, Any]]:
+    """Namespaces, one ResourceFlavor, a ClusterQueue per tenant (one shared cohort), LocalQueues.
+
+    Each ClusterQueue admits workloads of its tenant's namespace only; its nominal quota is
+    guaranteed: borrowed GPUs are reclaimed by preemption when the owner needs them.
+    """
+    k = kubernetes_section(spec)
+    api = kueue_api_version(k.batch_queue.version)
+    cohort_key = "cohortName" if api.endswith("v1beta2") else "cohort"
+    cohort = k8s_name(spec.cluster.name)
+    docs: list[dict[str, Any]] = namespace_manifests(spec)
+    docs.append({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR}})
+    for t in k.batch_queue.tenants:
+        docs.append(
+            {
+                "apiVersion": api,
+                "kind": "ClusterQueue",
+                "metadata": {"name": k8s_name(t.name)},
+                "spec": {
+                    cohort_key: cohort,
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.namespace}},
+                    "queueingStrategy": "BestEffortFIFO",
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", GPU_RESOURCE],
+                            "flavors": [{"name": KUEUE_FLAVOR, "resources": _kueue_resources(t)}],
+                        }
+                    ],
+                },
+            }
+        )
+    for t in k.batch_queue.tenants:
+        docs.append(
+            {
+                "apiVersion": api,
+                "kind": "LocalQueue",
+                "metadata": {"name": KUEUE_LOCAL_QUEUE, "namespace": t.namespace},
+                "spec": {"clusterQueue": k8s_name(t.name)},
+            }
+        )
+    return docs
+
+
+def k8s_worker_gpus(spec: Spec) -> int:
+    """GPUs on all k8s-worker nodes together."""
+    return sum(n.hardware.gpu_count for n in nodes_with(spec, Role.K8S_WORKER))
+
+
+def volcano_manifests(spec: Spec) -> list[dict[str, Any]]:
+    """Namespaces and a Volcano Queue per tenant.
+
+    ``deserved`` is the tenant's quota; ``capability`` caps its GPUs at quota plus
+    borrowing limit (all worker GPUs when no limit is given, as Kueue would allow).
+    """
+    k = kubernetes_section(spec)
+    total = k8s_worker_gpus(spec)
+    docs: list[dict[str, Any]] = namespace_manifests(spec)
+    for t in k.batch_queue.tenants:
+        cap = t.gpu_quota + t.borrowing_limit if t.borrowing_limit is not None else max(total, t.gpu_quota)
+        docs.append(
+            {
+                "apiVersion": VOLCANO_API,
+                "kind": "Queue",
+                "metadata": {"name": k8s_name(t.name)},
+                "spec": {
+                    "weight": 1,
+                    "reclaimable": True,
+                    "deserved": {"cpu": t.cpu_quota, "memory": f"{t.memory_quota_gi}Gi", GPU_RESOURCE: t.gpu_quota},
+                    "capability": {GPU_RESOURCE: cap},
+                },
+            }
+        )
+    return docs
+
+
+def batch_queue_file(spec: Spec) -> RenderedFile | None:
+    """The batch-queue manifests as one file, or None (kind none, or no tenants)."""
+    bq = kubernetes_section(spec).batch_queue
+    if bq.kind == "kueue" and bq.tenants:
+        return RenderedFile(KUEUE_MANIFESTS, header() + dump_yaml_all(kueue_manifests(spec)))
+    if bq.kind == "volcano" and bq.tenants:
+        return RenderedFile(VOLCANO_MANIFESTS, header() + dump_yaml_all(volcano_manifests(spec)))
+    return None
+
+
+# --------------------------------------------------------------------------- node prerequisites
+
+
+def modules_load_conf() -> str:
+    """/etc/modules-load.d/gpuforge-k8s.conf."""
+    return render_template("kubernetes/modules-load.conf.j2", header=header().rstrip("\n"), modules=K8S_MODULES)
+
+
+def k8s_sysctl_conf() -> str:
+    """/etc/sysctl.d/90-gpuforge-k8s.conf."""
+    return render_template("kubernetes/sysctl.conf.j2", header=header().rstrip("\n"), settings=K8S_SYSCTLS)
+
+
+def gpu_operator_needed(spec: Spec) -> bool:
+    """Some k8s-worker has GPUs."""
+    return any(n.hardware.gpu is not None for n in nodes_with(spec, Role.K8S_WORKER))
+
+
+def kubernetes_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
+    """Every Kubernetes file a node needs ([] for a spec without a kubernetes section)."""
+    del secrets  # no secrets in this layer
+    if spec.kubernetes is None or not node.roles & K8S_ROLES:
+        return []
+    files = [
+        RenderedFile(MODULES_LOAD, modules_load_conf()),
+        RenderedFile(K8S_SYSCTL, k8s_sysctl_conf()),
+    ]
+    control_planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
+    if control_planes and control_planes[0].name == node.name:
+        if gpu_operator_needed(spec):
+            files.append(RenderedFile(GPU_OPERATOR_VALUES, gpu_operator_values_yaml(spec)))
+        queue = batch_queue_file(spec)
+        if queue is not None:
+            files.append(queue)
+    return files
