@@ -96,10 +96,7 @@ def prometheus_defaults(spec: Spec) -> str:
 
 def node_exporter_defaults(spec: Spec) -> str:
     """/etc/default/prometheus-node-exporter: listen port and textfile collector directory."""
-    args = (
-        f"--web.listen-address=:{spec.monitoring.node_exporter_port} "
-        f"--collector.textfile.directory={TEXTFILE_DIR}"
-    )
+    args = f"--web.listen-address=:{spec.monitoring.node_exporter_port} --collector.textfile.directory={TEXTFILE_DIR}"
     return render_template("monitoring/node-exporter-defaults.j2", header=_header(), args=args)
 
 

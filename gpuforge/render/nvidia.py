@@ -166,8 +166,7 @@ def mig_configs_for(spec: Spec, model: GpuModel) -> list[str]:
     return [
         name
         for name, entries in spec.mig.configs.items()
-        if model.supports_mig
-        and all(model.profile(p) is not None for e in entries for p in e.mig_devices)
+        if model.supports_mig and all(model.profile(p) is not None for e in entries for p in e.mig_devices)
     ]
 
 
@@ -177,15 +176,13 @@ def mig_parted_config(spec: Spec, model: GpuModel) -> str:
     Each entry carries the model's ``device-filter`` so that mig-parted refuses to apply a
     layout to a GPU it was not written for.
     """
-    configs = {
-        name: [_mig_entry(e, model) for e in spec.mig.configs[name]] for name in mig_configs_for(spec, model)
-    }
+    configs = {name: [_mig_entry(e, model) for e in spec.mig.configs[name]] for name in mig_configs_for(spec, model)}
     return header() + dump_yaml({"version": "v1", "mig-configs": configs})
 
 
 def mig_manager_dropin(selected: str) -> str:
     """nvidia-mig-manager.service drop-in selecting the node's layout from our config file."""
-    if not selected or any(c in selected for c in "\"\\\n"):
+    if not selected or any(c in selected for c in '"\\\n'):
         raise ValueError(f"invalid MIG config name {selected!r}")
     return render_template(
         "nvidia/nvidia-mig-manager.conf.j2", header=_header(), config_file=MIG_CONFIG, selected=selected
