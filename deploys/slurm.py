@@ -91,9 +91,9 @@ def wait_for_slurmdbd(facts: LayerFacts, changed: set[str]) -> list[Step]:
     return [
         Step(
             "wait",
-            "wait for slurmdbd to answer",
-            "for i in $(seq 1 60); do sacctmgr -nP show cluster >/dev/null 2>&1 && exit 0; sleep 1; done; "
-            "echo 'slurmdbd did not answer within 60 s' >&2; exit 1",
+            "wait for slurmdbd to listen on port 6819",
+            "for i in $(seq 1 60); do ss -Hltn 'sport = :6819' | grep -q . && exit 0; sleep 1; done; "
+            "echo 'slurmdbd is not listening on port 6819 after 60 s: see /var/log/slurm/slurmdbd.log' >&2; exit 1",
         )
     ]
 

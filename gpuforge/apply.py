@@ -22,6 +22,11 @@ from gpuforge.secrets import SecretStore
 from gpuforge.spec import Spec, load_spec, select_nodes
 
 
+def _last_lines(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return " / ".join(lines[-n:])
+
+
 @dataclass
 class HostResult:
     name: str
@@ -62,6 +67,20 @@ def apply(
     on_event: Callable[[str], None] | None = None,
 ) -> ApplyResult:
     """Converge every node (or those in ``limit``, a hostlist/group selector) to the spec."""
+    from gpuforge.plan import record_applied
+
+    result = run_deploys(spec_path, limit, on_event)
+    if result.ok and limit is None:
+        record_applied(load_spec(spec_path))
+    return result
+
+
+def run_deploys(
+    spec_path: str | Path,
+    limit: str | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> ApplyResult:
+    """Run the site deploy on the selected nodes (dry when ``layer_ops.DRY_RUN`` is set)."""
     from deploys.site import site
 
     say = on_event or (lambda _msg: None)
@@ -90,7 +109,7 @@ def apply(
         say(f"stopped: {e}")
     for op_hash in state.get_op_order():
         meta = state.get_op_meta(op_hash)
-        op_name = ", ".join(sorted(meta.names))
+        op_name = ", ".join(sorted(n.rsplit(" | ", 1)[-1] for n in meta.names))
         for h in state.inventory:
             data = state.ops.get(h, {}).get(op_hash)
             if data is None:
@@ -99,7 +118,7 @@ def apply(
             if not om.is_complete():
                 continue
             if om.did_error():
-                results[h.name].error = results[h.name].error or f"{op_name}: {om.stderr.strip()[-500:] or 'failed'}"
+                results[h.name].error = results[h.name].error or f"{op_name}: {_last_lines(om.stderr) or 'failed'}"
             elif om.did_change():
                 results[h.name].changed.append(op_name)
             else:

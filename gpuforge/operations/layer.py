@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import io
 from collections import defaultdict
 from collections.abc import Generator
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.api.state import StateStage
 from pyinfra.context import state
+from pyinfra.facts.files import FileContents
 
 from gpuforge.converge import STAGING_DIR, Layer, Step, plan_layer, upload_commands
 from gpuforge.facts.layer import LayerState
@@ -19,6 +22,25 @@ from gpuforge.facts.layer import LayerState
 # controller after every node has its new slurm.conf) read it. Written only while
 # executing, never during pyinfra's change-detection pass.
 JOURNAL: dict[str, dict[str, set[str]]] = defaultdict(dict)
+
+
+@dataclass
+class PlannedOp:
+    """One operation's planned steps on one host (``gpuforge plan``)."""
+
+    layer: str
+    steps: list[Step]
+    diffs: dict[str, str] = field(default_factory=dict)
+
+
+# Set by ``gpuforge plan``: operations record their steps here instead of running them.
+DRY_RUN: dict[str, list[PlannedOp]] | None = None
+
+
+def file_diff(path: str, old: list[str] | None, new: bytes) -> str:
+    """Unified diff of a non-secret file."""
+    new_lines = new.decode(errors="replace").splitlines()
+    return "\n".join(difflib.unified_diff(old or [], new_lines, f"{path} (node)", f"{path} (spec)", lineterm="", n=2))
 
 
 def read_layer_facts(layer: Layer) -> Any:
@@ -64,5 +86,14 @@ def converge(layer: Layer) -> Generator[Any, None, None]:
         JOURNAL[host.name][layer.name] = changed
     if not steps:
         host.noop(f"{layer.name} is up to date")
+        return
+    if DRY_RUN is not None:
+        planned = PlannedOp(layer.name, steps)
+        for step in steps:
+            f = step.upload
+            if f is not None and not f.secret:
+                old = host.get_fact(FileContents, path=f.path)
+                planned.diffs[f.path] = file_diff(f.path, old, f.data)
+        DRY_RUN.setdefault(host.name, []).append(planned)
         return
     yield from step_commands(steps)

@@ -17,6 +17,7 @@ from pyinfra.api import StringCommand, operation
 
 from gpuforge.converge import Step
 from gpuforge.facts.slurm import SacctmgrEntities, SacctmgrInfo
+from gpuforge.operations import layer as layer_ops
 from gpuforge.spec.model import Qos, Spec
 
 SACCTMGR = "sacctmgr -i"
@@ -188,11 +189,19 @@ def sync_accounting(spec: Spec, enabled: bool = True) -> Generator[Any, None, No
         host.noop("accounting is managed from the controller")
         return
     info = host.get_fact(SacctmgrEntities)
+    if info["error"] and layer_ops.DRY_RUN is not None:
+        layer_ops.DRY_RUN.setdefault(host.name, []).append(
+            layer_ops.PlannedOp("slurm-accounting", [Step("note", f"accounting not readable yet: {info['error']}")])
+        )
+        return
     if info["error"]:
         raise RuntimeError(f"cannot read slurmdbd state: {info['error']}")
     steps = plan_accounting(spec, info)
     if not steps:
         host.noop("QOS, accounts and users match the spec")
+        return
+    if layer_ops.DRY_RUN is not None:
+        layer_ops.DRY_RUN.setdefault(host.name, []).append(layer_ops.PlannedOp("slurm-accounting", steps))
         return
     for step in steps:
         yield StringCommand(step.command or "true")

@@ -1,0 +1,44 @@
+"""Rendering: the spec in, every node's files out (pure functions, deterministic)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from gpuforge.render.base import base_files
+from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.slurm import slurm_files
+from gpuforge.spec.model import Spec
+from gpuforge.spec.nodes import Node, resolve_nodes
+
+LayerRenderer = Callable[[Spec, Node, Secrets], list[RenderedFile]]
+
+# Optional layers are looked up by module/function name so each renderer stays in its own room.
+_OPTIONAL = (
+    ("gpuforge.render.nvidia", "nvidia_files"),
+    ("gpuforge.render.kubernetes", "kubernetes_files"),
+    ("gpuforge.render.monitoring", "monitoring_files"),
+)
+
+
+def layer_renderers() -> list[LayerRenderer]:
+    renderers: list[LayerRenderer] = []
+    for module, fn in _OPTIONAL:
+        renderers.append(getattr(importlib.import_module(module), fn))
+    return renderers
+
+
+def render_node(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
+    """Every file ``node`` gets, all layers; secrets redacted unless given."""
+    sec = secrets or Secrets.redacted()
+    files = list(base_files(spec, node))
+    if spec.slurm is not None:
+        files += slurm_files(spec, node, sec)
+    for renderer in layer_renderers():
+        files += renderer(spec, node, sec)
+    return sorted(files, key=lambda f: f.path)
+
+
+def render_cluster(spec: Spec, secrets: Secrets | None = None) -> dict[str, list[RenderedFile]]:
+    """Files per node name."""
+    return {n.name: render_node(spec, n, secrets) for n in resolve_nodes(spec)}

@@ -1,0 +1,170 @@
+"""The ``gpuforge`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpuforge.spec import SpecError, load_spec, resolve_nodes, spec_json_schema
+
+app = typer.Typer(
+    name="gpuforge",
+    help="Declarative provisioning and validation for GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
+
+
+def _load(path: Path):  # type: ignore[no-untyped-def]
+    """Load a spec or exit 2 with every problem listed (no traceback)."""
+    try:
+        return load_spec(path)
+    except SpecError as e:
+        err.print(e.format(), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def check(spec: SpecArg, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Validate a spec file; touch no host."""
+    try:
+        s = load_spec(spec)
+    except SpecError as e:
+        if json_out:
+            print(
+                json.dumps(
+                    {
+                        "ok": False,
+                        "errors": [
+                            {"path": i.path, "line": i.line, "node": i.node, "message": i.message} for i in e.issues
+                        ],
+                    }
+                )
+            )
+        else:
+            err.print(e.format(), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    nodes = resolve_nodes(s)
+    if json_out:
+        print(json.dumps({"ok": True, "cluster": s.cluster.name, "nodes": len(nodes)}))
+    else:
+        out.print(f"{spec}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
+
+
+@app.command()
+def schema(output: Annotated[Path | None, typer.Option("-o", "--output")] = None) -> None:
+    """Write the JSON Schema of spec files (with each field's x-update-policy)."""
+    text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
+    if output:
+        output.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def render(
+    spec: SpecArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write files to")],
+) -> None:
+    """Render every node's files into DIR/<node>/<path> (secrets redacted)."""
+    from gpuforge.render import render_cluster
+
+    s = _load(spec)
+    written = 0
+    for node_name, files in render_cluster(s).items():
+        for f in files:
+            target = output / node_name / f.path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(f.data)
+            written += 1
+    out.print(f"wrote {written} files for {len(resolve_nodes(s))} nodes under {output}")
+
+
+@app.command()
+def plan(
+    spec: SpecArg,
+    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show what apply would change on each host (nothing is changed; secrets redacted)."""
+    from gpuforge.plan import plan as make_plan
+
+    _load(spec)
+    result = make_plan(spec, limit=limit)
+    if json_out:
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        result.print(out)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command()
+def apply(
+    spec: SpecArg,
+    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Converge the nodes to the spec. A re-run with no spec change changes nothing."""
+    from gpuforge.apply import apply as run_apply
+
+    _load(spec)
+    with err.status("applying") as status:
+        result = run_apply(spec, limit=limit, on_event=lambda m: status.update(m))
+    if json_out:
+        print(
+            json.dumps(
+                {
+                    "ok": result.ok,
+                    "changes": result.changes,
+                    "hosts": {
+                        n: {"ok": h.ok, "changed": h.changed, "unchanged": h.unchanged, "error": h.error}
+                        for n, h in result.hosts.items()
+                    },
+                },
+                indent=2,
+            )
+        )
+    else:
+        table = Table(title=f"apply {spec}")
+        for col in ("node", "result", "changed operations"):
+            table.add_column(col)
+        for name, h in result.hosts.items():
+            state = "[red]FAILED[/]" if not h.ok else ("[yellow]changed[/]" if h.changed else "[green]ok[/]")
+            detail = h.error if h.error else (", ".join(h.changed) or f"no change ({h.unchanged} checked)")
+            table.add_row(name, state, detail)
+        out.print(table)
+        out.print(f"{result.changes} change(s)")
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def main() -> None:
+    """Entry point."""
+    try:
+        from gpuforge.lab.cli import app as lab_app
+
+        app.add_typer(lab_app, name="lab", help="The built-in lab: Debian nodes as containers on this machine")
+    except ImportError:  # pragma: no cover - the lab package is part of gpuforge
+        pass
+    try:
+        from gpuforge.validator import cli as vcli
+
+        app.command("validate")(vcli.validate_typer)
+        app.command("health")(vcli.health_typer)
+    except (ImportError, AttributeError):
+        pass
+    app()
+
+
+if __name__ == "__main__":
+    main()

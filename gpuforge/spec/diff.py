@@ -1,0 +1,68 @@
+"""What changed between two specs, each change with its field's update policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from gpuforge.spec.errors import format_loc
+from gpuforge.spec.load import _unwrap
+from gpuforge.spec.model import Spec
+from gpuforge.spec.policy import POLICY_KEY, UpdatePolicy
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    path: str
+    old: Any
+    new: Any
+    policy: UpdatePolicy
+
+
+def field_policy(loc: tuple[str | int, ...]) -> UpdatePolicy:
+    """The policy of the deepest declared field along ``loc`` (the strictest wins on the way)."""
+    model: type[BaseModel] | None = Spec
+    policy = UpdatePolicy.LIVE
+    for part in loc:
+        if model is None:
+            break
+        if isinstance(part, int) or part not in model.model_fields:
+            continue
+        info = model.model_fields[part]
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        declared = extra.get(POLICY_KEY)
+        if isinstance(declared, str):
+            policy = UpdatePolicy(declared)
+        candidates = _unwrap(info.annotation)
+        model = candidates[0] if candidates else None
+    return policy
+
+
+def _walk(old: Any, new: Any, loc: tuple[str | int, ...], out: list[FieldChange]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            _walk(old.get(key), new.get(key), (*loc, key), out)
+    elif isinstance(old, list) and isinstance(new, list) and all(isinstance(x, dict) for x in old + new):
+        keyed = all("name" in x for x in old + new)
+        if keyed:
+            o = {x["name"]: x for x in old}
+            n = {x["name"]: x for x in new}
+            for name in sorted(set(o) | set(n)):
+                _walk(o.get(name), n.get(name), (*loc, name), out)
+        else:
+            for i in range(max(len(old), len(new))):
+                _walk(old[i] if i < len(old) else None, new[i] if i < len(new) else None, (*loc, i), out)
+    elif old != new:
+        out.append(FieldChange(format_loc(loc), old, new, field_policy(loc)))
+
+
+def diff_specs(old: Spec, new: Spec) -> list[FieldChange]:
+    """Changed leaf fields from ``old`` to ``new``."""
+    out: list[FieldChange] = []
+    _walk(old.model_dump(mode="json"), new.model_dump(mode="json"), (), out)
+    return out
+
+
+__all__ = ["FieldChange", "diff_specs", "field_policy"]
