@@ -261,5 +261,7 @@ def ssh(name: str, node_name: str, command: list[str] | None = None) -> int:
         state.node(node_name)
     except KeyError as exc:
         raise LabError(str(exc.args[0])) from exc
+    if not os.access(state.ssh_key, os.R_OK):
+        raise LabError(f"cannot read the lab key {state.ssh_key}: run as root")
     tty = not command and sys.stdin.isatty()
     return subprocess.call(ssh_command(state, node_name, command, tty=tty))

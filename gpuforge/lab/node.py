@@ -185,7 +185,7 @@ def orphan_inits(name: str, node: str | None = None) -> list[Proc]:
     the ``GPUFORGE_LAB_MACHINE`` variable nspawn put into their environment."""
     nspawn = {p.pid for p in nspawn_processes(name)}
     out = []
-    for p in processes(lambda argv: "systemd" in os.path.basename(argv[0])):
+    for p in processes(lambda argv: os.path.basename(argv[0]) == "systemd"):
         n = plan.machine_node(name, environ(p.pid).get(ENV_MARK, ""))
         if n is not None and (node is None or n == node) and _ppid(p.pid) not in nspawn:
             out.append(p)

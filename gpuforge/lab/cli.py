@@ -1,0 +1,101 @@
+"""``gpuforge lab``: bring real Debian test nodes up and down on this machine."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import core, plan
+from .plan import PlanError
+from .system import LabError
+
+app = typer.Typer(
+    name="lab",
+    help="Real Debian 12 nodes (systemd-nspawn containers with sshd) on this machine, plus a site mirror.",
+    no_args_is_help=True,
+)
+err = Console(stderr=True)
+out = Console()
+
+T = TypeVar("T")
+NameOpt = Annotated[str, typer.Option("--name", help="Lab name (bridge gf-<name>, state in /var/lib/gpuforge/lab).")]
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except (LabError, PlanError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: run `gpuforge lab down` to clean up a half-made lab")
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def up(
+    nodes: Annotated[int, typer.Option("--nodes", "-n", min=1, help="Number of nodes (node1..nodeN).")] = (
+        plan.DEFAULT_NODES
+    ),
+    name: NameOpt = plan.DEFAULT_NAME,
+    subnet: Annotated[str, typer.Option("--subnet", help="Private IPv4 subnet; node i gets .(10+i).")] = (
+        plan.DEFAULT_SUBNET
+    ),
+) -> None:
+    """Create, repair or resize the lab; a healthy lab of the right size is left as it is."""
+    state = _guard(lambda: core.up(name, nodes, subnet, log=lambda m: err.print(m, highlight=False)))
+    out.print(f"lab {state.name} is up: " + ", ".join(f"{n.name}={n.address}" for n in state.nodes))
+    out.print(f"  ssh: gpuforge lab ssh --name {state.name} node1   mirror: {state.mirror_url}")
+
+
+@app.command()
+def down(name: NameOpt = plan.DEFAULT_NAME) -> None:
+    """Stop and remove the lab: containers, namespaces, bridge, veths, mounts and its mirror."""
+    gone = _guard(lambda: core.down(name, log=lambda m: None))
+    out.print(f"lab {name}: removed {len(gone)} objects" if gone else f"lab {name}: nothing to remove")
+
+
+@app.command()
+def status(
+    name: NameOpt = plan.DEFAULT_NAME,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the lab state as JSON.")] = False,
+) -> None:
+    """Show the lab's nodes, addresses and whether each container runs."""
+    state = _guard(lambda: core.status(name))
+    if state is None:
+        err.print(f"lab {name} is not up")
+        raise typer.Exit(1)
+    running = {n.name: core.node_running(name, n.name) for n in state.nodes}
+    if as_json:
+        data = state.to_dict()
+        for n in data["nodes"]:  # type: ignore[attr-defined]
+            n["running"] = running[n["name"]]
+        typer.echo(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"lab {state.name}  ({state.subnet}, bridge {state.bridge} {state.bridge_address})")
+    table.add_column("node")
+    table.add_column("address")
+    table.add_column("container")
+    for n in state.nodes:
+        table.add_row(n.name, n.address, "[green]running[/green]" if running[n.name] else "[red]stopped[/red]")
+    out.print(table)
+    out.print(f"mirror {state.mirror_url}  key {state.ssh_key}  known_hosts {state.known_hosts}")
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def ssh(
+    node: Annotated[str, typer.Argument(help="node1..nodeN")],
+    command: Annotated[list[str] | None, typer.Argument(help="Command to run (after --); none: a shell.")] = None,
+    name: NameOpt = plan.DEFAULT_NAME,
+) -> None:
+    """Open a root shell on NODE, or run `-- COMMAND...` there and exit with its status."""
+    cmd = list(command or [])
+    if cmd[:1] == ["--"]:  # click keeps the separator when interspersed args are off
+        cmd = cmd[1:]
+    rc = _guard(lambda: core.ssh(name, node, cmd or None))
+    raise typer.Exit(rc)

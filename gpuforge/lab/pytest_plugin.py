@@ -1,0 +1,107 @@
+"""pytest plugin: a session-wide lab of real nodes, and auto-skip of ``lab`` tests where none can run.
+
+Enable it with ``pytest_plugins = ["gpuforge.lab.pytest_plugin"]`` in ``tests/conftest.py``. Then::
+
+    @pytest.mark.lab
+    def test_something(lab):
+        cp = lab.ssh("node1", "systemctl is-system-running")
+        assert cp.returncode == 0, cp.stderr
+
+The lab (``gflab-test``, 10.213.9.0/24, 3 nodes) comes up once per session and is always torn
+down at the end, also when a test fails, ``up`` fails or the run is interrupted (Ctrl-C, SIGTERM).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from types import FrameType
+
+import pytest
+
+from . import core
+from .rootfs import cached_rootfs
+from .sources import SUITE
+from .state import LabState
+from .system import BUILD_TOOLS, REQUIRED_TOOLS, missing_tools
+
+LAB_NAME = "gflab-test"
+LAB_SUBNET = "10.213.9.0/24"
+LAB_NODES = 3
+
+
+def lab_unavailable_reason() -> str | None:
+    """Why lab tests cannot run here (``None`` if they can)."""
+    if os.geteuid() != 0:
+        return "lab tests need root (network namespaces, bridges, systemd-nspawn)"
+    tools = dict(REQUIRED_TOOLS)
+    if cached_rootfs(SUITE) is None:
+        tools.update(BUILD_TOOLS)
+    missing = missing_tools(tools)
+    if missing:
+        pkgs = " ".join(sorted(set(missing.values())))
+        return f"lab tests need {', '.join(sorted(missing))} (apt-get install {pkgs})"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests marked ``lab`` with the reason when this machine cannot run the lab."""
+    lab_items = [i for i in items if i.get_closest_marker("lab") is not None]
+    if not lab_items:
+        return
+    reason = lab_unavailable_reason()
+    if reason:
+        for item in lab_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class Lab:
+    """A running lab as the tests see it."""
+
+    def __init__(self, name: str, nodes: int, subnet: str, state: LabState) -> None:
+        self.name, self.nodes, self.subnet, self.state = name, nodes, subnet, state
+
+    def ssh(self, node: str, cmd: str | Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """Run ``cmd`` on ``node`` as root over SSH (host-key checking on); capture its output."""
+        command = [cmd] if isinstance(cmd, str) else list(cmd)
+        return subprocess.run(
+            core.ssh_command(self.state, node, command),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def up(self, nodes: int | None = None) -> LabState:
+        """Run ``up`` again (repairs or grows the lab) and refresh :attr:`state`."""
+        self.nodes = nodes or self.nodes
+        self.state = core.up(self.name, self.nodes, self.subnet)
+        return self.state
+
+    def pids(self) -> dict[str, int]:
+        """systemd-nspawn pid per running node."""
+        return core.node_pids(self.name)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    """Bring the test lab up once; always tear it down afterwards."""
+    reason = lab_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)  # so SIGTERM also tears down
+    try:
+        core.down(LAB_NAME, log=lambda m: None)  # leftovers of a crashed earlier run
+        state = core.up(LAB_NAME, LAB_NODES, LAB_SUBNET)
+        yield Lab(LAB_NAME, LAB_NODES, LAB_SUBNET, state)
+    finally:
+        try:
+            core.down(LAB_NAME, log=lambda m: None)
+        finally:
+            signal.signal(signal.SIGTERM, old_term)

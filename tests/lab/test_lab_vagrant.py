@@ -1,0 +1,75 @@
+"""The Vagrantfile (real VMs) and parsing of `vagrant ssh-config`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from gpuforge.lab.vagrant import VagrantHost, parse_ssh_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SAMPLE = """\
+Host node1
+  HostName 192.168.121.57
+  User vagrant
+  Port 22
+  UserKnownHostsFile /dev/null
+  StrictHostKeyChecking no
+  PasswordAuthentication no
+  IdentityFile /home/dev/gpuforge/.vagrant/machines/node1/libvirt/private_key
+  IdentitiesOnly yes
+  LogLevel FATAL
+  PubkeyAcceptedKeyTypes +ssh-rsa
+  HostKeyAlgorithms +ssh-rsa
+
+Host node2
+  HostName 127.0.0.1
+  User vagrant
+  Port 2200
+  UserKnownHostsFile /dev/null
+  StrictHostKeyChecking no
+  PasswordAuthentication no
+  IdentityFile "/home/dev/my projects/gpuforge/.vagrant/machines/node2/virtualbox/private_key"
+  IdentitiesOnly yes
+  LogLevel FATAL
+
+Host node3
+  HostName=127.0.0.1
+  User=vagrant
+  Port=2201
+"""
+
+
+def test_parse_ssh_config():
+    hosts = parse_ssh_config(SAMPLE)
+    assert list(hosts) == ["node1", "node2", "node3"]
+    assert hosts["node1"] == VagrantHost(
+        "node1", "192.168.121.57", 22, "vagrant", "/home/dev/gpuforge/.vagrant/machines/node1/libvirt/private_key"
+    )
+    assert hosts["node2"].port == 2200
+    key2 = "/home/dev/my projects/gpuforge/.vagrant/machines/node2/virtualbox/private_key"
+    assert hosts["node2"].identity_file == key2
+    assert hosts["node3"] == VagrantHost("node3", "127.0.0.1", 2201, "vagrant", None)
+    assert parse_ssh_config("") == {}
+
+
+def test_vagrantfile_matches_lab_addressing():
+    with open(os.path.join(ROOT, "Vagrantfile")) as f:
+        text = f.read()
+    assert 'config.vm.box = "debian/bookworm64"' in text
+    assert 'NET = "10.213.0"' in text and "10 + i" in text
+    assert ":libvirt" in text and ":virtualbox" in text
+
+
+@pytest.mark.skipif(shutil.which("vagrant") is None, reason="vagrant is not installed (apt-get install vagrant)")
+def test_vagrant_validate(tmp_path):
+    # Validate a copy so that vagrant's .vagrant/ state dir is not left in the repository.
+    shutil.copy(os.path.join(ROOT, "Vagrantfile"), tmp_path / "Vagrantfile")
+    env = dict(os.environ, VAGRANT_CWD=str(tmp_path), VAGRANT_CHECKPOINT_DISABLE="1")
+    cp = subprocess.run(["vagrant", "validate"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "validated successfully" in cp.stdout
