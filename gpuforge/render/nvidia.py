@@ -45,7 +45,7 @@ ENROOT_TMPFILES = "/etc/tmpfiles.d/gpuforge-enroot.conf"
 USERNS_SYSCTL = "/etc/sysctl.d/90-gpuforge-userns.conf"
 ENROOT_RUNTIME_DIR = "/run/enroot"
 ENROOT_CACHE_DIR = "/var/lib/enroot/cache"
-ENROOT_DATA_DIR = "/tmp/enroot-data"
+ENROOT_DATA_DIR = "/var/lib/enroot/data"
 MAX_USER_NAMESPACES = 65536
 
 CONTAINER_ROLES = frozenset({Role.COMPUTE, Role.K8S_WORKER, Role.K8S_CONTROL_PLANE})
@@ -368,7 +368,7 @@ def enroot_conf() -> str:
 def enroot_tmpfiles() -> str:
     """/etc/tmpfiles.d/gpuforge-enroot.conf: the shared, sticky parents of enroot's directories."""
     return render_template(
-        "nvidia/enroot-tmpfiles.conf.j2", header=_header(), dirs=[ENROOT_RUNTIME_DIR, ENROOT_CACHE_DIR]
+        "nvidia/enroot-tmpfiles.conf.j2", header=_header(), dirs=[ENROOT_RUNTIME_DIR, ENROOT_CACHE_DIR, ENROOT_DATA_DIR]
     )
 
 

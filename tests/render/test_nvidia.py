@@ -397,7 +397,7 @@ def test_enroot_conf() -> None:
         assert conf[key].startswith("/")
     assert conf["ENROOT_RUNTIME_PATH"].startswith(nvidia.ENROOT_RUNTIME_DIR + "/")
     tmpfiles = [line.split() for line in nvidia.enroot_tmpfiles().splitlines() if line and line[0] != "#"]
-    assert [t[1] for t in tmpfiles] == [nvidia.ENROOT_RUNTIME_DIR, nvidia.ENROOT_CACHE_DIR]
+    assert [t[1] for t in tmpfiles] == [nvidia.ENROOT_RUNTIME_DIR, nvidia.ENROOT_CACHE_DIR, nvidia.ENROOT_DATA_DIR]
     assert all(t[0] == "d" and t[2] == "1777" for t in tmpfiles)
     sysctl = dict(
         (k.strip(), v.strip())
