@@ -490,3 +490,19 @@ def test_no_machine_paths_or_unrendered_markers(inv: str) -> None:
         text = data.decode()
         assert "{{" not in text and "{%" not in text, path
         assert text.endswith("\n"), path
+
+
+@pytest.mark.parametrize("name", ["yes", "on", "0x10", "1.5", "null", "~", "all-1g"])
+def test_mig_config_names_survive_yaml(name: str) -> None:
+    """Config names that YAML 1.1 would read as booleans, numbers or null stay strings."""
+
+    def change(d: dict[str, Any]) -> None:
+        d["mig"]["configs"] = {name: d["mig"]["configs"]["inference"]}
+        for group in d["node_groups"]:
+            if group.get("mig_config"):
+                group["mig_config"] = name
+
+    spec = variant("slurm-h100", change)
+    files = files_of(spec, "gpu061")
+    assert list(yaml.safe_load(files[nvidia.MIG_CONFIG])["mig-configs"]) == [name]
+    assert _systemd_env(files[nvidia.MIG_MANAGER_DROPIN])["MIG_PARTED_SELECTED_CONFIG"] == name
