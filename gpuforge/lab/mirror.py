@@ -63,8 +63,42 @@ def listening(address: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def listening_inodes(address: str, port: int) -> set[str]:
+    """Socket inodes listening on ``address:port`` (or on all addresses) per /proc/net/tcp."""
+    want = {socket.inet_aton(address)[::-1].hex().upper() + f":{port:04X}", f"00000000:{port:04X}"}
+    out: set[str] = set()
+    try:
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if len(fields) > 9 and fields[1] in want and fields[3] == "0A":
+                    out.add(fields[9])
+    except OSError:
+        pass
+    return out
+
+
+def owns_port(pids: list[int], address: str, port: int) -> bool:
+    """True if one of ``pids`` holds the listening socket on ``address:port``."""
+    inodes = {f"socket:[{i}]" for i in listening_inodes(address, port)}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def mirror_ok(address: str, mirror_dir: str) -> bool:
-    return bool(mirror_processes(mirror_dir)) and listening(address, plan.MIRROR_PORT)
+    """Our apt-cacher-ng runs and it (not something else) listens on the bridge address."""
+    pids = [p.pid for p in mirror_processes(mirror_dir)]
+    return bool(pids) and owns_port(pids, address, plan.MIRROR_PORT) and listening(address, plan.MIRROR_PORT)
 
 
 def start_mirror(address: str, mirrors: HostMirrors, cache_dir: str, mirror_dir: str, timeout: float = 15) -> None:
@@ -77,12 +111,15 @@ def start_mirror(address: str, mirrors: HostMirrors, cache_dir: str, mirror_dir:
     spawn_detached(["apt-cacher-ng", "-c", conf_dir(mirror_dir)], out)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if listening(address, plan.MIRROR_PORT, 0.5):
-            return
         time.sleep(0.2)
+        pids = [p.pid for p in mirror_processes(mirror_dir)]
+        if pids and owns_port(pids, address, plan.MIRROR_PORT) and listening(address, plan.MIRROR_PORT, 0.5):
+            return
+        if not pids:
+            break
     raise LabError(
-        f"site mirror (apt-cacher-ng) did not listen on {address}:{plan.MIRROR_PORT} within {timeout} s; "
-        f"see {out} and {os.path.join(mirror_dir, 'log')}"
+        f"site mirror (apt-cacher-ng) did not start listening on {address}:{plan.MIRROR_PORT}; "
+        f"is port {plan.MIRROR_PORT} taken (`ss -ltnp`)? See {out} and {os.path.join(mirror_dir, 'log')}"
     )
 
 

@@ -226,6 +226,11 @@ def start(paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str) -
         f"--setenv={ENV_MARK}={plan.machine_name(name, node)}",
     ]
     spawn_detached(cmd, log)
+    deadline = time.monotonic() + 10  # setsid --fork returns before the child has exec'd nspawn
+    while nspawn_pid(name, node) is None:
+        if time.monotonic() > deadline:
+            raise LabError(f"{node}: systemd-nspawn did not start; console log {log}:\n" + tail(log))
+        time.sleep(0.05)
 
 
 def stop(name: str, nodes: Sequence[str] | None = None, timeout: float = 20) -> list[int]:
