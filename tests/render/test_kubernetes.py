@@ -343,11 +343,11 @@ def test_prerequisites() -> None:
     files = files_of(spec, "kgpu01")
     modules = [line for line in files[k8s.MODULES_LOAD].splitlines() if line and not line.startswith("#")]
     assert modules == ["overlay", "br_netfilter"]
-    sysctl = dict(
-        tuple(part.strip() for part in line.split("=", 1))
-        for line in files[k8s.K8S_SYSCTL].splitlines()
-        if line and not line.startswith("#")
-    )
+    sysctl: dict[str, str] = {}
+    for line in files[k8s.K8S_SYSCTL].splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            sysctl[key.strip()] = value.strip()
     assert sysctl == {
         "net.ipv4.ip_forward": "1",
         "net.bridge.bridge-nf-call-iptables": "1",

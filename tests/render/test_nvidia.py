@@ -284,7 +284,8 @@ CSV_LINE = re.compile(r"^(?P<field>[A-Z0-9_]+)\s*,\s*(?P<type>[a-z]+)\s*,\s*(?P<
 
 def _upstream_csv(name: str) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
     """(active rows, commented-out rows) of an upstream counters CSV."""
-    active, commented = [], []
+    active: list[tuple[str, str, str]] = []
+    commented: list[tuple[str, str, str]] = []
     for line in (UPSTREAM / "dcgm-exporter" / name).read_text().splitlines():
         body = line.lstrip("#").strip()
         m = CSV_LINE.match(body)
