@@ -157,7 +157,22 @@ def controller_layer(s: Spec) -> Layer:
             steps.append(Step("reconfigure", f"scontrol reconfigure ({why})", "scontrol reconfigure"))
         return steps
 
-    return Layer("slurm-controller", services=(Service("slurmctld"),), after=act)
+    def register(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        unit = facts.units.get("slurmctld") or {}
+        if s.slurm is None or not s.slurm.accounting.enabled or unit.get("ActiveState") == "active":
+            return []
+        # slurmctld must find its cluster in slurmdbd at its first start, or it never
+        # receives the associations (jobs fail with "Invalid account").
+        name = s.cluster.name
+        return [
+            Step(
+                "sacctmgr",
+                f"register cluster {name} in slurmdbd",
+                f"sacctmgr -nP show cluster format=cluster | grep -qx {name} || sacctmgr -i add cluster {name}",
+            )
+        ]
+
+    return Layer("slurm-controller", services=(Service("slurmctld"),), before_services=register, after=act)
 
 
 def compute_layer(host_name: str) -> Layer:

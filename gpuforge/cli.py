@@ -63,9 +63,14 @@ def check(spec: SpecArg, json_out: Annotated[bool, typer.Option("--json")] = Fal
 
 
 @app.command()
-def schema(output: Annotated[Path | None, typer.Option("-o", "--output")] = None) -> None:
+def schema(
+    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="The Markdown spec reference instead")] = False,
+) -> None:
     """Write the JSON Schema of spec files (with each field's x-update-policy)."""
-    text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
+    from gpuforge.spec.reference import markdown_reference
+
+    text = markdown_reference() if markdown else json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
     if output:
         output.write_text(text)
     else:

@@ -1,1 +1,86 @@
+"""Shared fixtures: the session lab (gpuforge.lab.pytest_plugin) and a Slurm cluster applied on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
 pytest_plugins = ["gpuforge.lab.pytest_plugin"]
+
+REPO = Path(__file__).resolve().parents[1]
+LAB_SPEC = REPO / "inventories" / "lab.yaml"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    """Run the gpuforge CLI as a user would, capturing everything it prints."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuforge.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+class LabCluster:
+    """The lab's nodes with a spec fitted to them; apply/plan through the CLI."""
+
+    def __init__(self, lab: Any, workdir: Path, state_dir: Path) -> None:
+        self.lab = lab
+        self.workdir = workdir
+        self.env = {"GPUFORGE_STATE_DIR": str(state_dir)}
+        self.state_dir = state_dir
+        self.base: dict[str, Any] = yaml.safe_load(LAB_SPEC.read_text())
+        self.spec_path = self.write()
+        self.outputs: list[str] = []
+
+    def write(
+        self, name: str = "spec.yaml", hosts: dict[str, str] | None = None, mutate: Callable[[dict], None] | None = None
+    ) -> Path:
+        from gpuforge.lab.spec import lab_spec_data
+
+        data = lab_spec_data(self.base, self.lab.state, hosts)
+        if mutate:
+            mutate(data)
+        path = self.workdir / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def apply(self, spec: Path | None = None, *extra: str) -> dict[str, Any]:
+        cp = run_cli("apply", str(spec or self.spec_path), "--json", *extra, env=self.env)
+        self.outputs.append(cp.stdout + cp.stderr)
+        assert cp.stdout.strip(), f"apply printed nothing; stderr:\n{cp.stderr}"
+        result: dict[str, Any] = json.loads(cp.stdout)
+        result["returncode"] = cp.returncode
+        return result
+
+    def plan(self, spec: Path | None = None) -> dict[str, Any]:
+        cp = run_cli("plan", str(spec or self.spec_path), "--json", env=self.env)
+        self.outputs.append(cp.stdout + cp.stderr)
+        result: dict[str, Any] = json.loads(cp.stdout)
+        return result
+
+    def ssh(self, node: str, cmd: str, check: bool = True) -> str:
+        cp = self.lab.ssh(node, cmd)
+        if check:
+            assert cp.returncode == 0, f"{node}: {cmd}: rc={cp.returncode}\n{cp.stdout}\n{cp.stderr}"
+        return str(cp.stdout)
+
+
+@pytest.fixture(scope="session")
+def lab_cluster(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
+    """The lab with inventories/lab.yaml applied once (real munge, MariaDB, slurmdbd, slurmctld, slurmd)."""
+    cluster = LabCluster(lab, tmp_path_factory.mktemp("lab-spec"), tmp_path_factory.mktemp("gpuforge-state"))
+    result = cluster.apply()
+    assert result["returncode"] == 0 and result["ok"], json.dumps(result, indent=2)
+    yield cluster

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install everything gpuforge and its tests need on a fresh Debian 12 machine (run as root).
+# Debian packages for the lab (systemd-nspawn, mmdebstrap, apt-cacher-ng, ssh, vagrant),
+# then a virtualenv in .venv with gpuforge and its development tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: run as root (the lab needs network namespaces and systemd-nspawn)" >&2
+  exit 2
+fi
+
+APT_PACKAGES=(
+  python3 python3-venv python3-pip
+  systemd-container mmdebstrap apt-cacher-ng iproute2 openssh-client
+  ca-certificates vagrant
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # apt-cacher-ng asks whether to allow HTTPS tunnels; the lab starts its own instance anyway.
+  echo "apt-cacher-ng apt-cacher-ng/tunnelenable boolean false" | debconf-set-selections
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The distro's apt-cacher-ng service is not used: each lab runs its own instance on its bridge.
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  systemctl disable --now apt-cacher-ng >/dev/null 2>&1 || true
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+echo "setup: done (.venv/bin/gpuforge)"

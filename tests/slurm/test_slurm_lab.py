@@ -1,0 +1,164 @@
+"""Slurm end to end on real lab nodes: bring-up, jobs, tenants, preemption, re-runs, changes.
+
+Tests run in file order on one session cluster (tests/conftest.py: lab_cluster).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+NODES = ["node1", "node2", "node3"]
+DAEMONS = {
+    "node1": ["slurmctld", "slurmd", "slurmdbd", "munge", "mariadb"],
+    "node2": ["slurmd", "munge"],
+    "node3": ["slurmd", "munge"],
+}
+
+
+def main_pids(c: Any) -> dict[str, str]:
+    pids = {}
+    for node, units in DAEMONS.items():
+        for unit in units:
+            pid = c.ssh(node, f"systemctl show -p MainPID --value {unit}").strip()
+            assert pid not in ("", "0"), f"{unit} on {node} is not running"
+            pids[f"{node}/{unit}"] = pid
+    return pids
+
+
+def wait_for(fn: Any, timeout: float = 90, every: float = 2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)
+
+
+def sinfo(c: Any) -> dict[str, tuple[str, str]]:
+    out = c.ssh("node1", "sinfo -h -N -o '%n %T %P'")
+    return {n: (s, p) for n, s, p in (line.split() for line in out.splitlines())}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def unix_users(lab_cluster: Any) -> None:
+    """Slurm users must exist as Unix users (identity management is the site's: LDAP, SSSD)."""
+    for node in NODES:
+        for uid, user in ((2001, "alice"), (2002, "bob"), (2003, "carol")):
+            lab_cluster.ssh(node, f"id {user} >/dev/null 2>&1 || useradd -m -u {uid} {user}")
+
+
+def test_nodes_idle_in_partition_and_srun_runs_everywhere(lab_cluster: Any) -> None:
+    states = wait_for(lambda: (s := sinfo(lab_cluster)) and all(v[0] == "idle" for v in s.values()) and s)
+    assert states == {n: ("idle", "batch*") for n in NODES}
+    names = lab_cluster.ssh("node1", "srun -N3 hostname").split()
+    assert sorted(names) == NODES
+
+
+def test_batch_job_completes_and_is_accounted(lab_cluster: Any) -> None:
+    out = lab_cluster.ssh("node1", "su alice -c \"sbatch --parsable -A research --qos=normal --wrap 'hostname'\"")
+    job = out.strip().split(";")[0]
+    assert job.isdigit(), out
+    line = wait_for(
+        lambda: (
+            (r := lab_cluster.ssh("node1", f"sacct -n -P -X -j {job} -o JobID,Account,User,State")).strip()
+            and "COMPLETED" in r
+            and r
+        )
+    )
+    assert line and line.strip().split("|") == [job, "research", "alice", "COMPLETED"], line
+
+
+def test_tenants_are_in_slurmdbd(lab_cluster: Any) -> None:
+    qos = lab_cluster.ssh("node1", "sacctmgr -nP show qos format=Name,Priority,Preempt,PreemptMode")
+    rows = {r.split("|")[0]: r.split("|")[1:] for r in qos.split()}
+    assert rows["high"] == ["1000", "low", "requeue"]
+    assert rows["low"][0] == "10"
+    assoc = lab_cluster.ssh("node1", "sacctmgr -nP show assoc format=Account,User,Share,QOS where cluster=gflab")
+    pairs = {tuple(r.split("|")[:2]) for r in assoc.split()}
+    assert {("research", "alice"), ("research", "bob"), ("ops", "carol")} <= pairs
+    assert "research||10|high,low,normal" in assoc
+
+
+def test_preemption_requeues_low_qos_job(lab_cluster: Any) -> None:
+    c = lab_cluster
+    low = c.ssh("node1", "su alice -c \"sbatch --parsable -A research --qos=low -N3 --wrap 'sleep 600'\"").strip()
+    assert wait_for(lambda: c.ssh("node1", f"squeue -h -j {low} -o %T").strip() == "RUNNING")
+    high = c.ssh("node1", "su alice -c \"sbatch --parsable -A research --qos=high -N1 --wrap 'sleep 3'\"").strip()
+    try:
+        ran = wait_for(lambda: "COMPLETED" in c.ssh("node1", f"sacct -n -P -X -j {high} -o State"), timeout=120)
+        assert ran, c.ssh("node1", f"scontrol show job {high}; scontrol show job {low}")
+        low_info = c.ssh("node1", f"scontrol show job {low}")
+        assert re.search(r"Restarts=[1-9]", low_info), low_info
+        history = c.ssh("node1", f"sacct -n -P -j {low} -o State -D")
+        assert "PREEMPTED" in history or "REQUEUED" in history, history
+    finally:
+        c.ssh("node1", f"scancel {low} {high}", check=False)
+    wait_for(lambda: not c.ssh("node1", "squeue -h").strip())
+
+
+def test_reapply_changes_nothing_and_restarts_nothing(lab_cluster: Any) -> None:
+    before = main_pids(lab_cluster)
+    result = lab_cluster.apply()
+    assert result["returncode"] == 0 and result["changes"] == 0, result
+    assert main_pids(lab_cluster) == before
+
+
+def test_partition_limit_change_is_a_live_reconfigure(lab_cluster: Any) -> None:
+    before = main_pids(lab_cluster)
+
+    def longer(d: dict) -> None:
+        d["slurm"]["partitions"][0]["max_time"] = "2:00:00"
+
+    spec = lab_cluster.write("longer.yaml", mutate=longer)
+    planned = lab_cluster.plan(spec)
+    summaries = [s["summary"] for op in planned["hosts"]["node1"]["operations"] for s in op["steps"]]
+    assert any("scontrol reconfigure" in s for s in summaries), summaries
+    assert not any(s.startswith("restart") for s in summaries), summaries
+    result = lab_cluster.apply(spec)
+    assert result["returncode"] == 0, result
+    assert "MaxTime=02:00:00" in lab_cluster.ssh("node1", "scontrol show partition batch")
+    assert main_pids(lab_cluster) == before
+    result = lab_cluster.apply()  # back to the original spec
+    assert "MaxTime=01:00:00" in lab_cluster.ssh("node1", "scontrol show partition batch")
+
+
+def test_node_added_joins_and_removed_node_leaves(lab_cluster: Any) -> None:
+    c = lab_cluster
+    c.lab.up(4)
+    for uid, user in ((2001, "alice"),):
+        c.ssh("node4", f"id {user} >/dev/null 2>&1 || useradd -m -u {uid} {user}")
+    grown = c.write("grown.yaml", hosts={"workers": "node[2-4]"})
+    planned = c.plan(grown)
+    notes = [s["summary"] for op in planned["hosts"]["node1"]["operations"] for s in op["steps"]]
+    assert any("nodes added: node4" in s for s in notes), notes
+    result = c.apply(grown)
+    assert result["returncode"] == 0 and result["ok"], result
+    assert wait_for(lambda: sinfo(c).get("node4", ("", ""))[0] == "idle"), sinfo(c)
+    assert c.ssh("node1", "srun -w node4 hostname").strip() == "node4"
+    result = c.apply()  # the 3-node spec again: node4 is drained, then dropped
+    assert result["returncode"] == 0, result
+    assert "node4" not in sinfo(c)
+    assert sorted(c.ssh("node1", "srun -N3 hostname").split()) == NODES
+
+
+def test_munge_key_is_tight_identical_and_secrets_never_printed(lab_cluster: Any) -> None:
+    c = lab_cluster
+    stats = {n: c.ssh(n, "stat -c '%a %U %G' /etc/munge/munge.key").strip() for n in NODES}
+    assert set(stats.values()) == {"400 munge munge"}, stats
+    sums = {c.ssh(n, "sha256sum /etc/munge/munge.key").split()[0] for n in NODES}
+    assert len(sums) == 1
+    assert c.ssh("node1", "stat -c '%a %U' /etc/slurm/slurmdbd.conf").strip() == "600 slurm"
+    key = (c.state_dir / "gflab" / "secrets" / "munge.key").read_bytes()
+    password = (c.state_dir / "gflab" / "secrets" / "slurmdbd-db-password").read_text()
+    c.outputs.append(str(c.plan()))
+    printed = "\n".join(c.outputs)
+    assert password not in printed
+    for form in (key.hex()[:32], base64.b64encode(key).decode()[:32], key[:32].decode("latin-1")):
+        assert form not in printed
