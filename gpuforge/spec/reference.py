@@ -12,6 +12,8 @@ from gpuforge.spec.load import _unwrap
 from gpuforge.spec.model import Spec
 from gpuforge.spec.policy import POLICY_KEY
 
+PIPE = "\\|"  # a literal | inside a Markdown table cell
+
 
 def _type_name(annotation: typing.Any) -> str:
     origin = typing.get_origin(annotation)
@@ -67,9 +69,9 @@ def markdown_reference() -> str:
         for name, info in model.model_fields.items():
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             desc = (info.description or "").split(" [")[0]
-            lines.append(
-                f"| `{name}` | {_type_name(info.annotation).replace('|', '\\|')} | {_default(info)} | {extra.get(POLICY_KEY, '')} | {desc} |"
-            )
+            kind = _type_name(info.annotation).replace("|", PIPE)
+            policy = extra.get(POLICY_KEY, "")
+            lines.append(f"| `{name}` | {kind} | {_default(info)} | {policy} | {desc} |")
             for sub in _unwrap(info.annotation):
                 queue.append((f"{path}.{name}", sub))
         lines.append("")
