@@ -9,22 +9,26 @@ Enable it with ``pytest_plugins = ["gpuforge.lab.pytest_plugin"]`` in ``tests/co
 
 The lab (``gflab-test``, 10.213.9.0/24, 3 nodes) comes up once per session and is always torn
 down at the end, also when a test fails, ``up`` fails or the run is interrupted (Ctrl-C, SIGTERM).
+Two test sessions on one machine take turns (a file lock) instead of tearing down each other's lab.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from types import FrameType
+from typing import IO
 
 import pytest
 
 from . import core
 from .rootfs import cached_rootfs
 from .sources import SUITE
-from .state import LabState
+from .state import STATE_ROOT, LabState
 from .system import BUILD_TOOLS, REQUIRED_TOOLS, missing_tools
 
 LAB_NAME = "gflab-test"
@@ -95,6 +99,7 @@ def lab() -> Iterator[Lab]:
     reason = lab_unavailable_reason()
     if reason:
         pytest.skip(reason)
+    lock = _session_lock()
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)  # so SIGTERM also tears down
     try:
         core.down(LAB_NAME, log=lambda m: None)  # leftovers of a crashed earlier run
@@ -104,4 +109,19 @@ def lab() -> Iterator[Lab]:
         try:
             core.down(LAB_NAME, log=lambda m: None)
         finally:
+            lock.close()
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _session_lock() -> IO[str]:
+    """Hold the test lab for this session: a second session on the machine waits its turn
+    instead of tearing down a lab that another one is using."""
+    path = os.path.join(STATE_ROOT, f".{LAB_NAME}.session.lock")
+    os.makedirs(STATE_ROOT, exist_ok=True)
+    f = open(path, "a")  # noqa: SIM115 - held for the whole session, closed in the fixture
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.stderr.write(f"\nlab {LAB_NAME} is in use by another test session; waiting for it to finish\n")
+        fcntl.flock(f, fcntl.LOCK_EX)
+    return f
