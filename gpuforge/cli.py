@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuforge.spec import SpecError, load_spec, resolve_nodes, spec_json_schema
+from gpuforge.spec import Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
 
 app = typer.Typer(
     name="gpuforge",
@@ -26,7 +26,7 @@ err = Console(stderr=True)
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
 
 
-def _load(path: Path):  # type: ignore[no-untyped-def]
+def _load(path: Path) -> Spec:
     """Load a spec or exit 2 with every problem listed (no traceback)."""
     try:
         return load_spec(path)

@@ -199,11 +199,11 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
     if missing:
         steps.append(Step("install", f"install {', '.join(missing)}", install_command(missing)))
     for d in layer.directories:
-        have = facts.files.get(d.path)
+        found = facts.files.get(d.path)
         if (
-            have is None
-            or have.get("type") != "directory"
-            or (have.get("mode"), have.get("owner"), have.get("group")) != (d.mode, d.owner, d.group)
+            found is None
+            or found.get("type") != "directory"
+            or (found.get("mode"), found.get("owner"), found.get("group")) != (d.mode, d.owner, d.group)
         ):
             steps.append(
                 Step(

@@ -200,16 +200,16 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
     acct_names = [a.name for a in s.accounts]
     for name in _dupes(acct_names):
         yield SpecIssue(("slurm", "accounts"), f"account {name!r} is defined more than once")
-    for ai, acct in enumerate(s.accounts):
-        if acct.parent != "root" and acct.parent not in acct_names:
-            yield SpecIssue(("slurm", "accounts", ai, "parent"), f"parent account {acct.parent!r} is not defined")
-        for q in acct.qos:
-            if q not in qos_names:
-                yield SpecIssue(("slurm", "accounts", ai, "qos"), f"QOS {q!r} is not defined in slurm.qos")
-        if acct.default_qos and acct.default_qos not in (acct.qos or ["normal"]):
+    for ai, account in enumerate(s.accounts):
+        if account.parent != "root" and account.parent not in acct_names:
+            yield SpecIssue(("slurm", "accounts", ai, "parent"), f"parent account {account.parent!r} is not defined")
+        for qos_name in account.qos:
+            if qos_name not in qos_names:
+                yield SpecIssue(("slurm", "accounts", ai, "qos"), f"QOS {qos_name!r} is not defined in slurm.qos")
+        if account.default_qos and account.default_qos not in (account.qos or ["normal"]):
             yield SpecIssue(
                 ("slurm", "accounts", ai, "default_qos"),
-                f"default QOS {acct.default_qos!r} must be one of the account's qos: {acct.qos or ['normal']}",
+                f"default QOS {account.default_qos!r} must be one of the account's qos: {account.qos or ['normal']}",
             )
     db_nodes = _role_nodes(spec, Role.ACCOUNTING_DB)
     if s.accounting.enabled and len(db_nodes) != 1:
@@ -274,20 +274,22 @@ def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
 def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
     for name, entries in spec.mig.configs.items():
         for ei, entry in enumerate(entries):
-            loc = ("mig", "configs", name, ei)
             if not entry.mig_enabled and entry.mig_devices:
-                yield SpecIssue((*loc, "mig_devices"), "mig_devices given but mig_enabled is false")
+                yield SpecIssue(
+                    ("mig", "configs", name, ei, "mig_devices"), "mig_devices given but mig_enabled is false"
+                )
     used: set[str] = set()
     for gi, group in enumerate(spec.node_groups):
         if group.mig_config is None:
             continue
         used.add(group.mig_config)
         loc = ("node_groups", gi, "mig_config")
-        entries = spec.mig.configs.get(group.mig_config)
-        if entries is None:
+        found = spec.mig.configs.get(group.mig_config)
+        if found is None:
             known = ", ".join(spec.mig.configs) or "none defined"
             yield SpecIssue(loc, f"MIG config {group.mig_config!r} is not in mig.configs ({known})")
             continue
+        entries = found
         if group.hardware.gpu is None:
             yield SpecIssue(loc, f"group {group.name!r} has no GPUs, so no MIG config applies")
             continue
