@@ -1,0 +1,113 @@
+"""The layer planner as data: desired layer + host facts in, steps out (pyinfra-style)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuforge.converge import Account, Directory, Layer, LayerFacts, Service, plan_layer, upload_commands
+from gpuforge.facts.layer import layer_state_command, parse_layer_state
+from gpuforge.render.files import RenderedFile
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.json"))
+
+
+def build_layer(d: dict[str, Any]) -> Layer:
+    return Layer(
+        d["name"],
+        packages=tuple(d.get("packages", ())),
+        accounts=tuple(Account(**a) for a in d.get("accounts", ())),
+        directories=tuple(Directory(**x) for x in d.get("directories", ())),
+        files=[RenderedFile(**f) for f in d.get("files", ())],
+        services=tuple(
+            Service(
+                s["unit"],
+                enabled=s.get("enabled", True),
+                running=s.get("running", True),
+                restart_on=tuple(s.get("restart_on", ())),
+                reload_on=tuple(s.get("reload_on", ())),
+                reload_command=s.get("reload_command"),
+            )
+            for s in d.get("services", ())
+        ),
+    )
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_plan_layer(path: Path) -> None:
+    case = json.loads(path.read_text())
+    facts = LayerFacts(**case["facts"])
+    steps, changed = plan_layer(build_layer(case["layer"]), facts)
+    assert [[s.kind, s.summary] for s in steps] == case["steps"]
+    assert sorted(changed) == sorted(case["changed"])
+    if "commands" in case:
+        assert [s.command for s in steps] == case["commands"]
+
+
+def test_secret_content_never_in_steps() -> None:
+    layer = build_layer(
+        {"name": "m", "files": [{"path": "/etc/munge/munge.key", "content": "TOPSECRET", "secret": True}]}
+    )
+    steps, _ = plan_layer(layer, LayerFacts())
+    text = json.dumps([s.as_dict() for s in steps])
+    assert "TOPSECRET" not in text
+    assert steps[0].upload is not None and steps[0].upload.data == b"TOPSECRET"
+
+
+def test_upload_goes_through_private_staging_then_install_with_mode() -> None:
+    staged, cmd = upload_commands(RenderedFile("/etc/munge/munge.key", b"k", mode="0400", owner="munge", group="munge"))
+    assert staged.startswith("/var/lib/gpuforge/staging/")
+    assert cmd.startswith(f"install -D -m 0400 -o munge -g munge {staged} /etc/munge/munge.key")
+
+
+def test_install_retries_after_refreshing_lists() -> None:
+    steps, _ = plan_layer(Layer("p", packages=("slurmd", "munge")), LayerFacts(packages={"munge": "1"}))
+    assert steps[0].kind == "install" and "slurmd" in (steps[0].command or "")
+    assert "apt-get -q update" in (steps[0].command or "") and "munge" not in (steps[0].summary or "")
+
+
+def test_layer_state_round_trip() -> None:
+    """One command for a whole layer, and its output parsed back into LayerFacts."""
+    cmd = layer_state_command(["munge"], ["/etc/munge/munge.key"], ["munge"], ["munge"], ["/etc/slurm/slurm.conf"])
+    for part in ("dpkg-query", "sha256sum", "systemctl show", "id -u munge", "base64 -w0 /etc/slurm/slurm.conf"):
+        assert part in cmd
+    output = [
+        "__section=packages",
+        "__query=munge",
+        "munge\t0.5.15-2\tii ",
+        "__section=files",
+        "__file=/etc/munge/munge.key",
+        "__stat=400|munge|munge|regular file|1024",
+        "__sha256=ab" * 1,
+        "__section=units",
+        "__units=munge",
+        "Id=munge.service",
+        "LoadState=loaded",
+        "ActiveState=active",
+        "SubState=running",
+        "UnitFileState=enabled",
+        "MainPID=77",
+        "",
+        "__rc=0",
+        "__section=accounts",
+        "munge=64030",
+        "__section=contents",
+        "/etc/slurm/slurm.conf=Q2x1c3Rlck5hbWU9eAo=",
+    ]
+    facts = parse_layer_state(output)
+    assert facts.packages == {"munge": "0.5.15-2"}
+    assert facts.files["/etc/munge/munge.key"] == {
+        "sha256": "ab",
+        "mode": "0400",
+        "owner": "munge",
+        "group": "munge",
+        "type": "file",
+        "size": 1024,
+    }
+    unit = facts.units["munge"]
+    assert unit is not None and unit["MainPID"] == 77 and unit["ActiveState"] == "active"
+    assert facts.accounts == {"munge": 64030}
+    assert facts.contents == {"/etc/slurm/slurm.conf": "ClusterName=x\n"}

@@ -1,0 +1,88 @@
+"""sacctmgr planning: read state in, only the differing commands out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuforge.facts.slurm import SacctmgrInfo
+from gpuforge.operations.slurm_accounting import minutes, plan_accounting
+from gpuforge.spec import load_spec
+
+SPEC = load_spec("inventories/lab.yaml")
+
+
+def info(qos: list[dict[str, str]], account: list[dict[str, str]], assoc: list[dict[str, str]]) -> SacctmgrInfo:
+    return SacctmgrInfo(available=True, error=None, rc={}, messages=[], qos=qos, account=account, assoc=assoc)
+
+
+def converged() -> dict[str, Any]:
+    qos = [
+        {
+            "Name": "normal",
+            "Priority": "0",
+            "Preempt": "",
+            "PreemptMode": "cluster",
+            "GrpTRES": "",
+            "MaxTRESPerUser": "",
+        },
+        {"Name": "low", "Priority": "10", "Preempt": "", "PreemptMode": "cluster", "GrpTRES": "", "MaxTRESPerUser": ""},
+        {
+            "Name": "high",
+            "Priority": "1000",
+            "Preempt": "low",
+            "PreemptMode": "requeue",
+            "GrpTRES": "",
+            "MaxTRESPerUser": "",
+        },
+    ]
+    account = [{"Account": "root"}, {"Account": "research"}, {"Account": "ops"}]
+    row = {"Cluster": "gflab", "DefaultQOS": ""}
+    assoc = [
+        {**row, "Account": "root", "User": "", "Share": "1", "QOS": "normal"},
+        {**row, "Account": "research", "User": "", "Share": "10", "QOS": "high,low,normal", "DefaultQOS": "normal"},
+        {**row, "Account": "research", "User": "alice", "Share": "1", "QOS": "high,low,normal"},
+        {**row, "Account": "research", "User": "bob", "Share": "1", "QOS": "high,low,normal"},
+        {**row, "Account": "ops", "User": "", "Share": "5", "QOS": "high,normal"},
+        {**row, "Account": "ops", "User": "carol", "Share": "1", "QOS": "high,normal"},
+    ]
+    return {"qos": qos, "account": account, "assoc": assoc}
+
+
+def test_empty_database_gets_everything() -> None:
+    steps = plan_accounting(SPEC, info([], [], []))
+    cmds = [s.command for s in steps]
+    assert cmds[0] == "sacctmgr -i add cluster gflab"
+    assert "sacctmgr -i add qos low" in cmds and "sacctmgr -i add qos high" in cmds
+    assert cmds.index("sacctmgr -i add qos low") < next(
+        i for i, c in enumerate(cmds) if "modify qos where name=high" in c
+    )
+    high = next(c for c in cmds if c and "modify qos where name=high" in c)
+    assert "Preempt=low" in high and "PreemptMode=requeue" in high and "Priority=1000" in high
+    assert any(c and c.startswith("sacctmgr -i add account research parent=root fairshare=10") for c in cmds)
+    assert "sacctmgr -i add user alice account=research cluster=gflab" in cmds
+
+
+def test_converged_database_is_a_noop() -> None:
+    assert plan_accounting(SPEC, info(**converged())) == []
+
+
+def test_only_differences_are_changed() -> None:
+    state = converged()
+    state["qos"][2]["Priority"] = "500"
+    state["assoc"] = [a for a in state["assoc"] if a["User"] != "bob"]
+    state["assoc"].append(
+        {"Cluster": "gflab", "Account": "ops", "User": "mallory", "Share": "1", "QOS": "normal", "DefaultQOS": ""}
+    )
+    cmds = [s.command for s in plan_accounting(SPEC, info(**state))]
+    assert cmds == [
+        "sacctmgr -i modify qos where name=high set Priority=1000",
+        "sacctmgr -i add user bob account=research cluster=gflab",
+        "sacctmgr -i delete user where name=mallory account=ops cluster=gflab",
+    ]
+
+
+def test_slurm_times_to_minutes() -> None:
+    assert minutes("30") == 30
+    assert minutes("1:00:00") == 60
+    assert minutes("2-00:00:00") == 2880
+    assert minutes("UNLIMITED") is None
