@@ -61,17 +61,152 @@ def build_state(spec: Spec, spec_path: str | Path, limit: list[str] | None) -> S
     return State(inventory, config, check_for_changes=False)
 
 
+class ApplyRefused(Exception):
+    """The spec changes fields that cannot change on a running cluster."""
+
+    def __init__(self, fields: list[FieldChange]) -> None:
+        self.fields = fields
+        lines = [f"  {f.path}: {f.old!r} -> {f.new!r}" for f in fields]
+        super().__init__(
+            "these fields need a rebuild and cannot change on a running cluster "
+            "(apply --force to do it anyway):\n" + "\n".join(lines)
+        )
+
+
 def apply(
     spec_path: str | Path,
     limit: str | None = None,
     on_event: Callable[[str], None] | None = None,
+    force: bool = False,
+    allow_reboot: bool = False,
 ) -> ApplyResult:
-    """Converge every node (or those in ``limit``, a hostlist/group selector) to the spec."""
-    from gpuforge.plan import record_applied
+    """Converge every node (or those in ``limit``, a hostlist/group selector) to the spec.
 
-    result = run_deploys(spec_path, limit, on_event)
+    Changes are applied by the update policy of the fields they touch (compared with the
+    last successful apply): ``live`` everywhere at once, ``rolling`` batch by batch with a
+    drain, ``rebuild`` refused unless ``force``.
+    """
+    from gpuforge.plan import last_applied, record_applied
+
+    say = on_event or (lambda _msg: None)
+    spec = load_spec(spec_path)
+    rollout = plan_rollout(last_applied(spec), spec)
+    if rollout.refused and not force:
+        raise ApplyRefused(rollout.refused)
+    if limit is not None or not rollout.needs_rolling:
+        result = run_deploys(spec_path, limit, on_event)
+    else:
+        result = rolling_apply(spec, spec_path, rollout, say, allow_reboot)
     if result.ok and limit is None:
-        record_applied(load_spec(spec_path))
+        record_applied(spec)
+    return result
+
+
+DRAIN_TAG = "gpuforge: rolling change"
+
+
+def _controller(spec: Spec) -> str | None:
+    ctl = nodes_with(spec, Role.CONTROLLER)
+    return ctl[0].name if ctl else None
+
+
+def drain(spec: Spec, nodes: list[str]) -> str | None:
+    """Drain ``nodes`` in Slurm and wait for their jobs (error text, or None)."""
+    ctl = _controller(spec)
+    if spec.slurm is None or ctl is None:
+        return None  # Kubernetes: cordon/drain is planned by the k8s layer; nothing runs here
+    names = hostlist.compress(nodes)
+    wait = max(1, spec.rollout.drain_timeout // 5)
+    cmd = (
+        f"scontrol update NodeName={names} State=DRAIN Reason='{DRAIN_TAG}' && "
+        f"for i in $(seq 1 {wait}); do squeue -h -w {names} | grep -q . || exit 0; sleep 5; done; "
+        f"echo 'jobs still running on {names} after {spec.rollout.drain_timeout} s' >&2; exit 1"
+    )
+    cp = remote.run(spec, ctl, cmd, timeout=spec.rollout.drain_timeout + 60)
+    return None if cp.returncode == 0 else (cp.stderr.strip() or f"drain failed ({cp.returncode})")
+
+
+def resume(spec: Spec, nodes: list[str]) -> str | None:
+    """Resume nodes this rollout drained (never a node an operator drained for another reason)."""
+    ctl = _controller(spec)
+    if spec.slurm is None or ctl is None:
+        return None
+    errors = []
+    for name in nodes:
+        reason = remote.run(spec, ctl, f"sinfo -h -n {name} -o '%E'").stdout.strip()
+        if reason.startswith(DRAIN_TAG):
+            cp = remote.run(spec, ctl, f"scontrol update NodeName={name} State=RESUME")
+            if cp.returncode != 0:
+                errors.append(f"{name}: {cp.stderr.strip()}")
+    return "; ".join(errors) or None
+
+
+REBOOT_MARKERS = "/var/run/reboot-required /var/lib/gpuforge/reboot-required"
+
+
+def reboot_if_needed(spec: Spec, nodes: list[str], allowed: bool, say: Callable[[str], None]) -> dict[str, str]:
+    """Reboot nodes that say they need it; errors by node."""
+    errors: dict[str, str] = {}
+    for name in nodes:
+        needed = remote.run(spec, name, f"ls {REBOOT_MARKERS} 2>/dev/null | grep -q .").returncode == 0
+        if not needed:
+            continue
+        if not allowed:
+            errors[name] = "reboot required (left drained): run apply --allow-reboot"
+            continue
+        say(f"rebooting {name}")
+        remote.run(spec, name, "rm -f /var/lib/gpuforge/reboot-required; systemctl reboot", timeout=30)
+        if not remote.wait_reachable(spec, name, up=False, timeout=300) or not remote.wait_reachable(
+            spec, name, up=True, timeout=900
+        ):
+            errors[name] = "did not come back after reboot within 15 minutes"
+    return errors
+
+
+def validate_nodes(spec_path: str | Path, nodes: list[str]) -> dict[str, str]:
+    """Failed checks by node, from the validator."""
+    from gpuforge.validator import validate
+
+    report = validate(load_spec(spec_path), spec_path, limit=",".join(nodes))
+    failures: dict[str, str] = {}
+    for f in report.failures:
+        failures.setdefault(f.node, f"{f.check_id}: {f.message}")
+    return failures
+
+
+def rolling_apply(
+    spec: Spec, spec_path: str | Path, rollout: RolloutPlan, say: Callable[[str], None], allow_reboot: bool
+) -> ApplyResult:
+    """Live changes everywhere else, then each batch: drain, apply, reboot if needed, validate, resume."""
+    everyone = [n.name for n in resolve_nodes(spec)]
+    others = [n for n in everyone if n not in rollout.rolling_nodes]
+    fields = ", ".join(sorted({c.path for c in rollout.rolling}))
+    say(f"rolling change ({fields}) on {hostlist.compress(rollout.rolling_nodes)}")
+    result = ApplyResult({})
+    if others:
+        result.hosts.update(run_deploys(spec_path, ",".join(others), say).hosts)
+    for i, batch in enumerate(rollout.batches, 1):
+        say(f"batch {i}/{len(rollout.batches)}: draining {hostlist.compress(batch)}")
+        error = drain(spec, batch)
+        if error:
+            result.hosts.update({n: HostResult(n, error=f"drain: {error}") for n in batch})
+            break
+        batch_result = run_deploys(spec_path, ",".join(batch), say)
+        result.hosts.update(batch_result.hosts)
+        if not batch_result.ok:
+            break
+        problems = reboot_if_needed(spec, batch, allow_reboot, say)
+        if not problems:
+            problems = validate_nodes(spec_path, batch)
+        if problems:
+            for name, text in problems.items():
+                result.hosts[name].error = f"{text} (node left drained; rollout stopped)"
+            break
+        error = resume(spec, batch)
+        if error:
+            for name in batch:
+                result.hosts[name].error = f"resume: {error}"
+            break
     return result
 
 

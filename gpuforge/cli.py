@@ -119,13 +119,22 @@ def apply(
     spec: SpecArg,
     limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
+    force: Annotated[bool, typer.Option(help="Apply changes to rebuild-only fields anyway")] = False,
+    allow_reboot: Annotated[bool, typer.Option(help="Reboot drained nodes that need it (driver change)")] = False,
 ) -> None:
     """Converge the nodes to the spec. A re-run with no spec change changes nothing."""
+    from gpuforge.apply import ApplyRefused
     from gpuforge.apply import apply as run_apply
 
     _load(spec)
-    with err.status("applying") as status:
-        result = run_apply(spec, limit=limit, on_event=lambda m: status.update(m))
+    try:
+        with err.status("applying") as status:
+            result = run_apply(
+                spec, limit=limit, on_event=lambda m: status.update(m), force=force, allow_reboot=allow_reboot
+            )
+    except ApplyRefused as e:
+        err.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(2) from None
     if json_out:
         print(
             json.dumps(

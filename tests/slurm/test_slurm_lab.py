@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import add_unix_users
+
 pytestmark = pytest.mark.lab
 
 NODES = ["node1", "node2", "node3"]
@@ -41,17 +43,17 @@ def wait_for(fn: Any, timeout: float = 90, every: float = 2) -> Any:
         time.sleep(every)
 
 
+def submit(c: Any, args: str) -> str:
+    """sbatch as alice; returns the job id."""
+    out = c.ssh("node1", f'su alice -c "sbatch --parsable --chdir=/tmp {args}"')
+    job = str(out).strip().split(";")[0]
+    assert job.isdigit(), out
+    return job
+
+
 def sinfo(c: Any) -> dict[str, tuple[str, str]]:
     out = c.ssh("node1", "sinfo -h -N -o '%n %T %P'")
     return {n: (s, p) for n, s, p in (line.split() for line in out.splitlines())}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def unix_users(lab_cluster: Any) -> None:
-    """Slurm users must exist as Unix users (identity management is the site's: LDAP, SSSD)."""
-    for node in NODES:
-        for uid, user in ((2001, "alice"), (2002, "bob"), (2003, "carol")):
-            lab_cluster.ssh(node, f"id {user} >/dev/null 2>&1 || useradd -m -u {uid} {user}")
 
 
 def test_nodes_idle_in_partition_and_srun_runs_everywhere(lab_cluster: Any) -> None:
@@ -62,7 +64,9 @@ def test_nodes_idle_in_partition_and_srun_runs_everywhere(lab_cluster: Any) -> N
 
 
 def test_batch_job_completes_and_is_accounted(lab_cluster: Any) -> None:
-    out = lab_cluster.ssh("node1", "su alice -c \"sbatch --parsable -A research --qos=normal --wrap 'hostname'\"")
+    out = lab_cluster.ssh(
+        "node1", "su alice -c \"sbatch --parsable --chdir=/tmp -A research --qos=normal --wrap 'hostname'\""
+    )
     job = out.strip().split(";")[0]
     assert job.isdigit(), out
     line = wait_for(
@@ -88,9 +92,13 @@ def test_tenants_are_in_slurmdbd(lab_cluster: Any) -> None:
 
 def test_preemption_requeues_low_qos_job(lab_cluster: Any) -> None:
     c = lab_cluster
-    low = c.ssh("node1", "su alice -c \"sbatch --parsable -A research --qos=low -N3 --wrap 'sleep 600'\"").strip()
+    low = c.ssh(
+        "node1", "su alice -c \"sbatch --parsable --chdir=/tmp -A research --qos=low -N3 --wrap 'sleep 600'\""
+    ).strip()
     assert wait_for(lambda: c.ssh("node1", f"squeue -h -j {low} -o %T").strip() == "RUNNING")
-    high = c.ssh("node1", "su alice -c \"sbatch --parsable -A research --qos=high -N1 --wrap 'sleep 3'\"").strip()
+    high = c.ssh(
+        "node1", "su alice -c \"sbatch --parsable --chdir=/tmp -A research --qos=high -N1 --wrap 'sleep 3'\""
+    ).strip()
     try:
         ran = wait_for(lambda: "COMPLETED" in c.ssh("node1", f"sacct -n -P -X -j {high} -o State"), timeout=120)
         assert ran, c.ssh("node1", f"scontrol show job {high}; scontrol show job {low}")
@@ -132,8 +140,7 @@ def test_partition_limit_change_is_a_live_reconfigure(lab_cluster: Any) -> None:
 def test_node_added_joins_and_removed_node_leaves(lab_cluster: Any) -> None:
     c = lab_cluster
     c.lab.up(4)
-    for uid, user in ((2001, "alice"),):
-        c.ssh("node4", f"id {user} >/dev/null 2>&1 || useradd -m -u {uid} {user}")
+    add_unix_users(c, ["node4"])
     grown = c.write("grown.yaml", hosts={"workers": "node[2-4]"})
     planned = c.plan(grown)
     notes = [s["summary"] for op in planned["hosts"]["node1"]["operations"] for s in op["steps"]]
@@ -162,3 +169,22 @@ def test_munge_key_is_tight_identical_and_secrets_never_printed(lab_cluster: Any
     assert password not in printed
     for form in (key.hex()[:32], base64.b64encode(key).decode()[:32], key[:32].decode("latin-1")):
         assert form not in printed
+
+
+def http_get(c: Any, node: str, url: str) -> str:
+    """GET from inside a node (the minimal image has python3, not curl)."""
+    py = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=5).read().decode())"
+    return str(c.ssh(node, f'python3 -c "{py}"', check=False))
+
+
+def test_node_exporter_everywhere_and_prometheus_scrapes_them(lab_cluster: Any) -> None:
+    c = lab_cluster
+    for node in NODES:
+        assert "node_cpu_seconds_total" in http_get(c, node, "http://localhost:9100/metrics"), node
+    query = "http://localhost:9090/api/v1/query?query=up%7Bjob%3D%22node-exporter%22%7D"
+
+    def targets_up() -> bool:
+        out = http_get(c, "node1", query)
+        return sum(f'"instance":"{n}:9100"' in out for n in NODES) == 3 and out.count('"1"]') >= 3
+
+    assert wait_for(targets_up, timeout=120), http_get(c, "node1", "http://localhost:9090/api/v1/targets")

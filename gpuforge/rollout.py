@@ -1,0 +1,75 @@
+"""How a spec change is rolled out, from the update policies of the fields it touches.
+
+``plan_rollout`` is pure: old spec + new spec in, a RolloutPlan out. ``live`` changes are
+applied to every node at once; ``rolling`` changes go to the nodes they concern in
+batches of ``rollout.batch_size``, each batch drained first and resumed after it
+validates; ``rebuild`` changes are refused on a running cluster unless forced.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuforge.spec import Role, Spec, resolve_nodes
+from gpuforge.spec.diff import FieldChange, diff_specs
+from gpuforge.spec.policy import UpdatePolicy
+
+
+@dataclass
+class RolloutPlan:
+    """What a change needs: refused fields, rolling fields with their nodes, batches."""
+
+    refused: list[FieldChange] = field(default_factory=list)
+    rolling: list[FieldChange] = field(default_factory=list)
+    live: list[FieldChange] = field(default_factory=list)
+    rolling_nodes: list[str] = field(default_factory=list)
+    batches: list[list[str]] = field(default_factory=list)
+
+    @property
+    def needs_rolling(self) -> bool:
+        return bool(self.batches)
+
+
+def _group_nodes(spec: Spec, group: str) -> list[str]:
+    return [n.name for n in resolve_nodes(spec) if n.group == group]
+
+
+def nodes_concerned(spec: Spec, change: FieldChange) -> list[str]:
+    """Nodes a rolling change touches (by the field's place in the spec)."""
+    nodes = resolve_nodes(spec)
+    m = re.match(r"^node_groups\.([^.\[]+)", change.path)
+    if m:
+        return _group_nodes(spec, m.group(1))
+    m = re.match(r"^mig\.configs\.([^.\[]+)", change.path)
+    if m:
+        return [n.name for n in nodes if n.mig_config == m.group(1)]
+    if change.path.startswith(("versions.driver", "versions.pyxis", "mig", "container_runtime")):
+        return [n.name for n in nodes if n.hardware.gpu is not None] or [n.name for n in nodes if n.has(Role.COMPUTE)]
+    return [n.name for n in nodes if n.has(Role.COMPUTE) or n.has(Role.K8S_WORKER)]
+
+
+def plan_rollout(old: Spec | None, new: Spec) -> RolloutPlan:
+    """Classify the changes from ``old`` (the last applied spec) to ``new``."""
+    plan = RolloutPlan()
+    if old is None:
+        return plan  # first bring-up: everything at once
+    for change in diff_specs(old, new):
+        if change.policy is UpdatePolicy.REBUILD:
+            plan.refused.append(change)
+        elif change.policy is UpdatePolicy.ROLLING:
+            plan.rolling.append(change)
+        else:
+            plan.live.append(change)
+    existing = {n.name for n in resolve_nodes(old)}
+    concerned: list[str] = []
+    for change in plan.rolling:
+        for name in nodes_concerned(new, change):
+            # A node the old spec did not have has nothing running to drain: it just joins.
+            if name in existing and name not in concerned:
+                concerned.append(name)
+    order = [n.name for n in resolve_nodes(new)]
+    plan.rolling_nodes = sorted(concerned, key=order.index)
+    size = new.rollout.batch_size
+    plan.batches = [plan.rolling_nodes[i : i + size] for i in range(0, len(plan.rolling_nodes), size)]
+    return plan
