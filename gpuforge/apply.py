@@ -16,10 +16,13 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
 from pyinfra.api.operations import run_ops
 
+from gpuforge import remote
 from gpuforge.inventory import inventory_groups
 from gpuforge.operations import layer as layer_ops
+from gpuforge.rollout import RolloutPlan, plan_rollout
 from gpuforge.secrets import SecretStore
-from gpuforge.spec import Spec, load_spec, select_nodes
+from gpuforge.spec import Role, Spec, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
+from gpuforge.spec.diff import FieldChange
 
 
 def _last_lines(text: str, n: int = 3) -> str:
