@@ -7,6 +7,7 @@ converge, and a re-run finishes it.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from gpuforge.inventory import inventory_groups
 from gpuforge.operations import layer as layer_ops
 from gpuforge.rollout import RolloutPlan, plan_rollout
 from gpuforge.secrets import SecretStore
-from gpuforge.spec import Role, Spec, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
+from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.diff import FieldChange
 
 
@@ -64,6 +65,19 @@ def build_state(spec: Spec, spec_path: str | Path, limit: list[str] | None) -> S
     return State(inventory, config, check_for_changes=False)
 
 
+def preflight(spec: Spec, spec_path: str | Path) -> None:
+    """Control-host checks before any host is touched (files the connection needs)."""
+    issues = []
+    for field, value in (("key", spec.ssh.key), ("known_hosts", spec.ssh.known_hosts)):
+        if value and not os.access(os.path.expanduser(value), os.R_OK):
+            hint = " (is the lab up? gpuforge lab up)" if "/gpuforge/lab/" in value else ""
+            issues.append(SpecIssue(("ssh", field), f"file {value} does not exist or is not readable{hint}"))
+    if spec.sources.bundle_dir and not Path(spec.sources.bundle_dir).expanduser().is_dir():
+        issues.append(SpecIssue(("sources", "bundle_dir"), f"directory {spec.sources.bundle_dir} does not exist"))
+    if issues:
+        raise SpecError(issues, str(spec_path))
+
+
 class ApplyRefused(Exception):
     """The spec changes fields that cannot change on a running cluster."""
 
@@ -93,7 +107,7 @@ def apply(
 
     say = on_event or (lambda _msg: None)
     spec = load_spec(spec_path)
-    rollout = plan_rollout(last_applied(spec), spec)
+    rollout = plan_rollout(last_applied(spec_path), spec)
     if rollout.refused and not force:
         raise ApplyRefused(rollout.refused)
     if limit is not None or not rollout.needs_rolling:
@@ -101,7 +115,7 @@ def apply(
     else:
         result = rolling_apply(spec, spec_path, rollout, say, allow_reboot)
     if result.ok and limit is None:
-        record_applied(spec)
+        record_applied(spec, spec_path)
     return result
 
 
@@ -224,6 +238,7 @@ def run_deploys(
     say = on_event or (lambda _msg: None)
     logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
     spec = load_spec(spec_path)
+    preflight(spec, spec_path)
     if spec.slurm is not None:
         SecretStore(spec.cluster.name).load()  # generate once, before any host is touched
     names = select_nodes(spec, limit) if limit else None

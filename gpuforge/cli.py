@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
 
@@ -106,7 +106,11 @@ def plan(
     from gpuforge.plan import plan as make_plan
 
     _load(spec)
-    result = make_plan(spec, limit=limit)
+    try:
+        result = make_plan(spec, limit=limit)
+    except SpecError as e:
+        err.print(e.format(), markup=False, highlight=False)
+        raise typer.Exit(2) from None
     if json_out:
         print(json.dumps(result.as_dict(), indent=2))
     else:
@@ -134,6 +138,9 @@ def apply(
             )
     except ApplyRefused as e:
         err.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    except SpecError as e:
+        err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
     if json_out:
         print(

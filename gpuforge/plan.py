@@ -7,6 +7,7 @@ Secrets are never shown: secret files appear as "secret content (not shown)".
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,19 +23,25 @@ from gpuforge.spec import Spec, load_spec, parse_spec
 from gpuforge.spec.diff import FieldChange, diff_specs
 
 
-def applied_spec_path(spec: Spec) -> Path:
-    return state_root() / spec.cluster.name / "applied-spec.json"
+def applied_spec_path(spec_path: str | Path) -> Path:
+    """Where the last successfully applied version of a spec file is kept.
+
+    Keyed by the spec file (not the cluster name), so renaming the cluster in the file is
+    seen as a change of that cluster, not as a new one.
+    """
+    key = hashlib.sha256(str(Path(spec_path).resolve()).encode()).hexdigest()[:16]
+    return state_root() / "applied" / f"{key}.json"
 
 
-def record_applied(spec: Spec) -> None:
+def record_applied(spec: Spec, spec_path: str | Path) -> None:
     """Remember the spec of the last successful apply (for the next plan's field diff)."""
-    path = applied_spec_path(spec)
+    path = applied_spec_path(spec_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True))
 
 
-def last_applied(spec: Spec) -> Spec | None:
-    path = applied_spec_path(spec)
+def last_applied(spec_path: str | Path) -> Spec | None:
+    path = applied_spec_path(spec_path)
     if not path.exists():
         return None
     try:
@@ -101,5 +108,5 @@ def plan(spec_path: str | Path, limit: str | None = None) -> PlanResult:
         layer_ops.DRY_RUN = None
     hosts = {name: recorded.get(name, []) for name in result.hosts}
     errors = {name: h.error for name, h in result.hosts.items() if h.error}
-    old = last_applied(spec)
+    old = last_applied(spec_path)
     return PlanResult(hosts, errors, diff_specs(old, spec) if old else [])

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import add_unix_users
+from tests.conftest import add_unix_users, run_cli
 
 pytestmark = pytest.mark.lab
 
@@ -188,3 +188,21 @@ def test_node_exporter_everywhere_and_prometheus_scrapes_them(lab_cluster: Any) 
         return sum(f'"instance":"{n}:9100"' in out for n in NODES) == 3 and out.count('"1"]') >= 3
 
     assert wait_for(targets_up, timeout=120), http_get(c, "node1", "http://localhost:9090/api/v1/targets")
+
+
+def test_rebuild_only_change_is_refused_before_any_host_is_touched(lab_cluster: Any) -> None:
+    c = lab_cluster
+    before = main_pids(c)
+
+    def rename(d: dict) -> None:
+        d["cluster"]["name"] = "renamed"
+
+    c.write("spec.yaml", mutate=rename)  # the same spec file, edited
+    try:
+        result = run_cli("apply", str(c.spec_path), env=c.env)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "cluster.name: 'gflab' -> 'renamed'" in result.stderr
+        assert "--force" in result.stderr and "Traceback" not in result.stderr
+    finally:
+        c.write("spec.yaml")
+    assert main_pids(c) == before
