@@ -68,10 +68,10 @@ def build_state(spec: Spec, spec_path: str | Path, limit: list[str] | None) -> S
 def preflight(spec: Spec, spec_path: str | Path) -> None:
     """Control-host checks before any host is touched (files the connection needs)."""
     issues = []
-    for field, value in (("key", spec.ssh.key), ("known_hosts", spec.ssh.known_hosts)):
+    for name, value in (("key", spec.ssh.key), ("known_hosts", spec.ssh.known_hosts)):
         if value and not os.access(os.path.expanduser(value), os.R_OK):
             hint = " (is the lab up? gpuforge lab up)" if "/gpuforge/lab/" in value else ""
-            issues.append(SpecIssue(("ssh", field), f"file {value} does not exist or is not readable{hint}"))
+            issues.append(SpecIssue(("ssh", name), f"file {value} does not exist or is not readable{hint}"))
     if spec.sources.bundle_dir and not Path(spec.sources.bundle_dir).expanduser().is_dir():
         issues.append(SpecIssue(("sources", "bundle_dir"), f"directory {spec.sources.bundle_dir} does not exist"))
     if issues:
