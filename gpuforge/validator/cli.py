@@ -1,0 +1,84 @@
+"""CLI glue: ``gpuforge validate`` and ``gpuforge health`` as plain functions (and typer wrappers)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpuforge.spec import SpecError, load_spec
+from gpuforge.validator import nodelocal
+from gpuforge.validator.registry import UnknownCheck
+from gpuforge.validator.report import write_atomic
+from gpuforge.validator.runner import validate
+
+
+def validate_cmd(
+    spec: Path,
+    json_out: bool = False,
+    junit: Path | None = None,
+    prom: Path | None = None,
+    limit: str | None = None,
+    checks: str | None = None,
+) -> int:
+    """Validate a running cluster against SPEC; 0 all passed, 1 a check failed, 2 could not run."""
+    err = Console(stderr=True)
+    try:
+        s = load_spec(spec)
+    except SpecError as e:
+        print(e.format(), file=sys.stderr)
+        return 2
+    try:
+        with err.status("validating") as status:
+            report = validate(s, spec, checks=checks, limit=limit, on_event=lambda m: status.update(m))
+    except (UnknownCheck, ValueError) as e:
+        print(f"gpuforge validate: {e}", file=sys.stderr)
+        return 2
+    if json_out:
+        sys.stdout.write(report.to_json())
+    else:
+        report.print(Console())
+    try:
+        if junit is not None:
+            write_atomic(junit, report.to_junit())
+        if prom is not None:
+            write_atomic(prom, report.to_prometheus())
+    except OSError as e:
+        print(f"gpuforge validate: cannot write a report file: {e}", file=sys.stderr)
+        return 2
+    return report.exit_code
+
+
+def health_cmd(config: Path = Path(nodelocal.DEFAULT_CONFIG), slurm: bool = False, json_out: bool = False,
+               prom: Path | None = None) -> int:  # fmt: skip
+    """Run the node-local checks on this machine (as ``gpuforge-health`` does); 0 pass, 1 fail, 2 no config."""
+    argv = ["--config", str(config)]
+    argv += ["--slurm"] if slurm else ["--no-slurm"]
+    argv += ["--json"] if json_out else []
+    argv += ["--prom", str(prom)] if prom else []
+    return nodelocal.main(argv)
+
+
+def validate_typer(
+    spec: Annotated[Path, typer.Argument(help="Cluster spec (YAML)")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here")] = None,
+    prom: Annotated[Path | None, typer.Option("--prom", help="Write a node-exporter textfile here")] = None,
+    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+    checks: Annotated[str | None, typer.Option(help="Check ids, prefixes or layers, comma-separated")] = None,
+) -> None:
+    """Check the running cluster against the spec: hardware, driver, scheduler, jobs, monitoring, security."""
+    raise typer.Exit(validate_cmd(spec, json_out, junit, prom, limit, checks))
+
+
+def health_typer(
+    config: Annotated[Path, typer.Option(help="Node check config")] = Path(nodelocal.DEFAULT_CONFIG),
+    slurm: Annotated[bool, typer.Option("--slurm", help="Drain this node on failure, resume it when healthy")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    prom: Annotated[Path | None, typer.Option("--prom", help="Write a node-exporter textfile here")] = None,
+) -> None:
+    """Run this node's health checks (what Slurm's HealthCheckProgram runs)."""
+    raise typer.Exit(health_cmd(config, slurm, json_out, prom))

@@ -1,0 +1,561 @@
+"""Cluster-wide checks: what only the controller, the control host or all nodes together can tell.
+
+Each check is judged per node (a row of the report) from data the runner gathered:
+``sinfo``/``scontrol`` and ``srun`` from the Slurm controller, ``kubectl`` from a control-plane
+node, the munge key digests of every node, and the control host's known_hosts file.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import hashlib
+import hmac
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuforge.facts.slurm import SinfoInfo, parse_scontrol_nodes, parse_sinfo_nodes
+from gpuforge.spec import Role, Spec
+from gpuforge.spec.model import MigStrategy
+from gpuforge.spec.nodes import Node, nodes_with, select_nodes
+from gpuforge.validator.nodelocal import BLOCKED, CRITICAL, FAIL, PASS, SKIP, WARNING, Check, Outcome, Result
+
+#: sinfo base states in which a node takes jobs.
+USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+#: sinfo flags that make a node unusable.
+BAD_FLAGS = frozenset({"not_responding", "drain", "powered_off", "powering_down", "maintenance", "reboot_issued"})
+SRUN_TIMEOUT_S = 20
+
+
+@dataclass
+class ClusterData:
+    """What the runner gathered for the cluster-wide checks."""
+
+    spec: Spec
+    spec_path: Path
+    nodes: list[Node]
+    results: dict[str, dict[str, Result]] = field(default_factory=dict)
+    """Per node: the results so far (connection, node-local, earlier cluster checks)."""
+    node_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    controller: str | None = None
+    slurm_error: str | None = None
+    sinfo: SinfoInfo | None = None
+    reasons: dict[str, str] = field(default_factory=dict)
+    clusters: list[str] | None = None
+    srun: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    kube_node: str | None = None
+    kube_error: str | None = None
+    kube_nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    kube_pods: list[dict[str, Any]] | None = None
+    ssh_strict: bool = True
+    """The transport's ssh options carry StrictHostKeyChecking=yes."""
+
+
+ClusterFn = Callable[[ClusterData, Node], Outcome]
+ClusterGate = Callable[[Spec, Node], "str | None"]
+CLUSTER_CHECKS: list[Check] = []
+
+
+def cluster_check(
+    id: str,
+    layer: str,
+    severity: str,
+    description: str,
+    depends_on: tuple[str, ...] = (),
+    gate: ClusterGate | None = None,
+    scope: str = "cluster",
+) -> Callable[[ClusterFn], ClusterFn]:
+    """Register a cluster-wide check (judged per node)."""
+
+    def wrap(fn: ClusterFn) -> ClusterFn:
+        CLUSTER_CHECKS.append(Check(id, layer, severity, description, fn, depends_on, (), gate, False, scope))
+        return fn
+
+    return wrap
+
+
+CONNECTION = Check(
+    "connection.ssh",
+    "connection",
+    CRITICAL,
+    "The node answers over SSH (host key checked) and runs the node checks",
+    lambda *_: (FAIL, "set by the runner"),
+    scope="control",
+)
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def gate_slurm_compute(spec: Spec, node: Node) -> str | None:
+    if spec.slurm is None:
+        return "not a Slurm cluster"
+    return None if node.has(Role.COMPUTE) else "not a Slurm compute node"
+
+
+def gate_slurm_node(spec: Spec, node: Node) -> str | None:
+    if spec.slurm is None:
+        return "not a Slurm cluster"
+    if not node.roles & {Role.CONTROLLER, Role.COMPUTE, Role.LOGIN, Role.ACCOUNTING_DB}:
+        return "not a Slurm node"
+    return None
+
+
+def gate_accounting(spec: Spec, node: Node) -> str | None:
+    if spec.slurm is None:
+        return "not a Slurm cluster"
+    if not spec.slurm.accounting.enabled:
+        return "accounting is off in the spec"
+    controllers = nodes_with(spec, Role.CONTROLLER)
+    return None if controllers and controllers[0].name == node.name else "checked on the first controller"
+
+
+def gate_k8s_node(spec: Spec, node: Node) -> str | None:
+    if spec.kubernetes is None:
+        return "not a Kubernetes cluster"
+    return None if node.roles & {Role.K8S_CONTROL_PLANE, Role.K8S_WORKER} else "not a Kubernetes node"
+
+
+def gate_k8s_gpu_worker(spec: Spec, node: Node) -> str | None:
+    reason = gate_k8s_node(spec, node)
+    if reason:
+        return reason
+    if not node.has(Role.K8S_WORKER):
+        return "not a Kubernetes worker"
+    return None if node.hardware.gpu else "the spec declares no GPUs for this node"
+
+
+def gate_k8s_first_control_plane(spec: Spec, node: Node) -> str | None:
+    if spec.kubernetes is None:
+        return "not a Kubernetes cluster"
+    planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
+    return None if planes and planes[0].name == node.name else "checked on the first control-plane node"
+
+
+# --------------------------------------------------------------------------- Slurm
+
+
+def _sinfo_node(data: ClusterData, node: Node) -> tuple[dict[str, Any] | None, Outcome | None]:
+    if data.slurm_error:
+        return None, (BLOCKED, f"cannot ask the controller: {data.slurm_error}")
+    if data.sinfo is None:
+        return None, (BLOCKED, "sinfo did not run")
+    entry = data.sinfo["nodes"].get(node.name)
+    if entry is None:
+        return None, (FAIL, f"sinfo does not list {node.name} (not in slurm.conf?)")
+    return dict(entry), None
+
+
+def expected_gres(spec: Spec, node: Node) -> list[str]:
+    """The node's GRES as slurm.conf declares them from the spec."""
+    from gpuforge.render.slurm import node_gres
+
+    group = next(g for g in spec.node_groups if g.name == node.group)
+    return sorted(node_gres(spec, group))
+
+
+def normalize_gres(items: list[str]) -> list[str]:
+    """``gpu:h100:8(S:0-1)`` -> ``gpu:h100:8``."""
+    return sorted(re.sub(r"\(.*\)$", "", item).strip() for item in items)
+
+
+def expected_partitions(spec: Spec, node: Node) -> tuple[list[str], str | None]:
+    """Partitions that contain the node, and the default one among them."""
+    if spec.slurm is None:
+        return [], None
+    parts = [p for p in spec.slurm.partitions if node.name in select_nodes(spec, p.nodes)]
+    default = next((p.name for p in parts if p.default), None)
+    return sorted(p.name for p in parts), default
+
+
+@cluster_check(
+    "scheduler.node_state",
+    "scheduler",
+    CRITICAL,
+    "Slurm sees the node in a usable state (idle/mixed/allocated), not drained or down",
+    gate=gate_slurm_compute,
+)
+def node_state(data: ClusterData, node: Node) -> Outcome:
+    entry, early = _sinfo_node(data, node)
+    if early:
+        return early
+    assert entry is not None
+    state, flags = entry["state"], entry["flags"]
+    bad = [f for f in flags if f in BAD_FLAGS]
+    if state in USABLE_STATES and not bad:
+        return PASS, f"{node.name} is {entry['raw_state']}"
+    reason = data.reasons.get(node.name)
+    return FAIL, f"{node.name} is {entry['raw_state']}" + (f" (reason: {reason})" if reason else "")
+
+
+@cluster_check("scheduler.gres", "scheduler", CRITICAL, "GRES per node as the spec declares", gate=gate_slurm_compute)
+def gres(data: ClusterData, node: Node) -> Outcome:
+    entry, early = _sinfo_node(data, node)
+    if early:
+        return early
+    assert entry is not None
+    want = expected_gres(data.spec, node)
+    have = normalize_gres(entry["gres"])
+    if want == have:
+        return PASS, f"GRES {','.join(have)}" if have else "no GRES, as the spec declares"
+    return FAIL, f"GRES {','.join(have) or '(none)'}, the spec declares {','.join(want) or '(none)'}"
+
+
+@cluster_check(
+    "scheduler.partitions", "scheduler", WARNING, "Partitions per node as the spec declares", gate=gate_slurm_compute
+)
+def partitions(data: ClusterData, node: Node) -> Outcome:
+    entry, early = _sinfo_node(data, node)
+    if early:
+        return early
+    assert entry is not None
+    want, default = expected_partitions(data.spec, node)
+    have = sorted(entry["partitions"])
+    if want != have:
+        return FAIL, f"in partitions {','.join(have) or '(none)'}, the spec says {','.join(want) or '(none)'}"
+    if default and entry.get("default_partition") != default:
+        return FAIL, f"default partition is {entry.get('default_partition') or '(none)'}, the spec says {default}"
+    return PASS, f"partitions {','.join(have)}" + (f" (default {default})" if default else "")
+
+
+@cluster_check(
+    "scheduler.accounting",
+    "scheduler",
+    WARNING,
+    "slurmdbd knows the cluster (sacctmgr show cluster)",
+    depends_on=("scheduler.slurmctld",),
+    gate=gate_accounting,
+)
+def accounting(data: ClusterData, node: Node) -> Outcome:
+    if data.slurm_error:
+        return BLOCKED, f"cannot ask the controller: {data.slurm_error}"
+    if data.clusters is None:
+        return FAIL, "sacctmgr show cluster failed (slurmdbd unreachable?)"
+    name = data.spec.cluster.name
+    if name in data.clusters:
+        return PASS, f"slurmdbd has cluster {name}"
+    return FAIL, f"slurmdbd does not list cluster {name} (has: {', '.join(data.clusters) or 'none'})"
+
+
+@cluster_check(
+    "job.srun",
+    "job",
+    CRITICAL,
+    "A job runs on the node: srun -N1 -w <node> hostname from the controller",
+    depends_on=("scheduler.node_state", "scheduler.slurmd"),
+    gate=gate_slurm_compute,
+)
+def srun(data: ClusterData, node: Node) -> Outcome:
+    if node.name not in data.srun:
+        return BLOCKED, f"srun did not run ({data.slurm_error or 'controller not reached'})"
+    rc, out = data.srun[node.name]
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    if rc == 124:
+        return FAIL, f"srun -w {node.name} hostname did not finish within {SRUN_TIMEOUT_S} s"
+    if rc != 0:
+        return FAIL, f"srun -w {node.name} hostname failed (exit {rc}): {' | '.join(lines[-2:]) or 'no output'}"
+    first = lines[0] if lines else ""
+    if first == node.name or first.startswith(node.name + "."):
+        return PASS, f"srun -w {node.name} hostname printed {first}"
+    return FAIL, f"srun -w {node.name} hostname printed {first or 'nothing'!r}"
+
+
+def srun_command(targets: list[tuple[str, str | None]]) -> str:
+    """One shell script running ``srun -N1 -w <node> hostname`` for every target in parallel."""
+    lines = ["d=$(mktemp -d) || exit 1", "trap 'rm -rf \"$d\"' EXIT"]
+    for name, partition in targets:
+        p = f" -p {partition}" if partition else ""
+        lines.append(
+            f"(timeout {SRUN_TIMEOUT_S} srun -N1 -n1 -w {name}{p} -t 1 -J gpuforge-validate hostname "
+            f'>"$d/{name}" 2>&1; echo "__rc=$?" >>"$d/{name}") &'
+        )
+    lines.append("wait")
+    lines += [f'echo "__node={name}"; cat "$d/{name}"' for name, _ in targets]
+    return "\n".join(lines)
+
+
+def parse_srun_output(text: str) -> dict[str, tuple[int | None, str]]:
+    """Per node: (exit status, output) from :func:`srun_command`'s output."""
+    out: dict[str, tuple[int | None, str]] = {}
+    node: str | None = None
+    buf: list[str] = []
+    rc: int | None = None
+
+    def flush() -> None:
+        if node is not None:
+            out[node] = (rc, "\n".join(buf))
+
+    for line in text.splitlines():
+        if line.startswith("__node="):
+            flush()
+            node, buf, rc = line.split("=", 1)[1].strip(), [], None
+        elif line.startswith("__rc="):
+            try:
+                rc = int(line.split("=", 1)[1])
+            except ValueError:
+                rc = None
+        elif node is not None:
+            buf.append(line)
+    flush()
+    return out
+
+
+SLURM_QUERY = (
+    "echo '__section=sinfo'; "
+    "if command -v sinfo >/dev/null 2>&1; then sinfo -h -N -o '%n|%T|%P|%G' 2>&1; echo \"__rc=$?\"; "
+    "else echo '__missing=sinfo'; fi; "
+    "echo '__section=scontrol'; "
+    'if command -v scontrol >/dev/null 2>&1; then scontrol show node -o 2>&1; echo "__rc=$?"; '
+    "else echo '__missing=scontrol'; fi; "
+    "echo '__section=sacctmgr'; "
+    "if command -v sacctmgr >/dev/null 2>&1; then timeout 10 sacctmgr -nP show cluster format=Cluster 2>&1; "
+    "echo \"__rc=$?\"; else echo '__missing=sacctmgr'; fi"
+)
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """Split ``__section=<name>`` delimited output."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("__section="):
+            current = out.setdefault(line.split("=", 1)[1].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return out
+
+
+def apply_slurm_query(data: ClusterData, text: str) -> None:
+    """Fill ``data`` from :data:`SLURM_QUERY` output."""
+    parts = sections(text)
+    info = parse_sinfo_nodes(parts.get("sinfo", ["__missing=sinfo"]))
+    if info["error"]:
+        data.slurm_error = f"sinfo on {data.controller}: {info['error']}"
+        return
+    data.sinfo = info
+    nodes = parse_scontrol_nodes(parts.get("scontrol", []))
+    data.reasons = {name: rec["Reason"] for name, rec in nodes["nodes"].items() if rec.get("Reason")}
+    acct = parts.get("sacctmgr", [])
+    if any(line.startswith("__rc=0") for line in acct):
+        data.clusters = [line.strip() for line in acct if line.strip() and not line.startswith("__")]
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+def kube_query(namespace: str) -> str:
+    """kubectl on a control-plane node: nodes and GPU Operator pods as JSON."""
+    k = "KUBECONFIG=${KUBECONFIG:-/etc/kubernetes/admin.conf} kubectl"
+    return (
+        "if ! command -v kubectl >/dev/null 2>&1; then echo '__missing=kubectl'; exit 0; fi; "
+        f"echo '__section=nodes'; {k} get nodes -o json 2>&1; echo \"__rc=$?\"; "
+        f"echo '__section=pods'; {k} get pods -n {namespace} -o json 2>&1; echo \"__rc=$?\""
+    )
+
+
+def _json_section(lines: list[str]) -> tuple[Any, str | None]:
+    body = [line for line in lines if not line.startswith("__rc=")]
+    rc = next((line.split("=", 1)[1] for line in lines if line.startswith("__rc=")), None)
+    if rc != "0":
+        return None, " ".join(body).strip()[:200] or f"exit {rc}"
+    try:
+        return json.loads("\n".join(body)), None
+    except ValueError as e:
+        return None, f"invalid JSON: {e}"
+
+
+def apply_kube_query(data: ClusterData, text: str) -> None:
+    """Fill ``data`` from :func:`kube_query` output."""
+    if "__missing=kubectl" in text:
+        data.kube_error = f"kubectl not installed on {data.kube_node}"
+        return
+    parts = sections(text)
+    nodes, err = _json_section(parts.get("nodes", []))
+    if err:
+        data.kube_error = f"kubectl get nodes on {data.kube_node}: {err}"
+        return
+    data.kube_nodes = {i["metadata"]["name"]: i for i in (nodes or {}).get("items", [])}
+    pods, err = _json_section(parts.get("pods", []))
+    data.kube_pods = None if err else list((pods or {}).get("items", []))
+
+
+@cluster_check("scheduler.k8s_node_ready", "scheduler", CRITICAL, "The Kubernetes node is Ready", gate=gate_k8s_node)
+def k8s_ready(data: ClusterData, node: Node) -> Outcome:
+    if data.kube_error:
+        return BLOCKED, f"cannot ask the API server: {data.kube_error}"
+    item = data.kube_nodes.get(node.name)
+    if item is None:
+        return FAIL, f"kubectl get nodes does not list {node.name} (not joined)"
+    conds = {c.get("type"): c for c in item.get("status", {}).get("conditions", [])}
+    ready = conds.get("Ready", {})
+    if ready.get("status") == "True":
+        return PASS, f"{node.name} is Ready"
+    return FAIL, f"{node.name} is not Ready: {ready.get('reason') or ready.get('message') or 'no Ready condition'}"
+
+
+def expected_allocatable(spec: Spec, node: Node) -> int:
+    """nvidia.com/gpu a worker should offer (time-slicing multiplies it)."""
+    count = node.hardware.gpu_count
+    if spec.kubernetes is None:
+        return count
+    replicas = spec.kubernetes.gpu_operator.time_slicing_replicas
+    return count * replicas if replicas > 1 else count
+
+
+@cluster_check(
+    "scheduler.k8s_gpu_allocatable",
+    "scheduler",
+    CRITICAL,
+    "The worker offers its GPUs as allocatable nvidia.com/gpu",
+    depends_on=("scheduler.k8s_node_ready",),
+    gate=gate_k8s_gpu_worker,
+)
+def k8s_allocatable(data: ClusterData, node: Node) -> Outcome:
+    item = data.kube_nodes.get(node.name) or {}
+    raw = item.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", "0")
+    try:
+        have = int(str(raw))
+    except ValueError:
+        have = 0
+    k8s = data.spec.kubernetes
+    mig = k8s is not None and k8s.gpu_operator.mig_strategy is not MigStrategy.NONE and node.mig_config
+    want = expected_allocatable(data.spec, node)
+    if mig:
+        return (PASS, f"{have} nvidia.com/gpu allocatable (MIG)") if have >= 1 else (FAIL, "no MIG devices allocatable")
+    if have == want:
+        return PASS, f"{have} nvidia.com/gpu allocatable"
+    return FAIL, f"{have} nvidia.com/gpu allocatable, expected {want} (device plugin not running?)"
+
+
+@cluster_check(
+    "scheduler.k8s_operator_pods",
+    "scheduler",
+    CRITICAL,
+    "GPU Operator pods are Running (or Completed)",
+    depends_on=("scheduler.k8s_node_ready",),
+    gate=gate_k8s_first_control_plane,
+)
+def k8s_operator_pods(data: ClusterData, node: Node) -> Outcome:
+    ns = data.spec.kubernetes.gpu_operator.namespace if data.spec.kubernetes else "gpu-operator"
+    if data.kube_pods is None:
+        return FAIL, f"cannot list pods in namespace {ns}"
+    if not data.kube_pods:
+        return FAIL, f"no pods in namespace {ns} (GPU Operator not installed)"
+    bad = []
+    for pod in data.kube_pods:
+        phase = pod.get("status", {}).get("phase")
+        name = pod.get("metadata", {}).get("name", "?")
+        if phase == "Succeeded":
+            continue
+        ready = all(c.get("ready") for c in pod.get("status", {}).get("containerStatuses", []) or [{}])
+        if phase != "Running" or not ready:
+            bad.append(f"{name} ({phase}{'' if ready else ', not ready'})")
+    if bad:
+        return FAIL, f"{len(bad)} GPU Operator pod(s) not ready: {', '.join(bad[:5])}"
+    return PASS, f"{len(data.kube_pods)} GPU Operator pods Running or Completed in {ns}"
+
+
+# --------------------------------------------------------------------------- security
+
+
+@cluster_check(
+    "security.munge_key_identical",
+    "security",
+    CRITICAL,
+    "Every Slurm node has the same munge key (sha256)",
+    depends_on=("security.munge_key",),
+    gate=gate_slurm_node,
+)
+def munge_identical(data: ClusterData, node: Node) -> Outcome:
+    digests = {
+        name: d["security.munge_key"]["sha256"]
+        for name, d in data.node_data.items()
+        if d.get("security.munge_key", {}).get("sha256")
+    }
+    mine = digests.get(node.name)
+    if mine is None:
+        return FAIL, "no digest of this node's munge key"
+    others = {n: d for n, d in digests.items() if n != node.name}
+    if not others:
+        return SKIP, "no other node's munge key to compare with"
+    reference_node = data.controller if data.controller in digests else None
+    if reference_node is None:
+        reference_digest = Counter(digests.values()).most_common(1)[0][0]
+        reference_node = next(n for n, d in digests.items() if d == reference_digest)
+    if reference_node == node.name:
+        differ = sorted(n for n, d in others.items() if d != mine)
+        if differ:
+            return PASS, f"reference key; {', '.join(differ)} differ"
+        return PASS, f"same munge key as {len(others)} other node(s)"
+    if digests[reference_node] == mine:
+        return PASS, f"same munge key as {reference_node} ({len(digests)} nodes compared)"
+    return FAIL, f"munge key differs from {reference_node}'s: munge cannot authenticate between them"
+
+
+def _host_patterns(target: str, port: int) -> list[str]:
+    return [target] if port == 22 else [f"[{target}]:{port}"]
+
+
+def known_host_entries(text: str, host: str) -> list[str]:
+    """Key types that ``known_hosts`` text pins for ``host`` (plain, wildcard and hashed entries)."""
+    types = []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        if parts[0] == "@revoked":
+            continue
+        if parts[0].startswith("@"):
+            parts = parts[1:]
+        if len(parts) < 3:
+            continue
+        hosts, keytype = parts[0], parts[1]
+        if hosts.startswith("|1|"):
+            try:
+                _, _, salt, digest = hosts.split("|", 3)
+                mac = hmac.new(base64.b64decode(salt), host.encode(), hashlib.sha1).digest()
+                if hmac.compare_digest(mac, base64.b64decode(digest)):
+                    types.append(keytype)
+            except (ValueError, TypeError):
+                continue
+            continue
+        patterns = hosts.split(",")
+        if any(p.startswith("!") and fnmatch.fnmatch(host, p[1:]) for p in patterns):
+            continue
+        if any(not p.startswith("!") and fnmatch.fnmatch(host, p) for p in patterns):
+            types.append(keytype)
+    return types
+
+
+@cluster_check(
+    "security.ssh_host_keys",
+    "security",
+    WARNING,
+    "Host keys are pinned: a known_hosts file in the spec, strict checking on every connection",
+    scope="control",
+)
+def ssh_host_keys(data: ClusterData, node: Node) -> Outcome:
+    from gpuforge.inventory import host_data
+
+    ssh = data.spec.ssh
+    strict = host_data(data.spec, data.spec_path, node).get("ssh_strict_host_key_checking") == "yes"
+    if not (strict and data.ssh_strict):
+        return FAIL, "connections do not use StrictHostKeyChecking=yes"
+    if not ssh.known_hosts:
+        return FAIL, "spec.ssh.known_hosts is not set: host keys come from the user's own known_hosts"
+    path = Path(os.path.expanduser(ssh.known_hosts))
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        return FAIL, f"cannot read {path}: {e.strerror}"
+    hosts = _host_patterns(node.ssh_target, ssh.port)
+    types = sorted({t for h in hosts for t in known_host_entries(text, h)})
+    if not types:
+        return FAIL, f"{path} has no host key for {node.ssh_target}"
+    return PASS, f"{path} pins {node.ssh_target} ({', '.join(types)}); StrictHostKeyChecking=yes"

@@ -1,0 +1,103 @@
+"""``/etc/gpuforge/health.json``: what one node's health checks expect, derived from the spec.
+
+A pure function of the spec and the node. ``nodelocal.py`` reads nothing else, so the
+same dict drives ``gpuforge health`` on the node and the node part of ``gpuforge validate``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuforge.spec.model import ContainerEngine, ManagedBy, Role, Spec
+from gpuforge.spec.nodes import Node
+
+HEALTH_PROGRAM = "/usr/local/sbin/gpuforge-health"
+HEALTH_CONFIG = "/etc/gpuforge/health.json"
+MUNGE_KEY = "/etc/munge/munge.key"
+SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
+# The NVIDIA layer's paths (gpuforge.render.nvidia); a test keeps them in step.
+MIG_CONFIG = "/etc/nvidia-mig-manager/gpuforge.yaml"
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CONTAINERD_NVIDIA_DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
+DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
+NVIDIA_RUNTIME_BIN = "/usr/bin/nvidia-container-runtime"
+#: Core dcgm-exporter metrics (all in its default counters) expected when the spec lists none.
+DCGM_CORE_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS")
+
+
+def _host_toolkit(spec: Spec) -> bool:
+    return spec.kubernetes is None or spec.kubernetes.gpu_operator.toolkit is ManagedBy.HOST
+
+
+def _host_dcgm_exporter(spec: Spec) -> bool:
+    if not (spec.dcgm.enabled and spec.dcgm.exporter):
+        return False
+    return spec.kubernetes is None or not spec.kubernetes.gpu_operator.dcgm_exporter
+
+
+def health_config(spec: Spec, node: Node) -> dict[str, Any]:
+    """The node-local check configuration of ``node`` (JSON-serialisable, stable key order)."""
+    gpu = node.hardware.gpu
+    model = node.gpu_model
+    drv = spec.versions.driver
+    cfg: dict[str, Any] = {
+        "schema_version": 1,
+        "cluster": spec.cluster.name,
+        "node": node.name,
+        "roles": sorted(r.value for r in node.roles),
+        "gpu": None,
+        "driver_version": drv.version if drv and gpu else None,
+        "mig": None,
+        "container": None,
+        "slurm": None,
+        "kubernetes": None,
+        "dcgm": None,
+        "node_exporter": {"enabled": spec.monitoring.node_exporter, "port": spec.monitoring.node_exporter_port},
+    }
+    if gpu is not None and model is not None:
+        cfg["gpu"] = {
+            "count": gpu.count,
+            "model": gpu.model,
+            "gres_type": model.gres_type,
+            "pci_device_ids": [d.lower() for d in model.pci_device_ids],
+            "nvswitch": node.hardware.nvswitch,
+        }
+        if node.mig_config:
+            cfg["mig"] = {"config": node.mig_config, "file": MIG_CONFIG}
+        cfg["dcgm"] = {
+            "enabled": spec.dcgm.enabled,
+            "diag_level": spec.dcgm.diag_level,
+            "exporter": _host_dcgm_exporter(spec),
+            "exporter_port": spec.dcgm.exporter_port,
+            "counters": list(spec.dcgm.counters or DCGM_CORE_METRICS),
+        }
+    runs_containers = node.roles & {Role.COMPUTE, Role.K8S_WORKER, Role.K8S_CONTROL_PLANE}
+    engine = spec.container_runtime.engine
+    if runs_containers and engine is not ContainerEngine.NONE:
+        docker = engine is ContainerEngine.DOCKER
+        cfg["container"] = {
+            "engine": engine.value,
+            "toolkit_on_host": _host_toolkit(spec),
+            "config_file": DOCKER_DAEMON_JSON if docker else CONTAINERD_CONFIG,
+            "containerd_dropin": None if docker else CONTAINERD_NVIDIA_DROPIN,
+            "runtime_bin": NVIDIA_RUNTIME_BIN,
+            "test_image": None,
+        }
+    if spec.slurm is not None and node.roles & {Role.CONTROLLER, Role.COMPUTE, Role.LOGIN, Role.ACCOUNTING_DB}:
+        s = spec.slurm
+        cfg["slurm"] = {
+            "controller": node.has(Role.CONTROLLER),
+            "compute": node.has(Role.COMPUTE),
+            "login": node.has(Role.LOGIN),
+            "accounting_db": node.has(Role.ACCOUNTING_DB) and s.accounting.enabled,
+            "pyxis": s.containers.pyxis,
+            "health_check_interval": s.health_check.interval if s.health_check.enabled else 0,
+            "munge_key": MUNGE_KEY,
+            "slurmdbd_conf": SLURMDBD_CONF,
+        }
+    if spec.kubernetes is not None and node.roles & {Role.K8S_CONTROL_PLANE, Role.K8S_WORKER}:
+        cfg["kubernetes"] = {
+            "control_plane": node.has(Role.K8S_CONTROL_PLANE),
+            "worker": node.has(Role.K8S_WORKER),
+        }
+    return cfg

@@ -1,0 +1,74 @@
+"""Every check gpuforge knows: node-local (``nodelocal.py``), cluster-wide and control-host ones.
+
+A check has a stable id ``<area>.<name>``, a layer, a severity, the ids it depends on and
+its function. Selecting checks (``--checks``) by id, id prefix or layer pulls in their
+dependencies, so that a selected check is never judged without what it relies on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from gpuforge.validator import nodelocal
+from gpuforge.validator.cluster import CLUSTER_CHECKS, CONNECTION
+from gpuforge.validator.nodelocal import LAYERS, SEVERITIES, Check, order_checks, with_dependencies
+
+ALL_CHECKS: list[Check] = [CONNECTION, *nodelocal.NODE_CHECKS, *CLUSTER_CHECKS]
+BY_ID: dict[str, Check] = {c.id: c for c in ALL_CHECKS}
+ID_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+
+
+class UnknownCheck(ValueError):
+    """A ``--checks`` token that names no check, prefix or layer."""
+
+
+def registry_problems(checks: Sequence[Check] = ALL_CHECKS) -> list[str]:
+    """Consistency problems of the registry (empty when sound)."""
+    problems = []
+    ids = [c.id for c in checks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        problems.append(f"duplicate ids: {', '.join(dupes)}")
+    by_id = {c.id: c for c in checks}
+    for c in checks:
+        if not ID_RE.match(c.id):
+            problems.append(f"{c.id}: id is not <area>.<name>")
+        if c.layer not in LAYERS:
+            problems.append(f"{c.id}: unknown layer {c.layer}")
+        if c.severity not in SEVERITIES:
+            problems.append(f"{c.id}: unknown severity {c.severity}")
+        for dep in c.depends_on:
+            if dep not in by_id:
+                problems.append(f"{c.id}: depends on unknown {dep}")
+            elif c.scope == "node" and by_id[dep].scope != "node":
+                problems.append(f"{c.id}: a node check cannot depend on the {by_id[dep].scope} check {dep}")
+    try:
+        order_checks(checks)
+    except ValueError as e:
+        problems.append(str(e))
+    return problems
+
+
+def resolve(tokens: str | Iterable[str] | None) -> list[Check]:
+    """Checks for ``--checks``: ids, prefixes (``driver``, ``driver.*``) or layers; plus dependencies.
+
+    ``None`` or empty means every check. ``connection.ssh`` is always included.
+    """
+    if tokens is None:
+        return list(ALL_CHECKS)
+    items = [t.strip() for t in (tokens.split(",") if isinstance(tokens, str) else tokens) if t.strip()]
+    if not items:
+        return list(ALL_CHECKS)
+    wanted: list[str] = [CONNECTION.id]
+    for token in items:
+        prefix = token[:-2] if token.endswith(".*") else token
+        hits = [
+            c.id
+            for c in ALL_CHECKS
+            if c.id == token or c.id.startswith(prefix + ".") or (token in LAYERS and c.layer == token)
+        ]
+        if not hits:
+            raise UnknownCheck(f"unknown check {token!r}; known: {', '.join(sorted(BY_ID))}")
+        wanted += hits
+    return with_dependencies(ALL_CHECKS, wanted)

@@ -1,0 +1,324 @@
+"""``validate``: read every node in parallel over SSH, then judge the cluster-wide checks.
+
+One round trip per node: ``nodelocal.py`` is sent on stdin to ``python3 -`` with the node's
+health config, runs the node-local checks there and answers JSON. In parallel the Slurm
+controller is asked for ``sinfo``/``scontrol``/``sacctmgr`` (or a control-plane node for
+``kubectl``). Then, for the nodes whose prerequisites passed, one more round trip to the
+controller runs ``srun -N1 -w <node> hostname`` for all of them at once.
+
+SSH always checks host keys (``StrictHostKeyChecking=yes`` with the spec's known_hosts).
+An unreachable node is a failure of that node (``connection.ssh``), never a crash.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpuforge.spec import Role, Spec
+from gpuforge.spec.model import Connector
+from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
+from gpuforge.validator import cluster, nodelocal
+from gpuforge.validator.cluster import CONNECTION, ClusterData
+from gpuforge.validator.config import health_config
+from gpuforge.validator.nodelocal import BLOCKED, FAIL, LAYERS, PASS, SKIP, Check, Result, evaluate
+from gpuforge.validator.registry import ALL_CHECKS, resolve
+from gpuforge.validator.report import NodeReport, Report
+
+NODELOCAL_SOURCE = Path(nodelocal.__file__).read_bytes()
+NODE_TIMEOUT_S = 60.0
+#: Cluster checks that need sinfo/scontrol/sacctmgr from the controller.
+SLURM_QUERY_CHECKS = frozenset(
+    {"scheduler.node_state", "scheduler.gres", "scheduler.partitions", "scheduler.accounting", "job.srun"}
+)
+_MISSING = Result("-", "connection", "critical", SKIP, "not run")
+
+
+@dataclass
+class Completed:
+    """What a remote command returned; rc 255 (ssh) means the node was not reached."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+class Transport(Protocol):
+    """Runs a shell command on a node."""
+
+    def run(self, node: Node, command: str, stdin: bytes | None = None, timeout: float = NODE_TIMEOUT_S) -> Completed:
+        """Run ``command`` on ``node`` (``stdin`` fed to it)."""
+        ...
+
+
+class SshTransport:
+    """The system ``ssh`` with host-key checking always on (``StrictHostKeyChecking=yes``)."""
+
+    strict = True
+
+    def __init__(self, spec: Spec, spec_path: str | Path) -> None:
+        self.spec = spec
+        self.spec_dir = Path(spec_path).resolve().parent
+        self._vagrant: dict[str, Any] | None = None
+
+    def argv(self, node: Node) -> list[str]:
+        """ssh argv up to (and including) the destination."""
+        ssh = self.spec.ssh
+        host, port, user, key = node.ssh_target, ssh.port, ssh.user, ssh.key
+        if node.connector is Connector.VAGRANT:
+            vh = self._vagrant_hosts().get(node.name)
+            if vh is None:
+                raise OSError(f"vagrant ssh-config has no machine {node.name}")
+            host, port, user, key = vh.hostname, vh.port, vh.user, vh.identity_file or key
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10"]
+        argv += ["-o", "LogLevel=ERROR", "-o", "ServerAliveInterval=10", "-p", str(port), "-l", user]
+        if ssh.known_hosts:
+            argv += ["-o", f"UserKnownHostsFile={os.path.expanduser(ssh.known_hosts)}"]
+        if key:
+            argv += ["-i", os.path.expanduser(key), "-o", "IdentitiesOnly=yes"]
+        return [*argv, "--", host]
+
+    def _vagrant_hosts(self) -> dict[str, Any]:
+        if self._vagrant is None:
+            from gpuforge.lab.vagrant import ssh_config
+
+            self._vagrant = dict(ssh_config(str(self.spec_dir)))
+        return self._vagrant
+
+    def run(self, node: Node, command: str, stdin: bytes | None = None, timeout: float = NODE_TIMEOUT_S) -> Completed:
+        t0 = time.monotonic()
+        try:
+            argv = [*self.argv(node), command]
+        except (OSError, RuntimeError) as e:
+            return Completed(255, "", str(e), 0.0)
+        try:
+            cp = subprocess.run(argv, input=stdin or b"", capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return Completed(124, "", f"no answer within {timeout:g} s", time.monotonic() - t0)
+        except OSError as e:
+            return Completed(255, "", f"cannot run ssh: {e}", time.monotonic() - t0)
+        return Completed(
+            cp.returncode,
+            cp.stdout.decode("utf-8", "replace"),
+            cp.stderr.decode("utf-8", "replace"),
+            time.monotonic() - t0,
+        )
+
+
+def explain_ssh_failure(stderr: str, rc: int) -> str:
+    """A one-line reason why a node could not be reached."""
+    text = " ".join(stderr.split())
+    low = text.lower()
+    if "host key verification failed" in low or "remote host identification has changed" in low:
+        return f"host key verification failed (check the spec's known_hosts): {text[:200]}"
+    if "permission denied" in low:
+        return f"SSH login refused (key or user): {text[:200]}"
+    if rc == 124:
+        return text or "no answer in time"
+    return text[:300] or f"ssh exited with status {rc}"
+
+
+def remote_python(spec: Spec, args: Sequence[str]) -> str:
+    """``python3 - ARGS`` (``sudo -n`` for a non-root user with ``ssh.sudo``)."""
+    cmd = "python3 - " + " ".join(shlex.quote(a) for a in args)
+    return f"sudo -n {cmd}" if spec.ssh.sudo else cmd
+
+
+@dataclass
+class NodeRun:
+    """The node-local part of one node."""
+
+    node: Node
+    connection: Result
+    results: list[Result]
+    data: dict[str, Any]
+
+
+def run_node(
+    spec: Spec, node: Node, transport: Transport, node_checks: list[Check], timeout: float = NODE_TIMEOUT_S
+) -> NodeRun:
+    """Send nodelocal.py to the node, run its checks there, read the JSON answer."""
+    cfg = health_config(spec, node)
+    args = ["--validate", "--json", "--no-slurm", "--config-b64", base64.b64encode(json.dumps(cfg).encode()).decode()]
+    if node_checks:
+        args += ["--checks", ",".join(c.id for c in node_checks)]
+    else:
+        args += ["--checks", "connection.none"]
+    done = transport.run(node, remote_python(spec, args), NODELOCAL_SOURCE, timeout + _slow_budget(cfg, node_checks))
+
+    def conn(status: str, message: str) -> Result:
+        return Result(CONNECTION.id, CONNECTION.layer, CONNECTION.severity, status, message, round(done.duration_s, 4))
+
+    if done.rc in (255, 124):
+        return NodeRun(
+            node, conn(FAIL, f"{node.name} unreachable: {explain_ssh_failure(done.stderr, done.rc)}"), [], {}
+        )
+    doc = _last_json(done.stdout)
+    if doc is None:
+        tail = " ".join((done.stderr or done.stdout).split())[-300:]
+        if "python3" in tail and ("not found" in tail or "No such file" in tail):
+            tail = "python3 not found on the node (gpuforge needs python3 on nodes)"
+        return NodeRun(node, conn(FAIL, f"reached {node.name}, but the node checks did not run: {tail}"), [], {})
+    wanted = {c.id for c in node_checks}
+    results = [Result(**r) for r in doc.get("results", []) if r.get("id") in wanted]
+    return NodeRun(node, conn(PASS, f"reached {node.name} over SSH in {done.duration_s:.2f} s"), results,
+                   doc.get("data") or {})  # fmt: skip
+
+
+def _slow_budget(cfg: dict[str, Any], node_checks: list[Check]) -> float:
+    """Extra seconds for the slow, validate-only probes this node will run."""
+    extra = 0.0
+    for c in node_checks:
+        if not c.health and c.gate and not c.gate(cfg):
+            extra += sum(nodelocal.PROBES[k].timeout(cfg) for k in c.needs if not nodelocal.PROBES[k].cheap)
+    return extra
+
+
+def _last_json(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                return None
+            return doc if isinstance(doc, dict) else None
+    return None
+
+
+def _unreached(checks: Iterable[Check], why: str) -> list[Result]:
+    return [Result(c.id, c.layer, c.severity, BLOCKED, f"{CONNECTION.id} failed: {why}"[:300]) for c in checks]
+
+
+def _partition_for(spec: Spec, node: Node) -> str | None:
+    want, default = cluster.expected_partitions(spec, node)
+    return default or (want[0] if want else None)
+
+
+def validate(
+    spec: Spec,
+    spec_path: str | Path,
+    checks: str | Sequence[str] | None = None,
+    limit: str | None = None,
+    *,
+    transport: Transport | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> Report:
+    """Validate the cluster (or the nodes in ``limit``) against the spec; never raises for node problems.
+
+    ``checks``: ids, id prefixes or layers (their dependencies run too). Raises
+    ``registry.UnknownCheck`` for an unknown token and ``ValueError`` when ``limit`` selects no node.
+    """
+    t_start = time.monotonic()
+    started = time.time()
+    say = on_event or (lambda _m: None)
+    selected = resolve(checks)
+    selected_ids = {c.id for c in selected}
+    all_nodes = resolve_nodes(spec)
+    nodes = all_nodes
+    if limit:
+        names = set(select_nodes(spec, limit))
+        nodes = [n for n in all_nodes if n.name in names]
+        if not nodes:
+            raise ValueError(f"--limit {limit!r} selects no node of the spec")
+    tr = transport or SshTransport(spec, spec_path)
+    node_checks = [c for c in selected if c.scope == "node"]
+    cluster_checks = [c for c in selected if c.scope in ("cluster", "control")]
+
+    data = ClusterData(spec=spec, spec_path=Path(spec_path), nodes=nodes)
+    data.ssh_strict = bool(getattr(tr, "strict", True))
+    controllers = nodes_with(spec, Role.CONTROLLER)
+    want_slurm = spec.slurm is not None and any(c.id in SLURM_QUERY_CHECKS for c in cluster_checks)
+    planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
+    want_kube = spec.kubernetes is not None and any(c.id.startswith("scheduler.k8s_") for c in cluster_checks)
+    data.controller = controllers[0].name if controllers else None
+    data.kube_node = planes[0].name if planes else None
+
+    say(f"reading {len(nodes)} node(s)")
+    with ThreadPoolExecutor(max_workers=max(4, min(32, len(nodes) + 2))) as pool:
+        futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks) for n in nodes}
+        slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
+        kube_ns = spec.kubernetes.gpu_operator.namespace if spec.kubernetes else "gpu-operator"
+        kube_f = pool.submit(tr.run, planes[0], cluster.kube_query(kube_ns)) if want_kube and planes else None
+        runs = {name: f.result() for name, f in futures.items()}
+        slurm_done = slurm_f.result() if slurm_f else None
+        kube_done = kube_f.result() if kube_f else None
+
+    if want_slurm and not controllers:
+        data.slurm_error = "the spec has no controller node"
+    elif slurm_done is not None:
+        if slurm_done.rc in (255, 124):
+            why = explain_ssh_failure(slurm_done.stderr, slurm_done.rc)
+            data.slurm_error = f"controller {data.controller} unreachable: {why}"
+        else:
+            cluster.apply_slurm_query(data, slurm_done.stdout)
+    if kube_done is not None:
+        if kube_done.rc in (255, 124):
+            data.kube_error = f"{data.kube_node} unreachable: {explain_ssh_failure(kube_done.stderr, kube_done.rc)}"
+        else:
+            cluster.apply_kube_query(data, kube_done.stdout)
+    elif want_kube:
+        data.kube_error = "the spec has no control-plane node"
+
+    for n in nodes:
+        run = runs[n.name]
+        got = {r.id: r for r in run.results}
+        node_results = {CONNECTION.id: run.connection}
+        if run.connection.status != PASS:
+            node_results.update({r.id: r for r in _unreached(node_checks, run.connection.message)})
+        else:
+            for c in node_checks:
+                node_results[c.id] = got.get(c.id) or Result(
+                    c.id, c.layer, c.severity, FAIL, "the node did not report this check (older gpuforge-health?)"
+                )
+        data.results[n.name] = node_results
+        data.node_data[n.name] = run.data
+
+    def judge(c: Check, n: Node) -> Result:
+        gate = c.gate(spec, n) if c.gate else None
+        return evaluate(c, gate, data.results[n.name], lambda: c.fn(data, n))
+
+    later = [c for c in cluster_checks if c.id == "job.srun"]
+    for c in [c for c in cluster_checks if c.id != "job.srun"]:
+        for n in nodes:
+            data.results[n.name][c.id] = judge(c, n)
+
+    if later:
+        srun_check = later[0]
+        srun_s = 0.0
+        targets = []
+        for n in nodes:
+            gate = srun_check.gate(spec, n) if srun_check.gate else None
+            deps_ok = all(data.results[n.name].get(d, _MISSING).status == PASS for d in srun_check.depends_on)
+            if not gate and deps_ok:
+                targets.append((n.name, _partition_for(spec, n)))
+        if targets and controllers and not data.slurm_error:
+            say(f"srun on {len(targets)} node(s)")
+            done = tr.run(controllers[0], cluster.srun_command(targets), None, cluster.SRUN_TIMEOUT_S + 20)
+            if done.rc in (255, 124):
+                data.slurm_error = f"controller {data.controller}: {explain_ssh_failure(done.stderr, done.rc)}"
+            else:
+                data.srun = cluster.parse_srun_output(done.stdout)
+                srun_s = done.duration_s
+        for n in nodes:
+            r = judge(srun_check, n)
+            if n.name in data.srun and r.status in (PASS, FAIL):
+                r.duration_s = round(srun_s, 4)
+            data.results[n.name][srun_check.id] = r
+
+    order = {c.id: i for i, c in enumerate(ALL_CHECKS)}
+    reports = []
+    for n in nodes:
+        results = [r for cid, r in data.results[n.name].items() if cid in selected_ids]
+        results.sort(key=lambda r: (LAYERS.index(r.layer), order.get(r.id, 0)))
+        reports.append(NodeReport(n.name, results))
+    return Report(spec.cluster.name, str(spec_path), reports, started, time.monotonic() - t_start)
