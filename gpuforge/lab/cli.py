@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -99,3 +100,30 @@ def ssh(
         cmd = cmd[1:]
     rc = _guard(lambda: core.ssh(name, node, cmd or None))
     raise typer.Exit(rc)
+
+
+@app.command("spec")
+def spec_cmd(
+    name: NameOpt = plan.DEFAULT_NAME,
+    base: Annotated[Path, typer.Option("--base", help="Spec to fit to the lab.")] = Path("inventories/lab.yaml"),
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Print a spec for this lab: BASE with the lab's node addresses, SSH key, known_hosts and mirror."""
+    import yaml
+
+    from .spec import lab_spec_data
+
+    state = core.status(name)
+    if state is None:
+        typer.echo(f"lab {name} is not up: gpuforge lab up --name {name}", err=True)
+        raise typer.Exit(1)
+    try:
+        data = lab_spec_data(yaml.safe_load(base.read_text()), state)
+    except (OSError, ValueError) as e:
+        typer.echo(f"cannot fit {base} to lab {name}: {e}", err=True)
+        raise typer.Exit(2) from None
+    text = f"# {base.name} fitted to lab {name} by gpuforge lab spec\n" + yaml.safe_dump(data, sort_keys=False)
+    if output:
+        output.write_text(text)
+    else:
+        typer.echo(text, nl=False)

@@ -209,3 +209,32 @@ def test_plugin_names_missing_packages(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(pytest_plugin, "REQUIRED_TOOLS", {"systemd-nspawn-missing": "systemd-container"})
     assert "apt-get install systemd-container" in (pytest_plugin.lab_unavailable_reason() or "")
+
+
+def test_lab_spec_fits_the_base_spec_to_a_lab() -> None:
+    """`gpuforge lab spec`: addresses, key, known_hosts and the mirror come from the lab."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpuforge.lab.spec import lab_spec_data
+    from gpuforge.lab.state import LabState, NodeState
+    from gpuforge.spec import parse_spec
+
+    state = LabState(
+        name="other",
+        subnet="10.213.7.0/24",
+        bridge="gf-other",
+        bridge_address="10.213.7.1",
+        nodes=[NodeState(f"node{i}", f"10.213.7.{10 + i}") for i in range(1, 5)],
+        ssh_key="/var/lib/gpuforge/lab/other/id_ed25519",
+        known_hosts="/var/lib/gpuforge/lab/other/known_hosts",
+        mirror_url="http://10.213.7.1:3142",
+    )
+    base = yaml.safe_load((Path(__file__).resolve().parents[2] / "inventories" / "lab.yaml").read_text())
+    data = lab_spec_data(base, state, {"workers": "node[2-4]"})
+    spec = parse_spec(yaml.safe_dump(data))
+    assert spec.ssh.key == state.ssh_key and spec.sources.apt_proxy == "http://10.213.7.1:3142"
+    assert data["node_groups"][1]["addresses"] == ["10.213.7.12", "10.213.7.13", "10.213.7.14"]
+    with pytest.raises(ValueError, match="node5"):
+        lab_spec_data(base, state, {"workers": "node[2-5]"})
