@@ -186,8 +186,8 @@ def validate_nodes(spec_path: str | Path, nodes: list[str]) -> dict[str, str]:
 
     report = validate(load_spec(spec_path), spec_path, limit=",".join(nodes))
     failures: dict[str, str] = {}
-    for f in report.failures:
-        failures.setdefault(f.node, f"{f.check_id}: {f.message}")
+    for node, result in report.failures():
+        failures.setdefault(node, f"validation failed: {result.id}: {result.message}")
     return failures
 
 

@@ -169,21 +169,20 @@ def apply(
     raise typer.Exit(0 if result.ok else 1)
 
 
+def _register_subcommands() -> None:
+    from gpuforge.lab.cli import app as lab_app
+    from gpuforge.validator import cli as validator_cli
+
+    app.add_typer(lab_app, name="lab", help="The built-in lab: Debian nodes as containers on this machine")
+    app.command("validate")(validator_cli.validate_typer)
+    app.command("health")(validator_cli.health_typer)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     """Entry point."""
-    try:
-        from gpuforge.lab.cli import app as lab_app
-
-        app.add_typer(lab_app, name="lab", help="The built-in lab: Debian nodes as containers on this machine")
-    except ImportError:  # pragma: no cover - the lab package is part of gpuforge
-        pass
-    try:
-        from gpuforge.validator import cli as vcli
-
-        app.command("validate")(vcli.validate_typer)
-        app.command("health")(vcli.health_typer)
-    except (ImportError, AttributeError):
-        pass
     app()
 
 
