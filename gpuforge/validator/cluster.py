@@ -8,7 +8,6 @@ node, the munge key digests of every node, and the control host's known_hosts fi
 from __future__ import annotations
 
 import base64
-import fnmatch
 import hashlib
 import hmac
 import json
@@ -498,6 +497,12 @@ def munge_identical(data: ClusterData, node: Node) -> Outcome:
     return FAIL, f"munge key differs from {reference_node}'s: munge cannot authenticate between them"
 
 
+def _glob(pattern: str, host: str) -> bool:
+    """OpenSSH host pattern match: only ``*`` and ``?`` are special (``[host]:port`` is literal)."""
+    regex = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    return re.fullmatch(regex, host, flags=re.IGNORECASE) is not None
+
+
 def _host_patterns(target: str, port: int) -> list[str]:
     return [target] if port == 22 else [f"[{target}]:{port}"]
 
@@ -526,9 +531,9 @@ def known_host_entries(text: str, host: str) -> list[str]:
                 continue
             continue
         patterns = hosts.split(",")
-        if any(p.startswith("!") and fnmatch.fnmatch(host, p[1:]) for p in patterns):
+        if any(p.startswith("!") and _glob(p[1:], host) for p in patterns):
             continue
-        if any(not p.startswith("!") and fnmatch.fnmatch(host, p) for p in patterns):
+        if any(not p.startswith("!") and _glob(p, host) for p in patterns):
             types.append(keytype)
     return types
 

@@ -360,7 +360,7 @@ def _read_text(path: str) -> list[str]:
 def run_shell(command: str, timeout: float) -> list[str]:
     """Run ``command`` with ``/bin/sh``; its output lines, ``__timeout=`` when it ran too long."""
     env = dict(os.environ)
-    env["PATH"] = PROBE_ENV_PATH + (":" + env["PATH"] if env.get("PATH") else "")
+    env["PATH"] = (env["PATH"] + ":" if env.get("PATH") else "") + PROBE_ENV_PATH
     env["LC_ALL"] = "C"
     try:
         cp = subprocess.run(
@@ -1010,7 +1010,7 @@ def _unit_state(ctx: NodeContext, unit: str) -> tuple[bool, str]:
     "hardware",
     CRITICAL,
     "NVIDIA GPUs on the PCI bus match the spec (count and model)",
-    needs=("lspci", "sysfs_pci"),
+    needs=("lspci",),
 )
 def _gpu_count(ctx: NodeContext) -> Outcome:
     want = expected_gpus(ctx.cfg)
@@ -1039,7 +1039,7 @@ def _gpu_count(ctx: NodeContext) -> Outcome:
     "hardware",
     CRITICAL,
     "NVSwitches on the bus exactly where the spec says nvswitch",
-    needs=("lspci", "sysfs_pci"),
+    needs=("lspci",),
     gate=gate_gpu,
 )
 def _nvswitch(ctx: NodeContext) -> Outcome:
@@ -1061,7 +1061,7 @@ def _nvswitch(ctx: NodeContext) -> Outcome:
     "driver",
     CRITICAL,
     "The nvidia kernel module is loaded",
-    needs=("driver", "lspci", "sysfs_pci"),
+    needs=("driver", "lspci"),
     gate=gate_gpu,
 )
 def _driver_module(ctx: NodeContext) -> Outcome:
@@ -1622,17 +1622,29 @@ def run_node_checks(
     if NO_GPU_REASON in gates.values():
         reason = no_gpu_reason(ctx)
         gates = {k: (reason if v == NO_GPU_REASON else v) for k, v in gates.items()}
-    ctx.prefetch(k for c in checks if not gates[c.id] for k in c.needs)
-    results: dict[str, Result] = {}
+    # Level by level (a check's level is one more than its deepest dependency), so that the
+    # probes of a check whose dependency did not pass are never read: it is not run at all.
+    level: dict[str, int] = {}
     for c in checks:
+        level[c.id] = 1 + max((level.get(d, -1) for d in c.depends_on), default=-1)
+    results: dict[str, Result] = {}
+    for depth in range(max(level.values(), default=-1) + 1):
+        batch = [c for c in checks if level[c.id] == depth]
+        ready = [
+            c
+            for c in batch
+            if not gates[c.id] and all(results.get(d) is not None and results[d].status == PASS for d in c.depends_on)
+        ]
+        ctx.prefetch(k for c in ready for k in c.needs)
+        for c in batch:
 
-        def call(c: Check = c) -> Outcome:
-            return c.fn(ctx)
+            def call(c: Check = c) -> Outcome:
+                return c.fn(ctx)
 
-        r = evaluate(c, gates[c.id], results, call)
-        if r.status in (PASS, FAIL, SKIP) and not gates[c.id]:
-            r.duration_s = round(r.duration_s + ctx.charge(c.needs), 4)
-        results[c.id] = r
+            r = evaluate(c, gates[c.id], results, call)
+            if r.status in (PASS, FAIL, SKIP) and not gates[c.id]:
+                r.duration_s = round(r.duration_s + ctx.charge(c.needs), 4)
+            results[c.id] = r
     return [results[c.id] for c in checks], ctx
 
 

@@ -232,7 +232,7 @@ def validate(
             raise ValueError(f"--limit {limit!r} selects no node of the spec")
     tr = transport or SshTransport(spec, spec_path)
     node_checks = [c for c in selected if c.scope == "node"]
-    cluster_checks = [c for c in selected if c.scope in ("cluster", "control")]
+    cluster_checks = [c for c in selected if c.scope in ("cluster", "control") and c is not CONNECTION]
 
     data = ClusterData(spec=spec, spec_path=Path(spec_path), nodes=nodes)
     data.ssh_strict = bool(getattr(tr, "strict", True))

@@ -1,0 +1,349 @@
+"""Node-local checks against recorded node outputs (facts fixtures and synthetic captures)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuforge.validator import nodelocal as nl
+from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP, Check, Result, evaluate
+
+from .vhelpers import driver_lines, gpu_cfg, hgx_outputs, output, run, slurm_cfg, units
+
+GPU_CHECKS = [
+    "hardware.nvswitch", "driver.module", "driver.nouveau", "driver.smi", "driver.version", "driver.persistence",
+    "driver.fabric_manager", "gpu.ecc", "gpu.remapped_rows", "gpu.xid", "gpu.nvlink", "gpu.pcie_width",
+]  # fmt: skip
+
+
+def test_healthy_8x_h100_hgx_node_passes() -> None:
+    r = run(gpu_cfg(), hgx_outputs())
+    for cid in ["hardware.gpu_count", *GPU_CHECKS]:
+        assert r[cid].status == PASS, (cid, r[cid].message)
+    assert "8 NVIDIA GPU(s) on the PCI bus" in r["hardware.gpu_count"].message
+    assert "4 NVSwitch" in r["hardware.nvswitch"].message
+    assert r["driver.version"].message == "driver 550.127.05, as pinned"
+    assert r["gpu.mig"].status == SKIP and r["gpu.dcgm_diag"].status == SKIP  # not configured
+    assert r["scheduler.munge"].status == SKIP  # no Slurm in this config
+
+
+def test_driver_version_mismatch_fails_with_both_versions() -> None:
+    r = run(gpu_cfg(driver="535.261.03"), hgx_outputs())
+    assert r["driver.version"].status == FAIL
+    assert r["driver.version"].message == "driver 550.127.05 loaded, the spec pins 535.261.03"
+
+
+def test_nvidia_smi_exit_9_is_explained_and_blocks_gpu_health() -> None:
+    r = run(gpu_cfg(), hgx_outputs(smi=output("nvidia/smi_gpus_exit9_driver_not_loaded")))
+    assert r["driver.smi"].status == FAIL
+    assert r["driver.smi"].message.startswith("nvidia-smi exit code 9: NVIDIA driver is not loaded")
+    for cid in ("driver.persistence", "gpu.ecc", "gpu.remapped_rows", "gpu.nvlink", "gpu.pcie_width"):
+        assert r[cid].status == BLOCKED, cid
+        assert r[cid].message.startswith("driver.smi fail: nvidia-smi exit code 9")
+    assert r["gpu.xid"].status == PASS  # reads the kernel log, needs no nvidia-smi
+
+
+def test_xid_79_fails() -> None:
+    r = run(gpu_cfg(), hgx_outputs(xid=output("nvidia/xid_79_fallen_off_bus")))
+    assert r["gpu.xid"].status == FAIL
+    assert "Xid 79 on 0000:44:00.0 (GPU has fallen off the bus)" in r["gpu.xid"].message
+
+
+def test_harmless_xids_pass_with_a_note() -> None:
+    r = run(gpu_cfg(), hgx_outputs(xid=output("nvidia/xid_13_harmless_and_109_dmesg_ctime")))
+    assert r["gpu.xid"].status == PASS and "13, 109" in r["gpu.xid"].message
+
+
+def test_remapped_rows_pending_fails() -> None:
+    r = run(gpu_cfg(), hgx_outputs(remapped=output("nvidia/remapped_rows_pending")))
+    assert r["gpu.remapped_rows"].status == FAIL
+    assert r["gpu.remapped_rows"].message == "0000:0e:00.0: row remapping pending (reset the GPU)"
+    r = run(gpu_cfg(), hgx_outputs(remapped=output("nvidia/remapped_rows_failure_and_na")))
+    assert "row remapping FAILED" in r["gpu.remapped_rows"].message
+
+
+def test_nvlink_inactive_fails() -> None:
+    r = run(gpu_cfg(nvswitch=False), hgx_outputs(nvlink=output("nvidia/nvlink_v100_two_inactive_links")))
+    assert r["gpu.nvlink"].status == FAIL
+    assert r["gpu.nvlink"].message == "GPU 3: links 3, 5 inactive"
+    # on an NVSwitch board a GPU without any active link is a failure too
+    r = run(gpu_cfg(), hgx_outputs(nvlink=output("nvidia/nvlink_all_links_inactive_message")))
+    assert r["gpu.nvlink"].status == FAIL and "GPU 0: no active NVLink" in r["gpu.nvlink"].message
+
+
+def test_no_gpu_on_bus_and_none_in_spec_skips_every_gpu_check() -> None:
+    cfg = slurm_cfg()
+    r = run(cfg, {"lspci": output("nvidia/pci_no_nvidia_device"), "munge": ["__rc=0"],
+                  "units": units({"munge.service": "active", "slurmd.service": "active"}),
+                  "munge_key": ["__missing=/etc/munge/munge.key"]})  # fmt: skip
+    reason = "no NVIDIA device on the PCI bus (lspci -d 10de: lists none) and the spec declares no GPUs for this node"
+    for cid in ["hardware.gpu_count", *GPU_CHECKS, "toolkit.runtime", "monitoring.dcgm_exporter"]:
+        assert (r[cid].status, r[cid].message) == (SKIP, reason), cid
+
+
+def test_no_gpu_on_bus_falls_back_to_sysfs_without_lspci() -> None:
+    r = run(slurm_cfg(), {"lspci": output("nvidia/pci_lspci_missing"), "sysfs_pci": ["__rc=0"]}, ["hardware.gpu_count"])
+    assert r["hardware.gpu_count"].status == SKIP
+    assert "no NVIDIA device on the PCI bus (/sys/bus/pci/devices lists none)" in r["hardware.gpu_count"].message
+
+
+def test_spec_promises_gpus_the_bus_does_not_show() -> None:
+    outputs = {
+        "lspci": output("nvidia/pci_no_nvidia_device"),
+        "driver": ["__sysmod=", "__refcnt="],
+        "modules": output("nvidia/kernel_modules_nvidia_stack"),
+        "xid": ["__source=dmesg"],
+        "units": units({"nvidia-fabricmanager.service": "inactive"}),
+    }
+    r = run(gpu_cfg(), outputs)
+    gc = r["hardware.gpu_count"]
+    assert gc.status == FAIL
+    assert gc.message == "the spec declares 8 x H100-80GB GPUs, but no NVIDIA GPU is on the PCI bus (lspci -d 10de:)"
+    assert r["driver.module"].status == FAIL
+    assert r["driver.module"].message == (
+        "nvidia kernel module not loaded (no /proc/driver/nvidia/version); "
+        "no NVIDIA GPU on the PCI bus (lspci -d 10de: lists none)"
+    )
+    assert r["driver.version"].status == BLOCKED and r["driver.version"].message.startswith("driver.module fail")
+
+
+def test_gpu_count_and_model_mismatch() -> None:
+    r = run(gpu_cfg(count=4), hgx_outputs(), ["hardware.gpu_count"])
+    assert r["hardware.gpu_count"].message == "8 NVIDIA GPU(s) on the PCI bus, the spec declares 4 x H100-80GB"
+    h200 = output("nvidia/pci_hgx_h200_domainless_with_driver_suffix")
+    r = run(gpu_cfg(), hgx_outputs(lspci=h200), ["hardware.gpu_count"])
+    assert r["hardware.gpu_count"].status == FAIL and "10de:2335" in r["hardware.gpu_count"].message
+
+
+def test_nvswitch_promised_but_absent_and_fabric_manager_down() -> None:
+    pci = output("nvidia/pci_hgx_h100_8gpu_4nvswitch")
+    no_switch = [line for line in pci if "NVSwitch" not in line]
+    r = run(gpu_cfg(), hgx_outputs(lspci=no_switch, units=units({"nvidia-fabricmanager.service": "failed"})))
+    assert r["hardware.nvswitch"].status == FAIL
+    assert r["driver.fabric_manager"].status == FAIL
+    assert r["driver.fabric_manager"].message == "nvidia-fabricmanager.service is failed (dead)"
+    r = run(gpu_cfg(nvswitch=False), hgx_outputs(), ["driver.fabric_manager", "hardware.nvswitch"])
+    assert r["driver.fabric_manager"].status == SKIP
+    assert r["hardware.nvswitch"].status == FAIL  # the board has switches the spec does not declare
+
+
+def test_nouveau_persistence_ecc_pcie() -> None:
+    r = run(gpu_cfg(count=3, nvswitch=False, driver="535.129.03"), hgx_outputs(
+        lspci=["__missing=lspci"],
+        sysfs_pci=["0000:07:00.0 0x030200 0x20b2", "0000:0f:00.0 0x030200 0x20b2", "0000:06:00.0 0x030000 0x1eb1",
+                   "__rc=0"],
+        smi=output("nvidia/smi_gpus_mig_pending_ecc_degraded_link_na"),
+        modules=output("nvidia/kernel_modules_nouveau_loaded"), driver=driver_lines("535.129.03"),
+        nvlink=["__rc=0"], remapped=["__rc=0"]))  # fmt: skip
+    assert r["driver.nouveau"].status == FAIL
+    assert r["driver.persistence"].status == FAIL and "GPU 1, 2" in r["driver.persistence"].message
+    assert r["gpu.ecc"].status == FAIL and r["gpu.ecc"].message == "uncorrected volatile ECC errors: GPU 1: 2"
+    assert r["gpu.pcie_width"].status == FAIL and "GPU 1: x8 of x16" in r["gpu.pcie_width"].message
+    assert r["gpu.remapped_rows"].status == SKIP
+    assert r["gpu.nvlink"].status == PASS  # PCIe GPUs without NVLink bridges
+
+
+def test_mig_assert() -> None:
+    cfg = gpu_cfg(mig={"config": "all-1g.10gb", "file": "/etc/nvidia-mig-manager/gpuforge.yaml"})
+    r = run(cfg, hgx_outputs(mig=output("mig/mig_parted_assert_not_applied")), ["gpu.mig"])
+    assert r["gpu.mig"].status == FAIL
+    assert r["gpu.mig"].message == (
+        "MIG layout all-1g.10gb not applied: Assertion failure: selected configuration not currently applied"
+    )
+    r = run(cfg, hgx_outputs(mig=output("mig/mig_parted_assert_applied")), ["gpu.mig"])
+    assert r["gpu.mig"].status == PASS
+
+
+def test_dcgm_diag_only_when_asked_and_only_in_validate_mode() -> None:
+    cfg = gpu_cfg()
+    cfg["dcgm"]["diag_level"] = 3
+    diag = output("dcgm/diag_json_v3_skip_and_fail")
+    r = run(cfg, hgx_outputs(dcgm_diag=diag), ["gpu.dcgm_diag"])
+    assert r["gpu.dcgm_diag"].status == FAIL and r["gpu.dcgm_diag"].message.startswith("dcgmi diag -r 3 failed:")
+    assert "gpu.dcgm_diag" not in {c.id for c in nl.select(health_only=True)}
+    assert "container.gpu_visible" not in {c.id for c in nl.select(health_only=True)}
+
+
+def test_container_runtime_and_gpu_visibility() -> None:
+    container = {"engine": "containerd", "toolkit_on_host": True, "config_file": "/etc/containerd/config.toml",
+                 "containerd_dropin": "/etc/containerd/conf.d/99-nvidia.toml",
+                 "runtime_bin": "/usr/bin/nvidia-container-runtime", "test_image": None}  # fmt: skip
+    cfg = gpu_cfg(container=container)
+    dropin = [
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]',
+        '  runtime_type = "io.containerd.runc.v2"',
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]',
+        '  BinaryName = "/usr/bin/nvidia-container-runtime"',
+        "__rc=0",
+    ]
+    binary = ["__file=/usr/bin/nvidia-container-runtime", "__stat=755|root|root|regular file|10", "__sha256=ab"]
+    cli = ["__mode=cli", *[f"Device Index:   {i}" for i in range(8)], "__rc=0"]
+    ok = hgx_outputs(runtime_config=["version = 2", "__rc=0"], containerd_dropin=dropin, runtime_binary=binary,
+                     container=cli)  # fmt: skip
+    r = run(cfg, ok, ["toolkit.runtime", "container.gpu_visible"])
+    assert r["toolkit.runtime"].status == PASS
+    assert r["container.gpu_visible"].status == PASS
+    assert "nvidia-container-cli info (no test image present) shows 8 GPU(s)" in r["container.gpu_visible"].message
+    r = run(cfg, {**ok, "containerd_dropin": ["__missing=/etc/containerd/conf.d/99-nvidia.toml"]},
+            ["toolkit.runtime", "container.gpu_visible"])  # fmt: skip
+    assert r["toolkit.runtime"].status == FAIL and "nvidia-ctk runtime configure" in r["toolkit.runtime"].message
+    assert r["container.gpu_visible"].status == BLOCKED
+
+
+def test_munge_key_0644_fails_and_digest_is_kept() -> None:
+    key = ["__file=/etc/munge/munge.key", "__stat=644|munge|munge|regular file|1024", "__sha256=AB12"]
+    ctx = nl.NodeContext(slurm_cfg(), {"munge_key": key})
+    results, ctx = nl.run_node_checks(slurm_cfg(), ["security.munge_key"], ctx=ctx)
+    assert (results[0].status, results[0].message) == (
+        FAIL, "/etc/munge/munge.key is 0644 munge:munge, want 0400 munge:munge")  # fmt: skip
+    assert ctx.data["security.munge_key"] == {"sha256": "ab12"}
+    good = output("files/file_digests_munge_key_setuid_unreadable_empty")[:3]
+    r = run(slurm_cfg(), {"munge_key": good}, ["security.munge_key"])
+    assert r["security.munge_key"].status == PASS
+
+
+def test_slurmdbd_conf_world_readable_fails() -> None:
+    cfg = slurm_cfg(accounting_db=True)
+    conf = ["__file=/etc/slurm/slurmdbd.conf", "__stat=644|slurm|slurm|regular file|700", "__sha256=aa"]
+    r = run(cfg, {"slurmdbd_conf": conf}, ["security.slurmdbd_conf"])
+    assert (
+        r["security.slurmdbd_conf"].status == FAIL and "readable by every user" in r["security.slurmdbd_conf"].message
+    )
+    conf[1] = "__stat=600|slurm|slurm|regular file|700"
+    assert run(cfg, {"slurmdbd_conf": conf}, ["security.slurmdbd_conf"])["security.slurmdbd_conf"].status == PASS
+
+
+def test_munge_stopped_fails_and_blocks_slurmd() -> None:
+    out = {"units": units({"munge.service": "inactive", "slurmd.service": "active"}), "munge": ["__rc=0"]}
+    r = run(slurm_cfg(), out, ["scheduler.slurmd"])
+    assert (r["scheduler.munge"].status, r["scheduler.munge"].message) == (FAIL, "munge.service is inactive (dead)")
+    assert r["scheduler.slurmd"].status == BLOCKED
+
+
+def test_pyxis_missing_from_srun_help() -> None:
+    cfg = slurm_cfg(pyxis=True)
+    r = run(cfg, {"srun_help": ["Usage: srun [OPTIONS(0)...]", "  -N, --nodes=N", "__rc=0"]}, ["job.pyxis"])
+    assert r["job.pyxis"].status == FAIL and "pyxis not loaded" in r["job.pyxis"].message
+    help_ok = ["Options provided by plugins:", "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH", "__rc=0"]
+    assert run(cfg, {"srun_help": help_ok}, ["job.pyxis"])["job.pyxis"].status == PASS
+    assert run(slurm_cfg(), {}, ["job.pyxis"])["job.pyxis"].status == SKIP
+
+
+def test_node_exporter_check() -> None:
+    cfg = slurm_cfg()
+    cfg["node_exporter"] = {"enabled": True, "port": 9100}
+    ok = ["# HELP node_load1 1m load average.", "node_load1 0.1", "go_goroutines 8", "__rc=0"]
+    assert run(cfg, {"node_exporter": ok}, ["monitoring.node_exporter"])["monitoring.node_exporter"].status == PASS
+    r = run(cfg, {"node_exporter": ["__error=[Errno 111] Connection refused", "__rc=1"]}, ["monitoring.node_exporter"])
+    assert (
+        r["monitoring.node_exporter"].message
+        == "node-exporter on :9100 does not answer: [Errno 111] Connection refused"
+    )
+
+
+def test_dcgm_exporter_check() -> None:
+    cfg = gpu_cfg()
+    cfg["dcgm"].update(exporter=True, counters=["DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_DEV_GPU_TEMP"])
+    r = run(cfg, hgx_outputs(dcgm_exporter=output("dcgm/exporter_nvlink_a100")), ["monitoring.dcgm_exporter"])
+    assert r["monitoring.dcgm_exporter"].status == FAIL
+    assert r["monitoring.dcgm_exporter"].message == "dcgm-exporter lacks DCGM_FI_DEV_GPU_TEMP"
+
+
+# engine ---------------------------------------------------------------------------------------
+
+
+def _check(cid: str, deps: tuple[str, ...] = ()) -> Check:
+    return Check(cid, "driver", "critical", "t", lambda ctx: (PASS, "ok"), deps)
+
+
+def test_dependency_that_failed_or_was_skipped_blocks() -> None:
+    for status in (FAIL, SKIP, BLOCKED):
+        prior = {"a.x": Result("a.x", "driver", "critical", status, "why")}
+        called = []
+
+        def call(called: list[int] = called) -> tuple[str, str]:
+            called.append(1)
+            return PASS, "ran"
+
+        r = evaluate(_check("b.y", ("a.x",)), None, prior, call)
+        assert (r.status, r.message) == (BLOCKED, f"a.x {status}: why")
+        assert not called, "a blocked check must not run"
+
+
+def test_gate_skips_before_anything_runs_and_crash_is_a_failure() -> None:
+    r = evaluate(_check("b.y"), "not here", {}, lambda: (PASS, "ran"))
+    assert (r.status, r.message) == (SKIP, "not here")
+
+    def boom() -> tuple[str, str]:
+        raise RuntimeError("bad parse")
+
+    r = evaluate(_check("b.y"), None, {}, boom)
+    assert r.status == FAIL and r.message == "check crashed: RuntimeError: bad parse"
+    r = evaluate(_check("b.y"), None, {}, lambda: ("ok", "weird"))
+    assert r.status == FAIL
+
+
+def test_missing_dependency_blocks_and_selection_pulls_dependencies() -> None:
+    r = evaluate(_check("b.y", ("a.x",)), None, {}, lambda: (PASS, "ran"))
+    assert r.status == BLOCKED
+    ids = [c.id for c in nl.select(["gpu.ecc"])]
+    assert ids == ["driver.module", "driver.smi", "gpu.ecc"]
+
+
+def test_dependency_cycle_is_reported() -> None:
+    with pytest.raises(ValueError, match="cycle"):
+        nl.order_checks([_check("a.x", ("b.y",)), _check("b.y", ("a.x",))])
+
+
+def test_health_mode_is_fast_on_this_machine(tmp_path: Path) -> None:
+    """Real probes on the test machine (no GPU, no Slurm): runs, reports, never passes what did not run."""
+    results, _ = nl.run_node_checks(slurm_cfg(pyxis=True), health_only=True)
+    by = {r.id: r for r in results}
+    assert by["hardware.gpu_count"].status in (SKIP, FAIL)
+    assert all(r.status in nl.STATUSES for r in results)
+    assert by["security.munge_key"].status in (FAIL, PASS)
+
+
+# stdlib only -----------------------------------------------------------------------------------
+
+NODELOCAL = Path(nl.__file__)
+
+
+def test_nodelocal_imports_only_the_standard_library() -> None:
+    tree = ast.parse(NODELOCAL.read_text())
+    modules = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            modules |= {a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            modules.add(n.module.split(".")[0])
+    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules - set(sys.stdlib_module_names)
+    assert "gpuforge" not in modules
+
+
+def test_nodelocal_runs_as_a_standalone_script(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    cfg = tmp_path / "health.json"
+    cfg.write_text(json.dumps(slurm_cfg()))
+    script = tmp_path / "gpuforge-health"
+    script.write_bytes(NODELOCAL.read_bytes())
+    cp = subprocess.run([sys.executable, "-I", str(script), "--config", str(cfg), "--json", "--no-slurm"],
+                        capture_output=True, text=True, cwd=tmp_path, timeout=60)  # fmt: skip
+    doc = json.loads(cp.stdout)
+    assert cp.returncode == (1 if not doc["ok"] else 0)
+    assert doc["node"] == "node2" and doc["results"]
+    cp = subprocess.run([sys.executable, "-I", str(script), "--config", str(tmp_path / "none.json")],
+                        capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert cp.returncode == 2 and "cannot read config" in cp.stderr
+    assert NODELOCAL.read_text().startswith("#!/usr/bin/env python3\n")
+
+
+def test_probe_units_follow_roles() -> None:
+    assert nl.units_for(slurm_cfg()) == ["munge.service", "slurmd.service"]
+    assert "nvidia-fabricmanager.service" in nl.units_for(gpu_cfg())
+    assert "slurmdbd.service" in nl.units_for(slurm_cfg(accounting_db=True))

@@ -1,0 +1,229 @@
+"""Shared data for the validator tests: fact fixtures, node configs and ready-made node outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpuforge.spec import parse_spec, resolve_nodes
+from gpuforge.spec.model import Spec
+from gpuforge.spec.nodes import Node
+from gpuforge.validator import nodelocal
+from gpuforge.validator.nodelocal import NodeContext, Result
+
+REPO = Path(__file__).resolve().parents[2]
+FACT_FIXTURES = REPO / "tests" / "facts" / "fixtures"
+INVENTORIES = REPO / "inventories"
+
+
+def fixture(rel: str) -> dict[str, Any]:
+    """A facts fixture (``nvidia/smi_gpus_8x_h100_hgx``)."""
+    data: dict[str, Any] = json.loads((FACT_FIXTURES / f"{rel}.json").read_text())
+    return data
+
+
+def output(rel: str) -> list[str]:
+    return list(fixture(rel)["output"])
+
+
+def gpu_cfg(
+    count: int = 8,
+    model: str = "H100-80GB",
+    nvswitch: bool = True,
+    driver: str | None = "550.127.05",
+    **extra: Any,
+) -> dict[str, Any]:
+    """A GPU compute node's health config (as health_config would write it)."""
+    cfg: dict[str, Any] = {
+        "node": "gpu001",
+        "gpu": {"count": count, "model": model, "gres_type": "h100",
+                "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": nvswitch},
+        "driver_version": driver,
+        "slurm": None,
+        "dcgm": {"enabled": True, "diag_level": 0, "exporter": False, "exporter_port": 9400, "counters": []},
+        "node_exporter": {"enabled": False, "port": 9100},
+    }  # fmt: skip
+    cfg.update(extra)
+    return cfg
+
+
+def slurm_cfg(**slurm: Any) -> dict[str, Any]:
+    """A GPU-less Slurm compute node."""
+    s = {"compute": True, "controller": False, "login": False, "accounting_db": False, "pyxis": False,
+         "munge_key": "/etc/munge/munge.key", "slurmdbd_conf": "/etc/slurm/slurmdbd.conf"}  # fmt: skip
+    s.update(slurm)
+    return {"node": "node2", "gpu": None, "driver_version": None, "slurm": s,
+            "node_exporter": {"enabled": False, "port": 9100}}  # fmt: skip
+
+
+def units(states: dict[str, str]) -> list[str]:
+    """``systemctl show`` output (the UnitStates fact's format) for unit -> ActiveState."""
+    lines = [f"__units={' '.join(states)}"]
+    for name, active in states.items():
+        if active == "not-found":
+            lines += [f"Id={name}", "LoadState=not-found", "ActiveState=inactive", "SubState=dead", ""]
+        else:
+            sub = "running" if active == "active" else "dead"
+            lines += ["MainPID=1", f"Id={name}", "LoadState=loaded", f"ActiveState={active}", f"SubState={sub}",
+                      "UnitFileState=enabled", ""]  # fmt: skip
+    return [*lines, "__rc=0"]
+
+
+def driver_lines(version: str = "550.127.05") -> list[str]:
+    return [
+        f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Tue Sep 24 15:24:32 UTC 2024",
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)",
+        f"__sysmod={version}",
+        "__refcnt=18",
+    ]
+
+
+def remapped_ok(n: int = 8) -> list[str]:
+    return [f"00000000:{0x0D + i:02X}:00.0, 0, 0, No, No" for i in range(n)] + ["__rc=0"]
+
+
+def hgx_outputs(**override: list[str]) -> dict[str, list[str]]:
+    """A healthy 8 x H100 HGX node (real captures where the facts have them)."""
+    outputs = {
+        "lspci": output("nvidia/pci_hgx_h100_8gpu_4nvswitch"),
+        "sysfs_pci": ["__rc=0"],
+        "smi": output("nvidia/smi_gpus_8x_h100_hgx"),
+        "driver": driver_lines(),
+        "modules": output("nvidia/kernel_modules_nvidia_stack"),
+        "remapped": remapped_ok(),
+        "nvlink": output("nvidia/nvlink_h100_hgx_all_active"),
+        "xid": output("nvidia/xid_none"),
+        "units": units({"nvidia-fabricmanager.service": "active"}),
+    }
+    outputs.update(override)
+    return outputs
+
+
+def run(cfg: dict[str, Any], outputs: dict[str, list[str]], ids: list[str] | None = None) -> dict[str, Result]:
+    """Run the node checks on recorded outputs; results by id. Probes not given must not run."""
+    ctx = StrictContext(cfg, outputs)
+    results, _ = nodelocal.run_node_checks(cfg, ids, ctx=ctx)
+    return {r.id: r for r in results}
+
+
+class StrictContext(NodeContext):
+    """A NodeContext that refuses to touch the machine running the tests."""
+
+    def _run(self, key: str) -> list[str]:
+        raise AssertionError(f"probe {key!r} was not recorded for this test")
+
+
+def spec_from(path: str | Path, mutate: Any = None) -> Spec:
+    """A spec file, optionally changed (``mutate(data)``) before parsing."""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text())
+    if mutate:
+        mutate(data)
+    return parse_spec(yaml.safe_dump(data))
+
+
+def node(spec: Spec, name: str) -> Node:
+    return next(n for n in resolve_nodes(spec) if n.name == name)
+
+
+# --------------------------------------------------------------------------- a fake cluster transport
+
+KEY_SHA = "5" * 64
+NODE_METRICS = ["# HELP node_load1 1m load average.", "# TYPE node_load1 gauge", "node_load1 0.02", "__rc=0"]
+
+
+def lab_node_outputs(n: Node) -> dict[str, list[str]]:
+    """What a healthy, GPU-less lab node answers (inventories/lab.yaml applied)."""
+    from gpuforge.spec import Role
+
+    states = {"munge.service": "active"}
+    if n.has(Role.COMPUTE):
+        states["slurmd.service"] = "active"
+    if n.has(Role.CONTROLLER):
+        states["slurmctld.service"] = "active"
+    if n.has(Role.ACCOUNTING_DB):
+        states.update({"slurmdbd.service": "active", "mariadb.service": "active"})
+    return {
+        "lspci": output("nvidia/pci_no_nvidia_device"),
+        "units": units(states),
+        "munge": ["STATUS:          Success (0)", "__rc=0"],
+        "munge_key": ["__file=/etc/munge/munge.key", "__stat=400|munge|munge|regular file|1024", f"__sha256={KEY_SHA}"],
+        "slurmdbd_conf": ["__file=/etc/slurm/slurmdbd.conf", "__stat=600|slurm|slurm|regular file|500", "__sha256=1"],
+        "node_exporter": NODE_METRICS,
+        "srun_help": ["Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]]", "__rc=0"],
+    }
+
+
+class FakeCluster:
+    """A Transport that answers like a running cluster; tests break it in place."""
+
+    strict = True
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.outputs = {n.name: lab_node_outputs(n) for n in resolve_nodes(spec)}
+        self.sinfo = {n.name: ["idle", "batch*", "(null)"] for n in resolve_nodes(spec)}
+        self.reasons: dict[str, str] = {}
+        self.unreachable: set[str] = set()
+        self.srun_fail: dict[str, str] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def run(self, node: Node, command: str, stdin: bytes | None = None, timeout: float = 60) -> Any:
+        import base64
+        import shlex
+
+        from gpuforge.validator.runner import Completed
+
+        self.calls.append((node.name, command))
+        if node.name in self.unreachable:
+            return Completed(255, "", f"ssh: connect to host {node.ssh_target} port 22: Connection timed out\r\n", 10.0)
+        if command.startswith("python3 - "):
+            assert stdin == Path(nodelocal.__file__).read_bytes()
+            args = shlex.split(command)[2:]
+            cfg = json.loads(base64.b64decode(args[args.index("--config-b64") + 1]))
+            ids = args[args.index("--checks") + 1].split(",")
+            ctx = StrictContext(cfg, self.outputs[node.name])
+            results, ctx = nodelocal.run_node_checks(cfg, ids, ctx=ctx)
+            doc = {"node": node.name, "ok": True, "results": [r.to_dict() for r in results], "data": ctx.data}
+            return Completed(0, "some banner\n" + json.dumps(doc) + "\n", "", 0.05)
+        if "__section=sinfo" in command:
+            lines = ["__section=sinfo"]
+            lines += [f"{name}|{s}|{p}|{g}" for name, (s, p, g) in self.sinfo.items()]
+            lines += ["__rc=0", "__section=scontrol"]
+            for name, (s, _, _) in self.sinfo.items():
+                reason = f" Reason={self.reasons[name]}" if name in self.reasons else ""
+                lines.append(f"NodeName={name} Arch=x86_64 State={s.upper()} Partitions=batch{reason}")
+            lines += ["__rc=0", "__section=sacctmgr", self.spec.cluster.name, "__rc=0"]
+            return Completed(0, "\n".join(lines) + "\n", "", 0.05)
+        if "srun -N1" in command:
+            import re
+
+            out = []
+            for name in re.findall(r"-w (\S+)", command):
+                if name in self.srun_fail:
+                    out += [f"__node={name}", self.srun_fail[name], "__rc=1"]
+                else:
+                    out += [f"__node={name}", name, "__rc=0"]
+            return Completed(0, "\n".join(out) + "\n", "", 0.3)
+        raise AssertionError(f"unexpected command on {node.name}: {command[:80]}")
+
+
+def lab_spec(tmp_path: Path, mutate: Any = None) -> tuple[Spec, Path]:
+    """inventories/lab.yaml with a known_hosts file (under tmp_path) pinning every node."""
+    import yaml
+
+    data = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
+    kh = tmp_path / "known_hosts"
+    lines = []
+    data["ssh"]["known_hosts"] = str(kh)
+    if mutate:
+        mutate(data)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = parse_spec(path.read_text())
+    for n in resolve_nodes(spec):
+        lines.append(f"{n.ssh_target} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{n.name}")
+    kh.write_text("\n".join(lines) + "\n")
+    return spec, path
