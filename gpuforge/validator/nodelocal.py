@@ -15,8 +15,9 @@ Rules:
 * Probes (commands, files, sysfs, HTTP) print the same ``__rc=``/``__missing=`` markers as
   the gpuforge facts, so the small parsers here are tested against the facts' fixtures.
 * In Slurm mode (``--slurm``, or when slurmd runs it as HealthCheckProgram) a node with a
-  failing critical check is drained with a ``gpuforge:`` reason, and a node drained with that
-  tag is resumed once everything passes. A node drained by anyone else is left alone.
+  failing critical check is drained with a ``gpuforge: health: ...`` reason, and a node drained
+  with that tag is resumed once everything passes. A node drained by anyone else (an operator,
+  or gpuforge's own rolling apply) is left alone.
 
 Exit status: 0 all passed (skips allowed), 1 a check failed, 2 could not run (bad config).
 """
@@ -43,7 +44,8 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 DEFAULT_CONFIG = "/etc/gpuforge/health.json"
-REASON_TAG = "gpuforge:"
+#: Drain reasons of this program. Other gpuforge drains ("gpuforge: rolling change") are not ours.
+REASON_TAG = "gpuforge: health:"
 MAX_REASON = 200
 
 PASS, FAIL, SKIP, BLOCKED = "pass", "fail", "skip", "blocked"
@@ -786,7 +788,8 @@ class Check:
     needs: tuple[str, ...] = ()
     gate: Callable[..., str | None] | None = None
     health: bool = True
-    """Part of ``gpuforge health`` (fast, read-only); False: ``gpuforge validate`` only."""
+    """Part of ``gpuforge health``: fast, and about this node's ability to run jobs (a failure
+    drains it). False: ``gpuforge validate`` only (slow, or about cluster services)."""
     scope: str = "node"
 
 
@@ -1466,14 +1469,14 @@ def _slurmd(ctx: NodeContext) -> Outcome:
 
 
 @check("scheduler.slurmctld", "scheduler", CRITICAL, "slurmctld runs", depends_on=("scheduler.munge",),
-       needs=("units",), gate=_gate_role("controller", "controller"))  # fmt: skip
+       needs=("units",), gate=_gate_role("controller", "controller"), health=False)  # fmt: skip
 def _slurmctld(ctx: NodeContext) -> Outcome:
     active, text = _unit_state(ctx, "slurmctld.service")
     return (PASS if active else FAIL), text
 
 
 @check("scheduler.slurmdbd", "scheduler", CRITICAL, "slurmdbd and its database run",
-       needs=("units",), gate=_gate_role("accounting_db", "accounting"))  # fmt: skip
+       needs=("units",), gate=_gate_role("accounting_db", "accounting"), health=False)  # fmt: skip
 def _slurmdbd(ctx: NodeContext) -> Outcome:
     bad = []
     texts = []
@@ -1587,7 +1590,7 @@ def _munge_key(ctx: NodeContext) -> Outcome:
 
 
 @check("security.slurmdbd_conf", "security", CRITICAL, "slurmdbd.conf (database password) is not world-readable",
-       needs=("slurmdbd_conf",), gate=_gate_role("accounting_db", "accounting"))  # fmt: skip
+       needs=("slurmdbd_conf",), gate=_gate_role("accounting_db", "accounting"), health=False)  # fmt: skip
 def _slurmdbd_conf(ctx: NodeContext) -> Outcome:
     path = (ctx.cfg.get("slurm") or {}).get("slurmdbd_conf")
     info = parse_file(ctx.out("slurmdbd_conf"))
@@ -1671,7 +1674,7 @@ def parse_node_state(text: str) -> tuple[str | None, str | None]:
 
 
 def reason_text(failures: Sequence[Result]) -> str:
-    """``gpuforge: <id>: <message>; ...`` on one line, short enough for Slurm."""
+    """``gpuforge: health: <id>: <message>; ...`` on one line, short enough for Slurm."""
     body = "; ".join(f"{r.id}: {r.message}" for r in failures)
     body = re.sub(r"\s+", " ", body.replace('"', "'")).strip()
     text = f"{REASON_TAG} {body}"
@@ -1681,8 +1684,8 @@ def reason_text(failures: Sequence[Result]) -> str:
 def decide_slurm_action(failures: Sequence[Result], state: str | None, reason: str | None) -> tuple[str | None, str]:
     """What to do with the node: ``("drain", reason)``, ``("resume", "")`` or ``(None, why not)``.
 
-    Only critical failures drain. A node drained by someone else (reason without our tag)
-    is never touched: not re-drained with our reason, never resumed.
+    Only critical failures drain. A node drained by someone else (reason without our tag:
+    an operator, gpuforge's rolling apply) is never touched: not re-drained, never resumed.
     """
     flags = set((state or "").upper().replace("*", "").split("+"))
     drained = bool(flags & {"DRAIN", "DRAINED", "DRAINING"}) or any(f.startswith("DRAIN") for f in flags)
@@ -1690,14 +1693,14 @@ def decide_slurm_action(failures: Sequence[Result], state: str | None, reason: s
     if failures:
         new = reason_text(failures)
         if drained and not ours:
-            return None, f"already drained by an operator ({reason or 'no reason'}): left as it is"
+            return None, f"already drained for another reason ({reason or 'none given'}): left as it is"
         if drained and _strip_stamp(reason or "") == new:
             return None, "already drained for the same reason"
         return "drain", new
     if drained and ours:
         return "resume", ""
     if drained:
-        return None, f"drained by an operator ({reason or 'no reason'}): not resumed"
+        return None, f"drained for another reason ({reason or 'none given'}): not resumed"
     return None, "healthy"
 
 

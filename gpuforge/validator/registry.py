@@ -50,25 +50,35 @@ def registry_problems(checks: Sequence[Check] = ALL_CHECKS) -> list[str]:
     return problems
 
 
-def resolve(tokens: str | Iterable[str] | None) -> list[Check]:
+def _tokens(tokens: str | Iterable[str] | None) -> list[str]:
+    if tokens is None:
+        return []
+    return [t.strip() for t in (tokens.split(",") if isinstance(tokens, str) else tokens) if t.strip()]
+
+
+def match(token: str) -> list[str]:
+    """Check ids a token names: an id, a prefix (``driver``, ``driver.*``) or a layer."""
+    prefix = token[:-2] if token.endswith(".*") else token
+    hits = [
+        c.id
+        for c in ALL_CHECKS
+        if c.id == token or c.id.startswith(prefix + ".") or (token in LAYERS and c.layer == token)
+    ]
+    if not hits:
+        raise UnknownCheck(f"unknown check {token!r}; known: {', '.join(sorted(BY_ID))}")
+    return hits
+
+
+def resolve(tokens: str | Iterable[str] | None, exclude: str | Iterable[str] | None = None) -> list[Check]:
     """Checks for ``--checks``: ids, prefixes (``driver``, ``driver.*``) or layers; plus dependencies.
 
-    ``None`` or empty means every check. ``connection.ssh`` is always included.
+    ``None`` or empty means every check. ``exclude`` drops checks (same forms) after that; a
+    kept check that depends on a dropped one is reported blocked. ``connection.ssh`` always runs.
     """
-    if tokens is None:
-        return list(ALL_CHECKS)
-    items = [t.strip() for t in (tokens.split(",") if isinstance(tokens, str) else tokens) if t.strip()]
-    if not items:
-        return list(ALL_CHECKS)
-    wanted: list[str] = [CONNECTION.id]
+    items = _tokens(tokens)
+    wanted: list[str] = [c.id for c in ALL_CHECKS] if not items else [CONNECTION.id]
     for token in items:
-        prefix = token[:-2] if token.endswith(".*") else token
-        hits = [
-            c.id
-            for c in ALL_CHECKS
-            if c.id == token or c.id.startswith(prefix + ".") or (token in LAYERS and c.layer == token)
-        ]
-        if not hits:
-            raise UnknownCheck(f"unknown check {token!r}; known: {', '.join(sorted(BY_ID))}")
-        wanted += hits
-    return with_dependencies(ALL_CHECKS, wanted)
+        wanted += match(token)
+    chosen = with_dependencies(ALL_CHECKS, wanted)
+    dropped = {cid for token in _tokens(exclude) for cid in match(token)} - {CONNECTION.id}
+    return [c for c in chosen if c.id not in dropped]

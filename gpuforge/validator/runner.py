@@ -212,16 +212,18 @@ def validate(
     *,
     transport: Transport | None = None,
     on_event: Callable[[str], None] | None = None,
+    exclude: str | Sequence[str] | None = None,
 ) -> Report:
     """Validate the cluster (or the nodes in ``limit``) against the spec; never raises for node problems.
 
-    ``checks``: ids, id prefixes or layers (their dependencies run too). Raises
+    ``checks``: ids, id prefixes or layers (their dependencies run too); ``exclude`` drops some
+    (e.g. ``scheduler.node_state`` for nodes a rolling apply drained on purpose). Raises
     ``registry.UnknownCheck`` for an unknown token and ``ValueError`` when ``limit`` selects no node.
     """
     t_start = time.monotonic()
     started = time.time()
     say = on_event or (lambda _m: None)
-    selected = resolve(checks)
+    selected = resolve(checks, exclude)
     selected_ids = {c.id for c in selected}
     all_nodes = resolve_nodes(spec)
     nodes = all_nodes

@@ -94,11 +94,12 @@ def test_failure_drains_with_gpuforge_reason(fake_slurm: dict[str, Path]) -> Non
     assert rc == 1
     assert state["state"] == "IDLE+DRAIN"
     assert state["reason"].startswith(
-        "gpuforge: hardware.gpu_count: the spec declares 8 x H100-80GB GPUs, but no NVIDIA GPU is on the PCI bus"
+        "gpuforge: health: hardware.gpu_count: the spec declares 8 x H100-80GB GPUs, but no NVIDIA GPU is on the "
+        "PCI bus"
     )
     upd = updates(calls)
     assert len(upd) == 1 and upd[0][:3] == ["update", "NodeName=node2", "State=DRAIN"]
-    assert "slurm: drained node2: gpuforge:" in out
+    assert "slurm: drained node2: gpuforge: health:" in out
 
 
 def test_same_failure_again_does_not_re_drain(fake_slurm: dict[str, Path]) -> None:
@@ -109,7 +110,7 @@ def test_same_failure_again_does_not_re_drain(fake_slurm: dict[str, Path]) -> No
 
 
 def test_tagged_reason_resumes_when_healthy(fake_slurm: dict[str, Path]) -> None:
-    reason = "gpuforge: scheduler.munge: munge.service is inactive [root@2026-05-01T10:00:00]"
+    reason = "gpuforge: health: scheduler.munge: munge.service is inactive [root@2026-05-01T10:00:00]"
     rc, out, state, calls = health(fake_slurm, gpus=0, state="IDLE+DRAIN", reason=reason)
     assert rc == 0
     assert updates(calls) == [["update", "NodeName=node2", "State=RESUME"]]
@@ -124,7 +125,7 @@ def test_operator_drain_is_never_touched(fake_slurm: dict[str, Path], gpus: int)
     assert rc == (1 if gpus else 0)
     assert not updates(calls)
     assert state == {"state": "IDLE+DRAIN", "reason": reason}
-    assert "operator" in out
+    assert "another reason" in out
 
 
 def test_healthy_idle_node_is_left_alone(fake_slurm: dict[str, Path]) -> None:
@@ -145,7 +146,7 @@ def test_started_by_slurmd_means_slurm_mode(fake_slurm: dict[str, Path]) -> None
     shutil.copy(sh, slurmd)
     rc, _, state, _ = health(fake_slurm, gpus=8, state="IDLE", extra=[], launcher=[str(slurmd), "-c"])
     assert rc == 0  # the launcher's "; true"
-    assert state["state"] == "IDLE+DRAIN" and state["reason"].startswith("gpuforge: ")
+    assert state["state"] == "IDLE+DRAIN" and state["reason"].startswith("gpuforge: health: ")
 
 
 # pure decision ---------------------------------------------------------------------------------
@@ -157,22 +158,25 @@ def _fail(msg: str = "x", severity: str = "critical") -> Result:
 
 def test_decide_slurm_action() -> None:
     d = nl.decide_slurm_action
-    assert d([_fail()], "IDLE", None) == ("drain", "gpuforge: scheduler.munge: x")
-    assert d([_fail()], "MIXED+DRAIN", "gpuforge: old [root@2026-01-01T00:00:00]") == (
+    assert d([_fail()], "IDLE", None) == ("drain", "gpuforge: health: scheduler.munge: x")
+    assert d([_fail()], "MIXED+DRAIN", "gpuforge: health: old [root@2026-01-01T00:00:00]") == (
         "drain",
-        "gpuforge: scheduler.munge: x",
+        "gpuforge: health: scheduler.munge: x",
     )
-    assert d([_fail()], "IDLE+DRAIN", "gpuforge: scheduler.munge: x [root@2026-01-01T00:00:00]")[0] is None
+    assert d([_fail()], "IDLE+DRAIN", "gpuforge: health: scheduler.munge: x [root@2026-01-01T00:00:00]")[0] is None
     assert d([_fail()], "DRAINED", "maintenance")[0] is None
-    assert d([], "IDLE+DRAIN", "gpuforge: anything") == ("resume", "")
-    assert d([], "DOWN+DRAIN", "gpuforge: x") == ("resume", "")
+    assert d([], "IDLE+DRAIN", "gpuforge: health: anything") == ("resume", "")
+    assert d([], "DOWN+DRAIN", "gpuforge: health: x") == ("resume", "")
+    # gpuforge's own rolling apply and node removal drain with other reasons: never resumed here
+    assert d([], "IDLE+DRAIN", "gpuforge: rolling change [root@2026-01-01T00:00:00]")[0] is None
+    assert d([_fail()], "IDLE+DRAIN", "gpuforge: removed from spec")[0] is None
     assert d([], "IDLE+DRAIN", "Not responding")[0] is None
     assert d([], "IDLE", None) == (None, "healthy")
 
 
 def test_reason_is_one_short_line() -> None:
     text = nl.reason_text([_fail('line one\nline "two" ' + "x" * 400)])
-    assert text.startswith("gpuforge: scheduler.munge: line one line 'two'")
+    assert text.startswith("gpuforge: health: scheduler.munge: line one line 'two'")
     assert len(text) <= nl.MAX_REASON and "\n" not in text
 
 
@@ -183,4 +187,4 @@ def test_only_critical_failures_drain(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nl.slurm_update("node2", [_fail(severity="warning")]) == "healthy"
     assert calls == []
     assert nl.slurm_update("node2", [_fail()]).startswith("drained node2")
-    assert calls == ["scontrol update NodeName=node2 State=DRAIN 'Reason=gpuforge: scheduler.munge: x'"]
+    assert calls == ["scontrol update NodeName=node2 State=DRAIN 'Reason=gpuforge: health: scheduler.munge: x'"]

@@ -180,7 +180,7 @@ def test_munge_key_0644_fails_and_health_drains_then_resumes(lab_cluster: Any) -
         assert cp.returncode == 1, cp.stdout + cp.stderr
         state, reason = node_state(c, "node3")
         assert "DRAIN" in state
-        assert reason.startswith("gpuforge: security.munge_key: /etc/munge/munge.key is 0644"), reason
+        assert reason.startswith("gpuforge: health: security.munge_key: /etc/munge/munge.key is 0644"), reason
         cp = health(c, "node3")  # the same failure again: left as it is
         assert "already drained for the same reason" in cp.stdout
     finally:
@@ -201,10 +201,10 @@ def test_slurmd_runs_it_as_health_check_program(lab_cluster: Any) -> None:
         c.ssh("node3", "systemctl restart slurmd")  # slurmd runs the HealthCheckProgram when it starts
         deadline = time.monotonic() + 90
         state, reason = node_state(c, "node3")
-        while not reason.startswith("gpuforge:") and time.monotonic() < deadline:
+        while not reason.startswith("gpuforge: health:") and time.monotonic() < deadline:
             time.sleep(2)
             state, reason = node_state(c, "node3")
-        assert "DRAIN" in state and reason.startswith("gpuforge: security.munge_key"), (state, reason)
+        assert "DRAIN" in state and reason.startswith("gpuforge: health: security.munge_key"), (state, reason)
     finally:
         c.ssh("node3", "chmod 0400 /etc/munge/munge.key")
         health(c, "node3")  # resumes our own drain
@@ -217,7 +217,7 @@ def test_node_drained_by_hand_stays_drained(lab_cluster: Any) -> None:
     try:
         cp = health(c, "node2")
         assert cp.returncode == 0, cp.stdout + cp.stderr
-        assert "drained by an operator" in cp.stdout
+        assert "drained for another reason" in cp.stdout
         state, reason = node_state(c, "node2")
         assert "DRAIN" in state and reason.startswith("disk swap ticket 42")
         r = results(run_validate(c, checks="scheduler.node_state,job.srun"))

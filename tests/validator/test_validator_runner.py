@@ -342,3 +342,18 @@ def test_real_nodelocal_over_the_real_command_line(lab: Any) -> None:
     assert r["connection.ssh"].status == PASS, r["connection.ssh"].message
     assert r["hardware.gpu_count"].status in (SKIP, FAIL)  # this machine's real PCI bus
     assert r["security.munge_key"].status in (PASS, FAIL)
+
+
+def test_exclude_drops_checks_for_a_rolling_apply(lab: Any) -> None:
+    """A node drained on purpose (rolling apply) is validated without scheduler.node_state."""
+    spec, path, fake = lab
+    fake.sinfo["node2"][0] = "drained"
+    fake.reasons["node2"] = "gpuforge: rolling change"
+    report = validate(spec, path, limit="node2", exclude="scheduler.node_state", transport=fake)
+    r = results(report)["node2"]
+    assert "scheduler.node_state" not in r
+    assert r["job.srun"].status == BLOCKED and "did not run" in r["job.srun"].message
+    assert report.exit_code == 0, report.failures()
+    assert "scheduler.munge" not in {c.id for c in resolve(None, exclude="scheduler.munge,driver")}
+    with pytest.raises(UnknownCheck):
+        resolve(None, exclude="nope")
