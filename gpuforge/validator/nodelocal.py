@@ -983,6 +983,8 @@ def gate_gpu(cfg: Config) -> str | None:
 def no_gpu_reason(ctx: NodeContext) -> str:
     """Why GPU checks are skipped, with what the PCI bus shows."""
     pci = ctx.pci()
+    if not pci.available:
+        return f"{NO_GPU_REASON} (PCI bus not readable: no lspci, {pci.source} unreadable)"
     if not pci.gpus:
         return f"no NVIDIA device on the PCI bus ({pci.source} lists none) and {NO_GPU_REASON}"
     return f"{NO_GPU_REASON} ({len(pci.gpus)} NVIDIA GPU(s) on the bus: see hardware.gpu_count)"
@@ -990,7 +992,7 @@ def no_gpu_reason(ctx: NodeContext) -> str:
 
 def _no_bus_note(ctx: NodeContext) -> str:
     pci = ctx.pci()
-    if not pci.gpus:
+    if pci.available and not pci.gpus:
         return f"; no NVIDIA GPU on the PCI bus ({pci.source} lists none)"
     return ""
 
@@ -1021,6 +1023,11 @@ def _gpu_count(ctx: NodeContext) -> Outcome:
     have = len(pci.gpus)
     if want == 0 and have == 0:
         return SKIP, no_gpu_reason(ctx)
+    if not pci.available:
+        return (
+            FAIL,
+            f"cannot read the PCI bus (no lspci, {pci.source} unreadable); the spec declares {_gpu_label(ctx.cfg)}",
+        )
     if want == 0:
         return FAIL, f"{have} NVIDIA GPU(s) on the PCI bus, but the spec declares none for this node"
     if have == 0:

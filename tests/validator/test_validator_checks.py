@@ -347,3 +347,26 @@ def test_probe_units_follow_roles() -> None:
     assert nl.units_for(slurm_cfg()) == ["munge.service", "slurmd.service"]
     assert "nvidia-fabricmanager.service" in nl.units_for(gpu_cfg())
     assert "slurmdbd.service" in nl.units_for(slurm_cfg(accounting_db=True))
+
+
+def test_unreadable_pci_bus_is_said_so() -> None:
+    outputs = {"lspci": ["__missing=lspci"], "sysfs_pci": ["__error=Permission denied", "__rc=1"]}
+    r = run(slurm_cfg(), outputs, ["hardware.gpu_count"])
+    assert r["hardware.gpu_count"].status == SKIP and "PCI bus not readable" in r["hardware.gpu_count"].message
+    r = run(gpu_cfg(), outputs, ["hardware.gpu_count"])
+    assert r["hardware.gpu_count"].status == FAIL and r["hardware.gpu_count"].message.startswith(
+        "cannot read the PCI bus"
+    )
+
+
+def test_sysfs_reader(tmp_path: Path) -> None:
+    for addr, vendor, klass, device in [("0000:1b:00.0", "0x10de", "0x030200", "0x2330"),
+                                        ("0000:07:00.0", "0x10de", "0x068000", "0x22a3"),
+                                        ("0000:00:02.0", "0x8086", "0x030000", "0x3e92")]:  # fmt: skip
+        d = tmp_path / addr
+        d.mkdir()
+        for name, value in (("vendor", vendor), ("class", klass), ("device", device)):
+            (d / name).write_text(value + "\n")
+    info = nl.parse_sysfs_pci(nl._read_sysfs_pci({"_sysfs_pci": str(tmp_path)}))
+    assert info.available and [a for a, _, _ in info.gpus] == ["0000:1b:00.0"] and info.nvswitches == ["0000:07:00.0"]
+    assert not nl.parse_sysfs_pci(nl._read_sysfs_pci({"_sysfs_pci": str(tmp_path / "none")})).available
