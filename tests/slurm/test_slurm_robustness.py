@@ -1,0 +1,111 @@
+"""More Slurm on real lab nodes: an unreachable node, the plain pyinfra CLI, a real slurmctld
+accepting the rendered configuration of the 64-node example."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuforge.render import render_node
+from gpuforge.spec import load_spec, resolve_nodes
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.lab
+
+
+def test_one_unreachable_node_does_not_stop_the_others(lab_cluster: Any) -> None:
+    c = lab_cluster
+    netns = f"gf-{c.lab.name}-node3"
+    link = ["ip", "netns", "exec", netns, "ip", "link", "set", "eth0"]
+    subprocess.run([*link, "down"], check=True)  # node3's network fails
+
+    def longer(d: dict) -> None:
+        d["slurm"]["partitions"][0]["max_time"] = "3:00:00"
+
+    spec = c.write("while-down.yaml", mutate=longer)
+    try:
+        result = c.apply(spec)
+        assert result["returncode"] == 1, result
+        hosts = result["hosts"]
+        assert not hosts["node3"]["ok"] and "unreachable" in hosts["node3"]["error"]
+        assert hosts["node1"]["ok"] and hosts["node2"]["ok"], hosts
+        assert "MaxTime=03:00:00" in c.ssh("node1", "scontrol show partition batch")
+        subprocess.run([*link, "up"], check=True)  # node3 is back
+        result = c.apply(spec)  # the re-run finishes node3
+        assert result["returncode"] == 0 and result["ok"], result
+        assert "3:00:00" in c.ssh("node3", "grep '^PartitionName=batch' /etc/slurm/slurm.conf")
+    finally:
+        subprocess.run([*link, "up"], check=False)
+        assert c.apply()["returncode"] == 0
+
+
+def test_plain_pyinfra_cli_runs_the_deploys(lab_cluster: Any) -> None:
+    c = lab_cluster
+    env = {**os.environ, **c.env, "GPUFORGE_SPEC": str(c.spec_path)}
+    pyinfra = str(Path(sys.executable).parent / "pyinfra")  # the CLI installed with gpuforge's dependencies
+    cp = subprocess.run(
+        [pyinfra, "-y", "inventories/from_spec.py", "deploys/site.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 0, out
+    for node in ("node1", "node2", "node3"):
+        assert node in out
+    # Already converged by gpuforge: pyinfra finds nothing to change either.
+    assert "No changes" in out or "Changed: 0" in out or "changed: 0" in out.lower(), out
+
+
+def test_real_slurmctld_accepts_the_rendered_64_node_config(lab_cluster: Any) -> None:
+    """slurmctld parses the slurm-h100 example (configless, topology, GRES, MIG GRES) and runs."""
+    c = lab_cluster
+    spec = load_spec(REPO / "inventories" / "slurm-h100.yaml")
+    ctl = next(n for n in resolve_nodes(spec) if n.name == "ctl01")
+    files = {Path(f.path).name: f.content for f in render_node(spec, ctl) if f.path.startswith("/etc/slurm/")}
+    assert {"slurm.conf", "gres.conf", "cgroup.conf", "topology.conf"} <= set(files)
+    d = "/tmp/h100conf"
+    conf = str(files["slurm.conf"])
+    for old, new in (
+        ("/var/lib/slurm/slurmctld", f"{d}/state"),
+        ("/var/log/slurm/slurmctld.log", f"{d}/slurmctld.log"),
+        ("/run/slurmctld.pid", f"{d}/slurmctld.pid"),
+        ("SlurmctldPort=6817", "SlurmctldPort=16817"),
+        ("SlurmdPort=6818", "SlurmdPort=16818"),
+        # Nothing listens there: the check must not talk to the lab's own slurmdbd.
+        ("AccountingStoragePort=6819", "AccountingStoragePort=16819"),
+    ):
+        conf = conf.replace(old, new)
+    # slurmctld will not start with slurmdbd accounting while no slurmdbd answers (a runtime
+    # dependency, not a config error): the check runs with accounting storage off.
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in conf
+    conf = "\n".join(ln for ln in conf.splitlines() if not ln.startswith("AccountingStorage")) + "\n"
+    conf += "AccountingStorageType=accounting_storage/none\n"
+    files["slurm.conf"] = conf
+    setup = [f"rm -rf {d} && mkdir -p {d}/state && chown slurm:slurm {d}/state"]
+    for name, content in files.items():
+        setup.append(f"printf %s {shlex.quote(str(content))} > {d}/{name}")
+    # Every name resolves to loopback, where nothing listens on the check's ports.
+    names = " ".join(n.name for n in resolve_nodes(spec))
+    setup.append(f"printf '127.0.0.1 localhost {names}\\n' > {d}/hosts")
+    c.ssh("node1", " && ".join(setup))
+    # A private hostname and /etc/hosts so that this node may act as ctl01 for the check.
+    run = (
+        f"unshare --uts --mount sh -c 'mount --bind {d}/hosts /etc/hosts && hostname ctl01 && "
+        f"timeout -k 5 10 slurmctld -D -f {d}/slurm.conf'; echo rc=$?"
+    )
+    out = c.ssh("node1", run, check=False)
+    log = c.ssh("node1", f"cat {d}/slurmctld.log", check=False)
+    assert "rc=124" in out or "rc=137" in out, f"slurmctld exited early:\n{out}\n{log}"  # ran until stopped
+    assert "fatal" not in log.lower(), log
+    assert "Recovered state of 0 nodes" in log or "slurmctld version" in log, log
+    assert "NodeName=gpu[001-060]" in conf and "NodeName=gpu[061-064]" in conf
