@@ -13,7 +13,7 @@ from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
 
 # Global order of deploy layers (module names under deploys/).
-LAYER_ORDER: tuple[str, ...] = ("base", "munge", "slurm", "monitoring", "health")
+LAYER_ORDER: tuple[str, ...] = ("base", "munge", "nvidia", "slurm", "monitoring", "health")
 
 ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
     Role.CONTROLLER: ("base", "munge", "slurm", "monitoring", "health"),

@@ -1,0 +1,427 @@
+"""Where every NVIDIA-stack package and artifact comes from: small pure functions.
+
+The spec's ``sources.mode`` decides, for each kind of source:
+
+* ``upstream``: NVIDIA's public repositories and GitHub releases (the defaults below);
+* ``mirror``: the site mirror URLs in ``sources.mirrors``. Mirror mode means the nodes never
+  reach upstream: a component whose mirror is not set has *no source* and is reported as
+  unavailable instead of being tried against the internet;
+* ``offline``: files from ``sources.bundle_dir`` on the control host, pushed to the nodes
+  (``BUNDLE_ON_NODE``) and checked by checksum like every other managed file.
+
+The OS archive (Debian's ``non-free`` driver, build tools, containerd) always comes from the
+node's own apt sources, reached through ``sources.apt_proxy`` when one is set.
+
+Offline bundle layout (``<bundle_dir>/``): ``artifacts/<file name>`` for release files
+(enroot packages, the pyxis tarball, dcgm-exporter, cuda-keyring) and flat package
+repositories ``apt/<repo>/`` (``Packages`` index + ``.deb`` files) or ``rpm/<repo>/``
+(``repodata/`` + ``.rpm`` files) for ``nvidia-cuda`` and ``nvidia-container``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from gpuforge.spec.model import OsFamily, SourceMode, Spec
+
+CUDA_UPSTREAM = "https://developer.download.nvidia.com/compute/cuda/repos"
+CONTAINER_UPSTREAM = "https://nvidia.github.io/libnvidia-container"
+ENROOT_RELEASES = "https://github.com/NVIDIA/enroot/releases/download"
+PYXIS_TAGS = "https://github.com/NVIDIA/pyxis/archive/refs/tags"
+
+CUDA_KEYRING_DEB = "cuda-keyring_1.1-1_all.deb"
+CUDA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+# The key NVIDIA signs its CUDA rpm repositories with (file name in the repository).
+CUDA_RPM_KEY = "D42D0685.pub"
+CONTAINER_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.asc"  # armored: no gpg needed
+
+CUDA_LIST = "/etc/apt/sources.list.d/gpuforge-nvidia-cuda.list"
+CONTAINER_LIST = "/etc/apt/sources.list.d/gpuforge-nvidia-container.list"
+CUDA_REPO_FILE = "/etc/yum.repos.d/gpuforge-nvidia-cuda.repo"
+CONTAINER_REPO_FILE = "/etc/yum.repos.d/gpuforge-nvidia-container.repo"
+DEBIAN_NONFREE_SOURCES = "/etc/apt/sources.list.d/gpuforge-debian-nonfree.sources"
+NODE_APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources")
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+DEBIAN_SUITE = "bookworm"
+NONFREE_COMPONENTS = ("contrib", "non-free", "non-free-firmware")
+
+BUNDLE_ON_NODE = "/var/lib/gpuforge/bundle"
+DOWNLOAD_DIR = "/var/lib/gpuforge/downloads"
+
+# Checksums of release files gpuforge knows (file name -> sha256). A download whose name is
+# listed is verified; offline files are compared by checksum with the control host's copy.
+KNOWN_SHA256: dict[str, str] = {}
+
+CUDA_REPO = "nvidia-cuda"
+CONTAINER_REPO = "nvidia-container"
+
+
+# --------------------------------------------------------------------------- repositories
+
+
+def cuda_distro(os_family: OsFamily) -> str:
+    """NVIDIA's name of the distribution in CUDA repository paths."""
+    return {
+        OsFamily.DEBIAN12: "debian12",
+        OsFamily.UBUNTU2204: "ubuntu2204",
+        OsFamily.UBUNTU2404: "ubuntu2404",
+        OsFamily.RHEL9: "rhel9",
+    }[os_family]
+
+
+@dataclass(frozen=True)
+class Repo:
+    """A package repository as a node uses it, or why there is none.
+
+    ``url`` is the repository base; ``key_url`` where its signing key comes from (None: the
+    repository is a pushed offline bundle, trusted because its files are checksummed);
+    ``bundle`` the control-host directory whose files are pushed in offline mode.
+    """
+
+    kind: str
+    url: str | None = None
+    key_url: str | None = None
+    bundle: str | None = None
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.url is not None
+
+
+def _bundle_repo(spec: Spec, kind: str, os_family: OsFamily) -> Repo:
+    fmt = "apt" if os_family.is_deb else "rpm"
+    local = os.path.join(spec.sources.bundle_dir or "", fmt, kind)
+    if not spec.sources.bundle_dir or not os.path.isdir(local):
+        return Repo(kind, reason=f"offline mode: the bundle has no {fmt}/{kind}/ repository ({local})")
+    return Repo(kind, url=f"{BUNDLE_ON_NODE}/{fmt}/{kind}", bundle=local)
+
+
+def cuda_repo(spec: Spec, os_family: OsFamily) -> Repo:
+    """NVIDIA's CUDA repository (driver, fabric manager, DCGM, mig-manager, CUDA toolkit).
+
+    A mirror URL may contain ``{distro}`` (``debian12``, ``ubuntu2404``, ...) so that one
+    setting serves clusters with several OS families.
+    """
+    distro = cuda_distro(os_family)
+    mode = spec.sources.mode
+    if mode is SourceMode.OFFLINE:
+        return _bundle_repo(spec, CUDA_REPO, os_family)
+    if mode is SourceMode.MIRROR:
+        mirror = spec.sources.mirrors.nvidia_cuda
+        if not mirror:
+            return Repo(
+                CUDA_REPO,
+                reason="mirror mode without sources.mirrors.nvidia_cuda: no source for NVIDIA's CUDA repository",
+            )
+        url = mirror.replace("{distro}", distro).rstrip("/")
+    else:
+        url = f"{CUDA_UPSTREAM}/{distro}/x86_64"
+    key = f"{url}/{CUDA_KEYRING_DEB}" if os_family.is_deb else f"{url}/{CUDA_RPM_KEY}"
+    return Repo(CUDA_REPO, url=url, key_url=key)
+
+
+def container_repo(spec: Spec, os_family: OsFamily) -> Repo:
+    """NVIDIA's libnvidia-container repository (the container toolkit).
+
+    A mirror URL is the repository directory itself (upstream ``.../stable/deb/amd64`` or
+    ``.../stable/rpm/x86_64``) with NVIDIA's ``gpgkey`` file beside the index.
+    """
+    mode = spec.sources.mode
+    if mode is SourceMode.OFFLINE:
+        return _bundle_repo(spec, CONTAINER_REPO, os_family)
+    if mode is SourceMode.MIRROR:
+        mirror = spec.sources.mirrors.nvidia_container
+        if not mirror:
+            return Repo(
+                CONTAINER_REPO,
+                reason="mirror mode without sources.mirrors.nvidia_container: "
+                "no source for the NVIDIA container toolkit",
+            )
+        url = mirror.rstrip("/")
+        return Repo(CONTAINER_REPO, url=url, key_url=f"{url}/gpgkey")
+    sub = "stable/deb/$(ARCH)" if os_family.is_deb else "stable/rpm/$basearch"
+    return Repo(CONTAINER_REPO, url=f"{CONTAINER_UPSTREAM}/{sub}", key_url=f"{CONTAINER_UPSTREAM}/gpgkey")
+
+
+def apt_list_line(repo: Repo, keyring: str) -> str:
+    """One-line apt source for a flat NVIDIA repository (``<url> /``)."""
+    if repo.url is None:
+        raise ValueError(f"{repo.kind}: {repo.reason}")
+    if repo.bundle is not None:
+        return f"deb [trusted=yes] file:{repo.url} ./\n"
+    return f"deb [signed-by={keyring}] {repo.url}/ /\n"
+
+
+def dnf_repo_file(repo: Repo, name: str, description: str) -> str:
+    """A ``/etc/yum.repos.d`` file for an NVIDIA repository."""
+    if repo.url is None:
+        raise ValueError(f"{repo.kind}: {repo.reason}")
+    lines = [f"[{name}]", f"name={description}"]
+    if repo.bundle is not None:
+        lines += [f"baseurl=file://{repo.url}", "enabled=1", "gpgcheck=0"]
+    else:
+        lines += [f"baseurl={repo.url}", "enabled=1", "gpgcheck=1", f"gpgkey={repo.key_url}"]
+        if repo.kind == CONTAINER_REPO:
+            lines.append("repo_gpgcheck=1")
+    return "\n".join(lines) + "\n"
+
+
+@cache
+def _bundle_files(directory: str, mtime: float) -> tuple[tuple[str, bytes], ...]:
+    del mtime  # cache key only
+    out = []
+    for root, _, names in os.walk(directory):
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            out.append((os.path.relpath(full, directory), Path(full).read_bytes()))
+    return tuple(sorted(out))
+
+
+def bundle_files(local_dir: str) -> tuple[tuple[str, bytes], ...]:
+    """(relative path, bytes) of every file under a bundle directory (read once per run)."""
+    return _bundle_files(local_dir, os.stat(local_dir).st_mtime)
+
+
+@cache
+def _read_file(path: str, mtime: float) -> bytes:
+    del mtime  # cache key only
+    return Path(path).read_bytes()
+
+
+def bundle_files_single(path: str | None) -> bytes:
+    """The bytes of one bundle file (read once per run, however many nodes push it)."""
+    if path is None:
+        raise ValueError("no bundle file")
+    return _read_file(path, os.stat(path).st_mtime)
+
+
+# --------------------------------------------------------------------------- Debian non-free
+
+
+@dataclass(frozen=True)
+class AptSource:
+    """One enabled ``deb`` source of a node."""
+
+    uri: str
+    suites: tuple[str, ...]
+    components: tuple[str, ...]
+
+
+def parse_apt_sources(text: str) -> list[AptSource]:
+    """``deb`` entries of deb822 (``.sources``) or one-line (``sources.list``) text."""
+    if re.search(r"^\s*Types:", text, re.MULTILINE | re.IGNORECASE):
+        return _parse_deb822(text)
+    out: list[AptSource] = []
+    for raw in text.splitlines():
+        words = raw.split("#", 1)[0].split()
+        if not words or words[0] != "deb":
+            continue
+        rest = words[1:]
+        if rest and rest[0].startswith("["):
+            while rest and not rest[0].endswith("]"):
+                rest = rest[1:]
+            rest = rest[1:]
+        if len(rest) >= 2:
+            out.append(AptSource(rest[0].rstrip("/"), (rest[1],), tuple(rest[2:])))
+    return out
+
+
+def _parse_deb822(text: str) -> list[AptSource]:
+    out: list[AptSource] = []
+    stanza: dict[str, str] = {}
+    key = ""
+
+    def flush() -> None:
+        if stanza and stanza.get("enabled", "yes").lower() != "no" and "deb" in stanza.get("types", "").split():
+            for uri in stanza.get("uris", "").split():
+                out.append(
+                    AptSource(
+                        uri.rstrip("/"),
+                        tuple(stanza.get("suites", "").split()),
+                        tuple(stanza.get("components", "").split()),
+                    )
+                )
+
+    for raw in [*text.splitlines(), ""]:
+        if raw.startswith("#"):
+            continue
+        if not raw.strip():
+            flush()
+            stanza, key = {}, ""
+            continue
+        if raw[0] in " \t" and key:
+            stanza[key] += " " + raw.strip()
+        elif ":" in raw:
+            k, v = raw.split(":", 1)
+            key = k.strip().lower()
+            stanza[key] = v.strip()
+    return out
+
+
+def debian_nonfree_sources(node_sources: list[str], mirror: str | None = None, suite: str = DEBIAN_SUITE) -> str | None:
+    """deb822 text enabling ``contrib non-free non-free-firmware``, or None when not needed.
+
+    The node keeps its own Debian archive (``mirror`` overrides it): the file repeats each
+    of the node's ``<suite>``, ``<suite>-updates`` and ``<suite>-security`` sources that
+    lacks those components, with only the missing components. None when every such source
+    already has them (or the node names no Debian source and no mirror is given).
+    """
+    entries = [e for text in node_sources for e in parse_apt_sources(text)]
+    have: dict[tuple[str, str], set[str]] = {}
+    for e in entries:
+        if not e.uri.startswith(("http://", "https://", "file:")):
+            continue
+        for s in e.suites:
+            if s in (suite, f"{suite}-updates", f"{suite}-security"):
+                have.setdefault((e.uri, s), set()).update(e.components)
+    targets = list(have)
+    if mirror:
+        uri = mirror.rstrip("/")
+        targets = [(uri, suite), (uri, f"{suite}-updates")] + [t for t in have if t[1].endswith("-security")]
+    stanzas: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for uri, s in targets:
+        comps = have.get((uri, s), set())
+        missing = tuple(c for c in NONFREE_COMPONENTS if c not in comps)
+        if missing:
+            stanzas.setdefault((uri, missing), []).append(s)
+    if not stanzas:
+        return None
+    blocks = [
+        f"Types: deb\nURIs: {uri}\nSuites: {' '.join(suites)}\n"
+        f"Components: {' '.join(missing)}\nSigned-By: {DEBIAN_KEYRING}\n"
+        for (uri, missing), suites in sorted(stanzas.items())
+    ]
+    return "# Managed by gpuforge: Debian's NVIDIA driver is in contrib/non-free.\n" + "\n".join(blocks)
+
+
+# --------------------------------------------------------------------------- apt pins
+
+
+def apt_pin(packages: str, version_glob: str, why: str) -> str:
+    """One apt preferences stanza holding ``packages`` at versions matching ``version_glob``."""
+    return f"Explanation: gpuforge: {why}\nPackage: {packages}\nPin: version {version_glob}\nPin-Priority: 1001\n"
+
+
+# Every binary package of NVIDIA's driver source packages (Debian, Ubuntu and CUDA repository
+# names); the pin only applies to versions that match, so other NVIDIA packages are unaffected.
+DRIVER_PIN_PACKAGES = "*nvidia* libcuda* libnvcuvid* libnvoptix* libxnvctrl* cuda-drivers*"
+
+
+def driver_pin(version: str) -> str:
+    """``/etc/apt/preferences.d/gpuforge-nvidia-driver``: the driver (and fabric manager) at the pin."""
+    return "# Managed by gpuforge: edit the cluster spec, not this file.\n" + apt_pin(
+        DRIVER_PIN_PACKAGES, f"{version}-*", f"NVIDIA driver {version} (spec versions.driver)"
+    )
+
+
+def dcgm_pin(version: str) -> str:
+    """DCGM 4 packages at the pinned version (NVIDIA's packages carry epoch 1)."""
+    return (
+        "# Managed by gpuforge: edit the cluster spec, not this file.\n"
+        + apt_pin("datacenter-gpu-manager-4-*", f"1:{version}-*", f"DCGM {version}")
+        + "\n"
+        + apt_pin("datacenter-gpu-manager-4-*", f"{version}-*", f"DCGM {version}")
+    )
+
+
+def version_matches(installed: str | None, version: str) -> bool:
+    """True when a package version (``[epoch:]upstream-revision``) is ``version``."""
+    if installed is None:
+        return False
+    upstream = installed.split(":", 1)[1] if re.match(r"^\d+:", installed) else installed
+    return upstream == version or upstream.startswith(f"{version}-")
+
+
+# --------------------------------------------------------------------------- artifacts
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A release file: fetched on the node from ``url``, or pushed from ``local`` (offline)."""
+
+    name: str
+    url: str | None = None
+    local: str | None = None
+    sha256: str | None = None
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.url is not None or self.local is not None
+
+    @property
+    def node_path(self) -> str:
+        """Where the file lies on the node before it is installed."""
+        return f"{BUNDLE_ON_NODE if self.local else DOWNLOAD_DIR}/{self.name}"
+
+
+def artifact(spec: Spec, name: str, upstream: str | None) -> Artifact:
+    """A release file from upstream, the artifacts mirror or the offline bundle."""
+    sha = KNOWN_SHA256.get(name)
+    mode = spec.sources.mode
+    if mode is SourceMode.OFFLINE:
+        local = os.path.join(spec.sources.bundle_dir or "", "artifacts", name)
+        if not spec.sources.bundle_dir or not os.path.isfile(local):
+            return Artifact(name, sha256=sha, reason=f"offline mode: {local} is not in the bundle")
+        return Artifact(name, local=local, sha256=sha)
+    if mode is SourceMode.MIRROR:
+        base = spec.sources.mirrors.artifacts
+        if not base:
+            return Artifact(
+                name, sha256=sha, reason=f"mirror mode without sources.mirrors.artifacts: no source for {name}"
+            )
+        return Artifact(name, url=f"{base.rstrip('/')}/{name}", sha256=sha)
+    if upstream is None:
+        return Artifact(
+            name, sha256=sha, reason=f"{name} has no upstream download: set sources.mirrors.artifacts or use a bundle"
+        )
+    return Artifact(name, url=upstream, sha256=sha)
+
+
+def enroot_artifacts(spec: Spec, os_family: OsFamily) -> list[Artifact]:
+    """enroot and enroot+caps packages of ``versions.enroot``."""
+    ver = spec.versions.enroot
+    if os_family.is_deb:
+        names = [f"enroot_{ver}-1_amd64.deb", f"enroot+caps_{ver}-1_amd64.deb"]
+    else:
+        names = [f"enroot-{ver}-1.el8.x86_64.rpm", f"enroot+caps-{ver}-1.el8.x86_64.rpm"]
+    return [artifact(spec, n, f"{ENROOT_RELEASES}/v{ver}/{n}") for n in names]
+
+
+def pyxis_artifact(spec: Spec) -> Artifact:
+    """The pyxis source tarball of ``versions.pyxis``."""
+    ver = spec.versions.pyxis
+    return artifact(spec, f"pyxis-{ver}.tar.gz", f"{PYXIS_TAGS}/v{ver}.tar.gz")
+
+
+def dcgm_exporter_artifact(spec: Spec) -> Artifact:
+    """The dcgm-exporter binary (NVIDIA publishes no binary release: mirror or bundle only)."""
+    return artifact(spec, f"dcgm-exporter-{spec.versions.dcgm_exporter}-linux-amd64", None)
+
+
+def cuda_keyring_artifact(repo: Repo) -> Artifact:
+    """cuda-keyring from the CUDA repository (upstream or mirror) it signs."""
+    return Artifact(CUDA_KEYRING_DEB, url=repo.key_url, sha256=KNOWN_SHA256.get(CUDA_KEYRING_DEB))
+
+
+def fetch_command(a: Artifact) -> str:
+    """Shell command leaving ``a`` at ``a.node_path`` (downloaded, checksum verified when known)."""
+    dest = shlex.quote(a.node_path)
+    if a.local is not None:
+        cmd = f"test -s {dest}"
+    elif a.url is not None:
+        cmd = (
+            f"install -d -m 0755 {DOWNLOAD_DIR} && "
+            f"curl -fsSL --retry 3 --connect-timeout 20 -o {dest}.part {shlex.quote(a.url)} && mv {dest}.part {dest}"
+        )
+    else:
+        raise ValueError(f"{a.name}: {a.reason}")
+    if a.sha256:
+        cmd += f" && echo {shlex.quote(a.sha256 + '  ' + a.node_path)} | sha256sum -c --quiet -"
+    return cmd

@@ -1,0 +1,130 @@
+"""What the NVIDIA deploys must know about a host before they build its layers.
+
+One round trip per GPU node (``NvidiaHost``): the NVIDIA devices on the PCI bus (from sysfs,
+no lspci needed), the loaded kernel driver version, and installed versions of packages that
+gpuforge installs outside apt/dnf repositories (enroot from release files) or on rpm systems
+(where the layer facts' dpkg query sees nothing). Layers decide from these facts, e.g.
+whether a service that needs a GPU can run at all, so re-runs do not keep trying.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyinfra.api import FactBase
+
+from gpuforge.facts.nvidia import NVSWITCH_DEVICE_IDS
+
+_PKG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*$")
+
+
+@dataclass
+class HostFacts:
+    """NVIDIA-relevant state of one host (plain data: fixtures build it from JSON)."""
+
+    gpus: list[str] = field(default_factory=list)
+    """PCI device IDs of NVIDIA display/3D controllers (lower-case hex, e.g. ``2330``)."""
+    nvswitches: list[str] = field(default_factory=list)
+    """PCI device IDs of NVIDIA NVSwitch bridges."""
+    loaded_driver: str | None = None
+    """Version of the loaded ``nvidia`` kernel module (None: not loaded)."""
+    packages: dict[str, str | None] = field(default_factory=dict)
+    """Installed versions of the queried packages (dpkg or rpm; None: not installed)."""
+    package_tool: str | None = None
+    """``dpkg`` or ``rpm``: which database answered."""
+
+    @property
+    def gpu_present(self) -> bool:
+        return bool(self.gpus)
+
+    @property
+    def driver_loaded(self) -> bool:
+        return self.loaded_driver is not None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HostFacts:
+        return cls(
+            gpus=list(data.get("gpus", [])),
+            nvswitches=list(data.get("nvswitches", [])),
+            loaded_driver=data.get("loaded_driver"),
+            packages=dict(data.get("packages", {})),
+            package_tool=data.get("package_tool"),
+        )
+
+
+def nvidia_host_command(packages: Sequence[str] = ()) -> str:
+    names = [p for p in packages if _PKG_RE.match(p)]
+    if len(names) != len(packages):
+        raise ValueError(f"invalid package names: {sorted(set(packages) - set(names))}")
+    joined = " ".join(shlex.quote(n) for n in names)
+    parts = [
+        "echo __section=pci",
+        "for d in /sys/bus/pci/devices/*; do "
+        '[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && echo "$(cat "$d/class") $(cat "$d/device")"; '
+        "done",
+        "echo __section=driver",
+        "cat /sys/module/nvidia/version 2>/dev/null || "
+        "sed -n 's/.*Kernel Module[^0-9]*\\([0-9][0-9.]*\\).*/\\1/p' /proc/driver/nvidia/version 2>/dev/null",
+        "echo __section=packages",
+    ]
+    if names:
+        parts.append(f"echo __query={joined}")
+        parts.append(
+            "if command -v dpkg-query >/dev/null 2>&1; then echo __tool=dpkg; "
+            f"dpkg-query -W -f='${{Package}}\\t${{Version}}\\t${{db:Status-Abbrev}}\\n' {joined} 2>/dev/null; "
+            "elif command -v rpm >/dev/null 2>&1; then echo __tool=rpm; "
+            f"rpm -q --qf '%{{NAME}}\\t%{{VERSION}}-%{{RELEASE}}\\tii\\n' {joined} 2>/dev/null "
+            "| grep -v 'is not installed'; "
+            "fi"
+        )
+    return "; ".join(parts) + "; true"
+
+
+def parse_nvidia_host(lines: list[str]) -> HostFacts:
+    facts = HostFacts()
+    section = None
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("__section="):
+            section = line.split("=", 1)[1]
+            continue
+        if section == "pci":
+            parts = line.split()
+            if len(parts) != 2:
+                continue
+            cls, dev = parts[0].lower().removeprefix("0x"), parts[1].lower().removeprefix("0x")
+            if dev in NVSWITCH_DEVICE_IDS or cls.startswith("0680"):
+                facts.nvswitches.append(dev)
+            elif cls.startswith("03"):
+                facts.gpus.append(dev)
+        elif section == "driver" and line and facts.loaded_driver is None:
+            facts.loaded_driver = line
+        elif section == "packages":
+            if line.startswith("__tool="):
+                facts.package_tool = line.split("=", 1)[1]
+                continue
+            if line.startswith("__query="):
+                facts.packages.update(dict.fromkeys(line.split("=", 1)[1].split()))
+                continue
+            cols = raw.rstrip("\n").split("\t")
+            if len(cols) >= 3 and cols[0] in facts.packages and len(cols[2]) >= 2 and cols[2][1] == "i":
+                facts.packages[cols[0]] = cols[1].strip() or None
+    return facts
+
+
+class NvidiaHost(FactBase[HostFacts]):
+    """GPUs and NVSwitches on the PCI bus, the loaded driver, chosen package versions."""
+
+    def command(self, packages: Sequence[str] = ()) -> str:
+        return nvidia_host_command(packages)
+
+    @staticmethod
+    def default() -> HostFacts:
+        return HostFacts()
+
+    def process(self, output: list[str]) -> HostFacts:
+        return parse_nvidia_host(output)
