@@ -399,6 +399,20 @@ def repos_layer(ctx: Ctx) -> Layer:
 # --------------------------------------------------------------------------- 2. driver
 
 
+def gpu_service_state(ctx: Ctx) -> bool | None:
+    """Whether services that need the GPU driver should run: True when the pinned driver is
+    loaded, False (enabled, not started) when a GPU waits for its driver, None (left alone)
+    when there is no GPU or another driver version is loaded until the reboot."""
+    hf = ctx.host
+    if not hf.gpu_present:
+        return None
+    if not hf.driver_loaded:
+        return False
+    if host_driver(ctx.spec) and hf.loaded_driver != ctx.driver_version:
+        return None
+    return True
+
+
 def driver_layer(ctx: Ctx) -> Layer:
     """Driver at the pin, nouveau blacklisted, persistence daemon, fabric manager, CUDA toolkit."""
     if not ctx.gpu_node or not host_driver(ctx.spec):
@@ -419,10 +433,11 @@ def driver_layer(ctx: Ctx) -> Layer:
         if toolkit_pkg and cuda.available:
             packages.append(toolkit_pkg)
     services: list[Service] = []
-    if hf.gpu_present:
-        services.append(Service("nvidia-persistenced", running=hf.driver_loaded, restart_on=(PERSISTENCED_DROPIN,)))
-    if fm and hf.nvswitches and cuda.available:
-        services.append(Service("nvidia-fabricmanager", running=hf.driver_loaded))
+    state = gpu_service_state(ctx)
+    if state is not None:
+        services.append(Service("nvidia-persistenced", running=state, restart_on=(PERSISTENCED_DROPIN,)))
+        if fm and hf.nvswitches and cuda.available:
+            services.append(Service("nvidia-fabricmanager", running=state))
     initramfs_conf = INITRAMFS_CONF if ctx.deb else DRACUT_CONF
     files = ctx.file(NOUVEAU_BLACKLIST)
     dropin = persistenced_dropin(ctx.os)
@@ -468,6 +483,10 @@ def driver_layer(ctx: Ctx) -> Layer:
             )
         elif not hf.driver_loaded:
             steps.append(Step("note", "NVIDIA kernel driver not loaded: GPU services start after the reboot"))
+        elif state is None:
+            steps.append(
+                Step("note", f"driver {hf.loaded_driver} is loaded, not {ver}: GPU services are left as they are")
+            )
         if fm and not hf.nvswitches:
             steps.append(
                 Step("note", "the spec declares NVSwitch but none is on the PCI bus: nvidia-fabricmanager not started")
@@ -877,11 +896,11 @@ def dcgm_layer(ctx: Ctx) -> Layer:
     files = ctx.file(DCGM_COUNTERS_CSV) + ctx.file(DCGM_EXPORTER_UNIT)
     if binary is not None and binary.local:
         files.append(_upload(DCGM_EXPORTER_BIN, src.bundle_files_single(binary.local), mode="0755"))
-    ready = hf.gpu_present and hf.driver_loaded
+    ready = gpu_service_state(ctx)
     services: list[Service] = []
-    if hf.gpu_present and repo.available:
+    if ready is not None and repo.available:
         services.append(Service("nvidia-dcgm", running=ready))
-    if exporter and hf.gpu_present and binary is not None and binary.available:
+    if exporter and ready is not None and binary is not None and binary.available:
         services.append(
             Service(
                 "dcgm-exporter", running=ready, restart_on=(DCGM_EXPORTER_UNIT, DCGM_COUNTERS_CSV, DCGM_EXPORTER_BIN)

@@ -304,8 +304,14 @@ def debian_nonfree_sources(node_sources: list[str], mirror: str | None = None, s
 
 
 def apt_pin(packages: str, version_glob: str, why: str) -> str:
-    """One apt preferences stanza holding ``packages`` at versions matching ``version_glob``."""
-    return f"Explanation: gpuforge: {why}\nPackage: {packages}\nPin: version {version_glob}\nPin-Priority: 1001\n"
+    """One apt preferences stanza holding ``packages`` at versions matching ``version_glob``.
+
+    ``Explanation:`` lines carry the managed-file note (preferences files have no comments).
+    """
+    return (
+        "Explanation: Managed by gpuforge: edit the cluster spec, not this file.\n"
+        f"Explanation: {why}\nPackage: {packages}\nPin: version {version_glob}\nPin-Priority: 1001\n"
+    )
 
 
 # Every binary package of NVIDIA's driver source packages (Debian, Ubuntu and CUDA repository
@@ -315,16 +321,13 @@ DRIVER_PIN_PACKAGES = "*nvidia* libcuda* libnvcuvid* libnvoptix* libxnvctrl* cud
 
 def driver_pin(version: str) -> str:
     """``/etc/apt/preferences.d/gpuforge-nvidia-driver``: the driver (and fabric manager) at the pin."""
-    return "# Managed by gpuforge: edit the cluster spec, not this file.\n" + apt_pin(
-        DRIVER_PIN_PACKAGES, f"{version}-*", f"NVIDIA driver {version} (spec versions.driver)"
-    )
+    return apt_pin(DRIVER_PIN_PACKAGES, f"{version}-*", f"NVIDIA driver {version} (spec versions.driver)")
 
 
 def dcgm_pin(version: str) -> str:
     """DCGM 4 packages at the pinned version (NVIDIA's packages carry epoch 1)."""
     return (
-        "# Managed by gpuforge: edit the cluster spec, not this file.\n"
-        + apt_pin("datacenter-gpu-manager-4-*", f"1:{version}-*", f"DCGM {version}")
+        apt_pin("datacenter-gpu-manager-4-*", f"1:{version}-*", f"DCGM {version}")
         + "\n"
         + apt_pin("datacenter-gpu-manager-4-*", f"{version}-*", f"DCGM {version}")
     )
