@@ -169,6 +169,53 @@ def apply(
     raise typer.Exit(0 if result.ok else 1)
 
 
+@app.command()
+def bundle(
+    spec: Annotated[Path | None, typer.Argument(help="Cluster spec (YAML)", exists=False)] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory to fill")] = None,
+    verify: Annotated[Path | None, typer.Option("--verify", help="Check this bundle against its manifest")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
+    from gpuforge.bundle import build_bundle, verify_bundle
+
+    if verify is not None:
+        problems = verify_bundle(verify)
+        if json_out:
+            print(json.dumps({"ok": not problems, "problems": problems}, indent=2))
+        else:
+            for p in problems:
+                err.print(f"{verify}: {p}", markup=False, highlight=False)
+            out.print(f"{verify}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
+        raise typer.Exit(1 if problems else 0)
+    if spec is None or output is None:
+        err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR", markup=False)
+        raise typer.Exit(2)
+    s = _load(spec)
+    result = build_bundle(s, spec, output, log=lambda m: err.print(m, markup=False, highlight=False))
+    m = result.manifest
+    if json_out:
+        print(json.dumps(m, indent=2))
+    else:
+        size = sum(f["size"] for f in m["files"])
+        out.print(
+            f"{output}: {len(m['files'])} files ({size / 2**20:.1f} MiB): {result.downloaded} downloaded, "
+            f"{result.reused} reused, {result.removed} stale removed",
+            markup=False,
+            highlight=False,
+        )
+        for r in m["repositories"]:
+            ext = len(r["external"])
+            out.print(f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies", markup=False)
+        for miss in m["missing"]:
+            err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
+        for u in m["unsupported"]:
+            if not u["provided"]:
+                err.print(f"unsupported {u['repository']}: {u['reason']}", markup=False, highlight=False)
+        out.print("complete" if result.complete else "INCOMPLETE: see manifest.json (missing, unsupported)")
+    raise typer.Exit(0 if result.complete else 1)
+
+
 def _register_subcommands() -> None:
     from gpuforge.lab.cli import app as lab_app
     from gpuforge.validator import cli as validator_cli
