@@ -370,3 +370,40 @@ def test_sysfs_reader(tmp_path: Path) -> None:
     info = nl.parse_sysfs_pci(nl._read_sysfs_pci({"_sysfs_pci": str(tmp_path)}))
     assert info.available and [a for a, _, _ in info.gpus] == ["0000:1b:00.0"] and info.nvswitches == ["0000:07:00.0"]
     assert not nl.parse_sysfs_pci(nl._read_sysfs_pci({"_sysfs_pci": str(tmp_path / "none")})).available
+
+
+def _python39() -> str | None:
+    """A Python 3.9 interpreter (RHEL 9's python3), if this machine has one."""
+    import glob
+    import os
+    import shutil
+    import subprocess
+
+    root = os.path.expanduser(os.environ.get("PYENV_ROOT", "~/.pyenv"))
+    for cand in [
+        shutil.which("python3.9"),
+        *sorted(glob.glob(os.path.join(root, "versions", "3.9*", "bin", "python3.9"))),
+    ]:
+        if not cand:
+            continue
+        cp = subprocess.run([cand, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+        if cp.returncode == 0 and cp.stdout.strip() == "(3, 9)":
+            return cand
+    return None
+
+
+def test_nodelocal_runs_on_python_3_9(tmp_path: Path) -> None:
+    """RHEL 9 nodes have python 3.9: the health program must not need newer syntax or library calls."""
+    import json
+    import subprocess
+
+    py = _python39()
+    if py is None:
+        pytest.skip("no python3.9 on this machine")
+    cfg = tmp_path / "health.json"
+    cfg.write_text(json.dumps(gpu_cfg()))
+    cp = subprocess.run([py, "-I", str(NODELOCAL), "--config", str(cfg), "--json", "--no-slurm", "--validate"],
+                        capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert cp.returncode in (0, 1), cp.stderr
+    doc = json.loads(cp.stdout)
+    assert {r["id"] for r in doc["results"]} == {c.id for c in nl.NODE_CHECKS}
