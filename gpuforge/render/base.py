@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuforge.render.files import RenderedFile, header, render_template
+from gpuforge.render.files import RenderedFile, header, per_spec, render_template
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
 
@@ -10,6 +10,7 @@ from gpuforge.spec.nodes import Node, resolve_nodes
 SERVICE_ACCOUNTS: dict[str, int] = {"munge": 64030, "slurm": 64031}
 
 
+@per_spec
 def hosts_file(spec: Spec) -> str:
     """/etc/hosts naming every node (Slurm and munge resolve node names)."""
     entries = []
@@ -26,10 +27,15 @@ def apt_proxy_conf(proxy: str) -> str:
     return header("//") + f'Acquire::http::Proxy "{proxy}";\n'
 
 
+@per_spec
+def _has_addresses(spec: Spec) -> bool:
+    return any(n.address for n in resolve_nodes(spec))
+
+
 def base_files(spec: Spec, node: Node) -> list[RenderedFile]:
     """Files every node gets."""
     files = []
-    if any(n.address for n in resolve_nodes(spec)):
+    if _has_addresses(spec):
         files.append(RenderedFile("/etc/hosts", hosts_file(spec)))
     if spec.sources.apt_proxy and node.os.is_deb:
         files.append(RenderedFile("/etc/apt/apt.conf.d/01gpuforge-proxy", apt_proxy_conf(spec.sources.apt_proxy)))

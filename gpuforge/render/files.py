@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import jinja2
 
@@ -42,6 +43,36 @@ class Secrets:
         return cls(slurmdbd_db_password=REDACTED, munge_key=REDACTED.encode())
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def per_spec(fn: Callable[P, R]) -> Callable[P, R]:
+    """Memoize a renderer of cluster-wide text for one spec object (and its other arguments).
+
+    Files such as slurm.conf or /etc/hosts are the same on every node: rendering them once
+    per spec instead of once per node keeps a 1,000-node render well under a second. Specs
+    are frozen but hold lists (unhashable), so entries are keyed by identity and keep the
+    spec alive while cached.
+    """
+    memo: dict[tuple[Any, ...], tuple[Any, R]] = {}
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        spec = args[0]
+        key = (id(spec), *args[1:], *sorted(kwargs.items()))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        value = fn(*args, **kwargs)
+        if len(memo) > 256:
+            memo.clear()
+        memo[key] = (spec, value)
+        return value
+
+    return wrapper
+
+
 @cache
 def environment() -> jinja2.Environment:
     """The jinja2 environment over ``templates/`` (strict: a missing variable is an error)."""
@@ -52,6 +83,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        auto_reload=False,
     )
 
 

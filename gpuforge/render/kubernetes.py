@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuforge.render.files import RenderedFile, Secrets, header, render_template
+from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.nvidia import LiteralStr, dump_yaml, dump_yaml_all
 from gpuforge.spec.model import K8S_ROLES, DriverFlavor, Kubernetes, ManagedBy, MigStrategy, Role, Spec, Tenant
 from gpuforge.spec.nodes import Node, nodes_with
@@ -127,6 +127,7 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
     return values
 
 
+@per_spec
 def gpu_operator_values_yaml(spec: Spec) -> str:
     """/etc/gpuforge/k8s/gpu-operator-values.yaml."""
     return header() + dump_yaml(gpu_operator_values(spec))

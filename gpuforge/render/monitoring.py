@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuforge.render.files import RenderedFile, Secrets, header, render_template
+from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.nvidia import dump_yaml, host_dcgm_exporter
 from gpuforge.spec.model import Role, Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
@@ -82,11 +82,13 @@ def prometheus_config(spec: Spec) -> dict[str, Any]:
     }
 
 
+@per_spec
 def prometheus_yml(spec: Spec) -> str:
     """/etc/prometheus/prometheus.yml (Debian's prometheus package path)."""
     return header() + dump_yaml(prometheus_config(spec))
 
 
+@per_spec
 def prometheus_defaults(spec: Spec) -> str:
     """/etc/default/prometheus: listen port and retention."""
     mon = spec.monitoring
@@ -94,6 +96,7 @@ def prometheus_defaults(spec: Spec) -> str:
     return render_template("monitoring/prometheus-defaults.j2", header=_header(), args=args)
 
 
+@per_spec
 def node_exporter_defaults(spec: Spec) -> str:
     """/etc/default/prometheus-node-exporter: listen port and textfile collector directory."""
     args = f"--web.listen-address=:{spec.monitoring.node_exporter_port} --collector.textfile.directory={TEXTFILE_DIR}"

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from gpuforge.render.files import RenderedFile, Secrets, header, render_template
+from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.spec.gpus import GpuModel
 from gpuforge.spec.model import ContainerEngine, ManagedBy, MigDevices, Role, Spec
 from gpuforge.spec.nodes import Node
@@ -127,6 +127,7 @@ def containerd_config() -> str:
     return render_template("nvidia/containerd-config.toml.j2", header=_header(), dropin_dir=CONTAINERD_DROPIN_DIR)
 
 
+@per_spec
 def containerd_nvidia_dropin(spec: Spec) -> str:
     """/etc/containerd/conf.d/99-nvidia.toml: the nvidia runtime as nvidia-ctk writes it (config v2)."""
     return render_template(
@@ -170,6 +171,7 @@ def mig_configs_for(spec: Spec, model: GpuModel) -> list[str]:
     ]
 
 
+@per_spec
 def mig_parted_config(spec: Spec, model: GpuModel) -> str:
     """mig-parted config (``version: v1``) with every spec layout that fits ``model``.
 
@@ -328,6 +330,7 @@ def dcgm_counters(spec: Spec) -> list[DcgmCounter]:
     return out
 
 
+@per_spec
 def dcgm_counters_csv(spec: Spec) -> str:
     """/etc/dcgm-exporter/gpuforge-counters.csv in dcgm-exporter's format."""
     return render_template("nvidia/dcgm-counters.csv.j2", header=_header(), counters=dcgm_counters(spec))

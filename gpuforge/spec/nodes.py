@@ -59,8 +59,22 @@ def group_leaf_switches(group: NodeGroup) -> dict[str, str | None]:
     return dict.fromkeys(group.hostnames, group.leaf_switch)
 
 
+_RESOLVED: dict[int, tuple[Spec, list[Node]]] = {}
+
+
 def resolve_nodes(spec: Spec) -> list[Node]:
-    """All nodes of the spec in declaration order."""
+    """All nodes of the spec in declaration order (computed once per spec object)."""
+    hit = _RESOLVED.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return list(hit[1])
+    nodes = _resolve(spec)
+    if len(_RESOLVED) > 64:
+        _RESOLVED.clear()
+    _RESOLVED[id(spec)] = (spec, nodes)
+    return list(nodes)
+
+
+def _resolve(spec: Spec) -> list[Node]:
     nodes: list[Node] = []
     for group in spec.node_groups:
         leaves = group_leaf_switches(group)
