@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gpuforge.render.files import RenderedFile, Secrets, header, render_template
+from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.spec import hostlist
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.model import (
@@ -38,7 +38,7 @@ def mig_gres_counts(entries: list[MigDevices], gpu_count: int) -> dict[str, int]
     """MIG devices per profile on one node, for a mig-parted config."""
     counts: dict[str, int] = defaultdict(int)
     for entry in entries:
-        gpus = gpu_count if entry.devices == "all" else len(entry.devices)
+        gpus = gpu_count if entry.devices == "all" else len(set(entry.devices))
         if not entry.mig_enabled:
             continue
         for profile, n in entry.mig_devices.items():
@@ -133,6 +133,7 @@ def gres_types(spec: Spec) -> str:
     return ",".join(types)
 
 
+@per_spec
 def slurm_conf(spec: Spec) -> str:
     """/etc/slurm/slurm.conf."""
     s = slurm_section(spec)
@@ -170,6 +171,7 @@ def slurm_conf(spec: Spec) -> str:
     )
 
 
+@per_spec
 def gres_conf(spec: Spec) -> str:
     """/etc/slurm/gres.conf with explicit lines (Debian's Slurm has no NVML autodetect).
 
@@ -199,11 +201,13 @@ def gres_conf(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+@per_spec
 def cgroup_conf(spec: Spec) -> str:
     """/etc/slurm/cgroup.conf."""
     return render_template("slurm/cgroup.conf.j2", header=header().rstrip("\n"), cg=slurm_section(spec).cgroups)
 
 
+@per_spec
 def topology_conf(spec: Spec) -> str:
     """/etc/slurm/topology.conf from the switch tree ('' when no node names a leaf switch)."""
     leaves: dict[str, list[str]] = defaultdict(list)
@@ -212,9 +216,16 @@ def topology_conf(spec: Spec) -> str:
             leaves[node.leaf_switch].append(node.name)
     if not leaves:
         return ""
+    parents = {sw.name: sw.parent for sw in spec.topology.switches}
+    populated = set(leaves)
+    for leaf in leaves:  # every switch above a leaf with nodes carries traffic
+        up = parents.get(leaf)
+        while up and up not in populated:
+            populated.add(up)
+            up = parents.get(up)
     children: dict[str, list[str]] = defaultdict(list)
     for sw in spec.topology.switches:
-        if sw.parent:
+        if sw.parent and sw.name in populated:
             children[sw.parent].append(sw.name)
     lines = [header().rstrip("\n")]
     for sw in spec.topology.switches:
@@ -226,6 +237,7 @@ def topology_conf(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+@per_spec
 def plugstack_conf(spec: Spec, os_family: OsFamily) -> str:
     """/etc/slurm/plugstack.conf.
 
@@ -260,6 +272,7 @@ def slurmdbd_conf(spec: Spec, secrets: Secrets) -> str:
     )
 
 
+@per_spec
 def slurmd_defaults(spec: Spec) -> str:
     """/etc/default/slurmd: configless nodes fetch their config from the controller."""
     s = slurm_section(spec)
@@ -269,9 +282,7 @@ def slurmd_defaults(spec: Spec) -> str:
     return header() + 'SLURMD_OPTIONS=""\n'
 
 
-CONFIGLESS_DROPIN = (
-    "# Managed by gpuforge: configless slurmd has no local slurm.conf.\n[Unit]\nConditionPathExists=\n"
-)
+CONFIGLESS_DROPIN = "# Managed by gpuforge: configless slurmd has no local slurm.conf.\n[Unit]\nConditionPathExists=\n"
 
 
 def slurm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
@@ -299,8 +310,12 @@ def slurm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
     if node.has(Role.ACCOUNTING_DB) and s.accounting.enabled:
         files.append(
             RenderedFile(
-                f"{SLURM_ETC}/slurmdbd.conf", slurmdbd_conf(spec, secrets), mode="0600", owner="slurm",
-                group="slurm", secret=True,
+                f"{SLURM_ETC}/slurmdbd.conf",
+                slurmdbd_conf(spec, secrets),
+                mode="0600",
+                owner="slurm",
+                group="slurm",
+                secret=True,
             )
         )
     return files

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,16 +23,32 @@ class FieldChange:
     policy: UpdatePolicy
 
 
+def _is_container(annotation: object) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_container(a) for a in typing.get_args(annotation))
+    return origin in (list, dict)
+
+
 def field_policy(loc: tuple[str | int, ...]) -> UpdatePolicy:
-    """The policy of the deepest declared field along ``loc`` (the strictest wins on the way)."""
+    """The policy of the deepest declared field along ``loc``.
+
+    After a list or mapping field the next part is an item key (a name or an index), never
+    a field, even when an item is called like one (a node group named ``hosts``).
+    """
     model: type[BaseModel] | None = Spec
     policy = UpdatePolicy.LIVE
+    skip_key = False
     for part in loc:
         if model is None:
             break
+        if skip_key:
+            skip_key = False
+            continue
         if isinstance(part, int) or part not in model.model_fields:
             continue
         info = model.model_fields[part]
+        skip_key = _is_container(info.annotation)
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         declared = extra.get(POLICY_KEY)
         if isinstance(declared, str):

@@ -10,8 +10,9 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-_NAME_CHARS = re.compile(r"^[A-Za-z0-9._-]+$")
-_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9._-]+$", re.ASCII)
+_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]+)$")
+_DIGITS = re.compile(r"^[0-9]+$")
 
 
 class HostlistError(ValueError):
@@ -48,7 +49,7 @@ def _expand_range(body: str, expr: str) -> list[str]:
             raise HostlistError(f"empty range item in hostlist {expr!r}")
         if "-" in item:
             lo, _, hi = item.partition("-")
-            if not (lo.isdigit() and hi.isdigit()):
+            if not (_DIGITS.match(lo) and _DIGITS.match(hi)):
                 raise HostlistError(f"range {item!r} in hostlist {expr!r} is not numeric")
             if int(hi) < int(lo):
                 raise HostlistError(f"range {item!r} in hostlist {expr!r} runs backwards")
@@ -57,7 +58,7 @@ def _expand_range(body: str, expr: str) -> list[str]:
             width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
             out.extend(str(n).zfill(width) for n in range(int(lo), int(hi) + 1))
         else:
-            if not item.isdigit():
+            if not _DIGITS.match(item):
                 raise HostlistError(f"range item {item!r} in hostlist {expr!r} is not numeric")
             out.append(item)
     return out
@@ -104,7 +105,7 @@ def _runs(numbers: list[int]) -> list[tuple[int, int]]:
 
 
 def compress(names: Iterable[str]) -> str:
-    """The shortest bracket expression for ``names`` (sorted; repeats dropped)."""
+    """A canonical bracket expression for ``names`` (sorted; repeats dropped; runs as ranges)."""
     groups: dict[tuple[str, int], set[int]] = defaultdict(set)
     plain: set[str] = set()
     for name in set(names):

@@ -12,8 +12,23 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuforge.spec.errors import Loc, SpecError, SpecIssue
-from gpuforge.spec.model import NAME, SLURM_TIME, VERSION, Spec
+from gpuforge.spec.model import DRIVER_VERSION, NAME, SLURM_TIME, VERSION, Spec
 from gpuforge.spec.rules import check_rules
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice (first on line {seen[key]})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 def _line_map(text: str) -> dict[Loc, int]:
@@ -40,10 +55,23 @@ def _line_map(text: str) -> dict[Loc, int]:
     return lines
 
 
+# Where a problem about something absent is best shown: the line that asks for it.
+_ABSENT_FALLBACK: dict[Loc, Loc] = {
+    ("slurm",): ("cluster", "scheduler"),
+    ("kubernetes",): ("cluster", "scheduler"),
+    ("versions", "driver"): ("node_groups",),
+    ("versions",): ("node_groups",),
+    ("monitoring",): ("node_groups",),
+}
+
+
 def _line_for(lines: dict[Loc, int], loc: Loc) -> int | None:
     for end in range(len(loc), 0, -1):
         if loc[:end] in lines:
             return lines[loc[:end]]
+        fallback = _ABSENT_FALLBACK.get(loc[:end])
+        if fallback is not None and fallback in lines:
+            return lines[fallback]
     return None
 
 
@@ -74,6 +102,12 @@ PATTERN_HELP = {
     NAME: "a name starts with a lowercase letter and has only lowercase letters, digits, '-' and '_' (max 63)",
     SLURM_TIME: "a Slurm time such as 30, 1:00:00, 2-00:00:00 or UNLIMITED",
     VERSION: "a version such as 1.17.8",
+    DRIVER_VERSION: "a driver version such as 535.261.03 or 550.163.01",
+    r"^\d+\.\d+$": "a major.minor version such as 12.4",
+    r"^\d+\.\d+\.\d+$": "a version such as 1.31.4",
+    r"^v?\d+\.\d+\.\d+$": "a version such as v26.7.0",
+    r"^\d+[smh]$": "a duration such as 30s, 5m or 1h",
+    r"^\d+[smhdwy]$": "a duration such as 15d or 2w",
 }
 
 
@@ -94,7 +128,9 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
         msg = PATTERN_HELP.get(pattern, f"must match {pattern}")
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if kind not in ("extra_forbidden", "missing") and "input" in err and not isinstance(err["input"], dict | list):
+    shown = "input" in err and not isinstance(err["input"], dict | list)
+    already = shown and (repr(err["input"]) in msg or str(err["input"]) in msg)
+    if kind not in ("extra_forbidden", "missing") and shown and not already:
         msg = f"{msg} (got {err['input']!r})"
     return SpecIssue(loc, msg, line=_line_for(lines, loc))
 
@@ -102,7 +138,7 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
 def parse_spec(text: str, filename: str | None = None) -> Spec:
     """Parse and check spec text; raise SpecError listing every problem."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -139,9 +175,12 @@ def load_spec(path: str | Path) -> Spec:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError([SpecIssue((), f"cannot read spec file: {e.strerror}")], str(path)) from None
+    except UnicodeDecodeError as e:
+        raise SpecError([SpecIssue((), f"not a UTF-8 text file (byte {e.start}: {e.reason})")], str(path)) from None
     return parse_spec(text, str(path))
 
 
 def spec_json_schema() -> dict[str, Any]:
     """The JSON Schema of spec files (with each field's x-update-policy)."""
-    return Spec.model_json_schema(mode="validation")
+    schema = Spec.model_json_schema(mode="validation")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}

@@ -24,6 +24,7 @@ from gpuforge.spec.policy import live, rebuild, rolling
 NAME = r"^[a-z][a-z0-9_-]{0,62}$"
 VERSION = r"^[0-9][0-9A-Za-z.+~:_-]*$"
 SLURM_TIME = r"^(UNLIMITED|INFINITE|(\d+-)?\d+(:\d\d){0,2})$"
+DRIVER_VERSION = r"^\d{3}\.\d+(\.\d+)?$"
 
 Name = Annotated[str, Field(pattern=NAME)]
 
@@ -96,9 +97,7 @@ class Ssh(StrictModel):
     user: str = live("root", "SSH user (root, or one with passwordless sudo)")
     port: int = live(22, "SSH port", ge=1, le=65535)
     key: str | None = live(None, "Private key file on the control host")
-    known_hosts: str | None = live(
-        None, "known_hosts file used for strict host-key checking (default: the user's own)"
-    )
+    known_hosts: str | None = live(None, "known_hosts file used for strict host-key checking (default: the user's own)")
     sudo: bool = live(False, "Use sudo for privileged commands (for a non-root user)")
 
 
@@ -148,7 +147,7 @@ class DriverSource(StrEnum):
 class Driver(StrictModel):
     """The NVIDIA driver pin."""
 
-    version: str = rolling(description="Exact driver version, e.g. 535.261.03", pattern=r"^\d{3}\.\d+(\.\d+)?$")
+    version: str = rolling(description="Exact driver version, e.g. 535.261.03", pattern=DRIVER_VERSION)
     flavor: DriverFlavor = rolling(DriverFlavor.PROPRIETARY, "Kernel modules: proprietary or open")
     source: DriverSource | None = rolling(
         None, "distro (Debian non-free) or nvidia (CUDA repository); default by OS family"
@@ -419,9 +418,7 @@ class Slurm(StrictModel):
     cgroups: Cgroups = live(default_factory=Cgroups, description="cgroup.conf settings")
     mps: Mps = rolling(default_factory=Mps, description="MPS GRES")
     containers: Containers = live(default_factory=Containers, description="enroot and pyxis")
-    extra_config: dict[str, str] = live(
-        default_factory=dict, description="Extra slurm.conf parameters (escape hatch)"
-    )
+    extra_config: dict[str, str] = live(default_factory=dict, description="Extra slurm.conf parameters (escape hatch)")
 
 
 # --------------------------------------------------------------------------- kubernetes
@@ -511,7 +508,7 @@ class MigDevices(StrictModel):
 class Mig(StrictModel):
     """Named MIG layouts (mig-parted configs), referenced by node groups."""
 
-    configs: dict[str, list[MigDevices]] = rolling(
+    configs: dict[Name, list[MigDevices]] = rolling(
         default_factory=dict, description="Named layouts; a node group picks one with mig_config"
     )
 
@@ -522,9 +519,7 @@ class Dcgm(StrictModel):
     enabled: bool = live(True, "Install DCGM on GPU nodes")
     exporter: bool = live(True, "Run dcgm-exporter on GPU nodes")
     exporter_port: int = live(9400, "dcgm-exporter port", ge=1, le=65535)
-    counters: list[str] | None = live(
-        None, "DCGM fields to export (default: dcgm-exporter's default counters)"
-    )
+    counters: list[str] | None = live(None, "DCGM fields to export (default: dcgm-exporter's default counters)")
     diag_level: Literal[0, 1, 2, 3, 4] = live(0, "dcgmi diag level run by 'gpuforge validate' (0 = off)")
 
 

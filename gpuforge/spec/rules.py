@@ -146,8 +146,7 @@ def _partition_nodes(spec: Spec, selector: str, loc: tuple[str | int, ...]) -> I
         if missing:
             yield SpecIssue(
                 loc,
-                f"{hostlist.compress(missing)} is not a node or node group of this spec "
-                f"(groups: {', '.join(groups)})",
+                f"{hostlist.compress(missing)} is not a node or node group of this spec (groups: {', '.join(groups)})",
             )
         yield from (n for n in names if n in known)
 
@@ -155,8 +154,8 @@ def _partition_nodes(spec: Spec, selector: str, loc: tuple[str | int, ...]) -> I
 @rule
 def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
     s = spec.slurm
-    if s is None:
-        return
+    if s is None or spec.cluster.scheduler is not Scheduler.SLURM:
+        return  # a section for the other scheduler is reported once, by scheduler_sections_and_roles
     compute = set(_role_nodes(spec, Role.COMPUTE))
     for name in _dupes(p.name for p in s.partitions):
         yield SpecIssue(("slurm", "partitions"), f"partition {name!r} is defined more than once")
@@ -200,7 +199,19 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
     acct_names = [a.name for a in s.accounts]
     for name in _dupes(acct_names):
         yield SpecIssue(("slurm", "accounts"), f"account {name!r} is defined more than once")
+    parents = {a.name: a.parent for a in s.accounts}
     for ai, account in enumerate(s.accounts):
+        seen_chain = [account.name]
+        parent = account.parent
+        while parent in parents:
+            if parent in seen_chain:
+                yield SpecIssue(
+                    ("slurm", "accounts", ai, "parent"),
+                    f"account {account.name!r} is its own ancestor ({' -> '.join([*seen_chain, parent])})",
+                )
+                break
+            seen_chain.append(parent)
+            parent = parents[parent]
         if account.parent != "root" and account.parent not in acct_names:
             yield SpecIssue(("slurm", "accounts", ai, "parent"), f"parent account {account.parent!r} is not defined")
         for qos_name in account.qos:
@@ -297,8 +308,21 @@ def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
         if not model.supports_mig:
             yield SpecIssue(loc, f"{model.name} does not support MIG")
             continue
+        claimed: dict[int, int] = {}
         for ei, entry in enumerate(entries):
             eloc = ("mig", "configs", group.mig_config, ei)
+            indices = list(range(group.hardware.gpu.count)) if entry.devices == "all" else entry.devices
+            repeated = sorted({d for d in indices if indices.count(d) > 1})
+            if repeated:
+                yield SpecIssue((*eloc, "devices"), f"GPU index(es) {repeated} listed more than once")
+            overlap = sorted({d for d in indices if d in claimed})
+            if overlap:
+                yield SpecIssue(
+                    (*eloc, "devices"),
+                    f"GPU index(es) {overlap} already laid out by entry {claimed[overlap[0]]} of this config",
+                )
+            for d in indices:
+                claimed.setdefault(d, ei)
             if isinstance(entry.devices, list):
                 out = [d for d in entry.devices if d >= group.hardware.gpu.count or d < 0]
                 if out:
@@ -354,6 +378,16 @@ def topology_rules(spec: Spec) -> Iterator[SpecIssue]:
                 break
             seen.add(cur)
             cur = switches[cur].parent
+    compute_groups = [(gi, g) for gi, g in enumerate(spec.node_groups) if Role.COMPUTE in g.roles]
+    placed = [gi for gi, g in compute_groups if g.leaf_switch is not None]
+    if placed and len(placed) != len(compute_groups):
+        for gi, g in compute_groups:
+            if g.leaf_switch is None:
+                yield SpecIssue(
+                    ("node_groups", gi, "leaf_switch"),
+                    f"compute group {g.name!r} has no leaf switch while others do: Slurm's topology/tree "
+                    "needs every compute node on a switch",
+                )
     for gi, group in enumerate(spec.node_groups):
         if group.leaf_switch is None:
             continue
@@ -380,7 +414,7 @@ def topology_rules(spec: Spec) -> Iterator[SpecIssue]:
 @rule
 def kubernetes_rules(spec: Spec) -> Iterator[SpecIssue]:
     k = spec.kubernetes
-    if k is None:
+    if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
         return
     tenants = k.batch_queue.tenants
     for name in _dupes(t.name for t in tenants):

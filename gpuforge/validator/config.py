@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuforge.spec.model import ContainerEngine, ManagedBy, Role, Spec
+from gpuforge.render.nvidia import host_dcgm_exporter, host_toolkit
+from gpuforge.spec.model import ContainerEngine, Role, Spec
 from gpuforge.spec.nodes import Node
 
 HEALTH_PROGRAM = "/usr/local/sbin/gpuforge-health"
@@ -23,16 +24,6 @@ DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
 NVIDIA_RUNTIME_BIN = "/usr/bin/nvidia-container-runtime"
 #: Core dcgm-exporter metrics (all in its default counters) expected when the spec lists none.
 DCGM_CORE_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS")
-
-
-def _host_toolkit(spec: Spec) -> bool:
-    return spec.kubernetes is None or spec.kubernetes.gpu_operator.toolkit is ManagedBy.HOST
-
-
-def _host_dcgm_exporter(spec: Spec) -> bool:
-    if not (spec.dcgm.enabled and spec.dcgm.exporter):
-        return False
-    return spec.kubernetes is None or not spec.kubernetes.gpu_operator.dcgm_exporter
 
 
 def health_config(spec: Spec, node: Node) -> dict[str, Any]:
@@ -67,7 +58,7 @@ def health_config(spec: Spec, node: Node) -> dict[str, Any]:
         cfg["dcgm"] = {
             "enabled": spec.dcgm.enabled,
             "diag_level": spec.dcgm.diag_level,
-            "exporter": _host_dcgm_exporter(spec),
+            "exporter": host_dcgm_exporter(spec),
             "exporter_port": spec.dcgm.exporter_port,
             "counters": list(spec.dcgm.counters or DCGM_CORE_METRICS),
         }
@@ -77,7 +68,7 @@ def health_config(spec: Spec, node: Node) -> dict[str, Any]:
         docker = engine is ContainerEngine.DOCKER
         cfg["container"] = {
             "engine": engine.value,
-            "toolkit_on_host": _host_toolkit(spec),
+            "toolkit_on_host": host_toolkit(spec),
             "config_file": DOCKER_DAEMON_JSON if docker else CONTAINERD_CONFIG,
             "containerd_dropin": None if docker else CONTAINERD_NVIDIA_DROPIN,
             "runtime_bin": NVIDIA_RUNTIME_BIN,

@@ -493,7 +493,7 @@ def test_no_machine_paths_or_unrendered_markers(inv: str) -> None:
         assert text.endswith("\n"), path
 
 
-@pytest.mark.parametrize("name", ["yes", "on", "0x10", "1.5", "null", "~", "all-1g"])
+@pytest.mark.parametrize("name", ["yes", "on", "no", "null", "true", "all-1g"])
 def test_mig_config_names_survive_yaml(name: str) -> None:
     """Config names that YAML 1.1 would read as booleans, numbers or null stay strings."""
 

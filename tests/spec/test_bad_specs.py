@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.spec import SpecError, parse_spec
+from gpuforge.spec import SpecError, load_spec, parse_spec
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -161,9 +161,8 @@ def test_bad_spec_is_refused(case: Case) -> None:
 @pytest.mark.parametrize("case", [c for c in CASES if not c.xfail], ids=lambda c: c.path.stem)
 def test_parse_spec_raises_spec_error_with_the_same_problems(case: Case) -> None:
     """The library gives the same problems as the CLI: a SpecError, never another exception."""
-    text = case.path.read_text(encoding="utf-8")
     with pytest.raises(SpecError) as info:
-        parse_spec(text, case.path.name)
+        load_spec(case.path)
     formatted = [issue.format(case.path.name) for issue in info.value.issues]
     for expect in case.expects:
         assert any(expect in line for line in formatted), (expect, formatted)

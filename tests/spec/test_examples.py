@@ -311,12 +311,6 @@ def test_adding_a_partition_is_live() -> None:
     assert changes[0].policy is UpdatePolicy.LIVE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="diff._walk puts list items' names into the path and field_policy treats any path part that "
-    "is a field name as that field: a node group named 'hosts' makes its hardware changes 'live' "
-    "(they are rolling), one named 'roles' makes them 'rebuild'",
-)
 @pytest.mark.parametrize("group", ["hosts", "roles", "name"])
 def test_field_policy_is_not_confused_by_item_names(group: str) -> None:
     def rename(d: dict[str, Any]) -> None:

@@ -108,21 +108,11 @@ def test_hostlist_error_is_a_value_error() -> None:
     assert issubclass(HostlistError, ValueError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hostlist._expand_range checks str.isdigit(), which is true for non-ASCII digits such as "
-    "'²', so int() raises a plain ValueError (not HostlistError) that rules._partition_nodes does not catch",
-)
 def test_non_ascii_digit_in_range_is_a_hostlist_error() -> None:
     with pytest.raises(HostlistError):
         expand("n[1-\u00b2]")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hostlist accepts non-ASCII digits ('n[\u0663]' -> 'n\u0663') and compress's \\d turns "
-    "them into ASCII ('n3'), so expand(compress(x)) != x",
-)
 def test_non_ascii_digits_are_refused_or_round_trip() -> None:
     try:
         names = expand("n[\u0663]")
