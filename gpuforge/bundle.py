@@ -326,6 +326,11 @@ class Resolution:
     required_by: dict[str, str] = field(default_factory=dict)
     external: dict[str, set[str]] = field(default_factory=dict)  # dependency text -> packages needing it
     problems: list[str] = field(default_factory=list)
+    deps: dict[str, list[list[Relation]]] = field(default_factory=dict, repr=False)  # package -> its relations
+
+    def constraints(self, name: str) -> list[Relation]:
+        """Relations on ``name`` that the chosen packages require without alternatives."""
+        return [g[0] for groups in self.deps.values() for g in groups if len(g) == 1 and g[0].name == name]
 
 
 def _ordered(index: PackageIndex, name: str, pins: list[Pin]) -> list[Stanza]:
@@ -354,10 +359,12 @@ def resolve(index: PackageIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()
     """The wanted packages and their Depends/Pre-Depends closure within ``index``.
 
     One version per package: wanted versions match the want's globs; dependencies take the
-    first version in apt's preference order (``pins``, then newest) that satisfies them.
+    first version in apt's preference order (``pins``, then newest) that satisfies them and,
+    where one does, every other requirement the chosen packages put on that package.
     An alternative group is satisfied by an already chosen package, else by its first
-    alternative the repository has; a group none of whose names the repository carries is
-    ``external``; one whose names it carries only at unsuitable versions is a problem.
+    alternative the repository has (a superset where apt would take an earlier one from the
+    OS archive); a group none of whose names the repository carries is ``external``; one
+    whose names it carries only at unsuitable versions is a problem.
     """
     pins = list(pins)
     res = Resolution()
@@ -366,6 +373,7 @@ def resolve(index: PackageIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()
     def choose(s: Stanza, why: str) -> None:
         res.selected[s.package] = s
         res.required_by[s.package] = why
+        res.deps[s.package] = parse_relations(s.get("Pre-Depends")) + parse_relations(s.get("Depends"))
         queue.append(s)
 
     for w in wants:
@@ -382,9 +390,8 @@ def resolve(index: PackageIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()
             res.problems.append(f"{w.package} {want} is not in the repository (versions there: {have})")
     while queue:
         s = queue.pop(0)
-        for fname in ("Pre-Depends", "Depends"):
-            for group in parse_relations(s.get(fname)):
-                _resolve_group(index, pins, res, s, group, choose)
+        for group in res.deps[s.package]:
+            _resolve_group(index, pins, res, s, group, choose)
     return res
 
 
@@ -401,6 +408,9 @@ def _resolve_group(
         return
     for r in group:
         real = [s for s in _ordered(index, r.name, pins) if version_satisfies(s.version, r.op, r.version)]
+        # Versions that also meet every other hard requirement on the package come first.
+        hard = res.constraints(r.name)
+        real.sort(key=lambda s: not all(version_satisfies(s.version, c.op, c.version) for c in hard))
         ok = {
             id(s)
             for s, pv in index.providers.get(r.name, [])

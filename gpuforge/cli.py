@@ -186,7 +186,8 @@ def bundle(
         else:
             for p in problems:
                 err.print(f"{verify}: {p}", markup=False, highlight=False)
-            out.print(f"{verify}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
+            summary = f"{verify}: {'OK' if not problems else f'{len(problems)} problem(s)'}"
+            out.print(summary, markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1 if problems else 0)
     if spec is None or output is None:
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR", markup=False)
@@ -203,16 +204,19 @@ def bundle(
             f"{result.reused} reused, {result.removed} stale removed",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         for r in m["repositories"]:
             ext = len(r["external"])
-            out.print(f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies", markup=False)
+            out.print(f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies", soft_wrap=True)
         for miss in m["missing"]:
             err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
         for u in m["unsupported"]:
             if not u["provided"]:
                 err.print(f"unsupported {u['repository']}: {u['reason']}", markup=False, highlight=False)
-        out.print("complete" if result.complete else "INCOMPLETE: see manifest.json (missing, unsupported)")
+        out.print(
+            "complete" if result.complete else "INCOMPLETE: see manifest.json (missing, unsupported)", soft_wrap=True
+        )
     raise typer.Exit(0 if result.complete else 1)
 
 

@@ -1,0 +1,250 @@
+"""Bundle test support: tiny real .deb files, flat repositories and a loopback HTTP server.
+
+Every request these tests make goes to 127.0.0.1 (a ``http.server`` on a random port).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# name, version, Depends, Provides
+Deb = tuple[str, str, str, str]
+
+CONTAINER_DEBS: list[Deb] = [
+    (
+        "nvidia-container-toolkit",
+        "1.17.8-1",
+        "nvidia-container-toolkit-base (= 1.17.8-1), libnvidia-container-tools (>= 1.17.8)",
+        "",
+    ),
+    ("nvidia-container-toolkit", "1.17.7-1", "nvidia-container-toolkit-base (= 1.17.7-1)", ""),
+    ("nvidia-container-toolkit", "1.18.0-1", "nvidia-container-toolkit-base (= 1.18.0-1)", ""),
+    ("nvidia-container-toolkit-base", "1.17.8-1", "", ""),
+    ("nvidia-container-toolkit-base", "1.18.0-1", "", ""),
+    ("libnvidia-container-tools", "1.17.8-1", "libnvidia-container1 (>= 1.17.8-1), libc6 (>= 2.34)", ""),
+    ("libnvidia-container-tools", "1.18.0-1", "libnvidia-container1 (>= 1.18.0-1)", ""),
+    ("libnvidia-container1", "1.17.8-1", "libc6 (>= 2.34), libseccomp2 | libcap2", ""),
+    ("libnvidia-container1", "1.18.0-1", "libc6 (>= 2.34)", ""),
+    ("nvidia-docker2", "2.14.0-1", "nvidia-container-toolkit (>= 1.17.8-1)", ""),
+]
+
+DRV = "550.163.01-0ubuntu1"
+CUDA_DEBS: list[Deb] = [
+    (
+        "nvidia-headless-550-server-open",
+        DRV,
+        f"nvidia-kernel-common-550-server (= {DRV}), nvidia-kernel-source-550-server-open (= {DRV})",
+        "",
+    ),
+    ("nvidia-headless-550-server-open", "550.144.03-0ubuntu1", "nvidia-kernel-common-550-server", ""),
+    ("nvidia-headless-550-server-open", "550.170.01-0ubuntu1", "nvidia-kernel-common-550-server", ""),
+    ("nvidia-kernel-common-550-server", DRV, "", ""),
+    ("nvidia-kernel-common-550-server", "550.170.01-0ubuntu1", "", ""),
+    ("nvidia-kernel-source-550-server-open", DRV, "dkms | nvidia-dkms-550-server-open", ""),
+    ("nvidia-utils-550-server", DRV, f"libnvidia-compute-550-server (= {DRV}), libc6 (>= 2.34)", ""),
+    ("libnvidia-compute-550-server", DRV, "", "libcuda1 (= 550.163.01), libnvidia-ml1"),
+    ("libnvidia-compute-550-server", "550.170.01-0ubuntu1", "", "libcuda1 (= 550.170.01)"),
+    ("datacenter-gpu-manager-4-core", "1:4.2.3-1", "libc6 (>= 2.34), libnvidia-ml1", ""),
+    ("datacenter-gpu-manager-4-core", "1:4.3.0-1", "libc6 (>= 2.34)", ""),
+    ("datacenter-gpu-manager-4-proprietary", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),
+    ("datacenter-gpu-manager-4-proprietary", "1:4.3.0-1", "datacenter-gpu-manager-4-core (= 1:4.3.0-1)", ""),
+]
+
+ARTIFACTS = {
+    "enroot_3.5.0-1_amd64.deb": b"fake enroot 3.5.0\n",
+    "enroot+caps_3.5.0-1_amd64.deb": b"fake enroot+caps 3.5.0\n",
+    "pyxis-0.20.0.tar.gz": b"fake pyxis 0.20.0\n",
+    "dcgm-exporter-4.2.3-4.1.3-linux-amd64": b"#!/bin/sh\necho fake dcgm-exporter\n",
+}
+
+SPEC = """\
+cluster: {{name: offl, scheduler: slurm, os: ubuntu24.04}}
+sources:
+{sources}
+versions:
+  driver: {{version: 550.163.01, flavor: open, source: nvidia}}
+  container_toolkit: 1.17.8
+  enroot: 3.5.0
+  pyxis: 0.20.0
+  dcgm: 4.2.3
+  dcgm_exporter: 4.2.3-4.1.3
+node_groups:
+  - name: ctl
+    hosts: ctl01
+    roles: [controller, accounting-db]
+  - name: gpu
+    hosts: gpu[01-02]
+    roles: [compute]
+    hardware: {{gpu: {{model: H100-80GB, count: 8}}}}
+container_runtime: {{engine: containerd, cdi: true}}
+slurm:
+  partitions: [{{name: gpu, nodes: gpu, default: true}}]
+"""
+
+
+def mirror_spec(base: str) -> str:
+    """The test cluster in mirror mode, every NVIDIA source on ``base``."""
+    return SPEC.format(
+        sources=(
+            "  mode: mirror\n  mirrors:\n"
+            f"    nvidia_cuda: {base}/cuda\n    nvidia_container: {base}/container\n    artifacts: {base}/artifacts"
+        )
+    )
+
+
+def offline_spec(bundle_dir: Path) -> str:
+    """The test cluster in offline mode on ``bundle_dir``."""
+    return SPEC.format(sources=f"  mode: offline\n  bundle_dir: {bundle_dir}")
+
+
+def build_deb(workdir: Path, name: str, version: str, depends: str = "", provides: str = "") -> Path:
+    """A tiny real .deb (one doc file) built with dpkg-deb."""
+    root = workdir / f"{name}_{version.replace(':', '%3a')}"
+    (root / "DEBIAN").mkdir(parents=True)
+    control = [
+        f"Package: {name}",
+        f"Version: {version}",
+        "Architecture: amd64",
+        "Maintainer: gpuforge tests <tests@example.org>",
+        "Section: utils",
+        "Priority: optional",
+    ]
+    if depends:
+        control.append(f"Depends: {depends}")
+    if provides:
+        control.append(f"Provides: {provides}")
+    control.append(f"Description: {name} test package\n fake {name} {version} for gpuforge bundle tests")
+    (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+    doc = root / "usr" / "share" / "doc" / name
+    doc.mkdir(parents=True)
+    (doc / "README").write_text(f"{name} {version}\n")
+    out = workdir / f"{name}_{version.split(':', 1)[-1]}_amd64.deb"
+    subprocess.run(
+        ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(out)], check=True, capture_output=True
+    )
+    shutil.rmtree(root)
+    return out
+
+
+def flat_repo(repo: Path, debs: list[Deb], work: Path, gz: bool) -> None:
+    """An upstream-style flat repository: ``pool/*.deb`` and a ``Packages`` (+ ``.gz``) index."""
+    pool = repo / "pool"
+    pool.mkdir(parents=True)
+    stanzas = []
+    for name, version, depends, provides in debs:
+        deb = build_deb(work, name, version, depends, provides)
+        target = pool / deb.name
+        shutil.move(deb, target)
+        data = target.read_bytes()
+        control = subprocess.run(["dpkg-deb", "-f", str(target)], check=True, capture_output=True, text=True).stdout
+        stanzas.append(
+            control.rstrip("\n")
+            + f"\nFilename: ./pool/{target.name}\nSize: {len(data)}\nMD5sum: {hashlib.md5(data).hexdigest()}"
+            + f"\nSHA256: {hashlib.sha256(data).hexdigest()}\n"
+        )
+    text = "\n".join(stanzas)
+    if gz:
+        (repo / "Packages.gz").write_bytes(gzip.compress(text.encode()))
+    else:
+        (repo / "Packages").write_text(text)
+
+
+@dataclass
+class Server:
+    """A loopback HTTP server over ``root``; ``requests`` lists the paths asked for."""
+
+    root: Path
+    requests: list[str] = field(default_factory=list)
+    httpd: http.server.ThreadingHTTPServer | None = None
+    port: int = 0
+
+    def start(self, port: int = 0) -> None:
+        outer = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *a: Any, **kw: Any) -> None:
+                super().__init__(*a, directory=str(outer.root), **kw)
+
+            def do_GET(self) -> None:
+                outer.requests.append(self.path)
+                super().do_GET()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Served tree: ``container/`` (plain Packages), ``cuda/`` (Packages.gz), ``artifacts/``."""
+    if shutil.which("dpkg-deb") is None:
+        pytest.skip("dpkg-deb is not installed")
+    root = tmp_path_factory.mktemp("upstream")
+    work = tmp_path_factory.mktemp("debs")
+    flat_repo(root / "container", CONTAINER_DEBS, work, gz=False)
+    flat_repo(root / "cuda", CUDA_DEBS, work, gz=True)
+    (root / "artifacts").mkdir()
+    for name, data in ARTIFACTS.items():
+        (root / "artifacts" / name).write_bytes(data)
+    return root
+
+
+@pytest.fixture
+def served(upstream: Path, tmp_path: Path) -> Iterator[Server]:
+    """A private copy of the upstream tree, served on 127.0.0.1 (shut down after the test)."""
+    root = tmp_path / "served"
+    shutil.copytree(upstream, root)
+    server = Server(root)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def cli_env() -> dict[str, str]:
+    """The environment for CLI runs: no proxy, so loopback requests stay on loopback."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["no_proxy"] = "127.0.0.1,localhost"
+    return env
+
+
+def run_bundle(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gpuforge bundle ARGS`` as a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuforge.cli", "bundle", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_env(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )

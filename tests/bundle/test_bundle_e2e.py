@@ -1,0 +1,349 @@
+"""``gpuforge bundle`` end to end against flat repositories served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuforge import nvidia_sources as src
+from gpuforge.bundle import PackageIndex, parse_packages, verify_bundle
+from tests.bundle.conftest import ARTIFACTS, Server, cli_env, mirror_spec, run_bundle
+
+CONTAINER = "apt/nvidia-container"
+CUDA = "apt/nvidia-cuda"
+PINNED = {
+    CONTAINER: {
+        "nvidia-container-toolkit": "1.17.8-1",
+        "nvidia-container-toolkit-base": "1.17.8-1",
+        "libnvidia-container-tools": "1.17.8-1",
+        "libnvidia-container1": "1.17.8-1",
+    },
+    CUDA: {
+        "nvidia-headless-550-server-open": "550.163.01-0ubuntu1",
+        "nvidia-utils-550-server": "550.163.01-0ubuntu1",
+        "nvidia-kernel-common-550-server": "550.163.01-0ubuntu1",  # dependency (=)
+        "nvidia-kernel-source-550-server-open": "550.163.01-0ubuntu1",  # dependency (=)
+        "libnvidia-compute-550-server": "550.163.01-0ubuntu1",  # dependency (=), provides libnvidia-ml1
+        "datacenter-gpu-manager-4-core": "1:4.2.3-1",  # epoch, not the newer 1:4.3.0-1
+        "datacenter-gpu-manager-4-proprietary": "1:4.2.3-1",
+    },
+}
+EXTERNAL = {
+    CONTAINER: {
+        "libc6 (>= 2.34)": ["libnvidia-container-tools", "libnvidia-container1"],
+        "libseccomp2 | libcap2": ["libnvidia-container1"],
+    },
+    CUDA: {
+        "dkms | nvidia-dkms-550-server-open": ["nvidia-kernel-source-550-server-open"],
+        "libc6 (>= 2.34)": ["datacenter-gpu-manager-4-core", "nvidia-utils-550-server"],
+    },
+}
+
+
+def sha256(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def manifest(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "manifest.json").read_text())
+    return data
+
+
+def all_files(out: Path) -> dict[str, str]:
+    return {p.relative_to(out).as_posix(): sha256(p) for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def no_leftovers(out: Path) -> None:
+    """Nothing half-written: no partial downloads, no temp files."""
+    assert not (out / ".partial").exists()
+    leftovers = [p.name for p in out.rglob("*") if p.name.endswith((".part", ".tmp"))]
+    assert leftovers == []
+
+
+def write_spec(tmp_path: Path, base: str, name: str = "cluster.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(mirror_spec(base))
+    return path
+
+
+def fetched(server: Server) -> list[str]:
+    """Package and artifact files the server sent (indexes excluded)."""
+    return [p for p in server.requests if "/Packages" not in p]
+
+
+def check_complete_bundle(out: Path, spec_file: Path) -> None:
+    m = manifest(out)
+    assert m["format"] == "gpuforge-bundle/1"
+    assert m["spec"] == {"name": "offl", "file": spec_file.name, "sha256": sha256(spec_file)}
+    assert m["complete"] is True and m["missing"] == [] and m["unsupported"] == []
+    assert m["fetched_from"] == "mirror"
+    assert m["created"].endswith("Z")
+    # Layout: exactly the manifest's files plus the manifest itself.
+    listed = {f["path"]: f for f in m["files"]}
+    assert set(all_files(out)) == {*listed, "manifest.json"}
+    for rel, entry in listed.items():
+        assert entry["sha256"] == sha256(out / rel), rel
+        assert entry["size"] == (out / rel).stat().st_size, rel
+    assert {f"artifacts/{n}" for n in ARTIFACTS} <= set(listed)
+    for name, data in ARTIFACTS.items():
+        assert (out / "artifacts" / name).read_bytes() == data
+        assert listed[f"artifacts/{name}"]["source"].endswith(f"/artifacts/{name}")
+        assert listed[f"artifacts/{name}"]["checksum"] == "none published (recorded)"
+    repos = {r["path"]: r for r in m["repositories"]}
+    assert set(repos) == {CONTAINER, CUDA}
+    for path, pinned in PINNED.items():
+        # The regenerated index: one stanza per bundled .deb, at the pinned versions only.
+        stanzas = parse_packages((out / path / "Packages").read_text())
+        assert {s.package: s.version for s in stanzas} == pinned
+        assert len(stanzas) == len(pinned)
+        debs = sorted(p.name for p in (out / path).glob("*.deb"))
+        assert debs == sorted(s.filename.removeprefix("./") for s in stanzas)
+        for s in stanzas:
+            deb = out / path / s.filename
+            assert s.filename == f"./{deb.name}"  # relative, flat
+            assert s.get("Size") == str(deb.stat().st_size)
+            assert s.get("SHA256") == sha256(deb)
+            assert s.get("MD5sum") == hashlib.md5(deb.read_bytes()).hexdigest()
+            assert s.arch == "amd64" and s.get("Description")
+            control = subprocess.run(["dpkg-deb", "-f", str(deb), "Package", "Version"], capture_output=True, text=True)
+            assert control.stdout.split() == ["Package:", s.package, "Version:", s.version]
+            assert listed[f"{path}/{deb.name}"]["checksum"] == "index"
+        assert listed[f"{path}/Packages"]["source"].startswith("generated from http://127.0.0.1:")
+        assert {p["package"]: p["version"] for p in repos[path]["packages"]} == pinned
+        assert {e["dependency"]: e["required_by"] for e in repos[path]["external"]} == EXTERNAL[path]
+        assert PackageIndex(stanzas).by_name.keys() == pinned.keys()
+    no_leftovers(out)
+
+
+def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
+    spec_file = write_spec(tmp_path, served.url)
+    out = tmp_path / "bundle"
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "complete" in cp.stdout and "INCOMPLETE" not in cp.stdout
+    check_complete_bundle(out, spec_file)
+    # Only what is needed was fetched: no older or newer version, no unrelated package.
+    got = fetched(served)
+    assert len(got) == len(PINNED[CONTAINER]) + len(PINNED[CUDA]) + len(ARTIFACTS)
+    assert not any(v in p for p in got for v in ("1.17.7", "1.18.0", "4.3.0", "550.144", "550.170", "docker"))
+    assert verify_bundle(out) == []
+    cp = run_bundle("--verify", str(out))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "OK" in cp.stdout
+
+    # A re-run re-reads the indexes and downloads nothing.
+    before = all_files(out)
+    served.requests.clear()
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "0 downloaded, 15 reused" in cp.stdout
+    assert fetched(served) == []
+    assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"
+    }
+
+    # The mirror goes away: exit 1, each unreachable index recorded, the bundle left as it was.
+    served.stop()
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "INCOMPLETE" in cp.stdout
+    m = manifest(out)
+    assert m["complete"] is False
+    assert [(x["what"], x["url"]) for x in m["missing"]] == [
+        (f"{CONTAINER}: Packages index", f"{served.url}/container/Packages.gz"),
+        (f"{CUDA}: Packages index", f"{served.url}/cuda/Packages.gz"),
+    ]
+    assert all("unreachable" in x["error"] and "refused" in x["error"].lower() for x in m["missing"])
+    assert "missing apt/nvidia-cuda: Packages index" in cp.stderr
+    assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"
+    }
+    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 7}
+    assert all(f["sha256"] == before[f["path"]] for f in m["files"])
+    no_leftovers(out)
+    problems = verify_bundle(out)
+    assert problems == ["the manifest records an incomplete bundle (2 missing, 0 unsupported)"]
+
+    # Back on another port (a new spec file): complete again, every file reused.
+    again = Server(served.root)
+    again.start()
+    try:
+        spec2 = write_spec(tmp_path, again.url, "cluster2.yaml")
+        cp = run_bundle(str(spec2), "-o", str(out))
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert fetched(again) == []
+    finally:
+        again.stop()
+    check_complete_bundle(out, spec2)
+
+    # --verify notices a changed file, and a stray file in a pushed repository.
+    deb = next((out / CONTAINER).glob("nvidia-container-toolkit_*.deb"))
+    deb.write_bytes(deb.read_bytes() + b"tampered")
+    (out / CUDA / "extra.deb").write_bytes(b"not listed")
+    cp = run_bundle("--verify", str(out))
+    assert cp.returncode == 1
+    assert f"{CONTAINER}/{deb.name}: " in cp.stderr
+    assert f"{CUDA}/extra.deb: not in the manifest" in cp.stderr
+    assert "2 problem(s)" in cp.stdout
+
+
+def test_unreachable_mirror_on_a_fresh_directory(tmp_path: Path) -> None:
+    dead = Server(tmp_path)
+    dead.start()
+    dead.stop()  # a port nothing listens on any more
+    spec_file = write_spec(tmp_path, dead.url)
+    out = tmp_path / "bundle"
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    m = manifest(out)
+    assert m["complete"] is False and m["files"] == []
+    missing = {x["what"]: x for x in m["missing"]}
+    assert set(missing) == {
+        f"{CONTAINER}: Packages index",
+        f"{CUDA}: Packages index",
+        *(f"artifacts/{n}" for n in ARTIFACTS),
+    }
+    for x in missing.values():
+        assert x["url"].startswith(dead.url) and "unreachable" in x["error"]
+    assert missing["artifacts/pyxis-0.20.0.tar.gz"]["url"] == f"{dead.url}/artifacts/pyxis-0.20.0.tar.gz"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == ["manifest.json"]
+    assert "INCOMPLETE" in cp.stdout
+    cp = run_bundle("--verify", str(out))
+    assert cp.returncode == 1
+
+
+def test_bad_checksum_and_missing_file_are_recorded(served: Server, tmp_path: Path) -> None:
+    pool = served.root / "container" / "pool"
+    bad = pool / "libnvidia-container1_1.17.8-1_amd64.deb"
+    bad.write_bytes(bad.read_bytes()[:-1] + b"X")  # same size, another checksum than the index says
+    (pool / "nvidia-container-toolkit-base_1.17.8-1_amd64.deb").unlink()
+    (served.root / "artifacts" / "pyxis-0.20.0.tar.gz").unlink()
+    spec_file = write_spec(tmp_path, served.url)
+    out = tmp_path / "bundle"
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    m = manifest(out)
+    missing = {x["what"]: x["error"] for x in m["missing"]}
+    assert missing.keys() == {
+        f"{CONTAINER}/libnvidia-container1_1.17.8-1_amd64.deb",
+        f"{CONTAINER}/nvidia-container-toolkit-base_1.17.8-1_amd64.deb",
+        "artifacts/pyxis-0.20.0.tar.gz",
+    }
+    assert "does not match the published" in missing[f"{CONTAINER}/libnvidia-container1_1.17.8-1_amd64.deb"]
+    assert missing["artifacts/pyxis-0.20.0.tar.gz"] == "HTTP 404 File not found"
+    # The rest is there; the index lists only what is in the directory.
+    stanzas = parse_packages((out / CONTAINER / "Packages").read_text())
+    assert sorted(s.package for s in stanzas) == ["libnvidia-container-tools", "nvidia-container-toolkit"]
+    assert not (out / CONTAINER / bad.name).exists()
+    assert (out / CUDA / "Packages").is_file()
+    no_leftovers(out)
+
+
+def test_changed_pin_replaces_stale_packages(served: Server, tmp_path: Path) -> None:
+    spec_file = write_spec(tmp_path, served.url)
+    out = tmp_path / "bundle"
+    assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
+    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.17.8", "container_toolkit: 1.18.0"))
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "4 stale removed" in cp.stdout
+    debs = sorted(p.name for p in (out / CONTAINER).glob("*.deb"))
+    assert debs == [
+        "libnvidia-container-tools_1.18.0-1_amd64.deb",
+        "libnvidia-container1_1.18.0-1_amd64.deb",
+        "nvidia-container-toolkit-base_1.18.0-1_amd64.deb",
+        "nvidia-container-toolkit_1.18.0-1_amd64.deb",
+    ]
+    assert verify_bundle(out) == []
+
+
+def test_rhel_repositories_are_unsupported(served: Server, tmp_path: Path) -> None:
+    spec_file = write_spec(tmp_path, served.url)
+    spec_file.write_text(spec_file.read_text().replace("os: ubuntu24.04", "os: rhel9"))
+    for name in ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm"):
+        (served.root / "artifacts" / name).write_bytes(b"fake enroot rpm\n")
+    out = tmp_path / "bundle"
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    m = manifest(out)
+    assert m["missing"] == [] and m["repositories"] == []
+    unsupported = {u["repository"]: u for u in m["unsupported"]}
+    assert set(unsupported) == {"rpm/nvidia-cuda", "rpm/nvidia-container"}
+    assert all("createrepo" in u["reason"] and not u["provided"] for u in unsupported.values())
+    assert "nvidia-container-toolkit" in unsupported["rpm/nvidia-container"]["packages"]
+    assert "unsupported rpm/nvidia-cuda" in cp.stderr
+    # Release files are fetched all the same (the rpm names of enroot).
+    assert (out / "artifacts" / "pyxis-0.20.0.tar.gz").is_file()
+    assert (out / "artifacts" / "enroot-3.5.0-1.el8.x86_64.rpm").read_bytes() == b"fake enroot rpm\n"
+    # A repository built by hand with createrepo is recorded (and checked by --verify).
+    for kind in ("nvidia-cuda", "nvidia-container"):
+        repodata = out / "rpm" / kind / "repodata"
+        repodata.mkdir(parents=True)
+        (repodata / "repomd.xml").write_text("<repomd/>\n")
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    m = manifest(out)
+    assert all(u["provided"] for u in m["unsupported"])
+    assert "rpm/nvidia-cuda/repodata/repomd.xml" in {f["path"] for f in m["files"]}
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="apt-get is not installed")
+def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
+    """apt reads the regenerated indexes through the deploy's own source lines and pins,
+    resolves the pinned packages with the OS's libc6 and checks every .deb's checksum."""
+    spec_file = write_spec(tmp_path, served.url)
+    out = tmp_path / "bundle"
+    assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
+    root = tmp_path / "apt"
+    for d in ("etc/preferences.d", "etc/sources.list.d", "state/lists/partial", "cache/archives/partial"):
+        (root / d).mkdir(parents=True)
+    lines = [
+        src.apt_list_line(src.Repo(kind, url=str(out / "apt" / kind), bundle=str(out / "apt" / kind)), "")
+        for kind in ("nvidia-container", "nvidia-cuda")
+    ]
+    assert all(line.startswith("deb [trusted=yes] file:") for line in lines)
+    (root / "etc/sources.list").write_text("".join(lines))
+    (root / "etc/preferences.d/driver").write_text(src.driver_pin("550.163.01"))
+    (root / "etc/preferences.d/dcgm").write_text(src.dcgm_pin("4.2.3"))
+    os_packages = {"libc6": "2.39-0ubuntu8", "libseccomp2": "2.5.5-1ubuntu3", "dkms": "3.0.11-1ubuntu13"}
+    (root / "state/status").write_text(
+        "\n".join(
+            f"Package: {p}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {v}\n"
+            f"Maintainer: os <os@example.org>\nDescription: from the OS archive\n"
+            for p, v in os_packages.items()
+        )
+    )
+    conf = root / "apt.conf"
+    conf.write_text(
+        f'Dir::Etc::SourceList "{root}/etc/sources.list";\n'
+        f'Dir::Etc::SourceParts "{root}/etc/sources.list.d";\n'
+        f'Dir::Etc::Preferences "{root}/etc/preferences";\n'
+        f'Dir::Etc::PreferencesParts "{root}/etc/preferences.d";\n'
+        f'Dir::State "{root}/state";\nDir::State::status "{root}/state/status";\n'
+        f'Dir::Cache "{root}/cache";\nAPT::Architecture "amd64";\nAPT::Architectures {{ "amd64"; }};\n'
+        'APT::Sandbox::User "root";\nDebug::NoLocking "true";\nAcquire::Languages "none";\n'
+    )
+    env = {**cli_env(), "APT_CONFIG": str(conf)}
+    update = subprocess.run(["apt-get", "-q", "update"], capture_output=True, text=True, env=env)
+    assert update.returncode == 0, update.stdout + update.stderr
+    assert "W:" not in update.stdout + update.stderr
+    toolkit = [f"{p}=1.17.8-1" for p in PINNED[CONTAINER]]
+    # As the deploys ask: the toolkit at =version, the rest held by the pins above.
+    wanted = [*toolkit, "nvidia-headless-550-server-open", "nvidia-utils-550-server"]
+    wanted += ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary"]
+    cmd = ["apt-get", "-q", "-y", "--no-install-recommends", "--download-only", "install", *wanted]
+    inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert inst.returncode == 0, inst.stdout + inst.stderr
+    got = {line.split()[3]: line.split()[4] for line in inst.stdout.splitlines() if line.startswith("Get:")}
+    assert got == {**PINNED[CONTAINER], **PINNED[CUDA]}
+    # apt checks the index's checksums: a changed .deb is refused.
+    deb = out / CUDA / "nvidia-utils-550-server_550.163.01-0ubuntu1_amd64.deb"
+    deb.write_bytes(deb.read_bytes() + b"x")
+    inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert inst.returncode != 0
+    assert "Hash Sum mismatch" in inst.stdout + inst.stderr or "Size mismatch" in inst.stdout + inst.stderr

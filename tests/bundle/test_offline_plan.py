@@ -1,0 +1,126 @@
+"""Offline mode on a bundle made by ``gpuforge bundle``: the NVIDIA layers of a fresh node
+take every package and release file from the bundle, never from an upstream URL (pure:
+deploys.nvidia's layer builders and ``plan_layer`` on facts of a node with nothing installed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deploys import nvidia as nv
+from gpuforge import nvidia_sources as src
+from gpuforge.bundle import parse_packages
+from gpuforge.converge import LayerFacts, Step, plan_layer
+from gpuforge.operations.nvidia import HostFacts
+from gpuforge.spec import parse_spec, resolve_nodes
+from tests.bundle.conftest import ARTIFACTS, Server, mirror_spec, offline_spec, run_bundle
+
+ON_NODE = src.BUNDLE_ON_NODE
+
+
+@pytest.fixture(scope="module")
+def bundle(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A complete bundle of the test cluster, built by the CLI from a loopback mirror."""
+    work = tmp_path_factory.mktemp("offline")
+    server = Server(upstream)
+    server.start()
+    try:
+        spec_file = work / "mirror.yaml"
+        spec_file.write_text(mirror_spec(server.url))
+        cp = run_bundle(str(spec_file), "-o", str(work / "bundle"))
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+    finally:
+        server.stop()
+    yield work / "bundle"
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def plan_node(bundle: Path, node: str) -> dict[str, list[Step]]:
+    """Every NVIDIA layer's steps on a fresh GPU node (H100s on the bus, nothing installed)."""
+    nv.reset_records()
+    spec = parse_spec(offline_spec(bundle))
+    n = next(x for x in resolve_nodes(spec) if x.name == node)
+    ctx = nv.Ctx.build(spec, n, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name=f"test-{node}")
+    return {layer.name: plan_layer(layer, LayerFacts())[0] for _, layer in nv.nvidia_layers(ctx)}
+
+
+def test_fresh_node_installs_everything_from_the_bundle(bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    sums = {f["path"]: f["sha256"] for f in manifest["files"]}
+    plans = plan_node(bundle, "gpu01")
+    steps = [s for layer in plans.values() for s in layer]
+
+    # Nothing is unavailable, nothing is fetched from anywhere.
+    assert [s.summary for s in steps if s.kind == "unavailable"] == []
+    for s in steps:
+        assert not re.search(r"\b(curl|wget) +-", s.command or ""), s  # (curl the OS package is fine)
+        assert "http://" not in (s.command or "") and "https://" not in (s.command or ""), s
+    uploads = {s.upload.path: s.upload.data for s in steps if s.upload is not None}
+    for path, data in uploads.items():
+        if path.startswith(("/etc/apt/sources.list.d/", "/etc/apt/preferences.d/")):
+            assert b"http" not in data, path
+
+    # The repositories: every bundle file pushed under /var/lib/gpuforge/bundle, as in the manifest.
+    pushed = {p: d for p, d in uploads.items() if p.startswith(ON_NODE + "/")}
+    for kind in ("nvidia-cuda", "nvidia-container"):
+        local = sorted(p.relative_to(bundle).as_posix() for p in (bundle / "apt" / kind).iterdir())
+        assert local, kind
+        for rel in local:
+            data = pushed[f"{ON_NODE}/{rel}"]
+            assert data == (bundle / rel).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == sums[rel]
+    assert uploads[src.CUDA_LIST] == f"deb [trusted=yes] file:{ON_NODE}/apt/nvidia-cuda ./\n".encode()
+    assert uploads[src.CONTAINER_LIST] == f"deb [trusted=yes] file:{ON_NODE}/apt/nvidia-container ./\n".encode()
+    assert not any(s.kind == "keyring" for s in plans["nvidia-repos"])  # a pushed bundle needs no key
+    assert [s.kind for s in plans["nvidia-repos"]][-1] == "apt-update"
+
+    # Release files: pushed from artifacts/ and installed from where they were pushed.
+    for name in ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb", "pyxis-0.20.0.tar.gz"):
+        assert uploads[f"{ON_NODE}/{name}"] == ARTIFACTS[name]
+    assert uploads[nv.DCGM_EXPORTER_BIN] == ARTIFACTS["dcgm-exporter-4.2.3-4.1.3-linux-amd64"]
+    enroot = next(s for s in plans["enroot"] if s.kind == "install")
+    assert "from the bundle" in enroot.summary
+    assert f"test -s {ON_NODE}/enroot_3.5.0-1_amd64.deb" in (enroot.command or "")
+    pyxis = next(s for s in plans["pyxis"] if s.kind == "build")
+    assert f"test -s {ON_NODE}/pyxis-0.20.0.tar.gz" in (pyxis.command or "")
+
+
+def test_every_nvidia_package_the_plan_installs_is_in_the_bundle(bundle: Path) -> None:
+    """Package names (and =versions) in the planned apt installs resolve in the bundle's indexes."""
+    index = {}
+    for kind in ("nvidia-cuda", "nvidia-container"):
+        for s in parse_packages((bundle / "apt" / kind / "Packages").read_text()):
+            index[s.package] = s.version
+    plans = plan_node(bundle, "gpu02")
+    installs = [s.command or "" for layer in plans.values() for s in layer if s.kind in ("install", "upgrade")]
+    nvidia_specs = [
+        word
+        for cmd in installs
+        for word in re.findall(r"[^\s;'{}|&]+", cmd)
+        if word.startswith(("nvidia-", "libnvidia-", "datacenter-gpu-manager-")) and "/" not in word
+    ]
+    assert nvidia_specs, installs
+    for spec in nvidia_specs:
+        name, _, version = spec.partition("=")
+        assert name in index, f"{name} is installed but not in the bundle"
+        if version:
+            assert index[name] == version
+    assert {s.partition("=")[0] for s in nvidia_specs} >= {
+        "nvidia-headless-550-server-open",
+        "nvidia-utils-550-server",
+        "nvidia-container-toolkit",
+        "libnvidia-container1",
+        "datacenter-gpu-manager-4-core",
+        "datacenter-gpu-manager-4-proprietary",
+    }
+
+
+def test_controller_gets_nothing_from_the_bundle(bundle: Path) -> None:
+    plans = plan_node(bundle, "ctl01")
+    assert all(steps == [] for steps in plans.values())
