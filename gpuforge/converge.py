@@ -19,10 +19,13 @@ from gpuforge.render.files import RenderedFile
 
 STAGING_DIR = "/var/lib/gpuforge/staging"
 APT_ENV = "DEBIAN_FRONTEND=noninteractive"
+# A stalled mirror must fail a run, not hang it: inactivity timeout and retries per request.
+APT_NET = "-o Acquire::Retries=3 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30"
 APT_INSTALL = (
-    f"{APT_ENV} apt-get -q -y -o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef "
+    f"{APT_ENV} apt-get -q -y {APT_NET} -o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef "
     "install --no-install-recommends"
 )
+APT_UPDATE = f"timeout 600 apt-get -q {APT_NET} update"
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ def _file_differs(want: RenderedFile, have: dict[str, Any] | None) -> tuple[bool
 def install_command(packages: list[str]) -> str:
     pkgs = " ".join(shlex.quote(p) for p in packages)
     # Try with the lists at hand; refresh them once only when that fails (fresh node, stale lists).
-    return f"{APT_INSTALL} {pkgs} || {{ apt-get -q update && {APT_INSTALL} {pkgs}; }}"
+    return f"{APT_INSTALL} {pkgs} || {{ {APT_UPDATE} && {APT_INSTALL} {pkgs}; }}"
 
 
 def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:

@@ -66,7 +66,9 @@ def test_upload_goes_through_private_staging_then_install_with_mode() -> None:
 def test_install_retries_after_refreshing_lists() -> None:
     steps, _ = plan_layer(Layer("p", packages=("slurmd", "munge")), LayerFacts(packages={"munge": "1"}))
     assert steps[0].kind == "install" and "slurmd" in (steps[0].command or "")
-    assert "apt-get -q update" in (steps[0].command or "") and "munge" not in (steps[0].summary or "")
+    cmd = steps[0].command or ""
+    assert "timeout 600 apt-get -q" in cmd and " update" in cmd and "munge" not in (steps[0].summary or "")
+    assert cmd.count("Acquire::http::Timeout=30") == 3  # install, update, install again
 
 
 def test_layer_state_round_trip() -> None:
