@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -67,7 +68,12 @@ def noop(spec: Path, env: dict[str, str], runs: int = 3) -> float:
     return statistics.median(gpuforge("apply", str(spec), env=env) for _ in range(runs))
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # so the lab is torn down in ``finally``
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-nodes", type=int, default=12)
     args = parser.parse_args()
