@@ -109,3 +109,27 @@ def test_real_slurmctld_accepts_the_rendered_64_node_config(lab_cluster: Any) ->
     assert "fatal" not in log.lower(), log
     assert "Recovered state of 0 nodes" in log or "slurmctld version" in log, log
     assert "NodeName=gpu[001-060]" in conf and "NodeName=gpu[061-064]" in conf
+
+
+def test_configless_mode_compute_nodes_fetch_their_config(lab_cluster: Any) -> None:
+    """Configless: slurmd gets slurm.conf from slurmctld (Debian's unit needs our drop-in)."""
+    c = lab_cluster
+
+    def configless(d: dict) -> None:
+        d["slurm"]["config_mode"] = "configless"
+
+    spec = c.write("configless.yaml", mutate=configless)
+    try:
+        result = c.apply(spec)
+        assert result["returncode"] == 0, result
+        assert "--conf-server node1" in c.ssh("node2", "cat /etc/default/slurmd")
+        dropin = "/etc/systemd/system/slurmd.service.d/gpuforge-configless.conf"
+        assert "ConditionPathExists=" in c.ssh("node2", f"cat {dropin}")
+        # slurmd runs on a config it fetched from the controller, cached under /run/slurm/conf.
+        assert c.ssh("node2", "systemctl is-active slurmd").strip() == "active"
+        assert "ClusterName=gflab" in c.ssh("node2", "cat /run/slurm/conf/slurm.conf")
+        assert "SlurmctldParameters=enable_configless" in c.ssh("node1", "cat /etc/slurm/slurm.conf")
+        assert sorted(c.ssh("node1", "srun -N3 hostname").split()) == ["node1", "node2", "node3"]
+        assert c.apply(spec)["changes"] == 0  # and it stays converged
+    finally:
+        assert c.apply()["returncode"] == 0
