@@ -35,6 +35,7 @@ import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,6 +57,7 @@ ARCHES = ("amd64", "all")
 # Where a repository URL names the architecture (libnvidia-container's ``stable/deb/$(ARCH)``).
 ARCH_IN_URL = "amd64"
 CHUNK = 1 << 20
+_SAFE_DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._~%-]*\.deb$")
 # Checksum fields of a Packages stanza, strongest first, with their hashlib names.
 INDEX_SUMS = (("SHA512", "sha512"), ("SHA256", "sha256"), ("SHA1", "sha1"), ("MD5sum", "md5"))
 
@@ -327,10 +329,30 @@ class Resolution:
     external: dict[str, set[str]] = field(default_factory=dict)  # dependency text -> packages needing it
     problems: list[str] = field(default_factory=list)
     deps: dict[str, list[list[Relation]]] = field(default_factory=dict, repr=False)  # package -> its relations
+    hard: dict[str, list[Relation]] = field(default_factory=dict, repr=False)  # name -> requirements without "|"
+    provided: dict[str, list[str | None]] = field(default_factory=dict, repr=False)  # virtual -> provided versions
 
-    def constraints(self, name: str) -> list[Relation]:
-        """Relations on ``name`` that the chosen packages require without alternatives."""
-        return [g[0] for groups in self.deps.values() for g in groups if len(g) == 1 and g[0].name == name]
+    def add(self, s: Stanza, why: str) -> None:
+        """Choose ``s`` and index what it requires and provides."""
+        self.selected[s.package] = s
+        self.required_by[s.package] = why
+        self.deps[s.package] = parse_relations(s.get("Pre-Depends")) + parse_relations(s.get("Depends"))
+        for g in self.deps[s.package]:
+            if len(g) == 1:
+                self.hard.setdefault(g[0].name, []).append(g[0])
+        for g in parse_relations(s.get("Provides")):
+            for p in g:
+                self.provided.setdefault(p.name, []).append(p.version if p.op == "=" else None)
+
+    def satisfies(self, r: Relation) -> bool:
+        """Does a chosen package (or what one provides) satisfy ``r``?"""
+        s = self.selected.get(r.name)
+        if s is not None and version_satisfies(s.version, r.op, r.version):
+            return True
+        return any(
+            r.op is None or (v is not None and version_satisfies(v, r.op, r.version))
+            for v in self.provided.get(r.name, [])
+        )
 
 
 def _ordered(index: PackageIndex, name: str, pins: list[Pin]) -> list[Stanza]:
@@ -340,19 +362,6 @@ def _ordered(index: PackageIndex, name: str, pins: list[Pin]) -> list[Stanza]:
     pinned = [s for s in versions if any(p.matches(s.version) for p in active)]
     ids = {id(s) for s in pinned}
     return pinned + [s for s in versions if id(s) not in ids]
-
-
-def _satisfied_by(r: Relation, s: Stanza) -> bool:
-    if s.package == r.name:
-        return version_satisfies(s.version, r.op, r.version)
-    for group in parse_relations(s.get("Provides")):
-        for p in group:
-            if p.name == r.name:
-                if r.op is None:
-                    return True
-                if p.op == "=" and p.version is not None and version_satisfies(p.version, r.op, r.version):
-                    return True
-    return False
 
 
 def resolve(index: PackageIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()) -> Resolution:
@@ -368,12 +377,10 @@ def resolve(index: PackageIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()
     """
     pins = list(pins)
     res = Resolution()
-    queue: list[Stanza] = []
+    queue: deque[Stanza] = deque()
 
     def choose(s: Stanza, why: str) -> None:
-        res.selected[s.package] = s
-        res.required_by[s.package] = why
-        res.deps[s.package] = parse_relations(s.get("Pre-Depends")) + parse_relations(s.get("Depends"))
+        res.add(s, why)
         queue.append(s)
 
     for w in wants:
@@ -389,7 +396,7 @@ def resolve(index: PackageIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()
             want = " or ".join(w.versions) or "any version"
             res.problems.append(f"{w.package} {want} is not in the repository (versions there: {have})")
     while queue:
-        s = queue.pop(0)
+        s = queue.popleft()
         for group in res.deps[s.package]:
             _resolve_group(index, pins, res, s, group, choose)
     return res
@@ -404,12 +411,12 @@ def _resolve_group(
     choose: Callable[[Stanza, str], None],
 ) -> None:
     text = " | ".join(str(r) for r in group)
-    if any(_satisfied_by(r, chosen) for r in group for chosen in res.selected.values()):
+    if any(res.satisfies(r) for r in group):
         return
     for r in group:
         real = [s for s in _ordered(index, r.name, pins) if version_satisfies(s.version, r.op, r.version)]
         # Versions that also meet every other hard requirement on the package come first.
-        hard = res.constraints(r.name)
+        hard = res.hard.get(r.name, [])
         real.sort(key=lambda s: not all(version_satisfies(s.version, c.op, c.version) for c in hard))
         ok = {
             id(s)
@@ -803,7 +810,7 @@ def _repo_bundle(b: _Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any
         s, base, why = chosen[name]
         fname = s.filename.rsplit("/", 1)[-1]
         rel = f"{path}/{fname}"
-        if not fname or rel in wanted_files:
+        if not _SAFE_DEB.match(fname) or rel in wanted_files:
             b.miss(f"{path}: {name}", base, f"bad or duplicate Filename {s.filename!r} in the index")
             continue
         url = urllib.parse.urljoin(base.rstrip("/") + "/", s.filename)

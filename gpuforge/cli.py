@@ -193,7 +193,11 @@ def bundle(
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR", markup=False)
         raise typer.Exit(2)
     s = _load(spec)
-    result = build_bundle(s, spec, output, log=lambda m: err.print(m, markup=False, highlight=False))
+    try:
+        result = build_bundle(s, spec, output, log=lambda m: err.print(m, markup=False, highlight=False))
+    except OSError as e:
+        err.print(f"cannot write the bundle in {output}: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
     m = result.manifest
     if json_out:
         print(json.dumps(m, indent=2))

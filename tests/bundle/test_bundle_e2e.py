@@ -13,7 +13,7 @@ import pytest
 
 from gpuforge import nvidia_sources as src
 from gpuforge.bundle import PackageIndex, parse_packages, verify_bundle
-from tests.bundle.conftest import ARTIFACTS, Server, cli_env, mirror_spec, run_bundle
+from tests.bundle.conftest import ARTIFACTS, CUDA_DEBS, Server, cli_env, flat_repo, mirror_spec, run_bundle
 
 CONTAINER = "apt/nvidia-container"
 CUDA = "apt/nvidia-cuda"
@@ -347,3 +347,67 @@ def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
     inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert inst.returncode != 0
     assert "Hash Sum mismatch" in inst.stdout + inst.stderr or "Size mismatch" in inst.stdout + inst.stderr
+
+
+def test_release_files_without_a_source_can_be_placed_by_hand(served: Server, tmp_path: Path) -> None:
+    spec_file = write_spec(tmp_path, served.url)
+    spec_file.write_text("\n".join(x for x in spec_file.read_text().splitlines() if "artifacts:" not in x) + "\n")
+    out = tmp_path / "bundle"
+    exporter = "dcgm-exporter-4.2.3-4.1.3-linux-amd64"
+    (out / "artifacts").mkdir(parents=True)
+    (out / "artifacts" / exporter).write_bytes(b"built on site\n")
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    m = manifest(out)
+    files = {f["path"]: f for f in m["files"]}
+    assert files[f"artifacts/{exporter}"]["checksum"] == "placed in the bundle by hand"
+    assert files[f"artifacts/{exporter}"]["source"] is None
+    missing = {x["what"]: x for x in m["missing"]}
+    assert set(missing) == {f"artifacts/{n}" for n in ARTIFACTS if n != exporter}
+    for x in missing.values():
+        assert x["url"] is None
+        assert "mirror mode without sources.mirrors.artifacts" in x["error"] and "place the file at" in x["error"]
+    assert not any("/artifacts/" in p for p in served.requests)
+
+
+def test_cli_usage_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: {name: x}\n")
+    cp = run_bundle(str(bad), "-o", str(tmp_path / "out"))
+    assert cp.returncode == 2
+    assert "node_groups: required field is missing" in cp.stderr
+    assert not (tmp_path / "out").exists()
+    cp = run_bundle()
+    assert cp.returncode == 2 and "usage: gpuforge bundle SPEC -o DIR" in cp.stderr
+    cp = run_bundle("--verify", str(tmp_path), "--json")
+    assert cp.returncode == 1
+    report = json.loads(cp.stdout)
+    assert report["ok"] is False and "cannot read the manifest" in report["problems"][0]
+
+
+def test_two_distros_with_different_builds_conflict(served: Server, tmp_path: Path) -> None:
+    """One apt/nvidia-cuda/ serves every node: a package built differently per distro is reported."""
+    shutil.copytree(served.root / "cuda", served.root / "cuda-ubuntu2404")
+    debs = [
+        (n, v, d + ", libc6 (>= 2.36)" if n == "datacenter-gpu-manager-4-core" else d, p) for n, v, d, p in CUDA_DEBS
+    ]
+    flat_repo(served.root / "cuda-debian12", debs, tmp_path / "work", gz=True)
+    text = write_spec(tmp_path, served.url).read_text()
+    text = text.replace(f"{served.url}/cuda\n", f"{served.url}/cuda-{{distro}}\n")
+    text = text.replace(
+        "  - name: gpu\n",
+        "  - name: deb\n    hosts: deb01\n    os: debian12\n    roles: [compute]\n"
+        "    hardware: {gpu: {model: H100-80GB, count: 8}}\n  - name: gpu\n",
+    )
+    spec_file = tmp_path / "mixed.yaml"
+    spec_file.write_text(text)
+    out = tmp_path / "bundle"
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    m = manifest(out)
+    cuda = next(r for r in m["repositories"] if r["path"] == CUDA)
+    assert sorted(s["distro"] for s in cuda["sources"]) == ["debian12", "ubuntu2404"]
+    assert [x["what"] for x in m["missing"]] == [f"{CUDA}: datacenter-gpu-manager-4-core"]
+    assert "one apt/nvidia-cuda/ cannot serve both" in m["missing"][0]["error"]
+    # Identical builds (the proprietary package here) are shared.
+    assert "datacenter-gpu-manager-4-proprietary" in {p["package"] for p in cuda["packages"]}
