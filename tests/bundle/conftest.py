@@ -145,19 +145,26 @@ def flat_repo(repo: Path, debs: list[Deb], work: Path, gz: bool) -> None:
     """An upstream-style flat repository: ``pool/*.deb`` and a ``Packages`` (+ ``.gz``) index."""
     pool = repo / "pool"
     pool.mkdir(parents=True)
-    stanzas = []
     for name, version, depends, provides in debs:
         deb = build_deb(work, name, version, depends, provides)
-        target = pool / deb.name
-        shutil.move(deb, target)
-        data = target.read_bytes()
-        control = subprocess.run(["dpkg-deb", "-f", str(target)], check=True, capture_output=True, text=True).stdout
+        shutil.move(deb, pool / deb.name)
+    index_repo(repo, gz)
+
+
+def index_repo(repo: Path, gz: bool) -> None:
+    """(Re)write the ``Packages`` index of ``repo/pool/*.deb`` (only ``Packages.gz`` when ``gz``)."""
+    stanzas = []
+    for deb in sorted((repo / "pool").glob("*.deb")):
+        data = deb.read_bytes()
+        control = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True).stdout
         stanzas.append(
             control.rstrip("\n")
-            + f"\nFilename: ./pool/{target.name}\nSize: {len(data)}\nMD5sum: {hashlib.md5(data).hexdigest()}"
+            + f"\nFilename: ./pool/{deb.name}\nSize: {len(data)}\nMD5sum: {hashlib.md5(data).hexdigest()}"
             + f"\nSHA256: {hashlib.sha256(data).hexdigest()}\n"
         )
     text = "\n".join(stanzas)
+    for old in ("Packages", "Packages.gz"):
+        (repo / old).unlink(missing_ok=True)
     if gz:
         (repo / "Packages.gz").write_bytes(gzip.compress(text.encode()))
     else:

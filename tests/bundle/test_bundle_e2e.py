@@ -13,7 +13,7 @@ import pytest
 
 from gpuforge import nvidia_sources as src
 from gpuforge.bundle import PackageIndex, parse_packages, verify_bundle
-from tests.bundle.conftest import ARTIFACTS, CUDA_DEBS, Server, cli_env, flat_repo, mirror_spec, run_bundle
+from tests.bundle.conftest import ARTIFACTS, Server, build_deb, cli_env, index_repo, mirror_spec, run_bundle
 
 CONTAINER = "apt/nvidia-container"
 CUDA = "apt/nvidia-cuda"
@@ -388,10 +388,11 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
 def test_two_distros_with_different_builds_conflict(served: Server, tmp_path: Path) -> None:
     """One apt/nvidia-cuda/ serves every node: a package built differently per distro is reported."""
     shutil.copytree(served.root / "cuda", served.root / "cuda-ubuntu2404")
-    debs = [
-        (n, v, d + ", libc6 (>= 2.36)" if n == "datacenter-gpu-manager-4-core" else d, p) for n, v, d, p in CUDA_DEBS
-    ]
-    flat_repo(served.root / "cuda-debian12", debs, tmp_path / "work", gz=True)
+    debian = served.root / "cuda-debian12"
+    shutil.copytree(served.root / "cuda", debian)
+    rebuilt = build_deb(tmp_path, "datacenter-gpu-manager-4-core", "1:4.2.3-1", "libc6 (>= 2.36), libnvidia-ml1")
+    shutil.move(rebuilt, debian / "pool" / rebuilt.name)  # same name and version, another build
+    index_repo(debian, gz=True)
     text = write_spec(tmp_path, served.url).read_text()
     text = text.replace(f"{served.url}/cuda\n", f"{served.url}/cuda-{{distro}}\n")
     text = text.replace(
