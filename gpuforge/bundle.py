@@ -13,11 +13,14 @@ installs on the spec's nodes, in the layout ``gpuforge.nvidia_sources`` reads in
   install with ``--no-install-recommends``;
 * ``manifest.json``: every file with its sha256, size and source, what could not be
   fetched (``missing``) and what the bundle cannot carry (``unsupported``: the rpm
-  repositories of RHEL nodes, which need ``repodata/`` generated with createrepo).
+  repositories of RHEL nodes, which need ``repodata/`` generated with createrepo; one
+  built by hand under ``rpm/<repo>/`` is recorded, as is a release file placed by hand
+  where nothing publishes it, e.g. dcgm-exporter outside a mirror).
 
 Downloads land in ``DIR/.partial/`` and are renamed into place only once their checksum
 matches the repository index (release files: ``KNOWN_SHA256`` when it lists them, else
-the checksum is recorded). A re-run keeps every file whose checksum still matches.
+the checksum is recorded). A re-run keeps every file whose checksum still matches; an
+index that cannot be reached leaves that repository as the previous run made it.
 ``verify_bundle`` re-checks a bundle against its manifest.
 """
 
