@@ -24,6 +24,7 @@ from gpuforge.rollout import RolloutPlan, plan_rollout
 from gpuforge.secrets import SecretStore
 from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.diff import FieldChange
+from gpuforge.spec.model import SourceMode
 
 
 def _last_lines(text: str, n: int = 3) -> str:
@@ -72,8 +73,14 @@ def preflight(spec: Spec, spec_path: str | Path) -> None:
         if value and not os.access(os.path.expanduser(value), os.R_OK):
             hint = " (is the lab up? gpuforge lab up)" if "/gpuforge/lab/" in value else ""
             issues.append(SpecIssue(("ssh", name), f"file {value} does not exist or is not readable{hint}"))
-    if spec.sources.bundle_dir and not Path(spec.sources.bundle_dir).expanduser().is_dir():
+    bundle = Path(spec.sources.bundle_dir).expanduser() if spec.sources.bundle_dir else None
+    if bundle is not None and not bundle.is_dir():
         issues.append(SpecIssue(("sources", "bundle_dir"), f"directory {spec.sources.bundle_dir} does not exist"))
+    elif bundle is not None and spec.sources.mode is SourceMode.OFFLINE:
+        from gpuforge.bundle import verify_bundle
+
+        for problem in verify_bundle(bundle)[:10]:  # nothing unverified is pushed to a node
+            issues.append(SpecIssue(("sources", "bundle_dir"), f"bundle {spec.sources.bundle_dir}: {problem}"))
     if issues:
         raise SpecError(issues, str(spec_path))
 

@@ -1,0 +1,41 @@
+"""apply refuses an offline bundle that does not match its manifest, before touching any host."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import REPO, run_cli
+
+
+def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    (bundle / "artifacts").mkdir(parents=True)
+    good = b"enroot package bytes"
+    (bundle / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"tampered bytes!!!!!!")
+    manifest = {
+        "format": "gpuforge-bundle/1",
+        "complete": True,
+        "files": [
+            {
+                "path": "artifacts/enroot_3.5.0-1_amd64.deb",
+                "size": len(good),
+                "sha256": hashlib.sha256(good).hexdigest(),
+            },
+        ],
+        "missing": [],
+        "unsupported": [],
+    }
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
+    data["sources"] = {"mode": "offline", "bundle_dir": str(bundle)}
+    spec = tmp_path / "offline.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    cp = run_cli("apply", str(spec), env={"GPUFORGE_STATE_DIR": str(tmp_path / "state")})
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "sources.bundle_dir: bundle" in cp.stderr and "sha256 differs from the manifest" in cp.stderr
+    assert "Traceback" not in cp.stderr
+    assert not (tmp_path / "state" / "applied").exists()  # nothing was applied or recorded
