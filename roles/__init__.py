@@ -13,16 +13,16 @@ from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
 
 # Global order of deploy layers (module names under deploys/).
-LAYER_ORDER: tuple[str, ...] = ("base", "munge", "nvidia", "slurm", "monitoring", "health")
+LAYER_ORDER: tuple[str, ...] = ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health")
 
 ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
-    Role.CONTROLLER: ("base", "munge", "slurm", "monitoring", "health"),
-    Role.COMPUTE: ("base", "munge", "nvidia", "slurm", "monitoring", "health"),
-    Role.LOGIN: ("base", "munge", "nvidia", "slurm", "monitoring"),
-    Role.ACCOUNTING_DB: ("base", "munge", "slurm", "monitoring"),
-    Role.MONITORING: ("base", "monitoring"),
-    Role.K8S_CONTROL_PLANE: ("base", "monitoring"),
-    Role.K8S_WORKER: ("base", "nvidia", "monitoring"),
+    Role.CONTROLLER: ("base", "packages", "munge", "slurm", "monitoring", "health"),
+    Role.COMPUTE: ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health"),
+    Role.LOGIN: ("base", "packages", "munge", "nvidia", "slurm", "monitoring"),
+    Role.ACCOUNTING_DB: ("base", "packages", "munge", "slurm", "monitoring"),
+    Role.MONITORING: ("base", "packages", "monitoring"),
+    Role.K8S_CONTROL_PLANE: ("base", "packages", "monitoring"),
+    Role.K8S_WORKER: ("base", "packages", "nvidia", "monitoring"),
 }
 
 

@@ -203,5 +203,15 @@ def sync_accounting(spec: Spec, enabled: bool = True) -> Generator[Any, None, No
     if layer_ops.DRY_RUN is not None:
         layer_ops.DRY_RUN.setdefault(host.name, []).append(layer_ops.PlannedOp("slurm-accounting", steps))
         return
-    for step in steps:
-        yield StringCommand(step.command or "true")
+    yield StringCommand(batch_command(steps))
+
+
+def batch_command(steps: list[Step]) -> str:
+    """All sacctmgr steps as one sacctmgr process reading its commands from stdin.
+
+    One process and one slurmdbd connection instead of one per step (each costs ~0.4 s).
+    """
+    prefix = f"{SACCTMGR} "
+    lines = [s.command[len(prefix) :] for s in steps if s.command and s.command.startswith(prefix)]
+    script = "\n".join(lines) + "\n"
+    return f"printf %s {shlex.quote(script)} | {SACCTMGR}"

@@ -86,3 +86,12 @@ def test_slurm_times_to_minutes() -> None:
     assert minutes("1:00:00") == 60
     assert minutes("2-00:00:00") == 2880
     assert minutes("UNLIMITED") is None
+
+
+def test_steps_run_as_one_sacctmgr_process() -> None:
+    from gpuforge.operations.slurm_accounting import batch_command
+
+    steps = plan_accounting(SPEC, info([], [], []))
+    cmd = batch_command(steps)
+    assert cmd.endswith("| sacctmgr -i") and cmd.count("sacctmgr") == 1
+    assert "add cluster gflab\\nadd qos low\\n" in cmd or "add cluster gflab\nadd qos low\n" in cmd
