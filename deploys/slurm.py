@@ -16,6 +16,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from deploys.context import node, run_as_cli_deploy, secrets, spec
+from deploys.nvidia import pyxis_rebuilt
 from gpuforge.converge import Directory, Layer, LayerFacts, Service, Step
 from gpuforge.operations.layer import JOURNAL, converge
 from gpuforge.operations.slurm_accounting import sync_accounting
@@ -182,6 +183,8 @@ def compute_layer(host_name: str) -> Layer:
             return []
         action, why = cluster_action()
         mine = JOURNAL.get(host_name, {}).get("slurm-config", set()) & set(SLURMD_FILES)
+        if pyxis_rebuilt(host_name):
+            mine.add("spank_pyxis.so (rebuilt)")
         if action is SlurmAction.RESTART:
             return [Step("restart", f"restart slurmd ({why})", "systemctl restart slurmd")]
         if mine:

@@ -39,6 +39,7 @@ class HostResult:
     changed: list[str] = field(default_factory=list)
     unchanged: int = 0
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -252,9 +253,11 @@ def run_deploys(
     names = select_nodes(spec, limit) if limit else None
     state = build_state(spec, spec_path, names)
     layer_ops.JOURNAL.clear()
+    from deploys import nvidia as nvidia_deploy
     from deploys import slurm as slurm_deploy
 
     slurm_deploy.DECISIONS.clear()
+    nvidia_deploy.reset_records()
     say(f"connecting to {len(state.inventory)} node(s)")
     connect_all(state)
     results = {h.name: HostResult(h.name) for h in state.inventory}
@@ -287,4 +290,7 @@ def run_deploys(
     for h in state.inventory:
         if h in state.failed_hosts and results[h.name].error is None:
             results[h.name].error = "failed (see above)"
+        # What needs a person: reboots, components with no source, notes (they change nothing).
+        for steps in nvidia_deploy.REPORTS.get(h.name, {}).values():
+            results[h.name].notes.extend(f"{s.kind}: {s.summary}" for s in steps)
     return ApplyResult(results)

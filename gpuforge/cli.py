@@ -149,7 +149,13 @@ def apply(
                     "ok": result.ok,
                     "changes": result.changes,
                     "hosts": {
-                        n: {"ok": h.ok, "changed": h.changed, "unchanged": h.unchanged, "error": h.error}
+                        n: {
+                            "ok": h.ok,
+                            "changed": h.changed,
+                            "unchanged": h.unchanged,
+                            "error": h.error,
+                            "notes": h.notes,
+                        }
                         for n, h in result.hosts.items()
                     },
                 },
@@ -163,6 +169,8 @@ def apply(
         for name, h in result.hosts.items():
             state = "[red]FAILED[/]" if not h.ok else ("[yellow]changed[/]" if h.changed else "[green]ok[/]")
             detail = h.error if h.error else (", ".join(h.changed) or f"no change ({h.unchanged} checked)")
+            if h.notes:
+                detail += "\n" + "\n".join(h.notes)
             table.add_row(name, state, detail)
         out.print(table)
         out.print(f"{result.changes} change(s)")

@@ -96,7 +96,7 @@ class Repo:
 
 def _bundle_repo(spec: Spec, kind: str, os_family: OsFamily) -> Repo:
     fmt = "apt" if os_family.is_deb else "rpm"
-    local = os.path.join(spec.sources.bundle_dir or "", fmt, kind)
+    local = os.path.join(os.path.expanduser(spec.sources.bundle_dir or ""), fmt, kind)
     if not spec.sources.bundle_dir or not os.path.isdir(local):
         return Repo(kind, reason=f"offline mode: the bundle has no {fmt}/{kind}/ repository ({local})")
     return Repo(kind, url=f"{BUNDLE_ON_NODE}/{fmt}/{kind}", bundle=local)
@@ -369,7 +369,7 @@ def artifact(spec: Spec, name: str, upstream: str | None) -> Artifact:
     sha = KNOWN_SHA256.get(name)
     mode = spec.sources.mode
     if mode is SourceMode.OFFLINE:
-        local = os.path.join(spec.sources.bundle_dir or "", "artifacts", name)
+        local = os.path.join(os.path.expanduser(spec.sources.bundle_dir or ""), "artifacts", name)
         if not spec.sources.bundle_dir or not os.path.isfile(local):
             return Artifact(name, sha256=sha, reason=f"offline mode: {local} is not in the bundle")
         return Artifact(name, local=local, sha256=sha)
