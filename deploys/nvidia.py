@@ -33,7 +33,7 @@ from pyinfra.api import deploy
 
 from deploys.context import node, run_as_cli_deploy, spec
 from gpuforge import nvidia_sources as src
-from gpuforge.converge import APT_INSTALL, Directory, Layer, LayerFacts, Service, Step
+from gpuforge.converge import APT_INSTALL, APT_UPDATE, Directory, Layer, LayerFacts, Service, Step
 from gpuforge.operations.layer import JOURNAL, converge
 from gpuforge.operations.nvidia import HostFacts, NvidiaHost
 from gpuforge.render.files import RenderedFile, Secrets
@@ -274,8 +274,8 @@ def apt_install(packages: list[str], downgrades: bool = False, update_first: boo
     pkgs = " ".join(shlex.quote(p) for p in packages)
     inst = f"{APT_INSTALL}{' --allow-downgrades' if downgrades else ''} {pkgs}"
     if update_first:
-        return f"apt-get -q update && {inst}"
-    return f"{inst} || {{ apt-get -q update && {inst}; }}"
+        return f"{APT_UPDATE} && {inst}"
+    return f"{inst} || {{ {APT_UPDATE} && {inst}; }}"
 
 
 def dnf_install(packages: list[str]) -> str:
@@ -386,7 +386,7 @@ def repos_layer(ctx: Ctx) -> Layer:
         touched = changed & (repo_paths | {src.DEBIAN_NONFREE_SOURCES, src.CUDA_KEYRING, src.CONTAINER_KEYRING})
         if touched:
             if ctx.deb:
-                steps.append(Step("apt-update", "apt-get update (NVIDIA package sources changed)", "apt-get -q update"))
+                steps.append(Step("apt-update", "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
             else:
                 steps.append(
                     Step("dnf-makecache", "dnf makecache (NVIDIA repositories changed)", "dnf -q -y makecache")

@@ -25,7 +25,8 @@ APT_INSTALL = (
     f"{APT_ENV} apt-get -q -y {APT_NET} -o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef "
     "install --no-install-recommends"
 )
-APT_UPDATE = f"timeout 600 apt-get -q {APT_NET} update"
+# Bounded, and tried twice: a mirror that keeps a stalled connection alive defeats apt's own timeout.
+APT_UPDATE = f"{{ timeout 120 apt-get -q {APT_NET} update || timeout 120 apt-get -q {APT_NET} update; }}"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,11 @@ def acng_conf(address: str, mirrors: HostMirrors, cache_dir: str, mirror_dir: st
             "ForeGround: 1",
             "ForceManaged: 1",
             "ExThreshold: 4",
+            # Upstream stalls must not stall the nodes: give up on a silent upstream after 30 s,
+            # and answer index requests from the cache for 10 minutes instead of re-asking
+            # upstream for every node of a lab that updates at once.
+            "NetworkTimeout: 30",
+            "FreshIndexMaxAge: 600",
             "ReportPage: acng-report.html",
             f"Remap-gfsecurity: {sec_prefixes} ; {mirrors.security.rstrip('/')}/",
             f"Remap-gfdebian: {deb_prefixes} ; {mirrors.debian.rstrip('/')}/",

@@ -129,6 +129,10 @@ def test_partition_limit_change_is_a_live_reconfigure(lab_cluster: Any) -> None:
     summaries = [s["summary"] for op in planned["hosts"]["node1"]["operations"] for s in op["steps"]]
     assert any("scontrol reconfigure" in s for s in summaries), summaries
     assert not any(s.startswith("restart") for s in summaries), summaries
+    diffs = [d for op in planned["hosts"]["node2"]["operations"] for d in op["diffs"].values()]
+    assert any("-PartitionName=batch" in d and "MaxTime=2:00:00" in d for d in diffs), diffs
+    assert [f["path"] for f in planned["fields"]] == ["slurm.partitions.batch.max_time"]
+    assert [f["policy"] for f in planned["fields"]] == ["live"]
     result = lab_cluster.apply(spec)
     assert result["returncode"] == 0, result
     assert "MaxTime=02:00:00" in lab_cluster.ssh("node1", "scontrol show partition batch")

@@ -133,3 +133,26 @@ def test_configless_mode_compute_nodes_fetch_their_config(lab_cluster: Any) -> N
         assert c.apply(spec)["changes"] == 0  # and it stays converged
     finally:
         assert c.apply()["returncode"] == 0
+
+
+def test_rolling_change_drains_validates_and_resumes_node_by_node(lab_cluster: Any) -> None:
+    """A hardware change (rolling): each worker is drained, converged, validated, resumed."""
+    c = lab_cluster
+    assert c.apply()["returncode"] == 0  # the baseline is what was applied last
+
+    def less_memory(d: dict) -> None:
+        d["node_groups"][1]["hardware"] = {**d["node_groups"][1]["hardware"], "real_memory_mb": 900}
+
+    c.write("spec.yaml", mutate=less_memory)  # the same spec file, edited
+    try:
+        result = c.apply()
+        assert result["returncode"] == 0 and result["ok"], result
+        for node in ("node2", "node3"):
+            assert "RealMemory=900" in c.ssh("node1", f"scontrol show node {node}")
+            events = c.ssh("node1", f"sacctmgr -nP show event nodes={node} format=NodeName,Reason")
+            assert "gpuforge: rolling change" in events, events
+        states = c.ssh("node1", "sinfo -h -N -o '%n %T'")
+        assert all(line.split()[1] == "idle" for line in states.splitlines()), states  # all resumed
+    finally:
+        c.write("spec.yaml")
+        assert c.apply()["returncode"] == 0
