@@ -124,20 +124,22 @@ def test_partition_limit_change_is_a_live_reconfigure(lab_cluster: Any) -> None:
     def longer(d: dict) -> None:
         d["slurm"]["partitions"][0]["max_time"] = "2:00:00"
 
-    spec = lab_cluster.write("longer.yaml", mutate=longer)
-    planned = lab_cluster.plan(spec)
-    summaries = [s["summary"] for op in planned["hosts"]["node1"]["operations"] for s in op["steps"]]
-    assert any("scontrol reconfigure" in s for s in summaries), summaries
-    assert not any(s.startswith("restart") for s in summaries), summaries
-    diffs = [d for op in planned["hosts"]["node2"]["operations"] for d in op["diffs"].values()]
-    assert any("-PartitionName=batch" in d and "MaxTime=2:00:00" in d for d in diffs), diffs
-    assert [f["path"] for f in planned["fields"]] == ["slurm.partitions.batch.max_time"]
-    assert [f["policy"] for f in planned["fields"]] == ["live"]
-    result = lab_cluster.apply(spec)
-    assert result["returncode"] == 0, result
-    assert "MaxTime=02:00:00" in lab_cluster.ssh("node1", "scontrol show partition batch")
-    assert main_pids(lab_cluster) == before
-    result = lab_cluster.apply()  # back to the original spec
+    spec = lab_cluster.write("spec.yaml", mutate=longer)  # the operator edits the spec file
+    try:
+        planned = lab_cluster.plan(spec)
+        summaries = [s["summary"] for op in planned["hosts"]["node1"]["operations"] for s in op["steps"]]
+        assert any("scontrol reconfigure" in s for s in summaries), summaries
+        assert not any(s.startswith("restart") for s in summaries), summaries
+        diffs = [d for op in planned["hosts"]["node2"]["operations"] for d in op["diffs"].values()]
+        assert any("-PartitionName=batch" in d and "MaxTime=2:00:00" in d for d in diffs), diffs
+        assert [(f["path"], f["policy"]) for f in planned["fields"]] == [("slurm.partitions.batch.max_time", "live")]
+        result = lab_cluster.apply(spec)
+        assert result["returncode"] == 0, result
+        assert "MaxTime=02:00:00" in lab_cluster.ssh("node1", "scontrol show partition batch")
+        assert main_pids(lab_cluster) == before
+    finally:
+        lab_cluster.write("spec.yaml")
+        assert lab_cluster.apply()["returncode"] == 0  # back to the original spec
     assert "MaxTime=01:00:00" in lab_cluster.ssh("node1", "scontrol show partition batch")
 
 
