@@ -135,7 +135,7 @@ def _controller(spec: Spec) -> str | None:
     return ctl[0].name if ctl else None
 
 
-def drain(spec: Spec, nodes: list[str]) -> str | None:
+def drain(spec: Spec, spec_path: str | Path, nodes: list[str]) -> str | None:
     """Drain ``nodes`` in Slurm and wait for their jobs (error text, or None)."""
     ctl = _controller(spec)
     if spec.slurm is None or ctl is None:
@@ -147,20 +147,20 @@ def drain(spec: Spec, nodes: list[str]) -> str | None:
         f"for i in $(seq 1 {wait}); do squeue -h -w {names} | grep -q . || exit 0; sleep 5; done; "
         f"echo 'jobs still running on {names} after {spec.rollout.drain_timeout} s' >&2; exit 1"
     )
-    cp = remote.run(spec, ctl, cmd, timeout=spec.rollout.drain_timeout + 60)
+    cp = remote.run(spec, spec_path, ctl, cmd, timeout=spec.rollout.drain_timeout + 60)
     return None if cp.returncode == 0 else (cp.stderr.strip() or f"drain failed ({cp.returncode})")
 
 
-def resume(spec: Spec, nodes: list[str]) -> str | None:
+def resume(spec: Spec, spec_path: str | Path, nodes: list[str]) -> str | None:
     """Resume nodes this rollout drained (never a node an operator drained for another reason)."""
     ctl = _controller(spec)
     if spec.slurm is None or ctl is None:
         return None
     errors = []
     for name in nodes:
-        reason = remote.run(spec, ctl, f"sinfo -h -n {name} -o '%E'").stdout.strip()
+        reason = remote.run(spec, spec_path, ctl, f"sinfo -h -n {name} -o '%E'").stdout.strip()
         if reason.startswith(DRAIN_TAG):
-            cp = remote.run(spec, ctl, f"scontrol update NodeName={name} State=RESUME")
+            cp = remote.run(spec, spec_path, ctl, f"scontrol update NodeName={name} State=RESUME")
             if cp.returncode != 0:
                 errors.append(f"{name}: {cp.stderr.strip()}")
     return "; ".join(errors) or None
@@ -169,21 +169,22 @@ def resume(spec: Spec, nodes: list[str]) -> str | None:
 REBOOT_MARKERS = "/var/run/reboot-required /var/lib/gpuforge/reboot-required"
 
 
-def reboot_if_needed(spec: Spec, nodes: list[str], allowed: bool, say: Callable[[str], None]) -> dict[str, str]:
+def reboot_if_needed(
+    spec: Spec, spec_path: str | Path, nodes: list[str], allowed: bool, say: Callable[[str], None]
+) -> dict[str, str]:
     """Reboot nodes that say they need it; errors by node."""
     errors: dict[str, str] = {}
     for name in nodes:
-        needed = remote.run(spec, name, f"ls {REBOOT_MARKERS} 2>/dev/null | grep -q .").returncode == 0
+        needed = remote.run(spec, spec_path, name, f"ls {REBOOT_MARKERS} 2>/dev/null | grep -q .").returncode == 0
         if not needed:
             continue
         if not allowed:
             errors[name] = "reboot required (left drained): run apply --allow-reboot"
             continue
         say(f"rebooting {name}")
-        remote.run(spec, name, "rm -f /var/lib/gpuforge/reboot-required; systemctl reboot", timeout=30)
-        if not remote.wait_reachable(spec, name, up=False, timeout=300) or not remote.wait_reachable(
-            spec, name, up=True, timeout=900
-        ):
+        remote.run(spec, spec_path, name, "rm -f /var/lib/gpuforge/reboot-required; systemctl reboot", timeout=30)
+        gone = remote.wait_reachable(spec, spec_path, name, up=False, timeout=300)
+        if not gone or not remote.wait_reachable(spec, spec_path, name, up=True, timeout=900):
             errors[name] = "did not come back after reboot within 15 minutes"
     return errors
 
@@ -213,7 +214,7 @@ def rolling_apply(
         result.hosts.update(run_deploys(spec_path, ",".join(others), say).hosts)
     for i, batch in enumerate(rollout.batches, 1):
         say(f"batch {i}/{len(rollout.batches)}: draining {hostlist.compress(batch)}")
-        error = drain(spec, batch)
+        error = drain(spec, spec_path, batch)
         if error:
             result.hosts.update({n: HostResult(n, error=f"drain: {error}") for n in batch})
             break
@@ -221,14 +222,14 @@ def rolling_apply(
         result.hosts.update(batch_result.hosts)
         if not batch_result.ok:
             break
-        problems = reboot_if_needed(spec, batch, allow_reboot, say)
+        problems = reboot_if_needed(spec, spec_path, batch, allow_reboot, say)
         if not problems:
             problems = validate_nodes(spec_path, batch)
         if problems:
             for name, text in problems.items():
                 result.hosts[name].error = f"{text} (node left drained; rollout stopped)"
             break
-        error = resume(spec, batch)
+        error = resume(spec, spec_path, batch)
         if error:
             for name in batch:
                 result.hosts[name].error = f"resume: {error}"

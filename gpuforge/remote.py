@@ -2,30 +2,29 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
+from pathlib import Path
 
 from gpuforge.spec import Spec, resolve_nodes
 
 
-def ssh_argv(spec: Spec, node_name: str, command: str, timeout: int = 10) -> list[str]:
+def ssh_argv(spec: Spec, spec_path: str | Path, node_name: str, command: str) -> list[str]:
+    """ssh argv for ``command`` on a node: the validator's transport (host keys checked, vagrant aware)."""
+    from gpuforge.validator.runner import SshTransport
+
     node = next(n for n in resolve_nodes(spec) if n.name == node_name)
-    argv = ["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
-    argv += ["-o", f"ConnectTimeout={timeout}", "-p", str(spec.ssh.port)]
-    if spec.ssh.key:
-        argv += ["-i", os.path.expanduser(spec.ssh.key), "-o", "IdentitiesOnly=yes"]
-    if spec.ssh.known_hosts:
-        argv += ["-o", f"UserKnownHostsFile={os.path.expanduser(spec.ssh.known_hosts)}"]
     sudo = "sudo -n " if spec.ssh.sudo and spec.ssh.user != "root" else ""
-    return [*argv, f"{spec.ssh.user}@{node.ssh_target}", sudo + command]
+    return [*SshTransport(spec, spec_path).argv(node), sudo + command]
 
 
-def run(spec: Spec, node_name: str, command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(
+    spec: Spec, spec_path: str | Path, node_name: str, command: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run ``command`` on a node; never raises for a failing command (see returncode)."""
     try:
         return subprocess.run(
-            ssh_argv(spec, node_name, command),
+            ssh_argv(spec, spec_path, node_name, command),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -35,11 +34,11 @@ def run(spec: Spec, node_name: str, command: str, timeout: float = 120) -> subpr
         return subprocess.CompletedProcess(e.cmd, 124, "", f"timed out after {timeout:.0f} s")
 
 
-def wait_reachable(spec: Spec, node_name: str, up: bool, timeout: float) -> bool:
+def wait_reachable(spec: Spec, spec_path: str | Path, node_name: str, up: bool, timeout: float) -> bool:
     """Wait until a node answers SSH (``up``) or stops answering (not ``up``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ok = run(spec, node_name, "true", timeout=15).returncode == 0
+        ok = run(spec, spec_path, node_name, "true", timeout=15).returncode == 0
         if ok == up:
             return True
         time.sleep(2)
