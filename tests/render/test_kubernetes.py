@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -14,26 +13,16 @@ import yaml
 
 from gpuforge.render import kubernetes as k8s
 from gpuforge.render.files import Secrets
-from gpuforge.spec import load_spec, parse_spec, resolve_nodes
+from gpuforge.spec import resolve_nodes
 from gpuforge.spec.model import Spec
+from tests import helpers
+from tests.helpers import UPSTREAM, inventory, needs_upstream
 
-REPO = Path(__file__).resolve().parents[2]
-INVENTORIES = REPO / "inventories"
-UPSTREAM = REPO / ".." / "shared" / "reference" / "upstream"
-needs_upstream = pytest.mark.skipif(
-    not UPSTREAM.is_dir(), reason="upstream reference data (../shared/reference/upstream) is not present"
-)
 SECRETS = Secrets.redacted()
 
 
-def inventory(name: str) -> Spec:
-    return load_spec(INVENTORIES / f"{name}.yaml")
-
-
 def variant(change: Callable[[dict[str, Any]], None], name: str = "k8s-gpu-operator") -> Spec:
-    data = yaml.safe_load((INVENTORIES / f"{name}.yaml").read_text())
-    change(data)
-    return parse_spec(yaml.safe_dump(data))
+    return helpers.variant(name, change)
 
 
 def operator(**kw: Any) -> Spec:

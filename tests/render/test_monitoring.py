@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +13,10 @@ import yaml
 from gpuforge.render import monitoring as mon
 from gpuforge.render import nvidia
 from gpuforge.render.files import Secrets
-from gpuforge.spec import load_spec, parse_spec, resolve_nodes
+from gpuforge.spec import resolve_nodes
 from gpuforge.spec.model import Spec
+from tests.helpers import inventory, variant
 
-REPO = Path(__file__).resolve().parents[2]
-INVENTORIES = REPO / "inventories"
 SECRETS = Secrets.redacted()
 INVENTORY_NAMES = ("slurm-h100", "k8s-gpu-operator", "lab")
 
@@ -29,16 +26,6 @@ LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 TARGET = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
 GLOBAL_KEYS = {"scrape_interval", "scrape_timeout", "evaluation_interval", "external_labels"}
 SCRAPE_KEYS = {"job_name", "scrape_interval", "scrape_timeout", "metrics_path", "scheme", "static_configs"}
-
-
-def inventory(name: str) -> Spec:
-    return load_spec(INVENTORIES / f"{name}.yaml")
-
-
-def variant(name: str, change: Callable[[dict[str, Any]], None]) -> Spec:
-    data = yaml.safe_load((INVENTORIES / f"{name}.yaml").read_text())
-    change(data)
-    return parse_spec(yaml.safe_dump(data))
 
 
 def files_of(spec: Spec, name: str) -> dict[str, str]:

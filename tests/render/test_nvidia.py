@@ -18,29 +18,13 @@ import yaml
 
 from gpuforge.render import nvidia
 from gpuforge.render.files import Secrets
-from gpuforge.spec import load_spec, parse_spec, resolve_nodes
+from gpuforge.spec import resolve_nodes
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.model import Spec
+from tests.helpers import UPSTREAM, inventory, needs_upstream, variant
 
-REPO = Path(__file__).resolve().parents[2]
-INVENTORIES = REPO / "inventories"
-UPSTREAM = REPO / ".." / "shared" / "reference" / "upstream"
-needs_upstream = pytest.mark.skipif(
-    not UPSTREAM.is_dir(), reason="upstream reference data (../shared/reference/upstream) is not present"
-)
 SECRETS = Secrets.redacted()
 CRI = "io.containerd.grpc.v1.cri"
-
-
-def inventory(name: str) -> Spec:
-    return load_spec(INVENTORIES / f"{name}.yaml")
-
-
-def variant(name: str, change: Callable[[dict[str, Any]], None]) -> Spec:
-    """An example inventory with a change applied to its YAML data, checked like a real file."""
-    data = yaml.safe_load((INVENTORIES / f"{name}.yaml").read_text())
-    change(data)
-    return parse_spec(yaml.safe_dump(data))
 
 
 def node(spec: Spec, name: str) -> Any:
