@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+export COLUMNS="${COLUMNS:-140}"  # wide enough for the report table when not on a terminal
 SPEC=inventories/lab.yaml
 
 gpuforge check "$SPEC"
