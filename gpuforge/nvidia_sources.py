@@ -20,6 +20,7 @@ repositories ``apt/<repo>/`` (``Packages`` index + ``.deb`` files) or ``rpm/<rep
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -364,15 +365,32 @@ class Artifact:
         return f"{BUNDLE_ON_NODE if self.local else DOWNLOAD_DIR}/{self.name}"
 
 
+def bundle_manifest_sha256(bundle_dir: str, rel_path: str) -> str | None:
+    """The sha256 a bundle's manifest records for one of its files (None if not listed)."""
+    return _manifest_sums(os.path.join(bundle_dir, "manifest.json")).get(rel_path)
+
+
+@cache
+def _manifest_sums(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            entries = json.load(f).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(e.get("path")): str(e.get("sha256")) for e in entries if isinstance(e, dict) and e.get("sha256")}
+
+
 def artifact(spec: Spec, name: str, upstream: str | None) -> Artifact:
     """A release file from upstream, the artifacts mirror or the offline bundle."""
     sha = KNOWN_SHA256.get(name)
     mode = spec.sources.mode
     if mode is SourceMode.OFFLINE:
-        local = os.path.join(os.path.expanduser(spec.sources.bundle_dir or ""), "artifacts", name)
+        bundle = os.path.expanduser(spec.sources.bundle_dir or "")
+        local = os.path.join(bundle, "artifacts", name)
         if not spec.sources.bundle_dir or not os.path.isfile(local):
             return Artifact(name, sha256=sha, reason=f"offline mode: {local} is not in the bundle")
-        return Artifact(name, local=local, sha256=sha)
+        # The node checks the pushed file against the bundle's manifest as well.
+        return Artifact(name, local=local, sha256=sha or bundle_manifest_sha256(bundle, f"artifacts/{name}"))
     if mode is SourceMode.MIRROR:
         base = spec.sources.mirrors.artifacts
         if not base:

@@ -39,3 +39,21 @@ def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> 
     assert "sources.bundle_dir: bundle" in cp.stderr and "sha256 differs from the manifest" in cp.stderr
     assert "Traceback" not in cp.stderr
     assert not (tmp_path / "state" / "applied").exists()  # nothing was applied or recorded
+
+
+def test_offline_artifacts_are_checked_on_the_node_against_the_manifest(tmp_path: Path) -> None:
+    from gpuforge.nvidia_sources import artifact, fetch_command
+    from gpuforge.spec import parse_spec
+
+    data = b"enroot package bytes"
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    files = [{"path": "artifacts/enroot_3.5.0-1_amd64.deb", "size": len(data), "sha256": sha}]
+    (tmp_path / "manifest.json").write_text(json.dumps({"files": files}))
+    spec_data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
+    spec_data["sources"] = {"mode": "offline", "bundle_dir": str(tmp_path)}
+    a = artifact(parse_spec(yaml.safe_dump(spec_data)), "enroot_3.5.0-1_amd64.deb", None)
+    assert a.sha256 == sha and a.local is not None
+    assert f"{sha}  /var/lib/gpuforge/bundle/enroot_3.5.0-1_amd64.deb" in fetch_command(a)
+    assert "sha256sum -c" in fetch_command(a)
