@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from gpuforge.aptsources import parse_apt_sources
 from gpuforge.spec.model import OsFamily, SourceMode, Spec
 
 CUDA_UPSTREAM = "https://developer.download.nvidia.com/compute/cuda/repos"
@@ -203,66 +204,6 @@ def bundle_files_single(path: str | None) -> bytes:
 
 
 # --------------------------------------------------------------------------- Debian non-free
-
-
-@dataclass(frozen=True)
-class AptSource:
-    """One enabled ``deb`` source of a node."""
-
-    uri: str
-    suites: tuple[str, ...]
-    components: tuple[str, ...]
-
-
-def parse_apt_sources(text: str) -> list[AptSource]:
-    """``deb`` entries of deb822 (``.sources``) or one-line (``sources.list``) text."""
-    if re.search(r"^\s*Types:", text, re.MULTILINE | re.IGNORECASE):
-        return _parse_deb822(text)
-    out: list[AptSource] = []
-    for raw in text.splitlines():
-        words = raw.split("#", 1)[0].split()
-        if not words or words[0] != "deb":
-            continue
-        rest = words[1:]
-        if rest and rest[0].startswith("["):
-            while rest and not rest[0].endswith("]"):
-                rest = rest[1:]
-            rest = rest[1:]
-        if len(rest) >= 2:
-            out.append(AptSource(rest[0].rstrip("/"), (rest[1],), tuple(rest[2:])))
-    return out
-
-
-def _parse_deb822(text: str) -> list[AptSource]:
-    out: list[AptSource] = []
-    stanza: dict[str, str] = {}
-    key = ""
-
-    def flush() -> None:
-        if stanza and stanza.get("enabled", "yes").lower() != "no" and "deb" in stanza.get("types", "").split():
-            for uri in stanza.get("uris", "").split():
-                out.append(
-                    AptSource(
-                        uri.rstrip("/"),
-                        tuple(stanza.get("suites", "").split()),
-                        tuple(stanza.get("components", "").split()),
-                    )
-                )
-
-    for raw in [*text.splitlines(), ""]:
-        if raw.startswith("#"):
-            continue
-        if not raw.strip():
-            flush()
-            stanza, key = {}, ""
-            continue
-        if raw[0] in " \t" and key:
-            stanza[key] += " " + raw.strip()
-        elif ":" in raw:
-            k, v = raw.split(":", 1)
-            key = k.strip().lower()
-            stanza[key] = v.strip()
-    return out
 
 
 def debian_nonfree_sources(node_sources: list[str], mirror: str | None = None, suite: str = DEBIAN_SUITE) -> str | None:

@@ -12,21 +12,17 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from gpuforge.aptsources import AptSource, parse_deb822, parse_one_line
+
 SUITE = "bookworm"
 COMPONENTS = "main contrib non-free non-free-firmware"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
+__all__ = ["HostMirrors", "SourcesError", "host_mirrors", "parse_deb822", "parse_one_line", "pick_mirrors"]
+
 
 class SourcesError(RuntimeError):
     """No usable Debian mirror in the host's apt sources."""
-
-
-@dataclass(frozen=True)
-class SourceEntry:
-    """One ``deb`` source: URI and suites."""
-
-    uri: str
-    suites: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -37,61 +33,7 @@ class HostMirrors:
     security: str
 
 
-def parse_deb822(text: str) -> list[SourceEntry]:
-    """Parse deb822 ``.sources`` text into ``deb`` entries (disabled stanzas skipped)."""
-    out: list[SourceEntry] = []
-    for stanza in _stanzas(text):
-        if stanza.get("enabled", "yes").lower() == "no":
-            continue
-        if "deb" not in stanza.get("types", "").split():
-            continue
-        suites = tuple(stanza.get("suites", "").split())
-        out += [SourceEntry(uri.rstrip("/"), suites) for uri in stanza.get("uris", "").split()]
-    return out
-
-
-def _stanzas(text: str) -> list[dict[str, str]]:
-    stanzas: list[dict[str, str]] = []
-    cur: dict[str, str] = {}
-    key = ""
-    for raw in text.splitlines():
-        if raw.startswith("#"):
-            continue
-        if not raw.strip():
-            if cur:
-                stanzas.append(cur)
-            cur, key = {}, ""
-            continue
-        if raw[0] in " \t" and key:
-            cur[key] += " " + raw.strip()
-            continue
-        if ":" in raw:
-            k, v = raw.split(":", 1)
-            key = k.strip().lower()
-            cur[key] = v.strip()
-    if cur:
-        stanzas.append(cur)
-    return stanzas
-
-
-def parse_one_line(text: str) -> list[SourceEntry]:
-    """Parse one-line-style ``sources.list`` text into ``deb`` entries."""
-    out: list[SourceEntry] = []
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].split()
-        if not line or line[0] != "deb":
-            continue
-        rest = line[1:]
-        if rest and rest[0].startswith("["):  # options, possibly spread over several words
-            while rest and not rest[0].endswith("]"):
-                rest = rest[1:]
-            rest = rest[1:]
-        if len(rest) >= 2:
-            out.append(SourceEntry(rest[0].rstrip("/"), (rest[1],)))
-    return out
-
-
-def pick_mirrors(entries: list[SourceEntry], suite: str = SUITE) -> HostMirrors:
+def pick_mirrors(entries: list[AptSource], suite: str = SUITE) -> HostMirrors:
     """Choose the Debian archive and security archive URIs among the host's entries."""
     debian = security = None
     for e in entries:
@@ -117,7 +59,7 @@ def pick_mirrors(entries: list[SourceEntry], suite: str = SUITE) -> HostMirrors:
 def host_mirrors(root: str = "/") -> HostMirrors:
     """Read the host's apt sources under ``root`` and pick its Debian mirrors."""
     apt = os.path.join(root, "etc/apt")
-    entries: list[SourceEntry] = []
+    entries: list[AptSource] = []
     for path in sorted(glob.glob(os.path.join(apt, "sources.list.d/*.sources"))):
         entries += parse_deb822(_read(path))
     for path in [os.path.join(apt, "sources.list"), *sorted(glob.glob(os.path.join(apt, "sources.list.d/*.list")))]:
