@@ -33,7 +33,8 @@ from pyinfra.api import deploy
 
 from deploys.context import node, run_as_cli_deploy, spec
 from gpuforge import nvidia_sources as src
-from gpuforge.converge import APT_INSTALL, APT_UPDATE, Directory, Layer, LayerFacts, Service, Step
+from gpuforge.apt import APT_UPDATE, install_command
+from gpuforge.converge import Directory, Layer, LayerFacts, Service, Step
 from gpuforge.operations.layer import JOURNAL, converge
 from gpuforge.operations.nvidia import HostFacts, NvidiaHost
 from gpuforge.render.files import RenderedFile, Secrets
@@ -271,11 +272,7 @@ def verify_version_command(package: str, version: str, deb: bool) -> str:
 
 
 def apt_install(packages: list[str], downgrades: bool = False, update_first: bool = False) -> str:
-    pkgs = " ".join(shlex.quote(p) for p in packages)
-    inst = f"{APT_INSTALL}{' --allow-downgrades' if downgrades else ''} {pkgs}"
-    if update_first:
-        return f"{APT_UPDATE} && {inst}"
-    return f"{inst} || {{ {APT_UPDATE} && {inst}; }}"
+    return install_command(packages, downgrades=downgrades, update_first=update_first)
 
 
 def dnf_install(packages: list[str]) -> str:

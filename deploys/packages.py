@@ -16,7 +16,7 @@ from deploys.monitoring import monitoring_layers
 from deploys.munge import munge_layer
 from deploys.slurm import accounting_layer, config_layer
 from gpuforge.converge import Layer
-from gpuforge.operations.layer import converge
+from gpuforge.operations.layer import converge, repair_packages
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
 from roles import deploys_for
@@ -40,6 +40,7 @@ def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:
 def packages() -> None:
     s, n = spec(), node()
     names = distro_packages(s, n, host.name) if n.os.is_deb else []
+    repair_packages(name="packages: repair an interrupted package run", packages=tuple(names))
     converge(
         name="packages: every layer's distro packages in one transaction",
         layer=Layer("packages", packages=tuple(names)) if names else Layer.empty("packages"),

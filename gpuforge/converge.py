@@ -15,18 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuforge.apt import APT_INSTALL, APT_UPDATE, REPAIR, install_command
 from gpuforge.render.files import RenderedFile
 
+__all__ = ["APT_INSTALL", "APT_UPDATE", "install_command"]
+
 STAGING_DIR = "/var/lib/gpuforge/staging"
-APT_ENV = "DEBIAN_FRONTEND=noninteractive"
-# A stalled mirror must fail a run, not hang it: inactivity timeout and retries per request.
-APT_NET = "-o Acquire::Retries=3 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30"
-APT_INSTALL = (
-    f"{APT_ENV} apt-get -q -y {APT_NET} -o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef "
-    "install --no-install-recommends"
-)
-# Bounded, and tried twice: a mirror that keeps a stalled connection alive defeats apt's own timeout.
-APT_UPDATE = f"{{ timeout 120 apt-get -q {APT_NET} update || timeout 120 apt-get -q {APT_NET} update; }}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +108,8 @@ class LayerFacts:
     units: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     accounts: dict[str, int | None] = field(default_factory=dict)
     contents: dict[str, str | None] = field(default_factory=dict)
+    dpkg_interrupted: bool = False
+    """An earlier dpkg run on the host was interrupted (journal entries or half-configured packages)."""
 
 
 @dataclass(frozen=True)
@@ -150,12 +146,6 @@ def _file_differs(want: RenderedFile, have: dict[str, Any] | None) -> tuple[bool
     content = have.get("sha256") != sha256(want.data)
     attrs = (have.get("mode"), have.get("owner"), have.get("group")) != (want.mode, want.owner, want.group)
     return content, attrs
-
-
-def install_command(packages: list[str]) -> str:
-    pkgs = " ".join(shlex.quote(p) for p in packages)
-    # Try with the lists at hand; refresh them once only when that fails (fresh node, stale lists).
-    return f"{APT_INSTALL} {pkgs} || {{ {APT_UPDATE} && {APT_INSTALL} {pkgs}; }}"
 
 
 def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
@@ -225,6 +215,13 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
     if layer.after is not None:
         steps.extend(layer.after(facts, changed))
     return steps, changed
+
+
+def repair_steps(facts: LayerFacts) -> list[Step]:
+    """Finish an interrupted dpkg run (its own, reported change) before any layer installs."""
+    if not facts.dpkg_interrupted:
+        return []
+    return [Step("repair", "repair an interrupted package run (dpkg --configure -a)", REPAIR)]
 
 
 def service_steps(

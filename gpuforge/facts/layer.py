@@ -13,12 +13,13 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
+from gpuforge.apt import DPKG_INTERRUPTED
 from gpuforge.converge import LayerFacts, package_name
 from gpuforge.facts.files import FileDigests, parse_file_digests
 from gpuforge.facts.packages import DebPackageVersions, parse_dpkg_query
 from gpuforge.facts.systemd import UnitStates, parse_systemctl_show
 
-SECTIONS = ("packages", "files", "units", "accounts", "contents")
+SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg")
 
 
 def _section(name: str) -> str:
@@ -32,6 +33,8 @@ def layer_state_command(
     parts = []
     if packages:
         parts += [_section("packages"), DebPackageVersions().command([package_name(p) for p in packages])]
+        # An interrupted dpkg run (killed, power loss) must be repaired before anything installs.
+        parts += [_section("dpkg"), f"if {DPKG_INTERRUPTED}; then echo interrupted; fi"]
     if paths:
         parts += [_section("files"), FileDigests().command(list(paths))]
     if units:
@@ -64,6 +67,7 @@ def parse_layer_state(lines: list[str]) -> LayerFacts:
     if buckets["units"]:
         units: dict[str, Any] = parse_systemctl_show(buckets["units"])["units"]
         facts.units = {k: dict(v) if v else None for k, v in units.items()}
+    facts.dpkg_interrupted = any(line.strip() == "interrupted" for line in buckets["dpkg"])
     for line in buckets["accounts"]:
         name, _, uid = line.partition("=")
         facts.accounts[name] = int(uid) if uid.strip().isdigit() else None

@@ -15,7 +15,7 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import state
 from pyinfra.facts.files import FileContents
 
-from gpuforge.converge import STAGING_DIR, Layer, Step, plan_layer, upload_commands
+from gpuforge.converge import STAGING_DIR, Layer, Step, plan_layer, repair_steps, upload_commands
 from gpuforge.facts.layer import LayerState
 
 # What changed on each host during this run, by layer: later operations (restart the
@@ -95,5 +95,25 @@ def converge(layer: Layer) -> Generator[Any, None, None]:
                 old = host.get_fact(FileContents, path=f.path)
                 planned.diffs[f.path] = file_diff(f.path, old, f.data)
         DRY_RUN.setdefault(host.name, []).append(planned)
+        return
+    yield from step_commands(steps)
+
+
+@operation()
+def repair_packages(packages: tuple[str, ...]) -> Generator[Any, None, None]:
+    """Finish an interrupted dpkg run on this host before anything installs; a no-op when none was.
+
+    A separate operation so that apply reports the repair as its own change.
+    """
+    if not packages:
+        host.noop("packages: none on this node")
+        return
+    facts = host.get_fact(LayerState, packages=list(packages), paths=[], units=[], accounts=[], read_paths=[])
+    steps = repair_steps(facts)
+    if not steps:
+        host.noop("packages: dpkg state is clean")
+        return
+    if DRY_RUN is not None:
+        DRY_RUN.setdefault(host.name, []).append(PlannedOp("packages", steps))
         return
     yield from step_commands(steps)

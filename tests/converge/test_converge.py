@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from gpuforge.converge import Account, Directory, Layer, LayerFacts, Service, plan_layer, upload_commands
+from gpuforge.apt import REPAIR, install_command
+from gpuforge.converge import (
+    Account,
+    Directory,
+    Layer,
+    LayerFacts,
+    Service,
+    plan_layer,
+    repair_steps,
+    upload_commands,
+)
 from gpuforge.facts.layer import layer_state_command, parse_layer_state
 from gpuforge.render.files import RenderedFile
 
@@ -63,12 +73,20 @@ def test_upload_goes_through_private_staging_then_install_with_mode() -> None:
     assert cmd.startswith(f"install -D -m 0400 -o munge -g munge {staged} /etc/munge/munge.key")
 
 
-def test_install_retries_after_refreshing_lists() -> None:
+def test_install_step_is_the_apt_install_command_for_missing_packages_only() -> None:
     steps, _ = plan_layer(Layer("p", packages=("slurmd", "munge")), LayerFacts(packages={"munge": "1"}))
-    assert steps[0].kind == "install" and "slurmd" in (steps[0].command or "")
-    cmd = steps[0].command or ""
-    assert cmd.count("timeout 120 apt-get -q") == 2 and " update" in cmd and "munge" not in (steps[0].summary or "")
-    assert cmd.count("Acquire::http::Timeout=30") == 4  # install, update (twice at most), install again
+    want = [("install", "install slurmd", install_command(["slurmd"]))]
+    assert [(s.kind, s.summary, s.command) for s in steps] == want
+
+
+def test_interrupted_dpkg_is_repaired_as_its_own_step() -> None:
+    repair = "repair an interrupted package run (dpkg --configure -a)"
+    assert [(s.kind, s.summary, s.command) for s in repair_steps(LayerFacts(dpkg_interrupted=True))] == [
+        ("repair", repair, REPAIR)
+    ]
+    assert repair_steps(LayerFacts(packages={"munge": "1"})) == []
+    # The install itself starts with the same repair (idempotent), for layers that install later.
+    assert install_command(["munge"]).startswith(REPAIR + " && ")
 
 
 def test_layer_state_round_trip() -> None:
@@ -113,3 +131,14 @@ def test_layer_state_round_trip() -> None:
     assert unit is not None and unit["MainPID"] == 77 and unit["ActiveState"] == "active"
     assert facts.accounts == {"munge": 64030}
     assert facts.contents == {"/etc/slurm/slurm.conf": "ClusterName=x\n"}
+    assert facts.dpkg_interrupted is False
+
+
+def test_layer_state_reads_an_interrupted_dpkg() -> None:
+    cmd = layer_state_command(["munge"], [], [], [], [])
+    assert "__section=dpkg" in cmd and "dpkg --audit" in cmd and "/var/lib/dpkg/updates" in cmd
+    out = ["__section=packages", "__query=munge", "munge\t0.5.15-2\tiF ", "__section=dpkg", "interrupted"]
+    facts = parse_layer_state(out)
+    assert facts.dpkg_interrupted is True and facts.packages == {"munge": None}  # half-configured is not installed
+    assert parse_layer_state(["__section=dpkg"]).dpkg_interrupted is False
+    assert "__section=dpkg" not in layer_state_command([], ["/etc/x"], [], [], [])  # no packages, no dpkg probe

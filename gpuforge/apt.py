@@ -1,0 +1,67 @@
+"""apt command lines for Debian and Ubuntu nodes: bounded network waits, unbounded dpkg, self-repair.
+
+Invariants:
+- A time bound ends only a network wait. ``apt-get update`` runs under ``timeout`` with apt's
+  binary caches switched off (``Dir::Cache::pkgcache=``): apt moves verified index files into
+  place by rename once a whole Release transaction checks out, so ending it leaves the old or the
+  new lists, never a half-written file. Nothing that runs dpkg is ever under a time bound.
+- A partial update is an error (``--error-on=any``): an install never runs on lists that are
+  missing an index, so "Unable to locate package" cannot follow a mirror's failure.
+- Every install first repairs what an interrupted run left: a non-empty dpkg journal or packages
+  that ``dpkg --audit`` lists are configured (``dpkg --configure -a``, then ``apt-get -f
+  install``); lists apt cannot parse are dropped (they are a cache) and fetched anew. Each repair
+  says so on stderr with a ``gpuforge:`` prefix.
+- dpkg's lock is waited for (``DPkg::Lock::Timeout``), so a concurrent apt on the node (e.g.
+  unattended-upgrades at boot) delays a run instead of failing it.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+APT_ENV = "DEBIAN_FRONTEND=noninteractive"
+#: Per-request bounds: a stalled mirror fails a request instead of hanging it.
+APT_NET = "-o Acquire::Retries=3 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30"
+LOCK_WAIT = "-o DPkg::Lock::Timeout=600"
+DPKG_CONF = "-o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef"
+APT_INSTALL = f"{APT_ENV} apt-get -q -y {APT_NET} {LOCK_WAIT} {DPKG_CONF} install --no-install-recommends"
+
+#: Seconds one ``apt-get update`` may wait on the network before it is ended (then KILLed 30 s later).
+UPDATE_BOUND_S = 180
+_UPDATE_ONCE = (
+    f"timeout -k 30 {UPDATE_BOUND_S} apt-get -q {APT_NET} {LOCK_WAIT} "
+    "-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= --error-on=any update"
+)
+#: Three tries with backoff: a mirror that keeps a stalled connection alive defeats apt's own timeout.
+APT_UPDATE = f"{{ {_UPDATE_ONCE} || {{ sleep 5; {_UPDATE_ONCE}; }} || {{ sleep 15; {_UPDATE_ONCE}; }}; }}"
+
+#: True (exit 0) when an earlier dpkg run was interrupted: journal entries or half-done packages.
+DPKG_INTERRUPTED = '[ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] || [ -n "$(dpkg --audit 2>/dev/null)" ]'
+REPAIR_DPKG = (
+    f"if {DPKG_INTERRUPTED}; then "
+    "echo 'gpuforge: an earlier package run was interrupted: dpkg --configure -a' >&2; "
+    f"{APT_ENV} dpkg --force-confold --force-confdef --configure -a && "
+    f"{APT_ENV} apt-get -q -y {APT_NET} {LOCK_WAIT} {DPKG_CONF} --no-install-recommends -f install; "
+    "else true; fi"
+)
+#: apt's lists and binary caches are a cache: when apt cannot parse them, drop them.
+REPAIR_LISTS = (
+    "if ! apt-cache policy >/dev/null 2>&1; then "
+    "echo 'gpuforge: apt could not parse its package lists: fetching them anew' >&2; "
+    "find /var/lib/apt/lists -maxdepth 2 -type f ! -name lock -delete; rm -f /var/cache/apt/*.bin; "
+    "fi"
+)
+REPAIR = f"{REPAIR_DPKG} && {{ {REPAIR_LISTS}; }}"
+
+
+def install_command(packages: list[str], *, downgrades: bool = False, update_first: bool = False) -> str:
+    """Repair, then install ``packages`` (``name`` or ``name=version``) in one apt transaction.
+
+    Without ``update_first`` the lists at hand are tried first and refreshed only when that fails
+    (a fresh node, stale lists); with it (sources just changed) they are refreshed before.
+    """
+    pkgs = " ".join(shlex.quote(p) for p in packages)
+    inst = f"{APT_INSTALL}{' --allow-downgrades' if downgrades else ''} {pkgs}"
+    if update_first:
+        return f"{REPAIR} && {APT_UPDATE} && {inst}"
+    return f"{REPAIR} && {{ {inst} || {{ {APT_UPDATE} && {inst}; }}; }}"

@@ -1,0 +1,199 @@
+"""The apt command lines run for real by ``sh`` against fake apt/dpkg tools: scenario in, calls out.
+
+The fakes log every call; the node paths in the commands are redirected into a temporary
+directory (the test refuses to run a command that still names a real system path).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpuforge import apt
+
+FAKE_TOOL = r"""#!/bin/sh
+# Fake {name}: log the call, then act by the scenario files in $SCEN.
+[ "{name}" = timeout ] || echo "${{BOUNDED:+timeout }}{name} $*" >> "$SCEN/calls"
+{body}
+"""
+BODIES = {
+    "apt-get": r"""
+case "$*" in
+  *" update") n=$(cat "$SCEN/update_failures" 2>/dev/null || echo 0)
+              if [ "$n" -gt 0 ]; then
+                echo $((n - 1)) > "$SCEN/update_failures"; echo "E: Failed to fetch" >&2; exit 100
+              fi
+              touch "$SCEN/lists/mirror_Packages"; exit 0;;
+  *" -f install") exit 0;;
+  *" install "*) [ -e "$SCEN/lists/mirror_Packages" ] || { echo "E: Unable to locate package" >&2; exit 100; }
+                 [ -e "$SCEN/dpkg_journal_blocks_install" ] && [ -n "$(ls -A "$SCEN/updates")" ] && {
+                   echo "E: dpkg was interrupted, you must manually run 'dpkg --configure -a'" >&2; exit 100; }
+                 exit 0;;
+esac
+exit 0""",
+    "apt-cache": r"""[ -e "$SCEN/lists_corrupt" ] && [ -e "$SCEN/lists/mirror_Packages" ] && exit 100; exit 0""",
+    "dpkg": r"""
+case "$*" in
+  --audit) cat "$SCEN/audit" 2>/dev/null; exit 0;;
+  *--configure\ -a) [ -e "$SCEN/configure_fails" ] && exit 1; rm -f "$SCEN"/updates/* "$SCEN/audit"; exit 0;;
+esac
+exit 0""",
+    # timeout BOUND [-k N] CMD...: record the bound, run the command.
+    "timeout": r"""while [ "$1" = "-k" ]; do shift 2; done; shift; BOUNDED=1 exec "$@" """,
+    "sleep": "exit 0",
+}
+
+
+@dataclass
+class Run:
+    returncode: int
+    calls: list[str]
+    stderr: str
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    scen = tmp_path / "scen"
+    for d in ("bin", "updates", "lists", "cache"):
+        (scen / d).mkdir(parents=True)
+    for name, body in BODIES.items():
+        tool = scen / "bin" / name
+        tool.write_text(FAKE_TOOL.format(name=name, body=body))
+        tool.chmod(0o755)
+    return scen
+
+
+def run(command: str, scen: Path) -> Run:
+    redirected = (
+        command.replace("/var/lib/dpkg/updates", str(scen / "updates"))
+        .replace("/var/lib/apt/lists", str(scen / "lists"))
+        .replace("/var/cache/apt", str(scen / "cache"))
+    )
+    assert not re.search(r"/var/(lib|cache)/(dpkg|apt)", redirected), "a real system path is left in the command"
+    env = {"PATH": f"{scen / 'bin'}:/usr/bin:/bin", "SCEN": str(scen)}
+    cp = subprocess.run(["sh", "-c", redirected], env=env, capture_output=True, text=True, timeout=60)
+    calls_file = scen / "calls"
+    calls = calls_file.read_text().splitlines() if calls_file.exists() else []
+    return Run(cp.returncode, [_short(c) for c in calls], cp.stderr)
+
+
+def _short(call: str) -> str:
+    """``apt-get -q -y -o X=1 install --no-install-recommends munge`` -> ``apt-get install munge``."""
+    words = call.split()
+    noise = {"-q", "-y", "--no-install-recommends", "--error-on=any", "--allow-downgrades"}
+    kept = [
+        w
+        for i, w in enumerate(words)
+        if w != "-o" and not (i and words[i - 1] == "-o") and w not in noise and not w.startswith("--force-")
+        and not w.isdigit()
+    ]
+    return " ".join(kept)
+
+
+def test_healthy_node_installs_with_the_lists_at_hand(node: Path) -> None:
+    (node / "lists" / "mirror_Packages").touch()
+    r = run(apt.install_command(["munge"]), node)
+    assert r.returncode == 0, r.stderr
+    assert r.calls == ["dpkg --audit", "apt-cache policy", "apt-get install munge"]
+    assert "gpuforge:" not in r.stderr
+
+
+def test_fresh_node_refreshes_lists_once_then_installs(node: Path) -> None:
+    r = run(apt.install_command(["munge", "slurmd=22.05.8-4"]), node)
+    assert r.returncode == 0, r.stderr
+    assert r.calls == [
+        "dpkg --audit",
+        "apt-cache policy",
+        "apt-get install munge slurmd=22.05.8-4",
+        "timeout apt-get update",
+        "apt-get install munge slurmd=22.05.8-4",
+    ]
+
+
+def test_interrupted_dpkg_is_configured_before_the_install(node: Path) -> None:
+    """The second apply of issue 9: a killed dpkg left its journal; apt refuses until it is replayed."""
+    (node / "lists" / "mirror_Packages").touch()
+    (node / "updates" / "0001").write_text("Package: nvidia-kernel-dkms\nStatus: install ok half-configured\n")
+    (node / "dpkg_journal_blocks_install").touch()
+    r = run(apt.install_command(["nvidia-driver=535.261.03-1"]), node)
+    assert r.returncode == 0, r.stderr
+    assert r.calls == [
+        "dpkg --configure -a",
+        "apt-get -f install",  # finish what the interrupted run had started
+        "apt-cache policy",
+        "apt-get install nvidia-driver=535.261.03-1",
+    ]
+    assert "gpuforge: an earlier package run was interrupted" in r.stderr
+
+
+def test_half_configured_packages_alone_also_trigger_the_repair(node: Path) -> None:
+    (node / "lists" / "mirror_Packages").touch()
+    (node / "audit").write_text("The following packages are only half configured:\n nvidia-kernel-dkms\n")
+    r = run(apt.install_command(["munge"]), node)
+    assert r.returncode == 0 and r.calls[:3] == ["dpkg --audit", "dpkg --configure -a", "apt-get -f install"], r
+
+
+def test_a_failing_repair_stops_before_any_install(node: Path) -> None:
+    (node / "updates" / "0001").touch()
+    (node / "configure_fails").touch()
+    r = run(apt.install_command(["munge"]), node)
+    assert r.returncode != 0
+    assert not any(c.startswith("apt-get install munge") for c in r.calls), r.calls
+
+
+def test_unparsable_lists_are_dropped_and_fetched_anew(node: Path) -> None:
+    (node / "lists" / "mirror_Packages").write_text("garbage")
+    (node / "lists_corrupt").touch()
+    (node / "cache" / "pkgcache.bin").touch()
+    r = run(apt.install_command(["munge"]), node)
+    assert r.returncode == 0, r.stderr
+    assert r.calls == [
+        "dpkg --audit",
+        "apt-cache policy",
+        "apt-get install munge",  # no lists: fails fast
+        "timeout apt-get update",
+        "apt-get install munge",
+    ]
+    assert "gpuforge: apt could not parse its package lists" in r.stderr
+    assert not (node / "cache" / "pkgcache.bin").exists()
+
+
+def test_update_retries_with_backoff_and_a_failed_update_never_installs(node: Path) -> None:
+    (node / "update_failures").write_text("2")
+    r = run(apt.install_command(["munge"], update_first=True), node)
+    assert r.returncode == 0, r.stderr
+    assert r.calls.count("timeout apt-get update") == 3 and r.calls.count("sleep") == 2
+    assert r.calls[-1] == "apt-get install munge"
+
+    (node / "update_failures").write_text("3")
+    (node / "calls").unlink()
+    r = run(apt.install_command(["munge"], update_first=True), node)
+    assert r.returncode != 0 and r.calls.count("timeout apt-get update") == 3
+    assert "apt-get install munge" not in r.calls
+
+
+def test_a_time_bound_ends_only_network_waits() -> None:
+    """``timeout`` wraps ``apt-get update`` (with apt's caches off) and nothing that runs dpkg."""
+    command = apt.install_command(["munge"], update_first=True) + "; " + apt.REPAIR
+    bounded = re.findall(r"timeout ([^;|&{}]*)", command)
+    assert bounded, command
+    for b in bounded:
+        assert b.rstrip().endswith(" update") and "--error-on=any" in b, b
+        assert "-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=" in b, b
+    for unbounded in ("dpkg --force-confold --force-confdef --configure -a", "install --no-install-recommends"):
+        assert unbounded in command
+        assert not re.search(r"timeout [^;|&{}]*" + re.escape(unbounded), command)
+    assert "DPkg::Lock::Timeout=600" in apt.APT_INSTALL
+
+
+def test_fakes_cover_every_tool_the_commands_call() -> None:
+    """If the commands start calling another package tool, the fakes (and this test) must learn it."""
+    command = apt.install_command(["x"], update_first=True) + "; " + apt.REPAIR
+    segments = re.split(r"[;&|{}()]|\$\(|\b(?:if|then|else|fi)\b", command)
+    words = {m.group(1) for seg in segments if (m := re.match(r"\s*(?:!\s*)?(?:[A-Z_]+=\S+\s+)*([a-z][a-z-]*)", seg))}
+    shell = {"echo", "ls", "find", "rm", "true"}
+    assert words - shell == set(BODIES), words
