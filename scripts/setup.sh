@@ -14,7 +14,7 @@ fi
 APT_PACKAGES=(
   python3 python3-venv python3-pip
   systemd-container mmdebstrap apt-cacher-ng iproute2 openssh-client
-  ca-certificates vagrant vagrant-libvirt
+  ca-certificates vagrant vagrant-libvirt stress-ng
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
