@@ -7,10 +7,10 @@ Invariants:
   new lists, never a half-written file. Nothing that runs dpkg is ever under a time bound.
 - A partial update is an error (``--error-on=any``): an install never runs on lists that are
   missing an index, so "Unable to locate package" cannot follow a mirror's failure.
-- Every install first repairs what an interrupted run left: a non-empty dpkg journal or packages
-  that ``dpkg --audit`` lists are configured (``dpkg --configure -a``, then ``apt-get -f
-  install``); lists apt cannot parse are dropped (they are a cache) and fetched anew. Each repair
-  says so on stderr with a ``gpuforge:`` prefix.
+- Every install first repairs what an interrupted run left: lists apt cannot parse are dropped
+  (they are a cache) and fetched anew; a non-empty dpkg journal or packages that ``dpkg --audit``
+  lists are configured (``dpkg --configure -a``, then ``apt-get -f install``). Each repair says so
+  on stderr with a ``gpuforge:`` prefix.
 - dpkg's lock is waited for (``DPkg::Lock::Timeout``), so a concurrent apt on the node (e.g.
   unattended-upgrades at boot) delays a run instead of failing it.
 """
@@ -44,14 +44,16 @@ REPAIR_DPKG = (
     f"{APT_ENV} apt-get -q -y {APT_NET} {LOCK_WAIT} {DPKG_CONF} --no-install-recommends -f install; "
     "else true; fi"
 )
-#: apt's lists and binary caches are a cache: when apt cannot parse them, drop them.
+#: apt's lists and binary caches are a cache: when apt cannot parse them, drop them and fetch them anew.
 REPAIR_LISTS = (
     "if ! apt-cache policy >/dev/null 2>&1; then "
     "echo 'gpuforge: apt could not parse its package lists: fetching them anew' >&2; "
     "find /var/lib/apt/lists -maxdepth 2 -type f ! -name lock -delete; rm -f /var/cache/apt/*.bin; "
+    f"{APT_UPDATE}; "
     "fi"
 )
-REPAIR = f"{REPAIR_DPKG} && {{ {REPAIR_LISTS}; }}"
+#: Lists first (``apt-get -f install`` reads them), then dpkg.
+REPAIR = f"{{ {REPAIR_LISTS}; }} && {REPAIR_DPKG}"
 
 
 def install_command(packages: list[str], *, downgrades: bool = False, update_first: bool = False) -> str:

@@ -31,9 +31,9 @@ dpkg-deb --build "$d" /root/gpuforge-slow.deb >/dev/null
 KILL_DPKG_IN_POSTINST = f"""
 touch {BLOCK}
 setsid dpkg -i /root/gpuforge-slow.deb </dev/null >/dev/null 2>&1 &
-for i in $(seq 1 300); do pgrep -f gpuforge-slow.postinst >/dev/null && break; sleep 0.1; done
-pgrep -f gpuforge-slow.postinst >/dev/null || {{ echo 'postinst never started' >&2; exit 1; }}
-pkill -KILL -x dpkg; pkill -KILL -f gpuforge-slow.postinst; rm -f {BLOCK}
+for i in $(seq 1 300); do pgrep -f '[g]puforge-slow.postinst' >/dev/null && break; sleep 0.1; done
+pgrep -f '[g]puforge-slow.postinst' >/dev/null || {{ echo 'postinst never started' >&2; exit 1; }}
+pkill -KILL -x dpkg; pkill -KILL -f '[g]puforge-slow.postinst'; rm -f {BLOCK}
 """
 # apt's Packages lists for the Debian archive (not the by-hash copies): one made unparsable.
 CORRUPT_LIST = (
@@ -52,7 +52,7 @@ def test_interrupted_dpkg_and_unparsable_lists_are_repaired_by_the_next_apply(la
         assert "half-configured" in c.ssh(NODE, "dpkg --audit", check=False) or c.ssh(
             NODE, "ls -A /var/lib/dpkg/updates"
         ).strip(), "dpkg was not left interrupted"
-        refused = c.lab.ssh(NODE, "apt-get -q -y -s install hello")
+        refused = c.lab.ssh(NODE, "apt-get -q -y install hello")
         assert refused.returncode != 0 and "dpkg --configure -a" in refused.stderr, refused
         corrupted = c.ssh(NODE, CORRUPT_LIST).strip()
         assert corrupted.endswith("_Packages")
@@ -75,5 +75,5 @@ def test_interrupted_dpkg_and_unparsable_lists_are_repaired_by_the_next_apply(la
         again = c.apply()
         assert again["returncode"] == 0 and not any(h["changed"] for h in again["hosts"].values()), again
     finally:
-        c.ssh(NODE, f"rm -f {BLOCK}; dpkg --configure -a; dpkg -P gpuforge-slow; rm -f /root/gpuforge-slow.deb",
+        c.ssh(NODE, f"rm -f {BLOCK}; dpkg --configure -a; dpkg -P gpuforge-slow hello; rm -f /root/gpuforge-slow.deb",
               check=False)
