@@ -35,8 +35,13 @@ _UPDATE_ONCE = (
 #: Three tries with backoff: a mirror that keeps a stalled connection alive defeats apt's own timeout.
 APT_UPDATE = f"{{ {_UPDATE_ONCE} || {{ sleep 5; {_UPDATE_ONCE}; }} || {{ sleep 15; {_UPDATE_ONCE}; }}; }}"
 
-#: True (exit 0) when an earlier dpkg run was interrupted: journal entries or half-done packages.
-DPKG_INTERRUPTED = '[ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] || [ -n "$(dpkg --audit 2>/dev/null)" ]'
+#: True (exit 0) when an earlier dpkg run was interrupted: entries in dpkg's journal, or a package in
+#: one of dpkg's in-between states (half-installed H, unpacked U, half-configured F, triggers-awaited W,
+#: triggers-pending t). Not ``dpkg --audit``: it also lists healthy packages that ship no md5sums.
+DPKG_INTERRUPTED = (
+    '[ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] || '
+    "dpkg-query -W -f='${db:Status-Abbrev}\\n' 2>/dev/null | cut -c2 | grep -q '[HUFWt]'"
+)
 REPAIR_DPKG = (
     f"if {DPKG_INTERRUPTED}; then "
     "echo 'gpuforge: an earlier package run was interrupted: dpkg --configure -a' >&2; "
