@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from . import mirror, network, node, plan
+from . import hostlimits, mirror, network, node, plan
 from .rootfs import ensure_rootfs
 from .sources import SUITE, host_mirrors
 from .state import LabPaths, LabState, NodeState, load_state, save_state
@@ -79,6 +79,7 @@ def up(
     require_root()
     require_tools(REQUIRED_TOOLS)
     paths = LabPaths(name)
+    hostlimits.ensure_limits(nodes, log)
     with file_lock(paths.lock):
         old = load_state(paths.state_file)
         if old is not None and old.subnet != subnet:
@@ -146,19 +147,33 @@ def up(
         save_state(state, paths.state_file)
 
         t0 = time.monotonic()
-        for n in to_start:
-            netns_path = network.create_node_net(name, subnet, n.name)
-            node.start(paths, name, n.name, paths.node_rootfs(n.name), netns_path)
-        if to_start:
-            log(f"booting {', '.join(n.name for n in to_start)}")
-        # Every node must answer SSH (fast for nodes that were already up).
-        node.wait_booted(
-            paths,
-            name,
-            [(n.name, n.address) for n in plans],
-            ["ssh", *ssh_options(paths.key, paths.known_hosts), "-o", "BatchMode=yes"],
-            boot_timeout,
-        )
+        try:
+            for n in to_start:
+                netns_path = network.create_node_net(name, subnet, n.name)
+                node.start(paths, name, n.name, paths.node_rootfs(n.name), netns_path)
+            if to_start:
+                log(f"booting {', '.join(n.name for n in to_start)}")
+            # Every node must answer SSH (fast for nodes that were already up).
+            node.wait_booted(
+                paths,
+                name,
+                [(n.name, n.address) for n in plans],
+                ["ssh", *ssh_options(paths.key, paths.known_hosts), "-o", "BatchMode=yes"],
+                boot_timeout,
+            )
+        except BaseException:
+            # Nothing this call started is left running: a new lab goes entirely, an existing
+            # one loses only the nodes this call (re)started; the next `up` starts them again.
+            if old is None:
+                _teardown(name, paths, keep_console=True)
+                log(f"lab {name} did not come up: everything it started was removed")
+            else:
+                started = [n.name for n in to_start]
+                node.stop(name, started)
+                for x in started:
+                    network.remove_node_net(name, x)
+                log(f"lab {name}: {', '.join(started) or 'no node'} stopped again; `gpuforge lab up` retries")
+            raise
         if to_start:
             log(f"{len(to_start)} node(s) up in {time.monotonic() - t0:.1f} s")
         return state

@@ -11,6 +11,7 @@ import pytest
 
 from gpuforge.lab import core, network, node, plan
 from gpuforge.lab.state import LabPaths
+from gpuforge.lab.system import LabError
 
 pytestmark = pytest.mark.lab
 
@@ -137,3 +138,18 @@ def test_grow_then_down_leaves_nothing():
     with open("/proc/self/mountinfo") as f:
         assert paths.dir not in f.read()
     assert core.status(name) is None
+
+
+def test_failed_up_leaves_nothing_running():
+    """A new lab that does not come up (here: nodes given no time to boot) is rolled back whole."""
+    name, subnet = "gflab-t3", "10.213.11.0/24"
+    paths = LabPaths(name)
+    try:
+        with pytest.raises(LabError, match="did not"):
+            core.up(name, 2, subnet, boot_timeout=0.01, log=lambda m: None)
+        assert core.status(name) is None
+        assert not plan.owned_netns(name, network.netns_list())
+        assert _live_processes("--machine=gf-gflab-t3-") == []
+        assert _live_processes(paths.mirror_dir) == []
+    finally:
+        core.down(name, log=lambda m: None)
