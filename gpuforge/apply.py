@@ -20,11 +20,12 @@ from pyinfra.api.operations import run_ops
 from gpuforge import remote
 from gpuforge.inventory import inventory_groups
 from gpuforge.operations import layer as layer_ops
-from gpuforge.rollout import RolloutPlan, plan_rollout
+from gpuforge.rollout import RolloutPlan, plan_rollout, roll_every_node
 from gpuforge.secrets import SecretStore
 from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.model import SourceMode
+from gpuforge.state import RecordUnreadable, last_applied, record_applied
 
 
 def _last_lines(text: str, n: int = 3) -> str:
@@ -111,11 +112,15 @@ def apply(
     last successful apply): ``live`` everywhere at once, ``rolling`` batch by batch with a
     drain, ``rebuild`` refused unless ``force``.
     """
-    from gpuforge.plan import last_applied, record_applied
-
     say = on_event or (lambda _msg: None)
     spec = load_spec(spec_path)
-    rollout = plan_rollout(last_applied(spec_path), spec)
+    try:
+        rollout = plan_rollout(last_applied(spec_path), spec)
+    except RecordUnreadable as exc:
+        if not force:
+            raise  # fail closed: never everywhere at once when the change is unknown
+        say(f"{exc.path} unreadable: --force rolls every node batch by batch")
+        rollout = roll_every_node(spec)
     if rollout.refused and not force:
         raise ApplyRefused(rollout.refused)
     if limit is not None or not rollout.needs_rolling:

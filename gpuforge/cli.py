@@ -129,6 +129,7 @@ def apply(
     """Converge the nodes to the spec. A re-run with no spec change changes nothing."""
     from gpuforge.apply import ApplyRefused
     from gpuforge.apply import apply as run_apply
+    from gpuforge.state import RecordUnreadable
 
     _load(spec)
     try:
@@ -136,7 +137,7 @@ def apply(
             result = run_apply(
                 spec, limit=limit, on_event=lambda m: status.update(m), force=force, allow_reboot=allow_reboot
             )
-    except ApplyRefused as e:
+    except (ApplyRefused, RecordUnreadable) as e:
         err.print(str(e), markup=False, highlight=False)
         raise typer.Exit(2) from None
     except SpecError as e:

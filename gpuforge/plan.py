@@ -7,8 +7,6 @@ Secrets are never shown: secret files appear as "secret content (not shown)".
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,36 +16,9 @@ from rich.syntax import Syntax
 
 from gpuforge.apply import run_deploys
 from gpuforge.operations import layer as layer_ops
-from gpuforge.secrets import state_root
-from gpuforge.spec import Spec, load_spec, parse_spec
+from gpuforge.spec import load_spec
 from gpuforge.spec.diff import FieldChange, diff_specs
-
-
-def applied_spec_path(spec_path: str | Path) -> Path:
-    """Where the last successfully applied version of a spec file is kept.
-
-    Keyed by the spec file (not the cluster name), so renaming the cluster in the file is
-    seen as a change of that cluster, not as a new one.
-    """
-    key = hashlib.sha256(str(Path(spec_path).resolve()).encode()).hexdigest()[:16]
-    return state_root() / "applied" / f"{key}.json"
-
-
-def record_applied(spec: Spec, spec_path: str | Path) -> None:
-    """Remember the spec of the last successful apply (for the next plan's field diff)."""
-    path = applied_spec_path(spec_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True))
-
-
-def last_applied(spec_path: str | Path) -> Spec | None:
-    path = applied_spec_path(spec_path)
-    if not path.exists():
-        return None
-    try:
-        return parse_spec(path.read_text())
-    except Exception:
-        return None
+from gpuforge.state import RecordUnreadable, last_applied
 
 
 @dataclass
@@ -55,6 +26,8 @@ class PlanResult:
     hosts: dict[str, list[layer_ops.PlannedOp]]
     errors: dict[str, str]
     fields: list[FieldChange] = field(default_factory=list)
+    record_problem: str | None = None
+    """Why the last-applied record could not be read (apply would refuse); None when it could."""
 
     @property
     def ok(self) -> bool:
@@ -64,6 +37,7 @@ class PlanResult:
         return {
             "ok": self.ok,
             "fields": [{"path": f.path, "policy": f.policy.value} for f in self.fields],
+            "record_problem": self.record_problem,
             "hosts": {
                 name: {
                     "error": self.errors.get(name),
@@ -76,6 +50,8 @@ class PlanResult:
         }
 
     def print(self, console: Console) -> None:
+        if self.record_problem:
+            console.print(f"[bold red]warning:[/] {self.record_problem}", highlight=False)
         if self.fields:
             console.print("[bold]Spec fields changed since the last apply[/]")
             for f in self.fields:
@@ -108,5 +84,8 @@ def plan(spec_path: str | Path, limit: str | None = None) -> PlanResult:
         layer_ops.DRY_RUN = None
     hosts = {name: recorded.get(name, []) for name in result.hosts}
     errors = {name: h.error for name, h in result.hosts.items() if h.error}
-    old = last_applied(spec_path)
+    try:
+        old = last_applied(spec_path)
+    except RecordUnreadable as exc:
+        return PlanResult(hosts, errors, [], record_problem=str(exc))
     return PlanResult(hosts, errors, diff_specs(old, spec) if old else [])

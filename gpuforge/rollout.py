@@ -25,6 +25,8 @@ class RolloutPlan:
     live: list[FieldChange] = field(default_factory=list)
     rolling_nodes: list[str] = field(default_factory=list)
     batches: list[list[str]] = field(default_factory=list)
+    unknown_change: bool = False
+    """True when what changed is unknown (unreadable record, forced): every node rolls."""
 
     @property
     def needs_rolling(self) -> bool:
@@ -73,3 +75,11 @@ def plan_rollout(old: Spec | None, new: Spec) -> RolloutPlan:
     size = new.rollout.batch_size
     plan.batches = [plan.rolling_nodes[i : i + size] for i in range(0, len(plan.rolling_nodes), size)]
     return plan
+
+
+def roll_every_node(new: Spec) -> RolloutPlan:
+    """The safe plan when the last applied spec is unknown: every node drained and applied in batches."""
+    names = [n.name for n in resolve_nodes(new)]
+    size = new.rollout.batch_size
+    batches = [names[i : i + size] for i in range(0, len(names), size)]
+    return RolloutPlan(rolling_nodes=names, batches=batches, unknown_change=True)

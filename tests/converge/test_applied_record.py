@@ -1,0 +1,106 @@
+"""The applied-state record fails closed: an unreadable record never means "first bring-up"."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuforge import apply as apply_mod
+from gpuforge.rollout import roll_every_node
+from gpuforge.spec import load_spec, resolve_nodes
+from gpuforge.state import RecordUnreadable, applied_spec_path, last_applied, record_applied
+
+REPO = Path(__file__).resolve().parents[2]
+H100 = REPO / "inventories" / "slurm-h100.yaml"
+CORRUPT = {
+    "truncated JSON": b'{"cluster": {"name": "h100-prod"',
+    "JSON that is no spec": b'{"hello": "world"}',
+    "not UTF-8": b"\xff\xfe\x00garbage",
+    "empty": b"",
+}
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_no_record_is_first_bring_up_and_a_written_record_reads_back(state_dir: Path) -> None:
+    assert last_applied(H100) is None
+    spec = load_spec(H100)
+    record_applied(spec, H100)
+    path = applied_spec_path(H100)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert last_applied(H100) == spec
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
+
+
+@pytest.mark.parametrize("content", list(CORRUPT.values()), ids=list(CORRUPT))
+def test_unreadable_record_raises(state_dir: Path, content: bytes) -> None:
+    path = applied_spec_path(H100)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    with pytest.raises(RecordUnreadable) as info:
+        last_applied(H100)
+    assert info.value.path == path and str(path) in str(info.value)
+
+
+def test_apply_refuses_before_touching_any_host(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = applied_spec_path(H100)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(CORRUPT["truncated JSON"])
+
+    def touched(*a: object, **k: object) -> None:
+        raise AssertionError("a host was touched")
+
+    monkeypatch.setattr(apply_mod, "run_deploys", touched)
+    monkeypatch.setattr(apply_mod, "rolling_apply", touched)
+    with pytest.raises(RecordUnreadable):
+        apply_mod.apply(H100)
+
+
+def test_forced_apply_with_an_unreadable_record_rolls_every_node(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = applied_spec_path(H100)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(CORRUPT["JSON that is no spec"])
+    seen: list[object] = []
+
+    def rolling(spec: object, spec_path: object, rollout: object, say: object, allow_reboot: bool) -> object:
+        seen.append(rollout)
+        return apply_mod.ApplyResult({})
+
+    monkeypatch.setattr(apply_mod, "rolling_apply", rolling)
+    monkeypatch.setattr(apply_mod, "run_deploys", lambda *a, **k: pytest.fail("applied everywhere at once"))
+    apply_mod.apply(H100, force=True)
+    spec = load_spec(H100)
+    assert seen == [roll_every_node(spec)]
+    plan = roll_every_node(spec)
+    names = [n.name for n in resolve_nodes(spec)]
+    assert plan.unknown_change and plan.rolling_nodes == names
+    assert all(len(b) <= spec.rollout.batch_size for b in plan.batches)
+    assert [n for b in plan.batches for n in b] == names
+
+
+def test_cli_apply_exits_2_naming_the_record(state_dir: Path) -> None:
+    path = applied_spec_path(H100)
+    path.parent.mkdir(parents=True)
+    path.write_text("{")
+    cp = subprocess.run(
+        [sys.executable, "-m", "gpuforge.cli", "apply", str(H100)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GPUFORGE_STATE_DIR": str(state_dir)},
+        cwd=REPO,
+        timeout=120,
+    )
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert f"{path}, cannot be read" in " ".join(cp.stderr.split()) and "Traceback" not in cp.stderr
+    assert "--force" in cp.stderr
