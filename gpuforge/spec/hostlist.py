@@ -10,9 +10,14 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-_NAME_CHARS = re.compile(r"^[A-Za-z0-9._-]+$", re.ASCII)
-_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]+)$")
-_DIGITS = re.compile(r"^[0-9]+$")
+_NAME_CHARS = re.compile(r"[A-Za-z0-9-]+", re.ASCII)
+_TRAILING_NUMBER = re.compile(r"(.*?)([0-9]+)", re.ASCII)
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+#: A host name is one RFC 1123 label: it becomes a file name under ``render -o``, an ssh
+#: argument and a Slurm NodeName, so no dots, no leading '-', nothing but letters, digits, '-'.
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+#: The most names one expression may expand to, checked before anything is expanded.
+MAX_HOSTS = 100_000
 
 
 class HostlistError(ValueError):
@@ -49,7 +54,7 @@ def _expand_range(body: str, expr: str) -> list[str]:
             raise HostlistError(f"empty range item in hostlist {expr!r}")
         if "-" in item:
             lo, _, hi = item.partition("-")
-            if not (_DIGITS.match(lo) and _DIGITS.match(hi)):
+            if not (_DIGITS.fullmatch(lo) and _DIGITS.fullmatch(hi)):
                 raise HostlistError(f"range {item!r} in hostlist {expr!r} is not numeric")
             if int(hi) < int(lo):
                 raise HostlistError(f"range {item!r} in hostlist {expr!r} runs backwards")
@@ -58,21 +63,46 @@ def _expand_range(body: str, expr: str) -> list[str]:
             width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
             out.extend(str(n).zfill(width) for n in range(int(lo), int(hi) + 1))
         else:
-            if not _DIGITS.match(item):
+            if not _DIGITS.fullmatch(item):
                 raise HostlistError(f"range item {item!r} in hostlist {expr!r} is not numeric")
             out.append(item)
     return out
 
 
+def _range_size(body: str) -> int:
+    """How many names a range body (``001-064,070``) stands for; 1 per item that is no range."""
+    total = 0
+    for item in body.split(","):
+        lo, sep, hi = item.strip().partition("-")
+        if sep and _DIGITS.fullmatch(lo) and _DIGITS.fullmatch(hi):
+            total += max(0, int(hi) - int(lo) + 1)
+        else:
+            total += 1
+    return total
+
+
+def _size(pattern: str) -> int:
+    """How many names ``pattern`` expands to, without expanding it."""
+    size = 1
+    rest = pattern
+    while (start := rest.find("[")) >= 0:
+        end = rest.find("]", start)
+        if end < 0:
+            break
+        size *= _range_size(rest[start + 1 : end])
+        rest = rest[end + 1 :]
+    return size
+
+
 def _expand_one(pattern: str, expr: str) -> list[str]:
     start = pattern.find("[")
     if start < 0:
-        if not pattern or not _NAME_CHARS.match(pattern):
+        if not pattern or not _NAME_CHARS.fullmatch(pattern):
             raise HostlistError(f"invalid host name {pattern!r} in hostlist {expr!r}")
         return [pattern]
     end = pattern.find("]", start)
     prefix = pattern[:start]
-    if prefix and not _NAME_CHARS.match(prefix):
+    if prefix and not _NAME_CHARS.fullmatch(prefix):
         raise HostlistError(f"invalid host name part {prefix!r} in hostlist {expr!r}")
     tails = _expand_one(pattern[end + 1 :], expr) if pattern[end + 1 :] else [""]
     return [prefix + n + t for n in _expand_range(pattern[start + 1 : end], expr) for t in tails]
@@ -82,12 +112,23 @@ def expand(expr: str) -> list[str]:
     """Expand a hostlist expression into host names, keeping order and dropping repeats."""
     if not expr or not expr.strip():
         raise HostlistError("empty hostlist")
+    if len(expr) > 10_000:
+        raise HostlistError(f"hostlist of {len(expr)} characters is too long (10,000 at most)")
     names: list[str] = []
     seen: set[str] = set()
-    for part in split_top_level(expr.strip()):
+    parts = split_top_level(expr.strip())
+    count = sum(_size(p) for p in parts)
+    if count > MAX_HOSTS:
+        raise HostlistError(f"hostlist {expr[:60]!r} stands for {count:,} names; {MAX_HOSTS:,} at most")
+    for part in parts:
         if not part:
             raise HostlistError(f"empty item in hostlist {expr!r}")
         for name in _expand_one(part, expr):
+            if not _HOST_NAME.fullmatch(name):
+                raise HostlistError(
+                    f"{name!r} in hostlist {expr!r} is not a host name "
+                    "(letters, digits and inner '-', 63 characters at most)"
+                )
             if name not in seen:
                 seen.add(name)
                 names.append(name)
@@ -109,7 +150,7 @@ def compress(names: Iterable[str]) -> str:
     groups: dict[tuple[str, int], set[int]] = defaultdict(set)
     plain: set[str] = set()
     for name in set(names):
-        m = _TRAILING_NUMBER.match(name)
+        m = _TRAILING_NUMBER.fullmatch(name)
         if not m:
             plain.add(name)
             continue

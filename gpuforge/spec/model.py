@@ -20,6 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gpuforge.spec import hostlist
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.policy import live, rebuild, rolling
+from gpuforge.spec.types import (
+    DnsName,
+    HostOrIp,
+    HttpUrl,
+    LocalPath,
+    PlainText,
+    PosixUser,
+    RegistryRef,
+    slurm_parameter,
+)
 
 NAME = r"^[a-z][a-z0-9_-]{0,62}$"
 VERSION = r"^[0-9][0-9A-Za-z.+~:_-]*$"
@@ -88,47 +98,43 @@ class Cluster(StrictModel):
     name: Name = rebuild(description="Cluster name (Slurm ClusterName, accounting cluster)")
     scheduler: Scheduler = rebuild(description="Workload manager: slurm or kubernetes")
     os: OsFamily = rebuild(OsFamily.DEBIAN12, "Default OS family of the nodes")
-    domain: str | None = live(None, "DNS domain appended in /etc/hosts entries")
+    domain: DnsName | None = live(None, "DNS domain appended in /etc/hosts entries")
 
 
 class Ssh(StrictModel):
     """How gpuforge reaches nodes. Host-key checking is always on."""
 
-    user: str = live("root", "SSH user (root, or one with passwordless sudo)")
+    user: PosixUser = live("root", "SSH user (root, or one with passwordless sudo)")
     port: int = live(22, "SSH port", ge=1, le=65535)
-    key: str | None = live(None, "Private key file on the control host")
-    known_hosts: str | None = live(None, "known_hosts file used for strict host-key checking (default: the user's own)")
+    key: LocalPath | None = live(None, "Private key file on the control host")
+    known_hosts: LocalPath | None = live(
+        None, "known_hosts file used for strict host-key checking (default: the user's own)"
+    )
     sudo: bool = live(False, "Use sudo for privileged commands (for a non-root user)")
 
 
 class MirrorUrls(StrictModel):
     """Site mirrors of the upstream repositories, by kind."""
 
-    debian: str | None = live(None, "Debian archive mirror URL")
-    ubuntu: str | None = live(None, "Ubuntu archive mirror URL")
-    nvidia_cuda: str | None = live(None, "Mirror of NVIDIA's CUDA repository (driver, DCGM, fabric manager)")
-    nvidia_container: str | None = live(None, "Mirror of NVIDIA's libnvidia-container repository")
-    artifacts: str | None = live(None, "Base URL serving release files (enroot, pyxis, dcgm-exporter)")
-    helm: str | None = live(None, "Helm chart repository mirror")
-    registry: str | None = live(None, "Container registry mirror for images")
+    debian: HttpUrl | None = live(None, "Debian archive mirror URL")
+    ubuntu: HttpUrl | None = live(None, "Ubuntu archive mirror URL")
+    nvidia_cuda: HttpUrl | None = live(None, "Mirror of NVIDIA's CUDA repository (driver, DCGM, fabric manager)")
+    nvidia_container: HttpUrl | None = live(None, "Mirror of NVIDIA's libnvidia-container repository")
+    artifacts: HttpUrl | None = live(None, "Base URL serving release files (enroot, pyxis, dcgm-exporter)")
+    helm: HttpUrl | None = live(None, "Helm chart repository mirror")
+    registry: RegistryRef | None = live(None, "Container registry mirror for images")
 
 
 class Sources(StrictModel):
     """Where every package and artifact comes from."""
 
     mode: SourceMode = live(SourceMode.UPSTREAM, "upstream (default), mirror (site mirror) or offline (bundle)")
-    apt_proxy: str | None = live(None, "HTTP proxy for apt/dnf (e.g. an apt-cacher-ng site mirror)")
+    apt_proxy: HttpUrl | None = live(None, "HTTP proxy for apt/dnf (e.g. an apt-cacher-ng site mirror)")
     mirrors: MirrorUrls = live(default_factory=MirrorUrls, description="Site mirror URLs (mode: mirror)")
-    bundle_dir: str | None = live(
+    bundle_dir: LocalPath | None = live(
         None, "Offline bundle directory on the control host, made by 'gpuforge bundle' (mode: offline)"
     )
 
-    @field_validator("apt_proxy")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", v):
-            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
-        return v
 
 
 # --------------------------------------------------------------------------- versions
@@ -277,7 +283,7 @@ class TimeSync(StrictModel):
     """Time synchronisation on the nodes."""
 
     enabled: bool = live(True, "Run chrony (off where the host keeps time, e.g. containers)")
-    servers: list[str] = live(default_factory=list, description="NTP servers (default: the distro's pool)")
+    servers: list[HostOrIp] = live(default_factory=list, description="NTP servers (default: the distro's pool)")
 
 
 # --------------------------------------------------------------------------- slurm
@@ -331,8 +337,8 @@ class Account(StrictModel):
     """A fair-share account with its users."""
 
     name: Name = live(description="Account name")
-    description: str | None = live(None, "Description")
-    organization: str | None = live(None, "Organization")
+    description: PlainText | None = live(None, "Description")
+    organization: PlainText | None = live(None, "Organization")
     parent: str = live("root", "Parent account")
     fairshare: int = live(1, "Fairshare (shares)", ge=0)
     users: list[str] = live(default_factory=list, description="Users in this account")
@@ -342,7 +348,7 @@ class Account(StrictModel):
     @field_validator("users")
     @classmethod
     def _user_names(cls, v: list[str]) -> list[str]:
-        bad = [u for u in v if not re.match(r"^[a-z_][a-z0-9_.-]{0,31}$", u)]
+        bad = [u for u in v if not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", u)]
         if bad:
             raise ValueError(f"invalid user names {bad}: lowercase letters, digits, _ . - only")
         return v
@@ -419,6 +425,13 @@ class Slurm(StrictModel):
     mps: Mps = rolling(default_factory=Mps, description="MPS GRES")
     containers: Containers = live(default_factory=Containers, description="enroot and pyxis")
     extra_config: dict[str, str] = live(default_factory=dict, description="Extra slurm.conf parameters (escape hatch)")
+
+    @field_validator("extra_config")
+    @classmethod
+    def _extra_config(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            slurm_parameter(key, value)
+        return v
 
 
 # --------------------------------------------------------------------------- kubernetes
