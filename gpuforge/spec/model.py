@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpuforge.spec import hostlist
+from gpuforge.spec.dcgm import dcgm_counter
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.policy import live, rebuild, rolling
 from gpuforge.spec.types import (
@@ -534,6 +535,15 @@ class Dcgm(StrictModel):
     exporter_port: int = live(9400, "dcgm-exporter port", ge=1, le=65535)
     counters: list[str] | None = live(None, "DCGM fields to export (default: dcgm-exporter's default counters)")
     diag_level: Literal[0, 1, 2, 3, 4] = live(0, "dcgmi diag level run by 'gpuforge validate' (0 = off)")
+
+    @field_validator("counters")
+    @classmethod
+    def _known_counters(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("is empty; omit it for dcgm-exporter's default counters")
+        for field in v or []:
+            dcgm_counter(field)
+        return v
 
 
 class Monitoring(StrictModel):

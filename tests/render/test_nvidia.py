@@ -18,7 +18,7 @@ import yaml
 
 from gpuforge.render import nvidia
 from gpuforge.render.files import Secrets
-from gpuforge.spec import resolve_nodes
+from gpuforge.spec import SpecError, dcgm, resolve_nodes
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.model import Spec
 from tests.helpers import UPSTREAM, inventory, needs_upstream, variant
@@ -291,15 +291,15 @@ def _upstream_rows() -> set[tuple[str, str, str]]:
 @needs_upstream
 def test_default_counters_match_upstream_exactly() -> None:
     active, _ = _upstream_csv("default-counters.csv")
-    assert [(c.field, c.type, c.help) for c in nvidia.DCGM_DEFAULT_COUNTERS] == active
+    assert [(c.field, c.type, c.help) for c in dcgm.DCGM_DEFAULT_COUNTERS] == active
 
 
 @needs_upstream
 def test_counter_catalog_is_upstream_and_complete() -> None:
     rows = _upstream_rows()
-    for c in nvidia.DCGM_FIELDS.values():
+    for c in dcgm.DCGM_FIELDS.values():
         assert (c.field, c.type, c.help) in rows, c.field
-    assert {r[0] for r in rows} == set(nvidia.DCGM_FIELDS)
+    assert {r[0] for r in rows} == set(dcgm.DCGM_FIELDS)
 
 
 def _parse_counters_csv(text: str) -> list[tuple[str, str, str]]:
@@ -335,18 +335,16 @@ def test_custom_counters_are_upstream_fields() -> None:
     assert all(r in upstream for r in rows)
 
 
-def test_unknown_counter_is_a_clear_error() -> None:
-    spec = variant("slurm-h100", lambda d: d["dcgm"].update(counters=["DCGM_FI_DEV_GPU_UTILS"]))
-    with pytest.raises(ValueError, match=r"DCGM_FI_DEV_GPU_UTILS.*did you mean DCGM_FI_DEV_GPU_UTIL\b"):
-        nvidia.nvidia_files(spec, node(spec, "gpu001"), SECRETS)
+def test_unknown_counter_is_a_spec_error_before_anything_renders() -> None:
+    with pytest.raises(SpecError, match=r"dcgm\.counters.*DCGM_FI_DEV_GPU_UTILS.*did you mean DCGM_FI_DEV_GPU_UTIL\b"):
+        variant("slurm-h100", lambda d: d["dcgm"].update(counters=["DCGM_FI_DEV_GPU_UTILS"]))
     with pytest.raises(ValueError, match="unknown DCGM field 'NOPE'"):
-        nvidia.dcgm_counter("NOPE")
+        dcgm.dcgm_counter("NOPE")
 
 
-def test_empty_counter_list_is_an_error() -> None:
-    spec = variant("slurm-h100", lambda d: d["dcgm"].update(counters=[]))
-    with pytest.raises(ValueError, match="empty"):
-        nvidia.dcgm_counters(spec)
+def test_empty_counter_list_is_a_spec_error() -> None:
+    with pytest.raises(SpecError, match=r"dcgm\.counters: is empty; omit it"):
+        variant("slurm-h100", lambda d: d["dcgm"].update(counters=[]))
 
 
 def _exec_start(unit: str) -> list[str]:
