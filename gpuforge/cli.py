@@ -72,28 +72,61 @@ def schema(
 
     text = markdown_reference() if markdown else json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
     if output:
-        output.write_text(text)
+        try:
+            output.write_text(text)
+        except OSError as e:
+            err.print(f"cannot write {output}: {e.strerror or e}", markup=False, highlight=False)
+            raise typer.Exit(2) from None
     else:
         sys.stdout.write(text)
+
+
+#: ``render`` refuses to write more than this in one run (a huge cluster's /etc/hosts per node adds up).
+MAX_RENDER_BYTES = 2 * 2**30
 
 
 @app.command()
 def render(
     spec: SpecArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write files to")],
+    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
 ) -> None:
     """Render every node's files into DIR/<node>/<path> (secrets redacted)."""
     from gpuforge.render import render_cluster
+    from gpuforge.spec import select_nodes
 
     s = _load(spec)
+    try:
+        wanted = set(select_nodes(s, limit)) if limit else None
+    except ValueError as e:
+        err.print(f"--limit: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    rendered = {n: fs for n, fs in render_cluster(s).items() if wanted is None or n in wanted}
+    total = sum(len(f.data) for files in rendered.values() for f in files)
+    if total > MAX_RENDER_BYTES:
+        err.print(
+            f"render would write {total / 2**30:.1f} GiB for {len(rendered)} nodes (at most "
+            f"{MAX_RENDER_BYTES // 2**30} GiB at once): render some nodes with --limit",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    root = output.resolve()
     written = 0
-    for node_name, files in render_cluster(s).items():
-        for f in files:
-            target = output / node_name / f.path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(f.data)
-            written += 1
-    out.print(f"wrote {written} files for {len(resolve_nodes(s))} nodes under {output}")
+    try:
+        for node_name, files in rendered.items():
+            for f in files:
+                target = (root / node_name / f.path.lstrip("/")).resolve()
+                if not target.is_relative_to(root / node_name):
+                    err.print(f"refused: {f.path} of {node_name} would leave {output}", markup=False, highlight=False)
+                    raise typer.Exit(2)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(f.data)
+                written += 1
+    except OSError as e:
+        err.print(f"cannot write under {output}: {e.strerror or e} ({e.filename})", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    out.print(f"wrote {written} files for {len(rendered)} nodes under {output}")
 
 
 @app.command()

@@ -15,13 +15,73 @@ from gpuforge.spec.errors import Loc, SpecError, SpecIssue
 from gpuforge.spec.model import DRIVER_VERSION, NAME, SLURM_TIME, VERSION, Spec
 from gpuforge.spec.rules import check_rules
 
+#: Limits that keep a hostile file from exhausting time or memory before it is even checked.
+MAX_SPEC_BYTES = 4 * 2**20
+MAX_DEPTH = 64
+MAX_ALIASES = 256
+MAX_EXPANDED_NODES = 1_000_000
+
+
+def _check_shape(text: str) -> None:
+    """Refuse what would blow up YAML composition or expansion: size, nesting, aliases.
+
+    Nesting is measured on the event stream (no recursion); the expanded size counts each
+    alias as often as it is used (a "billion laughs" file is a few hundred bytes).
+    """
+    if len(text.encode("utf-8", errors="replace")) > MAX_SPEC_BYTES:
+        raise _LimitError(f"the file is larger than {MAX_SPEC_BYTES // 2**20} MiB")
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels", _line(event.start_mark))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise _LimitError(f"more than {MAX_ALIASES} aliases (*name)", _line(event.start_mark))
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None and _expanded_size(root, {}) > MAX_EXPANDED_NODES:
+        raise _LimitError(f"its aliases expand to more than {MAX_EXPANDED_NODES:,} values", _line(root.start_mark))
+
+
+def _line(mark: Any) -> int | None:
+    return mark.line + 1 if mark is not None else None
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Values ``node`` stands for once every alias is expanded (memoised per node; depth <= MAX_DEPTH)."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(v, memo) for v in node.value)
+    memo[id(node)] = min(size, MAX_EXPANDED_NODES + 1)
+    return memo[id(node)]
+
+
+class _LimitError(Exception):
+    def __init__(self, what: str, line: int | None = None) -> None:
+        self.what, self.line = what, line
+        super().__init__(what)
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last)."""
+    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last), and keys
+    that are not scalars."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value, not a list or mapping", key_node.start_mark
+                )
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -138,6 +198,12 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
 def parse_spec(text: str, filename: str | None = None) -> Spec:
     """Parse and check spec text; raise SpecError listing every problem."""
     try:
+        _check_shape(text)
+    except _LimitError as e:
+        raise SpecError([SpecIssue((), f"refused: {e.what}", line=e.line)], filename) from None
+    except yaml.YAMLError:
+        pass  # reported with its line below
+    try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -172,6 +238,8 @@ def load_spec(path: str | Path) -> Spec:
     """Load and check a spec file."""
     p = Path(path)
     try:
+        if p.is_file() and p.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError([SpecIssue((), f"refused: the file is larger than {MAX_SPEC_BYTES // 2**20} MiB")], str(p))
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError([SpecIssue((), f"cannot read spec file: {e.strerror}")], str(path)) from None

@@ -102,6 +102,12 @@ def gpu_lab(lab_cluster: Any) -> Iterator[GpuLab]:
         assert restored["returncode"] == 0, restored
 
 
+def unit_state(c: Any, unit: str) -> str:
+    """What systemd says of ``unit`` on the GPU node (for failure messages)."""
+    cmd = f"systemctl show {unit} -p ActiveState,SubState,NRestarts,Result; journalctl -u {unit} -n 15 --no-pager"
+    return c.ssh(GPU_NODE, cmd, check=False)
+
+
 def steps_of(plan: dict[str, Any], node: str) -> dict[str, list[dict[str, Any]]]:
     return {op["layer"]: op["steps"] for op in plan["hosts"][node]["operations"]}
 
@@ -168,7 +174,8 @@ def test_plan_reports_what_cannot_run_here(gpu_lab: GpuLab) -> None:
     plan = gpu_lab.cluster.plan(gpu_lab.spec)
     steps = steps_of(plan, GPU_NODE)
     everything = [s for layer in steps.values() for s in layer]
-    assert all("command" not in s and "path" not in s for s in everything), everything  # nothing to do
+    acting = [s for s in everything if "command" in s or "path" in s]
+    assert not acting, (acting, unit_state(gpu_lab.cluster, "slurmd"))  # nothing to do
     assert [s["kind"] for s in steps["nvidia-driver"]] == ["note"]
     assert "no NVIDIA GPU on the PCI bus" in steps["nvidia-driver"][0]["summary"]
     toolkit = steps["nvidia-container-toolkit"]
@@ -225,4 +232,4 @@ def test_plan_toolkit_enroot_pyxis_dcgm_from_real_facts(gpu_lab: GpuLab) -> None
     # The plan changed nothing: a re-run of the applied variant still has nothing to do.
     again = steps_of(c.plan(gpu_lab.spec), GPU_NODE)
     acting = {name: [s for s in steps if "command" in s] for name, steps in again.items()}
-    assert not any(acting.values()), acting
+    assert not any(acting.values()), (acting, unit_state(c, "slurmd"))
