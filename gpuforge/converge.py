@@ -252,7 +252,16 @@ def service_steps(
 
 
 def upload_commands(f: RenderedFile) -> tuple[str, str]:
-    """(staging path, command installing it in place with its mode and owner)."""
+    """(staging path, command installing it in place with its mode and owner).
+
+    The file is never half-written where readers look: it is installed with its mode and owner
+    as a temporary file in the destination's directory, then renamed over the destination
+    (atomic within one filesystem). An interruption leaves the old file or the new one.
+    """
     staged = f"{STAGING_DIR}/{sha256(f.path.encode())[:16]}"
-    cmd = f"install -D -m {f.mode} -o {f.owner} -g {f.group} {staged} {shlex.quote(f.path)} && rm -f {staged}"
+    dest = shlex.quote(f.path)
+    tmp = shlex.quote(f"{f.path}.gpuforge-new")
+    cmd = (
+        f"install -D -m {f.mode} -o {f.owner} -g {f.group} {staged} {tmp} && mv -fT {tmp} {dest} && rm -f {staged}"
+    )
     return staged, cmd

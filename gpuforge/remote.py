@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -14,8 +15,10 @@ def ssh_argv(spec: Spec, spec_path: str | Path, node_name: str, command: str) ->
     from gpuforge.validator.runner import SshTransport
 
     node = next(n for n in resolve_nodes(spec) if n.name == node_name)
-    sudo = "sudo -n " if spec.ssh.sudo and spec.ssh.user != "root" else ""
-    return [*SshTransport(spec, spec_path).argv(node), sudo + command]
+    if spec.ssh.sudo and spec.ssh.user != "root":
+        # The whole command line runs privileged, not only its first word ("a; b" or "a && b").
+        command = f"sudo -n sh -c {shlex.quote(command)}"
+    return [*SshTransport(spec, spec_path).argv(node), command]
 
 
 def run(

@@ -70,7 +70,33 @@ def test_secret_content_never_in_steps() -> None:
 def test_upload_goes_through_private_staging_then_install_with_mode() -> None:
     staged, cmd = upload_commands(RenderedFile("/etc/munge/munge.key", b"k", mode="0400", owner="munge", group="munge"))
     assert staged.startswith("/var/lib/gpuforge/staging/")
-    assert cmd.startswith(f"install -D -m 0400 -o munge -g munge {staged} /etc/munge/munge.key")
+    assert cmd == (
+        f"install -D -m 0400 -o munge -g munge {staged} /etc/munge/munge.key.gpuforge-new && "
+        f"mv -fT /etc/munge/munge.key.gpuforge-new /etc/munge/munge.key && rm -f {staged}"
+    )
+
+
+def test_upload_replaces_the_file_atomically_for_real(tmp_path: Path) -> None:
+    """Run the install command: a reader holding the old file keeps it whole; the new one appears whole."""
+    import getpass
+    import grp
+    import os
+    import subprocess
+
+    dest = tmp_path / "etc" / "x.conf"
+    dest.parent.mkdir()
+    dest.write_text("old\n")
+    with dest.open() as reader:
+        user, group = getpass.getuser(), grp.getgrgid(os.getgid()).gr_name
+        staged, cmd = upload_commands(RenderedFile(str(dest), b"new\n", mode="0640", owner=user, group=group))
+        staging = tmp_path / "staging"
+        staging.mkdir()
+        local = str(staging / "f")
+        (staging / "f").write_bytes(b"new\n")
+        subprocess.run(["sh", "-c", cmd.replace(staged, local)], check=True)
+        assert reader.read() == "old\n"  # the old inode was replaced, not rewritten
+    assert dest.read_text() == "new\n" and oct(dest.stat().st_mode & 0o777) == "0o640"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["x.conf"] and not (staging / "f").exists()
 
 
 def test_install_step_is_the_apt_install_command_for_missing_packages_only() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from gpuforge.remote import ssh_argv
 from gpuforge.spec import load_spec
 from tests.conftest import REPO
@@ -19,4 +21,13 @@ def test_ssh_argv_checks_host_keys_with_the_specs_known_hosts() -> None:
 def test_non_root_user_runs_privileged_commands_with_sudo() -> None:
     spec_path = REPO / "inventories" / "slurm-h100.yaml"
     argv = ssh_argv(load_spec(spec_path), spec_path, "ctl01", "scontrol reconfigure")
-    assert argv[-1] == "sudo -n scontrol reconfigure" and "ansible" in argv
+    assert argv[-1] == "sudo -n sh -c 'scontrol reconfigure'" and "ansible" in argv
+
+
+def test_sudo_covers_every_command_of_a_command_line() -> None:
+    """``rm ...; systemctl reboot`` once ran the reboot unprivileged: sudo wraps the whole line."""
+    spec_path = REPO / "inventories" / "slurm-h100.yaml"
+    line = "rm -f /var/lib/gpuforge/reboot-required; systemctl reboot"
+    argv = ssh_argv(load_spec(spec_path), spec_path, "gpu001", line)
+    assert argv[-1] == "sudo -n sh -c 'rm -f /var/lib/gpuforge/reboot-required; systemctl reboot'"
+    assert shlex.split(argv[-1]) == ["sudo", "-n", "sh", "-c", line]
