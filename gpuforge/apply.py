@@ -25,7 +25,7 @@ from gpuforge.secrets import SecretStore
 from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.model import SourceMode
-from gpuforge.state import RecordUnreadable, last_applied, record_applied
+from gpuforge.state import RecordUnreadable, apply_lock, last_applied, record_applied
 
 
 def _last_lines(text: str, n: int = 3) -> str:
@@ -110,8 +110,20 @@ def apply(
 
     Changes are applied by the update policy of the fields they touch (compared with the
     last successful apply): ``live`` everywhere at once, ``rolling`` batch by batch with a
-    drain, ``rebuild`` refused unless ``force``.
+    drain, ``rebuild`` refused unless ``force``. Two applies of one spec file never run at once:
+    the second is refused (:class:`gpuforge.state.ApplyLocked`) before anything is touched.
     """
+    with apply_lock(spec_path):
+        return _apply_locked(spec_path, limit, on_event, force, allow_reboot)
+
+
+def _apply_locked(
+    spec_path: str | Path,
+    limit: str | None,
+    on_event: Callable[[str], None] | None,
+    force: bool,
+    allow_reboot: bool,
+) -> ApplyResult:
     say = on_event or (lambda _msg: None)
     spec = load_spec(spec_path)
     try:

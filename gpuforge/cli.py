@@ -162,7 +162,7 @@ def apply(
     """Converge the nodes to the spec. A re-run with no spec change changes nothing."""
     from gpuforge.apply import ApplyRefused
     from gpuforge.apply import apply as run_apply
-    from gpuforge.state import RecordUnreadable
+    from gpuforge.state import ApplyLocked, RecordUnreadable
 
     _load(spec)
     try:
@@ -170,7 +170,7 @@ def apply(
             result = run_apply(
                 spec, limit=limit, on_event=lambda m: status.update(m), force=force, allow_reboot=allow_reboot
             )
-    except (ApplyRefused, RecordUnreadable) as e:
+    except (ApplyRefused, ApplyLocked, RecordUnreadable) as e:
         err.print(str(e), markup=False, highlight=False)
         raise typer.Exit(2) from None
     except SpecError as e:

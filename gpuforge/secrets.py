@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets as pysecrets
+import tempfile
 from pathlib import Path
 
 from gpuforge.render.files import Secrets
@@ -36,18 +37,25 @@ class SecretStore:
         os.chmod(self.dir, 0o700)
 
     def _read_or_create(self, name: str, make: bytes) -> bytes:
+        """The secret ``name``; created once, atomically: of two processes creating it at the same
+        time, one creates it and both use that one (a hard link is created only if absent)."""
         path = self.dir / name
         if path.exists():
             return path.read_bytes()
         self._ensure_dir()
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=self.dir)  # 0600 from creation
         try:
-            os.write(fd, make)
+            with os.fdopen(fd, "wb") as f:
+                f.write(make)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return path.read_bytes()  # another process won the race: use its secret
+            return make
         finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        return make
+            os.unlink(tmp)
 
     def munge_key(self) -> bytes:
         return self._read_or_create("munge.key", pysecrets.token_bytes(MUNGE_KEY_BYTES))

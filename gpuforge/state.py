@@ -10,10 +10,16 @@ Invariants:
 
 from __future__ import annotations
 
+import fcntl
+import getpass
 import hashlib
 import json
 import os
+import socket
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from gpuforge.secrets import state_root
@@ -33,14 +39,53 @@ class RecordUnreadable(Exception):
         )
 
 
+class ApplyLocked(Exception):
+    """Another gpuforge run holds the lock of this spec file."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        self.path, self.holder = path, holder
+        super().__init__(
+            f"another gpuforge apply of this spec is running ({holder or 'holder unknown'}; lock {path}): "
+            "wait for it to finish"
+        )
+
+
+def _spec_key(spec_path: str | Path) -> str:
+    return hashlib.sha256(str(Path(spec_path).resolve()).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def apply_lock(spec_path: str | Path) -> Iterator[None]:
+    """Hold this spec file's run lock on the control host; a second holder is refused at once.
+
+    The lock is an ``flock`` (released by the kernel when the holder dies, so it never goes
+    stale); the file names the holder for the refusal message.
+    """
+    path = state_root() / "locks" / f"{_spec_key(spec_path)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+            raise ApplyLocked(path, holder) from None
+        started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        info = f"pid {os.getpid()}, user {getpass.getuser()}, host {socket.gethostname()}, since {started}"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info.encode() + b"\n", 0)
+        yield
+    finally:
+        os.close(fd)
+
+
 def applied_spec_path(spec_path: str | Path) -> Path:
     """Where the last successfully applied version of a spec file is kept.
 
     Keyed by the spec file (not the cluster name), so renaming the cluster in the file is
     seen as a change of that cluster, not as a new one.
     """
-    key = hashlib.sha256(str(Path(spec_path).resolve()).encode()).hexdigest()[:16]
-    return state_root() / "applied" / f"{key}.json"
+    return state_root() / "applied" / f"{_spec_key(spec_path)}.json"
 
 
 def record_applied(spec: Spec, spec_path: str | Path) -> None:

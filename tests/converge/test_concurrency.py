@@ -1,0 +1,86 @@
+"""Two runs at once: the second apply of a spec is refused; secrets are created once, by one process."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuforge.secrets import SecretStore
+from gpuforge.state import ApplyLocked, apply_lock
+
+REPO = Path(__file__).resolve().parents[2]
+H100 = REPO / "inventories" / "slurm-h100.yaml"
+
+
+def test_second_apply_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    env = {**os.environ, "GPUFORGE_STATE_DIR": str(tmp_path)}
+    os.environ["GPUFORGE_STATE_DIR"] = str(tmp_path)
+    try:
+        with apply_lock(H100):
+            cp = subprocess.run(
+                [sys.executable, "-m", "gpuforge.cli", "apply", str(H100)],
+                capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
+            )  # fmt: skip
+            with pytest.raises(ApplyLocked, match=f"pid {os.getpid()}, user "), apply_lock(H100):
+                pass
+        assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+        text = " ".join(cp.stderr.split())
+        assert f"another gpuforge apply of this spec is running (pid {os.getpid()}, user" in text, text
+        with apply_lock(H100):  # released: the next run gets it
+            pass
+        lock = next((tmp_path / "locks").iterdir())
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    finally:
+        del os.environ["GPUFORGE_STATE_DIR"]
+
+
+def test_a_lock_held_for_another_spec_does_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path))
+    with apply_lock(H100), apply_lock(REPO / "inventories" / "lab.yaml"):
+        pass
+
+
+CREATE = """
+import sys, time
+from pathlib import Path
+from gpuforge.secrets import SecretStore
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+sys.stdout.write(SecretStore("race", Path(sys.argv[1])).munge_key().hex())
+"""
+
+
+def test_concurrent_first_runs_share_one_munge_key(tmp_path: Path) -> None:
+    import time
+
+    start = str(time.time() + 1.5)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CREATE, str(tmp_path), start], stdout=subprocess.PIPE, cwd=REPO)
+        for _ in range(6)
+    ]
+    keys = {p.communicate(timeout=60)[0] for p in procs}
+    assert len(keys) == 1 and len(next(iter(keys))) == 2048
+    files = sorted(p.name for p in (tmp_path / "race" / "secrets").iterdir())
+    assert files == ["munge.key"]  # no temp file left behind
+    assert stat.S_IMODE((tmp_path / "race" / "secrets" / "munge.key").stat().st_mode) == 0o600
+
+
+def test_losing_the_creation_race_returns_the_winners_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = SecretStore("c", tmp_path)
+    winner = b"w" * 1024
+    real_link = os.link
+
+    def other_process_wins(src: str, dst: str) -> None:
+        Path(dst).write_bytes(winner)
+        real_link(src, dst)  # raises FileExistsError, as it would
+
+    monkeypatch.setattr(os, "link", other_process_wins)
+    assert store.munge_key() == winner
+    assert hashlib.sha256(store.munge_key()).digest() == hashlib.sha256(winner).digest()
