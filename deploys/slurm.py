@@ -17,7 +17,16 @@ from pyinfra.api import deploy
 
 from deploys.context import node, run_as_cli_deploy, secrets, spec
 from deploys.nvidia import pyxis_rebuilt
-from gpuforge.converge import Directory, Layer, LayerFacts, Service, Step
+from gpuforge.converge import (
+    Directory,
+    Layer,
+    LayerFacts,
+    Service,
+    Step,
+    clear_pending,
+    file_differs,
+    record_pending,
+)
 from gpuforge.operations.layer import JOURNAL, converge
 from gpuforge.operations.slurm_accounting import sync_accounting
 from gpuforge.render.files import RenderedFile, Secrets
@@ -113,6 +122,21 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str) -> Layer:
     files = [f for f in slurm_files(s, n, sec) if f.path != SLURMDBD_CONF]
     new_conf = next((f.content for f in files if f.path == SLURM_CONF), None)
 
+    def owe(facts: LayerFacts) -> list[Step]:
+        """Before the new files land: record on the node the restarts/reconfigures they will need,
+        so that a run interrupted after writing them still makes them next time."""
+        if new_conf is None or not isinstance(new_conf, str):
+            return []
+        old = facts.contents.get(SLURM_CONF)
+        action, why = classify(old, new_conf) if old is not None else (SlurmAction.NONE, "")
+        steps = []
+        if n.has(Role.CONTROLLER) and action is not SlurmAction.NONE:
+            steps.append(record_pending("slurmctld", action.value, why))
+        mine = [f.path for f in files if f.path in SLURMD_FILES and file_differs(f, facts.files.get(f.path))[0]]
+        if n.has(Role.COMPUTE) and (action is SlurmAction.RESTART or mine):
+            steps.append(record_pending("slurmd", "restart", why if action is SlurmAction.RESTART else ", ".join(mine)))
+        return steps
+
     def decide(facts: LayerFacts, changed: set[str]) -> list[Step]:
         if new_conf is None or not isinstance(new_conf, str):
             return []
@@ -130,6 +154,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str) -> Layer:
         directories=tuple(dirs),
         files=files,
         read_paths=(SLURM_CONF,) if new_conf is not None else (),
+        before_files=owe,
         after=decide,
     )
 
@@ -140,6 +165,10 @@ def controller_layer(s: Spec) -> Layer:
         if unit.get("ActiveState") != "active":
             return []  # service_steps starts it with the new config
         action, why = cluster_action()
+        if "slurmctld.restart" in facts.pending:
+            return []  # service_steps makes the restart the node records as pending
+        if action is SlurmAction.NONE and "slurmctld.reconfigure" in facts.pending:
+            action, why = SlurmAction.RECONFIGURE, "a reconfigure is pending on the node"
         steps = []
         gone = sorted({n for _, _, removed in DECISIONS.values() for n in removed})
         for name in gone:
@@ -152,10 +181,11 @@ def controller_layer(s: Spec) -> Layer:
                     f"squeue -h -w {name} 2>/dev/null | grep -q . || break; sleep 2; done",
                 )
             )
+        done = clear_pending("slurmctld")
         if action is SlurmAction.RESTART:
-            steps.append(Step("restart", f"restart slurmctld ({why})", "systemctl restart slurmctld"))
+            steps.append(Step("restart", f"restart slurmctld ({why})", f"systemctl restart slurmctld{done}"))
         elif action is SlurmAction.RECONFIGURE:
-            steps.append(Step("reconfigure", f"scontrol reconfigure ({why})", "scontrol reconfigure"))
+            steps.append(Step("reconfigure", f"scontrol reconfigure ({why})", f"scontrol reconfigure{done}"))
         return steps
 
     def register(facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -179,16 +209,18 @@ def controller_layer(s: Spec) -> Layer:
 def compute_layer(host_name: str) -> Layer:
     def act(facts: LayerFacts, changed: set[str]) -> list[Step]:
         unit = facts.units.get("slurmd") or {}
-        if unit.get("ActiveState") != "active":
-            return []
+        if unit.get("ActiveState") != "active" or "slurmd.restart" in facts.pending:
+            return []  # service_steps starts it, or makes the restart the node records as pending
         action, why = cluster_action()
         mine = JOURNAL.get(host_name, {}).get("slurm-config", set()) & set(SLURMD_FILES)
         if pyxis_rebuilt(host_name):
             mine.add("spank_pyxis.so (rebuilt)")
+        done = clear_pending("slurmd")
         if action is SlurmAction.RESTART:
-            return [Step("restart", f"restart slurmd ({why})", "systemctl restart slurmd")]
+            return [Step("restart", f"restart slurmd ({why})", f"systemctl restart slurmd{done}")]
         if mine:
-            return [Step("restart", f"restart slurmd ({', '.join(sorted(mine))} changed)", "systemctl restart slurmd")]
+            what = ", ".join(sorted(mine))
+            return [Step("restart", f"restart slurmd ({what} changed)", f"systemctl restart slurmd{done}")]
         return []
 
     return Layer("slurm-compute", services=(Service("slurmd"),), after=act)

@@ -21,6 +21,29 @@ from gpuforge.render.files import RenderedFile
 __all__ = ["APT_INSTALL", "APT_UPDATE", "install_command"]
 
 STAGING_DIR = "/var/lib/gpuforge/staging"
+#: Restarts and reloads owed to files already written: ``<unit>.<verb>`` marker files. A marker is
+#: written BEFORE the file that needs it and removed only after the action succeeded, so a run
+#: interrupted in between leaves the debt on the node and the next run pays it.
+PENDING_DIR = "/var/lib/gpuforge/pending"
+PENDING_VERBS = ("restart", "reload", "reconfigure")
+
+
+def pending_marker(unit: str, verb: str) -> str:
+    return f"{PENDING_DIR}/{unit}.{verb}"
+
+
+def record_pending(unit: str, verb: str, why: str) -> Step:
+    """The step that records, before a file is written, that ``unit`` will need ``verb``."""
+    return Step(
+        "pending",
+        f"record that {unit} needs a {verb} ({why})",
+        f"install -d -m 0700 {PENDING_DIR} && touch {pending_marker(unit, verb)}",
+    )
+
+
+def clear_pending(unit: str) -> str:
+    """Shell suffix that removes ``unit``'s markers once its restart/reload has succeeded."""
+    return " && rm -f " + " ".join(pending_marker(unit, v) for v in PENDING_VERBS)
 
 
 @dataclass(frozen=True)
@@ -66,6 +89,8 @@ class Layer:
     services: tuple[Service, ...] = ()
     read_paths: tuple[str, ...] = ()
     """Files whose current content the planner needs (e.g. to classify a slurm.conf change)."""
+    before_files: Callable[[LayerFacts], list[Step]] | None = None
+    """Layer-specific steps before any file is written (record the actions the new files will need)."""
     before_services: Callable[[LayerFacts, set[str]], list[Step]] | None = None
     """Layer-specific steps between file changes and service (re)starts."""
     after: Callable[[LayerFacts, set[str]], list[Step]] | None = None
@@ -86,6 +111,7 @@ class Layer:
             or self.files
             or self.services
             or self.read_paths
+            or self.before_files
             or self.before_services
             or self.after
         )
@@ -108,6 +134,8 @@ class LayerFacts:
     units: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     accounts: dict[str, int | None] = field(default_factory=dict)
     contents: dict[str, str | None] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    """Marker names (``slurmd.restart``) in PENDING_DIR: actions an interrupted run still owes."""
     dpkg_interrupted: bool = False
     """An earlier dpkg run on the host was interrupted (journal entries or half-configured packages)."""
 
@@ -139,7 +167,7 @@ def package_name(spec: str) -> str:
     return spec.split("=", 1)[0]
 
 
-def _file_differs(want: RenderedFile, have: dict[str, Any] | None) -> tuple[bool, bool]:
+def file_differs(want: RenderedFile, have: dict[str, Any] | None) -> tuple[bool, bool]:
     """(content differs, attributes differ)."""
     if have is None or have.get("type") not in (None, "file"):
         return True, True
@@ -155,7 +183,7 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
 
     def file_steps(files: list[RenderedFile]) -> None:
         for f in files:
-            content, attrs = _file_differs(f, facts.files.get(f.path))
+            content, attrs = file_differs(f, facts.files.get(f.path))
             if content:
                 changed.add(f.path)
                 what = "secret content (not shown)" if f.secret else f"{len(f.data)} bytes"
@@ -169,6 +197,18 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
                     )
                 )
 
+    will_change = {f.path for f in layer.all_files if file_differs(f, facts.files.get(f.path))[0]}
+    for svc in layer.services:
+        if not svc.running:
+            continue
+        restart = sorted(p for p in svc.restart_on if p in will_change)
+        reload_ = sorted(p for p in svc.reload_on if p in will_change)
+        if restart:
+            steps.append(record_pending(svc.unit, "restart", f"{', '.join(restart)} changes"))
+        elif reload_:
+            steps.append(record_pending(svc.unit, "reload", f"{', '.join(reload_)} changes"))
+    if layer.before_files is not None:
+        steps.extend(layer.before_files(facts))
     file_steps(layer.early_files)
     for acct in layer.accounts:
         have = facts.accounts.get(acct.name)
@@ -227,7 +267,8 @@ def repair_steps(facts: LayerFacts) -> list[Step]:
 def service_steps(
     services: tuple[Service, ...], facts: LayerFacts, changed: set[str], installed: bool = False
 ) -> list[Step]:
-    """Enable/start services and restart or reload those whose files changed."""
+    """Enable/start services and restart or reload those whose files changed, or that an
+    interrupted earlier run left owing a restart or reload (pending markers)."""
     steps: list[Step] = []
     for svc in services:
         state = facts.units.get(svc.unit) or {}
@@ -235,19 +276,26 @@ def service_steps(
         enabled = state.get("UnitFileState") in ("enabled", "static", "alias", "indirect", "generated")
         if svc.enabled and not enabled:
             steps.append(Step("enable", f"enable {svc.unit}", f"systemctl enable {svc.unit}"))
-        restart = any(p in changed for p in svc.restart_on)
-        reload_ = any(p in changed for p in svc.reload_on)
+        owed = {v for v in PENDING_VERBS if f"{svc.unit}.{v}" in facts.pending}
+        restart = any(p in changed for p in svc.restart_on) or "restart" in owed
+        reload_ = any(p in changed for p in svc.reload_on) or "reload" in owed
+        clear = clear_pending(svc.unit) if (restart or reload_ or owed) else ""
+        by_files = any(p in changed for p in (*svc.restart_on, *svc.reload_on))
+        owed_verb = "restart" if restart else "reload"
+        why = "config changed" if by_files or not owed else f"a {owed_verb} is pending on the node"
         if svc.running and (not active or installed):
             # A service a package just started runs with the package's config: restart it on ours.
             verb = "restart" if (restart or reload_ or installed) else "start"
-            steps.append(Step(verb, f"{verb} {svc.unit}", f"systemctl {verb} {svc.unit}"))
+            steps.append(Step(verb, f"{verb} {svc.unit}", f"systemctl {verb} {svc.unit}{clear}"))
         elif svc.running and restart:
-            steps.append(Step("restart", f"restart {svc.unit} (config changed)", f"systemctl restart {svc.unit}"))
+            steps.append(Step("restart", f"restart {svc.unit} ({why})", f"systemctl restart {svc.unit}{clear}"))
         elif svc.running and reload_:
             cmd = svc.reload_command or f"systemctl reload {svc.unit}"
-            steps.append(Step("reload", f"reload {svc.unit} (config changed)", cmd))
+            steps.append(Step("reload", f"reload {svc.unit} ({why})", f"{cmd}{clear}"))
         if not svc.running and active:
-            steps.append(Step("stop", f"stop {svc.unit}", f"systemctl stop {svc.unit}"))
+            steps.append(Step("stop", f"stop {svc.unit}", f"systemctl stop {svc.unit}{clear}"))
+        elif not svc.running and owed:
+            steps.append(Step("pending", f"forget {svc.unit}'s owed actions (it does not run here)", clear[4:]))
     return steps
 
 

@@ -14,12 +14,12 @@ from typing import Any
 from pyinfra.api import FactBase
 
 from gpuforge.apt import DPKG_INTERRUPTED
-from gpuforge.converge import LayerFacts, package_name
+from gpuforge.converge import PENDING_DIR, LayerFacts, package_name
 from gpuforge.facts.files import FileDigests, parse_file_digests
 from gpuforge.facts.packages import DebPackageVersions, parse_dpkg_query
 from gpuforge.facts.systemd import UnitStates, parse_systemctl_show
 
-SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg")
+SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg", "pending")
 
 
 def _section(name: str) -> str:
@@ -39,6 +39,8 @@ def layer_state_command(
         parts += [_section("files"), FileDigests().command(list(paths))]
     if units:
         parts += [_section("units"), UnitStates().command(list(units))]
+        # Restarts and reloads an interrupted run still owes (see gpuforge.converge.PENDING_DIR).
+        parts += [_section("pending"), f"ls -1 {PENDING_DIR} 2>/dev/null || true"]
     if accounts:
         parts += [_section("accounts")]
         parts += [f"echo \"{a}=$(id -u {shlex.quote(a)} 2>/dev/null)\"" for a in accounts]
@@ -67,6 +69,7 @@ def parse_layer_state(lines: list[str]) -> LayerFacts:
     if buckets["units"]:
         units: dict[str, Any] = parse_systemctl_show(buckets["units"])["units"]
         facts.units = {k: dict(v) if v else None for k, v in units.items()}
+    facts.pending = {line.strip() for line in buckets["pending"] if line.strip()}
     facts.dpkg_interrupted = any(line.strip() == "interrupted" for line in buckets["dpkg"])
     for line in buckets["accounts"]:
         name, _, uid = line.partition("=")

@@ -17,6 +17,8 @@ from gpuforge.converge import (
     Service,
     plan_layer,
     repair_steps,
+    service_steps,
+    sha256,
     upload_commands,
 )
 from gpuforge.facts.layer import layer_state_command, parse_layer_state
@@ -168,3 +170,65 @@ def test_layer_state_reads_an_interrupted_dpkg() -> None:
     assert facts.dpkg_interrupted is True and facts.packages == {"munge": None}  # half-configured is not installed
     assert parse_layer_state(["__section=dpkg"]).dpkg_interrupted is False
     assert "__section=dpkg" not in layer_state_command([], ["/etc/x"], [], [], [])  # no packages, no dpkg probe
+
+
+KEY = RenderedFile("/etc/munge/munge.key", b"k", mode="0400", owner="munge", group="munge", secret=True)
+ACTIVE = {"ActiveState": "active", "UnitFileState": "enabled"}
+CLEAR_MUNGE = (
+    " && rm -f /var/lib/gpuforge/pending/munge.restart /var/lib/gpuforge/pending/munge.reload"
+    " /var/lib/gpuforge/pending/munge.reconfigure"
+)
+
+
+def _munge_layer() -> Layer:
+    return Layer("munge", files=[KEY], services=(Service("munge", restart_on=(KEY.path,)),))
+
+
+def _facts(key_sha: str, pending: set[str]) -> LayerFacts:
+    have = {"sha256": key_sha, "mode": "0400", "owner": "munge", "group": "munge", "type": "file"}
+    return LayerFacts(files={KEY.path: have}, units={"munge": ACTIVE}, pending=pending)
+
+
+def test_a_restart_is_recorded_on_the_node_before_the_file_is_written() -> None:
+    steps, _ = plan_layer(_munge_layer(), _facts("old", set()))
+    assert [(s.kind, s.command) for s in steps] == [
+        ("pending", "install -d -m 0700 /var/lib/gpuforge/pending && touch /var/lib/gpuforge/pending/munge.restart"),
+        ("upload", None),
+        ("restart", "systemctl restart munge" + CLEAR_MUNGE),
+    ]
+
+
+def test_a_restart_owed_by_an_interrupted_run_is_made_although_the_files_match() -> None:
+    """The run wrote munge.key and died before the restart: the re-run sees matching files and the marker."""
+    steps, _ = plan_layer(_munge_layer(), _facts(sha256(KEY.data), {"munge.restart"}))
+    assert [(s.kind, s.summary, s.command) for s in steps] == [
+        ("restart", "restart munge (a restart is pending on the node)", "systemctl restart munge" + CLEAR_MUNGE)
+    ]
+    assert plan_layer(_munge_layer(), _facts(sha256(KEY.data), set()))[0] == []  # paid: nothing owed
+
+
+def test_an_owed_reload_uses_the_services_reload_command() -> None:
+    yml = "/etc/prometheus/prometheus.yml"
+    prom = Service("prometheus", reload_on=(yml,), reload_command="systemctl reload prometheus")
+    facts = LayerFacts(units={"prometheus": ACTIVE}, pending={"prometheus.reload", "munge.restart"})
+    steps = service_steps((prom,), facts, set())
+    assert [(s.kind, s.command) for s in steps] == [
+        ("reload", "systemctl reload prometheus && rm -f /var/lib/gpuforge/pending/prometheus.restart "
+         "/var/lib/gpuforge/pending/prometheus.reload /var/lib/gpuforge/pending/prometheus.reconfigure"),
+    ]  # fmt: skip
+
+
+def test_a_stopped_service_forgets_what_it_was_owed() -> None:
+    svc = Service("nvidia-dcgm", running=False)
+    facts = LayerFacts(units={"nvidia-dcgm": {"ActiveState": "inactive"}}, pending={"nvidia-dcgm.restart"})
+    steps = service_steps((svc,), facts, set())
+    assert [s.kind for s in steps] == ["enable", "pending"]
+    assert steps[1].command == "rm -f /var/lib/gpuforge/pending/nvidia-dcgm.restart " \
+        "/var/lib/gpuforge/pending/nvidia-dcgm.reload /var/lib/gpuforge/pending/nvidia-dcgm.reconfigure"
+
+
+def test_layer_state_reads_pending_markers() -> None:
+    cmd = layer_state_command([], [], ["munge"], [], [])
+    assert "__section=pending" in cmd and "ls -1 /var/lib/gpuforge/pending" in cmd
+    facts = parse_layer_state(["__section=pending", "munge.restart", "slurmctld.reconfigure"])
+    assert facts.pending == {"munge.restart", "slurmctld.reconfigure"}
