@@ -15,6 +15,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-pip
   systemd-container mmdebstrap apt-cacher-ng iproute2 openssh-client
   ca-certificates vagrant vagrant-libvirt stress-ng
+  prometheus prometheus-alertmanager
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -15,7 +15,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpuforge.spec import hostlist
 from gpuforge.spec.dcgm import dcgm_counter
@@ -567,8 +567,48 @@ class Dcgm(StrictModel):
         return v
 
 
+#: Xid codes that always alert (NVIDIA's Xid catalog: 48 DBE ECC, 63/64 row remapping pending/failed,
+#: 74 NVLink, 79 fallen off the bus, 94/95 contained/uncontained ECC).
+DEFAULT_ALERT_XIDS = (48, 63, 64, 74, 79, 94, 95)
+PROM_DURATION = r"^\d+(ms|[smhdwy])$"
+
+
+class AlertReceiver(StrictModel):
+    """Where Alertmanager sends notifications: a webhook, e-mail, or both."""
+
+    name: Name = live(description="Receiver name")
+    webhook_url: str | None = live(None, "Webhook URL (Alertmanager webhook_configs)")
+    email: str | None = live(None, "E-mail address (needs monitoring.smtp_smarthost and smtp_from)")
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", v):
+            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v
+
+
+class AlertLimits(StrictModel):
+    """Thresholds of the alert rules rendered for Prometheus."""
+
+    gpu_temp_c: int = live(87, "GPU temperature (DCGM_FI_DEV_GPU_TEMP, C) above which GpuTemperatureHigh fires", ge=1)
+    gpu_power_w: int = live(700, "GPU power draw (DCGM_FI_DEV_POWER_USAGE, W) above which GpuPowerHigh fires", ge=1)
+    xids: list[int] = live(
+        default_factory=list, description="Xid codes alerted on besides 48, 63, 64, 74, 79, 94 and 95"
+    )
+    check_failing_minutes: int = live(10, "Minutes a gpuforge health check must fail before it alerts", ge=1)
+    node_down_minutes: int = live(2, "Minutes a node-exporter target must be down before NodeDown fires", ge=1)
+    disk_used_percent: int = live(90, "Used space (%) of /, /var and /var/lib/* above which DiskNearlyFull fires",
+                                  ge=1, le=99)  # fmt: skip
+    operator_reasons: list[str] = live(
+        default_factory=lambda: ["ops:", "maint"],
+        description="Slurm drain/down reasons starting with one of these were set by an operator and do not alert "
+        "(every other reason does, e.g. gpuforge's own 'gpuforge: health: ...')",
+    )
+
+
 class Monitoring(StrictModel):
-    """Prometheus and node-exporter."""
+    """Prometheus, node-exporter, Alertmanager, alert rules, the Slurm collector and dashboards."""
 
     prometheus: bool = live(False, "Run Prometheus on the monitoring node(s)")
     prometheus_port: int = live(9090, "Prometheus port", ge=1, le=65535)
@@ -576,6 +616,40 @@ class Monitoring(StrictModel):
     node_exporter: bool = live(True, "Run node-exporter on every node")
     node_exporter_port: int = live(9100, "node-exporter port", ge=1, le=65535)
     retention: str = live("15d", "Prometheus retention", pattern=r"^\d+[smhdwy]$")
+    alertmanager: bool = live(True, "Run Alertmanager beside Prometheus (with prometheus: true)")
+    alertmanager_port: int = live(9093, "Alertmanager port", ge=1, le=65535)
+    receivers: list[AlertReceiver] = live(
+        default_factory=list, description="Alert receivers; every alert goes to all of them"
+    )
+    smtp_smarthost: str | None = live(None, "SMTP relay host:port for e-mail receivers")
+    smtp_from: str | None = live(None, "Sender address of alert e-mails")
+    group_wait: str = live("30s", "Alertmanager group_wait", pattern=PROM_DURATION)
+    group_interval: str = live("5m", "Alertmanager group_interval", pattern=PROM_DURATION)
+    repeat_interval: str = live("4h", "Alertmanager repeat_interval", pattern=PROM_DURATION)
+    alerts: AlertLimits = live(default_factory=AlertLimits, description="Alert thresholds")
+    slurm_collector_interval: int = live(
+        60, "Seconds between runs of the Slurm metrics collector on controller and accounting nodes", ge=10
+    )
+    grafana_datasource: str = live("Prometheus", "Grafana datasource name the dashboards query", min_length=1)
+
+    @field_validator("receivers")
+    @classmethod
+    def _receivers(cls, v: list[AlertReceiver]) -> list[AlertReceiver]:
+        names = [r.name for r in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"receiver names must be unique: {', '.join(dup)}")
+        empty = [r.name for r in v if r.webhook_url is None and r.email is None]
+        if empty:
+            raise ValueError(f"receiver {empty[0]!r} has neither webhook_url nor email")
+        return v
+
+    @model_validator(mode="after")
+    def _smtp(self) -> Monitoring:
+        mailed = [r.name for r in self.receivers if r.email is not None]
+        if mailed and not (self.smtp_smarthost and self.smtp_from):
+            raise ValueError(f"receiver {mailed[0]!r} sends e-mail: set smtp_smarthost and smtp_from")
+        return self
 
 
 class Rollout(StrictModel):

@@ -1,8 +1,10 @@
-"""Monitoring renderers: Prometheus scrape config and exporter arguments, consistent with
-the exporters the NVIDIA layer sets up."""
+"""Monitoring renderers: scrape config, exporter arguments, alert rules, Alertmanager, collector
+timers and dashboards, consistent with the exporters the NVIDIA layer sets up. promtool/amtool
+checks of the same files are in tests/monitoring/."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
@@ -10,11 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuforge.render import alert_rules, nvidia
 from gpuforge.render import monitoring as mon
-from gpuforge.render import nvidia
 from gpuforge.render.files import Secrets
 from gpuforge.spec import resolve_nodes
-from gpuforge.spec.model import Spec
+from gpuforge.spec.errors import SpecError
+from gpuforge.spec.model import Role, Spec
+from roles import ROLE_DEPLOYS
 from tests.helpers import inventory, variant
 
 SECRETS = Secrets.redacted()
@@ -25,7 +29,15 @@ DURATION = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?(
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 TARGET = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
 GLOBAL_KEYS = {"scrape_interval", "scrape_timeout", "evaluation_interval", "external_labels"}
-SCRAPE_KEYS = {"job_name", "scrape_interval", "scrape_timeout", "metrics_path", "scheme", "static_configs"}
+SCRAPE_KEYS = {
+    "job_name",
+    "scrape_interval",
+    "scrape_timeout",
+    "metrics_path",
+    "scheme",
+    "static_configs",
+    "relabel_configs",
+}
 
 
 def files_of(spec: Spec, name: str) -> dict[str, str]:
@@ -44,7 +56,8 @@ def load_prometheus(spec: Spec) -> dict[str, Any]:
 
 
 def check_prometheus_config(doc: dict[str, Any]) -> None:
-    assert set(doc) <= {"global", "scrape_configs"}
+    assert set(doc) <= {"global", "rule_files", "alerting", "scrape_configs"}
+    assert doc["rule_files"] == [mon.PROMETHEUS_RULES]
     assert set(doc["global"]) <= GLOBAL_KEYS
     for key in ("scrape_interval", "evaluation_interval"):
         assert DURATION.match(doc["global"][key]) and doc["global"][key]
@@ -57,6 +70,8 @@ def check_prometheus_config(doc: dict[str, Any]) -> None:
             assert set(sc) <= {"targets", "labels"}
             assert sc["targets"] and all(isinstance(t, str) and TARGET.match(t) for t in sc["targets"])
             assert all(LABEL_NAME.match(k) and isinstance(v, str) for k, v in sc.get("labels", {}).items())
+            assert set(sc["labels"]) == {"node_group", "cluster"}
+        assert job["relabel_configs"] == [mon.node_relabel()]
 
 
 def targets(doc: dict[str, Any], job: str) -> list[str]:
@@ -97,7 +112,7 @@ def test_dcgm_exporter_targets_are_the_gpu_nodes_running_it() -> None:
     for n in gpu_nodes[:1] + gpu_nodes[-1:]:
         unit = {f.path: str(f.content) for f in nvidia.nvidia_files(spec, n, SECRETS)}[nvidia.DCGM_EXPORTER_UNIT]
         assert f"-a :{spec.dcgm.exporter_port}" in unit
-    groups = {sc["labels"]["group"] for j in doc["scrape_configs"] for sc in j["static_configs"] if "labels" in sc}
+    groups = {sc["labels"]["node_group"] for j in doc["scrape_configs"] for sc in j["static_configs"]}
     assert {"gpu", "mig"} <= groups
 
 
@@ -118,7 +133,8 @@ def test_ports_follow_the_spec() -> None:
     doc = load_prometheus(spec)
     assert all(t.endswith(":9200") for t in targets(doc, "node-exporter"))
     assert all(t.endswith(":9500") for t in targets(doc, "dcgm-exporter"))
-    assert targets(doc, "prometheus") == ["localhost:9091"]
+    assert targets(doc, "prometheus") == ["mon01:9091"]
+    assert targets(doc, "alertmanager") == ["mon01:9093"]
     files = files_of(spec, "mon01")
     assert args_of(files[mon.PROMETHEUS_DEFAULTS]) == [
         "--web.listen-address=:9091",
@@ -136,19 +152,204 @@ def test_node_exporter_off() -> None:
     assert mon.NODE_EXPORTER_DEFAULTS not in files_of(spec, "gpu001")
 
 
+DASHBOARDS = {f"{mon.DASHBOARD_DIR}/{n}.json" for n in ("cluster-overview", "gpu-node", "slurm-queue")}
+PROM_FILES = {mon.PROMETHEUS_CONFIG, mon.PROMETHEUS_DEFAULTS, mon.PROMETHEUS_RULES} | DASHBOARDS
+AM_FILES = {mon.ALERTMANAGER_CONFIG, mon.ALERTMANAGER_DEFAULTS}
+
+
 @pytest.mark.parametrize("inv", INVENTORY_NAMES)
 def test_which_node_gets_what(inv: str) -> None:
     spec = inventory(inv)
+    slurm = spec.slurm is not None
     for n in resolve_nodes(spec):
         expected = {mon.NODE_EXPORTER_DEFAULTS}
         if n.has(mon.Role.MONITORING):
-            expected |= {mon.PROMETHEUS_CONFIG, mon.PROMETHEUS_DEFAULTS}
+            expected |= PROM_FILES | AM_FILES
+        if slurm and n.roles & {Role.CONTROLLER, Role.ACCOUNTING_DB}:
+            expected |= set(mon.SLURM_METRICS_FILES)
+        if slurm and n.roles & {Role.CONTROLLER, Role.COMPUTE}:
+            expected |= set(mon.HEALTH_METRICS_FILES)
         assert set(files_of(spec, n.name)) == expected, n.name
+
+
+def test_health_roles_follow_the_role_deploys() -> None:
+    assert {r for r, deploys in ROLE_DEPLOYS.items() if "health" in deploys} == mon.HEALTH_ROLES
 
 
 def test_prometheus_off() -> None:
     spec = variant("slurm-h100", lambda d: d["monitoring"].update(prometheus=False))
     assert set(files_of(spec, "mon01")) == {mon.NODE_EXPORTER_DEFAULTS}
+
+
+def test_alertmanager_off() -> None:
+    spec = variant("slurm-h100", lambda d: d["monitoring"].update(alertmanager=False))
+    assert set(files_of(spec, "mon01")) == {mon.NODE_EXPORTER_DEFAULTS} | PROM_FILES
+    doc = load_prometheus(spec)
+    assert "alerting" not in doc and targets(doc, "alertmanager") == []
+
+
+def test_collector_units() -> None:
+    spec = inventory("slurm-h100")
+    ctl = files_of(spec, "ctl01")
+    db = files_of(spec, "db01")
+    assert (
+        "gpuforge-slurm-metrics --queue --out=/var/lib/gpuforge/textfile/slurm.prom --daemons=slurmctld\n"
+        in ctl["/etc/systemd/system/gpuforge-slurm-metrics.service"]
+    )
+    assert (
+        "gpuforge-slurm-metrics --out=/var/lib/gpuforge/textfile/slurm.prom --daemons=slurmdbd\n"
+        in db["/etc/systemd/system/gpuforge-slurm-metrics.service"]
+    )
+    service = files_of(spec, "gpu001")["/etc/systemd/system/gpuforge-health-metrics.service"]
+    assert (
+        "ExecStart=/usr/bin/timeout 55 /usr/local/sbin/gpuforge-health --no-slurm "
+        "--prom /var/lib/gpuforge/textfile/gpuforge-health.prom\n" in service
+    )
+    timer = files_of(spec, "gpu001")["/etc/systemd/system/gpuforge-health-metrics.timer"]
+    assert "OnUnitActiveSec=60\n" in timer
+    fast = variant("slurm-h100", lambda d: d["monitoring"].update(slurm_collector_interval=15))
+    assert "OnUnitActiveSec=15\n" in files_of(fast, "ctl01")["/etc/systemd/system/gpuforge-slurm-metrics.timer"]
+    assert "timeout 10 " in files_of(fast, "ctl01")["/etc/systemd/system/gpuforge-slurm-metrics.service"]
+
+
+def rules_of(spec: Spec) -> dict[str, list[dict[str, Any]]]:
+    doc = yaml.safe_load(files_of(spec, monitoring_node(spec))[mon.PROMETHEUS_RULES])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            out.setdefault(rule["alert"], []).append(rule)
+    return out
+
+
+def test_alert_rules_follow_the_spec() -> None:
+    rules = rules_of(inventory("slurm-h100"))
+    assert [r["labels"]["xid"] for r in rules["GpuXidError"]] == ["48", "63", "64", "74", "79", "94", "95"]
+    assert all(r["annotations"]["runbook"] for rs in rules.values() for r in rs)
+    assert all(r["labels"]["component"] == "gpu" for name, rs in rules.items() if name.startswith("Gpu") and
+               name != "GpuforgeCheckFailing" for r in rs)  # fmt: skip
+
+    def change(d: dict[str, Any]) -> None:
+        d["monitoring"]["alerts"] = {
+            "gpu_temp_c": 80,
+            "gpu_power_w": 650,
+            "xids": [13, 79, 31],
+            "check_failing_minutes": 3,
+            "operator_reasons": ["admin (", "x|y"],
+        }
+
+    rules = rules_of(variant("slurm-h100", change))
+    assert [r["labels"]["xid"] for r in rules["GpuXidError"]] == ["48", "63", "64", "74", "79", "94", "95", "13", "31"]
+    assert rules["GpuTemperatureHigh"][0]["expr"] == "DCGM_FI_DEV_GPU_TEMP > 80"
+    assert rules["GpuPowerHigh"][0]["expr"] == "DCGM_FI_DEV_POWER_USAGE > 650"
+    assert rules["GpuforgeCheckFailing"][0]["for"] == "3m"
+    assert rules["SlurmNodeUnavailable"][0]["expr"] == (
+        'gpuforge_slurm_node_state{state=~"drain|down",reason!~"(admin \\(|x\\|y).*"} == 1'
+    )
+
+
+def test_rule_groups_by_what_the_cluster_has() -> None:
+    assert set(rules_of(inventory("lab"))) == {
+        "NodeDown", "DiskNearlyFull", "GpuforgeCheckFailing", "SlurmNodeUnavailable", "SlurmctldDown", "SlurmdbdDown"
+    }  # fmt: skip
+    k8s = rules_of(inventory("k8s-gpu-operator"))
+    assert "NodeDown" in k8s and "GpuXidError" in k8s and "SlurmctldDown" not in k8s
+
+
+def test_alertmanager_receivers_and_inhibition() -> None:
+    def change(d: dict[str, Any]) -> None:
+        d["monitoring"].update(
+            receivers=[
+                {"name": "pager", "webhook_url": "https://hooks.example.org/gpu"},
+                {"name": "ops", "email": "ops@example.org", "webhook_url": "http://10.0.0.5:8080/"},
+            ],
+            smtp_smarthost="smtp.example.org:25",
+            smtp_from="gpuforge@example.org",
+            group_wait="5s",
+        )
+
+    spec = variant("slurm-h100", change)
+    files = {
+        f.path: f
+        for f in mon.monitoring_files(spec, next(n for n in resolve_nodes(spec) if n.name == "mon01"), SECRETS)
+    }
+    assert (files[mon.ALERTMANAGER_CONFIG].mode, files[mon.ALERTMANAGER_CONFIG].group) == ("0640", "prometheus")
+    doc = yaml.safe_load(str(files[mon.ALERTMANAGER_CONFIG].content))
+    assert doc == {
+        "global": {"smtp_smarthost": "smtp.example.org:25", "smtp_from": "gpuforge@example.org"},
+        "route": {
+            "receiver": "gpuforge-all",
+            "group_by": ["alertname", "cluster", "node"],
+            "group_wait": "5s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+        },
+        "receivers": [
+            {
+                "name": "gpuforge-all",
+                "webhook_configs": [
+                    {"url": "https://hooks.example.org/gpu", "send_resolved": True},
+                    {"url": "http://10.0.0.5:8080/", "send_resolved": True},
+                ],
+                "email_configs": [{"to": "ops@example.org", "send_resolved": True}],
+            }
+        ],
+        "inhibit_rules": [
+            {
+                "source_matchers": ['alertname="NodeDown"'],
+                "target_matchers": ['component="gpu"'],
+                "equal": ["cluster", "node"],
+            }
+        ],
+    }
+    assert args_of(str(files[mon.ALERTMANAGER_DEFAULTS].content)) == [
+        "--config.file=/etc/prometheus/alertmanager.yml",
+        "--web.listen-address=:9093",
+        "--cluster.listen-address=",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("receivers", "extra", "message"),
+    [
+        ([{"name": "m", "email": "a@example.org"}], {}, "receiver 'm' sends e-mail: set smtp_smarthost and smtp_from"),
+        ([{"name": "w"}], {}, "receiver 'w' has neither webhook_url nor email"),
+        ([{"name": "w", "webhook_url": "ftp://x"}], {}, "must be an http:// or https:// URL"),
+        (
+            [{"name": "w", "webhook_url": "http://x/"}, {"name": "w", "webhook_url": "http://y/"}],
+            {},
+            "receiver names must be unique: w",
+        ),
+    ],
+)
+def test_bad_receivers_are_spec_errors(receivers: list[dict[str, str]], extra: dict[str, str], message: str) -> None:
+    with pytest.raises(SpecError) as e:
+        variant("slurm-h100", lambda d: d["monitoring"].update(receivers=receivers, **extra))
+    assert message in str(e.value) and "monitoring" in str(e.value)
+
+
+def datasources(v: Any) -> list[str]:
+    """Every ``datasource`` value anywhere in a JSON document."""
+    if isinstance(v, dict):
+        return [str(x) for k, x in v.items() if k == "datasource"] + [d for x in v.values() for d in datasources(x)]
+    if isinstance(v, list):
+        return [d for x in v for d in datasources(x)]
+    return []
+
+
+def test_dashboards_use_the_spec_datasource() -> None:
+    spec = variant("slurm-h100", lambda d: d["monitoring"].update(grafana_datasource="site-prom"))
+    files = files_of(spec, "mon01")
+    for path in DASHBOARDS:
+        doc = json.loads(files[path])
+        found = datasources(doc)
+        assert found and set(found) == {"site-prom"}, path
+        assert mon.dashboard_exprs(doc), path
+
+
+def test_promql_regex_escape() -> None:
+    assert alert_rules.promql_regex_escape("gpuforge: health: a.b (x|y) [1]") == (
+        "gpuforge: health: a\\.b \\(x\\|y\\) \\[1\\]"
+    )
 
 
 @pytest.mark.parametrize("inv", INVENTORY_NAMES)
