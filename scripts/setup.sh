@@ -29,9 +29,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "apt-cacher-ng apt-cacher-ng/tunnelenable boolean false" | debconf-set-selections
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-# The distro's apt-cacher-ng service is not used: each lab runs its own instance on its bridge.
+# The distro's apt-cacher-ng and Prometheus services are not used: each lab runs its own.
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl disable --now apt-cacher-ng >/dev/null 2>&1 || true
+  # promtool/amtool are what the tests need; the lab's Prometheus runs inside its nodes.
+  systemctl disable --now prometheus prometheus-alertmanager prometheus-node-exporter >/dev/null 2>&1 || true
 fi
 
 if [ ! -x .venv/bin/python ]; then
