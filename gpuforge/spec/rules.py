@@ -133,7 +133,12 @@ def scheduler_sections_and_roles(spec: Spec) -> Iterator[SpecIssue]:
 def _partition_nodes(spec: Spec, selector: str, loc: tuple[str | int, ...]) -> Iterator[SpecIssue | str]:
     groups = {g.name: g.hostnames for g in spec.node_groups}
     known = {n for names in groups.values() for n in names}
-    for part in hostlist.split_top_level(selector):
+    try:
+        parts = hostlist.split_top_level(selector)
+    except hostlist.HostlistError as e:
+        yield SpecIssue(loc, str(e))
+        return
+    for part in parts:
         if part in groups:
             yield from groups[part]
             continue
