@@ -128,13 +128,21 @@ def test_monitoring_in_the_lab(lab_cluster: LabCluster, webhook: Webhook) -> Non
     ]
     jobs = {t["labels"]["job"]: t["health"] for t in query(lab_cluster, "/api/v1/targets")["activeTargets"]}
     assert jobs == {"prometheus": "up", "alertmanager": "up", "node-exporter": "up"}
-    loads = query(lab_cluster, "/api/v1/query", query="node_load1")["result"]
-    assert sorted(s["metric"]["node"] for s in loads) == ["node1", "node2", "node3"]
+    # Only this job's series: the package's first start ran Debian's default config (job "node"),
+    # and a restart writes no staleness markers, so those series stay visible for the 5 min lookback.
+    loads = query(lab_cluster, "/api/v1/query", query='node_load1{job="node-exporter"}')["result"]
+    assert sorted(s["metric"].get("node", "<no node label>") for s in loads) == ["node1", "node2", "node3"]
+    assert {(s["metric"].get("node_group"), s["metric"].get("cluster")) for s in loads} == {
+        ("ctl", "gflab"),
+        ("workers", "gflab"),
+    }
 
     # The health textfile (every node) and the Slurm collector's series (controller) are in Prometheus.
     def health_series() -> list[str]:
-        res = query(lab_cluster, "/api/v1/query", query="count by (node) (gpuforge_check_status)")["result"]
-        nodes = sorted(s["metric"]["node"] for s in res)
+        res = query(lab_cluster, "/api/v1/query", query='count by (node) (gpuforge_check_status{job="node-exporter"})')[
+            "result"
+        ]
+        nodes = sorted(s["metric"].get("node", "<no node label>") for s in res)
         return nodes if nodes == ["node1", "node2", "node3"] else []
 
     wait_for("gpuforge_check_status from every node", health_series, 120)
