@@ -1,62 +1,12 @@
-"""health: ``/usr/local/sbin/gpuforge-health`` and its ``/etc/gpuforge/health.json`` on Slurm nodes.
+"""Entry point for the plain pyinfra CLI: the health layer.
 
-The program is ``gpuforge/validator/nodelocal.py`` itself (stdlib only); the config is
-``health_config(spec, node)``. slurm.conf names the program as HealthCheckProgram, so
-slurmd runs it every HealthCheckInterval; it drains the node on a critical failure and
-resumes only nodes it drained itself.
+    GPUFORGE_SPEC=inventories/lab.yaml pyinfra inventories/from_spec.py deploys/health.py
+
+The deploy itself is ``gpuforge.deploy.layers.health`` (what ``gpuforge apply`` runs).
 """
 
-from __future__ import annotations
-
-import json
-from pathlib import Path
-
-from pyinfra.api import deploy
-
-from deploys.context import node, run_as_cli_deploy, spec
-from gpuforge.converge import Directory, Layer
-from gpuforge.operations.layer import converge
-from gpuforge.render.files import RenderedFile
-from gpuforge.spec import Spec
-from gpuforge.spec.nodes import Node
-from gpuforge.validator import nodelocal
-from gpuforge.validator.config import HEALTH_CONFIG, HEALTH_PROGRAM, health_config
-from roles import ROLE_DEPLOYS
-
-
-def health_program() -> bytes:
-    """The node-local checker, byte for byte."""
-    return Path(nodelocal.__file__).read_bytes()
-
-
-def health_config_text(s: Spec, n: Node) -> str:
-    return json.dumps(health_config(s, n), indent=2, sort_keys=True) + "\n"
-
-
-def wants_health(s: Spec, n: Node) -> bool:
-    """Slurm nodes whose roles take the health layer (roles.ROLE_DEPLOYS)."""
-    return s.slurm is not None and any("health" in ROLE_DEPLOYS[r] for r in n.roles)
-
-
-def health_layer(s: Spec, n: Node) -> Layer:
-    return Layer(
-        "health",
-        directories=(Directory(str(Path(HEALTH_CONFIG).parent), "0755"),),
-        files=[
-            RenderedFile(HEALTH_PROGRAM, health_program(), mode="0755"),
-            RenderedFile(HEALTH_CONFIG, health_config_text(s, n), mode="0644"),
-        ],
-    )
-
-
-@deploy("gpuforge health")
-def health() -> None:
-    s, n = spec(), node()
-    converge(
-        name="health: gpuforge-health and its config",
-        layer=health_layer(s, n) if wants_health(s, n) else Layer.empty("health"),
-    )
-
+from gpuforge.deploy.context import run_as_cli_deploy
+from gpuforge.deploy.layers.health import health
 
 if run_as_cli_deploy(globals()):
     health()

@@ -1,34 +1,12 @@
-"""munge: one cluster key (0400 munge:munge) on every Slurm node, munge running."""
+"""Entry point for the plain pyinfra CLI: the munge layer.
 
-from __future__ import annotations
+    GPUFORGE_SPEC=inventories/lab.yaml pyinfra inventories/from_spec.py deploys/munge.py
 
-from pyinfra.api import deploy
+The deploy itself is ``gpuforge.deploy.layers.munge`` (what ``gpuforge apply`` runs).
+"""
 
-from deploys.context import node, run_as_cli_deploy, secrets, spec
-from gpuforge.converge import Directory, Layer, Service
-from gpuforge.operations.layer import converge
-from gpuforge.render.files import RenderedFile, Secrets
-from roles import deploys_for
-
-MUNGE_KEY = "/etc/munge/munge.key"
-
-
-def munge_layer(sec: Secrets) -> Layer:
-    key = RenderedFile(MUNGE_KEY, sec.munge_key, mode="0400", owner="munge", group="munge", secret=True)
-    return Layer(
-        "munge",
-        packages=("munge",),
-        directories=(Directory("/etc/munge", "0700", "munge", "munge"),),
-        files=[key],
-        services=(Service("munge", restart_on=(MUNGE_KEY,)),),
-    )
-
-
-@deploy("gpuforge munge")
-def munge() -> None:
-    on = spec().slurm is not None and "munge" in deploys_for(node())
-    converge(name="munge: key and daemon", layer=munge_layer(secrets()) if on else Layer.empty("munge"))
-
+from gpuforge.deploy.context import run_as_cli_deploy
+from gpuforge.deploy.layers.munge import munge
 
 if run_as_cli_deploy(globals()):
     munge()

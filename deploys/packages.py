@@ -1,51 +1,12 @@
-"""Distro packages of all of a node's layers, installed in one apt transaction.
+"""Entry point for the plain pyinfra CLI: the packages layer.
 
-Each layer still declares (and checks) its own packages; installing their union up front
-costs one dpkg run instead of one per layer, which is most of a first apply's time. It runs
-right after the base layer, which sets the package proxy and the fixed service accounts.
+    GPUFORGE_SPEC=inventories/lab.yaml pyinfra inventories/from_spec.py deploys/packages.py
+
+The deploy itself is ``gpuforge.deploy.layers.packages`` (what ``gpuforge apply`` runs).
 """
 
-from __future__ import annotations
-
-from pyinfra import host
-from pyinfra.api import deploy
-
-from deploys.base import base_layer
-from deploys.context import node, run_as_cli_deploy, secrets, spec
-from deploys.monitoring import monitoring_layers
-from deploys.munge import munge_layer
-from deploys.slurm import accounting_layer, config_layer
-from gpuforge.converge import Layer
-from gpuforge.operations.layer import converge, repair_packages
-from gpuforge.spec import Role, Spec
-from gpuforge.spec.nodes import Node
-from roles import deploys_for
-
-
-def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:
-    """Every Debian package the base, munge, Slurm and monitoring layers want on ``n``."""
-    wanted = deploys_for(n)
-    layers = [base_layer(s, n)]
-    if s.slurm is not None and "slurm" in wanted:
-        sec = secrets()
-        layers.append(munge_layer(sec))
-        if n.has(Role.ACCOUNTING_DB) and s.slurm.accounting.enabled:
-            layers.append(accounting_layer(s, sec))
-        layers.append(config_layer(s, n, sec, host_name))
-    layers.extend(monitoring_layers(s, n, "monitoring" in wanted))
-    return list(dict.fromkeys(p for layer in layers for p in layer.packages))
-
-
-@deploy("gpuforge packages")
-def packages() -> None:
-    s, n = spec(), node()
-    names = distro_packages(s, n, host.name) if n.os.is_deb else []
-    repair_packages(name="packages: repair an interrupted package run", packages=tuple(names))
-    converge(
-        name="packages: every layer's distro packages in one transaction",
-        layer=Layer("packages", packages=tuple(names)) if names else Layer.empty("packages"),
-    )
-
+from gpuforge.deploy.context import run_as_cli_deploy
+from gpuforge.deploy.layers.packages import packages
 
 if run_as_cli_deploy(globals()):
     packages()

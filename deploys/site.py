@@ -1,23 +1,12 @@
-"""Every layer a node's roles need, in the cluster-wide order (``roles.LAYER_ORDER``).
+"""Entry point for the plain pyinfra CLI: every layer a node's roles need, in order.
 
-GPUFORGE_SPEC=inventories/lab.yaml pyinfra inventories/from_spec.py deploys/site.py
+    GPUFORGE_SPEC=inventories/lab.yaml pyinfra inventories/from_spec.py deploys/site.py
+
+The deploy itself is ``gpuforge.deploy.layers.site`` (what ``gpuforge apply`` runs).
 """
 
-from __future__ import annotations
-
-from pyinfra.api import deploy
-
-from deploys.context import run_as_cli_deploy
-from roles import LAYER_ORDER, load_deploy
-
-
-@deploy("gpuforge site")
-def site() -> None:
-    # Every host walks every layer; each deploy turns itself into no-ops where the
-    # node's roles do not need it (see roles.deploys_for).
-    for name in LAYER_ORDER:
-        load_deploy(name)()
-
+from gpuforge.deploy.context import run_as_cli_deploy
+from gpuforge.deploy.layers.site import site
 
 if run_as_cli_deploy(globals()):
     site()

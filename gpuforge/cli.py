@@ -136,7 +136,7 @@ def plan(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show what apply would change on each host (nothing is changed; secrets redacted)."""
-    from gpuforge.plan import plan as make_plan
+    from gpuforge.orchestrate.plan import plan as make_plan
 
     _load(spec)
     try:
@@ -160,9 +160,9 @@ def apply(
     allow_reboot: Annotated[bool, typer.Option(help="Reboot drained nodes that need it (driver change)")] = False,
 ) -> None:
     """Converge the nodes to the spec. A re-run with no spec change changes nothing."""
-    from gpuforge.apply import ApplyRefused
-    from gpuforge.apply import apply as run_apply
-    from gpuforge.state import ApplyLocked, RecordUnreadable
+    from gpuforge.orchestrate.apply import ApplyRefused
+    from gpuforge.orchestrate.apply import apply as run_apply
+    from gpuforge.orchestrate.state import ApplyLocked, RecordUnreadable
 
     _load(spec)
     try:

@@ -7,7 +7,7 @@ Groups: ``nodes``, ``role_<role>`` (e.g. ``role_compute``) and ``group_<node gro
 
 import os
 
-from gpuforge.inventory import inventory_groups
+from gpuforge.deploy.inventory import inventory_groups
 from gpuforge.spec import load_spec
 
 _path = os.environ.get("GPUFORGE_SPEC")

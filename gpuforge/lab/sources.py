@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from gpuforge.aptsources import AptSource, parse_deb822, parse_one_line
+from gpuforge.render.aptsources import AptSource, parse_deb822, parse_one_line
 
 SUITE = "bookworm"
 COMPONENTS = "main contrib non-free non-free-firmware"

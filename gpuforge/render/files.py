@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, wraps
@@ -10,7 +11,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import jinja2
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+#: ``templates/`` of the checkout, shipped in the wheel as the package ``gpuforge.templates``.
+TEMPLATES_DIR = Path(str(importlib.resources.files("gpuforge.templates")))
 REDACTED = "<redacted: kept in the gpuforge secrets store>"
 
 

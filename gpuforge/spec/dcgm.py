@@ -132,5 +132,3 @@ def dcgm_counter(field: str) -> DcgmCounter:
     close = difflib.get_close_matches(name.upper(), list(DCGM_FIELDS), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see dcgm-exporter's default-counters.csv"
     raise ValueError(f"dcgm.counters: unknown DCGM field {field!r}{hint}")
-
-

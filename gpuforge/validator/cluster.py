@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuforge.facts.slurm import SinfoInfo, parse_scontrol_nodes, parse_sinfo_nodes
+from gpuforge.deploy.facts.slurm import SinfoInfo, parse_scontrol_nodes, parse_sinfo_nodes
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import MigStrategy
 from gpuforge.spec.nodes import Node, nodes_with, select_nodes
@@ -546,7 +546,7 @@ def known_host_entries(text: str, host: str) -> list[str]:
     scope="control",
 )
 def ssh_host_keys(data: ClusterData, node: Node) -> Outcome:
-    from gpuforge.inventory import host_data
+    from gpuforge.deploy.inventory import host_data
 
     ssh = data.spec.ssh
     strict = host_data(data.spec, data.spec_path, node).get("ssh_strict_host_key_checking") == "yes"

@@ -42,7 +42,7 @@ def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> 
 
 
 def test_offline_artifacts_are_checked_on_the_node_against_the_manifest(tmp_path: Path) -> None:
-    from gpuforge.nvidia_sources import artifact, fetch_command
+    from gpuforge.render.nvidia_sources import artifact, fetch_command
     from gpuforge.spec import parse_spec
 
     data = b"enroot package bytes"

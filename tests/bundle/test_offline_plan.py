@@ -1,6 +1,6 @@
 """Offline mode on a bundle made by ``gpuforge bundle``: the NVIDIA layers of a fresh node
 take every package and release file from the bundle, never from an upstream URL (pure:
-deploys.nvidia's layer builders and ``plan_layer`` on facts of a node with nothing installed)."""
+gpuforge.deploy.layers.nvidia's layer builders and ``plan_layer`` on facts of a node with nothing installed)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from deploys import nvidia as nv
-from gpuforge import nvidia_sources as src
 from gpuforge.bundle import parse_packages
-from gpuforge.converge import LayerFacts, Step, plan_layer
-from gpuforge.operations.nvidia import HostFacts
+from gpuforge.deploy.converge import LayerFacts, Step, plan_layer
+from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.deploy.operations.nvidia import HostFacts
+from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import parse_spec, resolve_nodes
 from tests.bundle.conftest import ARTIFACTS, Server, mirror_spec, offline_spec, run_bundle
 

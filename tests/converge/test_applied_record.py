@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge import apply as apply_mod
-from gpuforge.rollout import roll_every_node
+from gpuforge.orchestrate import apply as apply_mod
+from gpuforge.orchestrate.rollout import roll_every_node
+from gpuforge.orchestrate.state import RecordUnreadable, applied_spec_path, last_applied, record_applied
 from gpuforge.spec import load_spec, resolve_nodes
-from gpuforge.state import RecordUnreadable, applied_spec_path, last_applied, record_applied
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge import apt
+from gpuforge.deploy import apt
 
 FAKE_TOOL = r"""#!/bin/sh
 # Fake {name}: log the call, then act by the scenario files in $SCEN.
@@ -89,7 +89,10 @@ def _short(call: str) -> str:
     kept = [
         w
         for i, w in enumerate(words)
-        if w != "-o" and not (i and words[i - 1] == "-o") and w not in noise and not w.startswith(("--force-", "-f="))
+        if w != "-o"
+        and not (i and words[i - 1] == "-o")
+        and w not in noise
+        and not w.startswith(("--force-", "-f="))
         and not w.isdigit()
     ]
     return " ".join(kept)

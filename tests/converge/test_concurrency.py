@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.secrets import SecretStore
-from gpuforge.state import ApplyLocked, apply_lock
+from gpuforge.deploy.secrets import SecretStore
+from gpuforge.orchestrate.state import ApplyLocked, apply_lock
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"
@@ -49,7 +49,7 @@ def test_a_lock_held_for_another_spec_does_not_block(tmp_path: Path, monkeypatch
 CREATE = """
 import sys, time
 from pathlib import Path
-from gpuforge.secrets import SecretStore
+from gpuforge.deploy.secrets import SecretStore
 start = float(sys.argv[2])
 while time.time() < start:
     pass

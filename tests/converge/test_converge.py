@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpuforge.apt import DPKG_INTERRUPTED, REPAIR, install_command
-from gpuforge.converge import (
+from gpuforge.deploy.apt import DPKG_INTERRUPTED, REPAIR, install_command
+from gpuforge.deploy.converge import (
     Account,
     Directory,
     Layer,
@@ -21,7 +21,7 @@ from gpuforge.converge import (
     sha256,
     upload_commands,
 )
-from gpuforge.facts.layer import layer_state_command, parse_layer_state
+from gpuforge.deploy.facts.layer import layer_state_command, parse_layer_state
 from gpuforge.render.files import RenderedFile
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.json"))
@@ -223,8 +223,10 @@ def test_a_stopped_service_forgets_what_it_was_owed() -> None:
     facts = LayerFacts(units={"nvidia-dcgm": {"ActiveState": "inactive"}}, pending={"nvidia-dcgm.restart"})
     steps = service_steps((svc,), facts, set())
     assert [s.kind for s in steps] == ["enable", "pending"]
-    assert steps[1].command == "rm -f /var/lib/gpuforge/pending/nvidia-dcgm.restart " \
+    assert (
+        steps[1].command == "rm -f /var/lib/gpuforge/pending/nvidia-dcgm.restart "
         "/var/lib/gpuforge/pending/nvidia-dcgm.reload /var/lib/gpuforge/pending/nvidia-dcgm.reconfigure"
+    )
 
 
 def test_layer_state_reads_pending_markers() -> None:

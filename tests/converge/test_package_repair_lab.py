@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpuforge.apt import DPKG_INTERRUPTED
+from gpuforge.deploy.apt import DPKG_INTERRUPTED
 
 pytestmark = pytest.mark.lab
 
@@ -39,8 +39,8 @@ pkill -KILL -x dpkg; pkill -KILL -f '[g]puforge-slow.postinst'; rm -f {BLOCK}
 """
 # apt's Packages lists for the Debian archive (not the by-hash copies): one made unparsable.
 CORRUPT_LIST = (
-    "f=$(ls /var/lib/apt/lists/*_main_binary-amd64_Packages | head -1) && test -n \"$f\" && "
-    "printf 'Package: x\\nVersion: 1\\n\\0\\0\\0garbage without a field name\\n' > \"$f\" && echo \"$f\""
+    'f=$(ls /var/lib/apt/lists/*_main_binary-amd64_Packages | head -1) && test -n "$f" && '
+    'printf \'Package: x\\nVersion: 1\\n\\0\\0\\0garbage without a field name\\n\' > "$f" && echo "$f"'
 )
 
 
@@ -75,5 +75,8 @@ def test_interrupted_dpkg_and_unparsable_lists_are_repaired_by_the_next_apply(la
         again = c.apply()
         assert again["returncode"] == 0 and not any(h["changed"] for h in again["hosts"].values()), again
     finally:
-        c.ssh(NODE, f"rm -f {BLOCK}; dpkg --configure -a; dpkg -P gpuforge-slow hello; rm -f /root/gpuforge-slow.deb",
-              check=False)
+        c.ssh(
+            NODE,
+            f"rm -f {BLOCK}; dpkg --configure -a; dpkg -P gpuforge-slow hello; rm -f /root/gpuforge-slow.deb",
+            check=False,
+        )

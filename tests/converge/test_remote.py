@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from gpuforge.remote import ssh_argv
+from gpuforge.orchestrate.remote import ssh_argv
 from gpuforge.spec import load_spec
 from tests.conftest import REPO
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from gpuforge.rollout import plan_rollout
+from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.spec import Spec, load_spec, parse_spec
 
 H100 = "inventories/slurm-h100.yaml"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuforge.facts.slurm import SacctmgrInfo
-from gpuforge.operations.slurm_accounting import minutes, plan_accounting
+from gpuforge.deploy.facts.slurm import SacctmgrInfo
+from gpuforge.deploy.operations.slurm_accounting import minutes, plan_accounting
 from gpuforge.spec import load_spec
 
 SPEC = load_spec("inventories/lab.yaml")
@@ -89,7 +89,7 @@ def test_slurm_times_to_minutes() -> None:
 
 
 def test_steps_run_as_one_sacctmgr_process() -> None:
-    from gpuforge.operations.slurm_accounting import batch_command
+    from gpuforge.deploy.operations.slurm_accounting import batch_command
 
     steps = plan_accounting(SPEC, info([], [], []))
     cmd = batch_command(steps)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
+from gpuforge.deploy.slurm_changes import SlurmAction, classify, parse_slurm_conf, removed_nodes
 from gpuforge.render.slurm import slurm_conf
-from gpuforge.slurm_changes import SlurmAction, classify, parse_slurm_conf, removed_nodes
 from gpuforge.spec import load_spec, parse_spec
 
 LAB = "inventories/lab.yaml"

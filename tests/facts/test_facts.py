@@ -29,7 +29,7 @@ REQUIRED_KEYS = {"fact", "command", "output", "fact_value", "source"}
 
 def load_fact(name: str) -> type[FactBase[Any]]:
     module_name, class_name = name.rsplit(".", 1)
-    module = importlib.import_module(f"gpuforge.facts.{module_name}")
+    module = importlib.import_module(f"gpuforge.deploy.facts.{module_name}")
     fact = getattr(module, class_name)
     assert issubclass(fact, FactBase), name
     return fact
@@ -38,7 +38,7 @@ def load_fact(name: str) -> type[FactBase[Any]]:
 def all_facts() -> list[type[FactBase[Any]]]:
     facts = []
     for module_name in FACT_MODULES:
-        module = importlib.import_module(f"gpuforge.facts.{module_name}")
+        module = importlib.import_module(f"gpuforge.deploy.facts.{module_name}")
         for _, obj in inspect.getmembers(module, inspect.isclass):
             if issubclass(obj, FactBase) and obj.__module__ == module.__name__:
                 facts.append(obj)

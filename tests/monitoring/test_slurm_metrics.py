@@ -1,4 +1,4 @@
-"""The Slurm collector (gpuforge/slurm_metrics.py): pure parsers of sinfo/squeue/scontrol output
+"""The Slurm collector (gpuforge/probes/slurm_metrics.py): pure parsers of sinfo/squeue/scontrol output
 (recorded outputs of the explicit -o formats in, data out), the textfile it writes, atomically."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge import slurm_metrics as sm
+from gpuforge.probes import slurm_metrics as sm
 
 # sinfo -h -N -o '%N|%T|%E' (node1 is in two partitions: listed twice).
 SINFO = """\

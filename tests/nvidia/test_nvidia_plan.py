@@ -7,7 +7,7 @@ Each ``fixtures/<case>.json`` holds::
      "patch": {... deep-merged into the spec; node_groups patched by group name ...},
      "bundle": {"artifacts/<file>": "<text>"},   # optional offline bundle ($BUNDLE in patch)
      "node": "gpu001",
-     "layer": "nvidia-driver",                   # one of deploys.nvidia.LAYER_NAMES
+     "layer": "nvidia-driver",                   # one of gpuforge.deploy.layers.nvidia.LAYER_NAMES
      "host": {NvidiaHost fields: gpus, nvswitches, loaded_driver, packages},
      "facts": {LayerFacts fields: packages, files, units, contents},
      "steps": [{"kind": ..., "summary": "<substring>", "command": ["<substring>", ...],
@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 import yaml
 
-from deploys import nvidia as nv
-from gpuforge.converge import LayerFacts, Step, plan_layer, sha256
-from gpuforge.operations.layer import JOURNAL
-from gpuforge.operations.nvidia import HostFacts
+from gpuforge.deploy.converge import LayerFacts, Step, plan_layer, sha256
+from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.deploy.operations.layer import JOURNAL
+from gpuforge.deploy.operations.nvidia import HostFacts
 from gpuforge.spec import parse_spec, resolve_nodes
 
 REPO = Path(__file__).resolve().parents[2]

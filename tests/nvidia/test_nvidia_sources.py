@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploys import nvidia as nv
-from gpuforge import nvidia_sources as src
-from gpuforge.converge import LayerFacts, plan_layer
-from gpuforge.operations.layer import JOURNAL
-from gpuforge.operations.nvidia import HostFacts, NvidiaHost, nvidia_host_command, parse_nvidia_host
+from gpuforge.deploy.converge import LayerFacts, plan_layer
+from gpuforge.deploy.layers import LAYER_ORDER
+from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.deploy.operations.layer import JOURNAL
+from gpuforge.deploy.operations.nvidia import HostFacts, NvidiaHost, nvidia_host_command, parse_nvidia_host
+from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
 from gpuforge.spec.model import OsFamily
-from roles import LAYER_ORDER
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuforge.deploy.layers import ROLE_DEPLOYS
 from gpuforge.render import alert_rules, nvidia
 from gpuforge.render import monitoring as mon
 from gpuforge.render.files import Secrets
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import Role, Spec
-from roles import ROLE_DEPLOYS
 from tests.helpers import inventory, variant
 
 SECRETS = Secrets.redacted()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deploys.health import health_layer, health_program, wants_health
-from gpuforge.converge import LayerFacts, plan_layer
+from gpuforge.deploy.converge import LayerFacts, plan_layer
+from gpuforge.deploy.layers.health import health_layer, health_program, wants_health
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cli
 from gpuforge.validator import config as vconfig

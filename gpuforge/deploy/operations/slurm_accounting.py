@@ -15,9 +15,9 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
-from gpuforge.converge import Step
-from gpuforge.facts.slurm import SacctmgrEntities, SacctmgrInfo
-from gpuforge.operations import layer as layer_ops
+from gpuforge.deploy.converge import Step
+from gpuforge.deploy.facts.slurm import SacctmgrEntities, SacctmgrInfo
+from gpuforge.deploy.operations import layer as layer_ops
 from gpuforge.spec.model import Qos, Spec
 
 SACCTMGR = "sacctmgr -i"

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpuforge.secrets import state_root
+from gpuforge.deploy.secrets import state_root
 from gpuforge.spec import Spec, SpecError, parse_spec
 
 

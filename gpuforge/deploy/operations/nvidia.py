@@ -17,7 +17,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from gpuforge.facts.nvidia import NVSWITCH_DEVICE_IDS
+from gpuforge.deploy.facts.nvidia import NVSWITCH_DEVICE_IDS
 
 _PKG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*$")
 

@@ -40,6 +40,6 @@ def cluster_deploys(spec: Spec, nodes: list[Node]) -> list[str]:
 
 def load_deploy(name: str) -> Callable[[], None]:
     """The deploy function of ``deploys/<name>.py``."""
-    module = __import__(f"deploys.{name}", fromlist=[name])
+    module = __import__(f"gpuforge.deploy.layers.{name}", fromlist=[name])
     fn: Callable[[], None] = getattr(module, name)
     return fn

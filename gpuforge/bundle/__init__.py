@@ -2,7 +2,7 @@
 
 ``gpuforge bundle SPEC -o DIR`` fetches, from where the spec can reach them (the spec's
 mirror URLs in mirror mode, NVIDIA's public upstream otherwise), what the NVIDIA deploy
-installs on the spec's nodes, in the layout ``gpuforge.nvidia_sources`` reads in offline mode:
+installs on the spec's nodes, in the layout ``gpuforge.render.nvidia_sources`` reads in offline mode:
 
 * ``artifacts/<file name>``: release files (enroot packages, the pyxis tarball, dcgm-exporter);
 * ``apt/<repo>/`` for ``nvidia-cuda`` and ``nvidia-container``: a flat repository holding
@@ -45,13 +45,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deploys import nvidia as nv
-from gpuforge import nvidia_sources as src
+from gpuforge.deploy.layers import deploys_for
+from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import host_dcgm_exporter
 from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec.model import DriverSource, SourceMode
 from gpuforge.spec.nodes import Node
-from roles import deploys_for
 
 MANIFEST = "manifest.json"
 FORMAT = "gpuforge-bundle/1"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from gpuforge.aptsources import parse_apt_sources
+from gpuforge.render.aptsources import parse_apt_sources
 from gpuforge.spec.model import OsFamily, SourceMode, Spec
 
 CUDA_UPSTREAM = "https://developer.download.nvidia.com/compute/cuda/repos"

@@ -17,15 +17,15 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
 from pyinfra.api.operations import run_ops
 
-from gpuforge import remote
-from gpuforge.inventory import inventory_groups
-from gpuforge.operations import layer as layer_ops
-from gpuforge.rollout import RolloutPlan, plan_rollout, roll_every_node
-from gpuforge.secrets import SecretStore
+from gpuforge.deploy.inventory import inventory_groups
+from gpuforge.deploy.operations import layer as layer_ops
+from gpuforge.deploy.secrets import SecretStore
+from gpuforge.orchestrate import remote
+from gpuforge.orchestrate.rollout import RolloutPlan, plan_rollout, roll_every_node
+from gpuforge.orchestrate.state import RecordUnreadable, apply_lock, last_applied, record_applied
 from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.model import SourceMode
-from gpuforge.state import RecordUnreadable, apply_lock, last_applied, record_applied
 
 
 def _last_lines(text: str, n: int = 3) -> str:
@@ -111,7 +111,7 @@ def apply(
     Changes are applied by the update policy of the fields they touch (compared with the
     last successful apply): ``live`` everywhere at once, ``rolling`` batch by batch with a
     drain, ``rebuild`` refused unless ``force``. Two applies of one spec file never run at once:
-    the second is refused (:class:`gpuforge.state.ApplyLocked`) before anything is touched.
+    the second is refused (:class:`gpuforge.orchestrate.state.ApplyLocked`) before anything is touched.
     """
     with apply_lock(spec_path):
         return _apply_locked(spec_path, limit, on_event, force, allow_reboot)
@@ -260,7 +260,7 @@ def run_deploys(
     on_event: Callable[[str], None] | None = None,
 ) -> ApplyResult:
     """Run the site deploy on the selected nodes (dry when ``layer_ops.DRY_RUN`` is set)."""
-    from deploys.site import site
+    from gpuforge.deploy.layers.site import site
 
     say = on_event or (lambda _msg: None)
     logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
@@ -271,8 +271,8 @@ def run_deploys(
     names = select_nodes(spec, limit) if limit else None
     state = build_state(spec, spec_path, names)
     layer_ops.JOURNAL.clear()
-    from deploys import nvidia as nvidia_deploy
-    from deploys import slurm as slurm_deploy
+    from gpuforge.deploy.layers import nvidia as nvidia_deploy
+    from gpuforge.deploy.layers import slurm as slurm_deploy
 
     slurm_deploy.DECISIONS.clear()
     nvidia_deploy.reset_records()

@@ -42,9 +42,7 @@ def host_name(node: Node) -> str:
     return f"@vagrant/{node.name}" if node.connector is Connector.VAGRANT else node.name
 
 
-def inventory_groups(
-    spec: Spec, spec_path: str | Path, limit: list[str] | None = None
-) -> dict[str, list[HostEntry]]:
+def inventory_groups(spec: Spec, spec_path: str | Path, limit: list[str] | None = None) -> dict[str, list[HostEntry]]:
     """Groups of (host name, data): ``nodes``, one per role (``role_<name>``) and per node group."""
     groups: dict[str, list[HostEntry]] = {"nodes": []}
     for node in resolve_nodes(spec):

@@ -1,4 +1,4 @@
-"""The pyinfra operation that converges one layer (see ``gpuforge.converge``)."""
+"""The pyinfra operation that converges one layer (see ``gpuforge.deploy.converge``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import state
 from pyinfra.facts.files import FileContents
 
-from gpuforge.converge import STAGING_DIR, Layer, Step, plan_layer, repair_steps, upload_commands
-from gpuforge.facts.layer import LayerState
+from gpuforge.deploy.converge import STAGING_DIR, Layer, Step, plan_layer, repair_steps, upload_commands
+from gpuforge.deploy.facts.layer import LayerState
 
 # What changed on each host during this run, by layer: later operations (restart the
 # controller after every node has its new slurm.conf) read it. Written only while

@@ -14,11 +14,11 @@ from typing import Any
 from rich.console import Console
 from rich.syntax import Syntax
 
-from gpuforge.apply import run_deploys
-from gpuforge.operations import layer as layer_ops
+from gpuforge.deploy.operations import layer as layer_ops
+from gpuforge.orchestrate.apply import run_deploys
+from gpuforge.orchestrate.state import RecordUnreadable, last_applied
 from gpuforge.spec import load_spec
 from gpuforge.spec.diff import FieldChange, diff_specs
-from gpuforge.state import RecordUnreadable, last_applied
 
 
 @dataclass

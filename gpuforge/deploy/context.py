@@ -1,6 +1,6 @@
 """What a deploy knows about the host it runs on: the spec, this node, the secrets.
 
-The inventory (``gpuforge.inventory``) puts the spec path and node name in host data;
+The inventory (``gpuforge.deploy.inventory``) puts the spec path and node name in host data;
 everything else is derived here, so the same deploys run under ``gpuforge apply`` and
 under the plain ``pyinfra`` CLI.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pyinfra import host
 
+from gpuforge.deploy.secrets import SecretStore
 from gpuforge.render.files import Secrets
-from gpuforge.secrets import SecretStore
 from gpuforge.spec import Node, Spec, load_spec, resolve_nodes
 
 

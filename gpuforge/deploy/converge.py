@@ -3,7 +3,7 @@
 A ``Layer`` is what a deploy wants on a host (packages, accounts, directories, files,
 services). ``plan_layer`` compares it with one batched ``LayerState`` fact and returns
 the steps that close the gap, nothing when the host already matches. The pyinfra
-operation in ``gpuforge.operations.layer`` yields these steps; ``gpuforge plan`` prints
+operation in ``gpuforge.deploy.operations.layer`` yields these steps; ``gpuforge plan`` prints
 them. Keeping this pure keeps both honest and testable with facts as data.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuforge.apt import APT_INSTALL, APT_UPDATE, REPAIR, install_command
+from gpuforge.deploy.apt import APT_INSTALL, APT_UPDATE, REPAIR, install_command
 from gpuforge.render.files import RenderedFile
 
 __all__ = ["APT_INSTALL", "APT_UPDATE", "install_command"]
@@ -309,7 +309,5 @@ def upload_commands(f: RenderedFile) -> tuple[str, str]:
     staged = f"{STAGING_DIR}/{sha256(f.path.encode())[:16]}"
     dest = shlex.quote(f.path)
     tmp = shlex.quote(f"{f.path}.gpuforge-new")
-    cmd = (
-        f"install -D -m {f.mode} -o {f.owner} -g {f.group} {staged} {tmp} && mv -fT {tmp} {dest} && rm -f {staged}"
-    )
+    cmd = f"install -D -m {f.mode} -o {f.owner} -g {f.group} {staged} {tmp} && mv -fT {tmp} {dest} && rm -f {staged}"
     return staged, cmd

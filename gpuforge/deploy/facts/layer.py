@@ -13,11 +13,11 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from gpuforge.apt import DPKG_INTERRUPTED
-from gpuforge.converge import PENDING_DIR, LayerFacts, package_name
-from gpuforge.facts.files import FileDigests, parse_file_digests
-from gpuforge.facts.packages import DebPackageVersions, parse_dpkg_query
-from gpuforge.facts.systemd import UnitStates, parse_systemctl_show
+from gpuforge.deploy.apt import DPKG_INTERRUPTED
+from gpuforge.deploy.converge import PENDING_DIR, LayerFacts, package_name
+from gpuforge.deploy.facts.files import FileDigests, parse_file_digests
+from gpuforge.deploy.facts.packages import DebPackageVersions, parse_dpkg_query
+from gpuforge.deploy.facts.systemd import UnitStates, parse_systemctl_show
 
 SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg", "pending")
 
@@ -27,7 +27,10 @@ def _section(name: str) -> str:
 
 
 def layer_state_command(
-    packages: Sequence[str], paths: Sequence[str], units: Sequence[str], accounts: Sequence[str],
+    packages: Sequence[str],
+    paths: Sequence[str],
+    units: Sequence[str],
+    accounts: Sequence[str],
     read_paths: Sequence[str],
 ) -> str:
     parts = []
@@ -39,16 +42,14 @@ def layer_state_command(
         parts += [_section("files"), FileDigests().command(list(paths))]
     if units:
         parts += [_section("units"), UnitStates().command(list(units))]
-        # Restarts and reloads an interrupted run still owes (see gpuforge.converge.PENDING_DIR).
+        # Restarts and reloads an interrupted run still owes (see gpuforge.deploy.converge.PENDING_DIR).
         parts += [_section("pending"), f"ls -1 {PENDING_DIR} 2>/dev/null || true"]
     if accounts:
         parts += [_section("accounts")]
-        parts += [f"echo \"{a}=$(id -u {shlex.quote(a)} 2>/dev/null)\"" for a in accounts]
+        parts += [f'echo "{a}=$(id -u {shlex.quote(a)} 2>/dev/null)"' for a in accounts]
     if read_paths:
         parts += [_section("contents")]
-        parts += [
-            f"echo \"{p}=$(base64 -w0 {shlex.quote(p)} 2>/dev/null || echo -)\"" for p in read_paths
-        ]
+        parts += [f'echo "{p}=$(base64 -w0 {shlex.quote(p)} 2>/dev/null || echo -)"' for p in read_paths]
     return "; ".join(parts) or "true"
 
 
@@ -84,7 +85,11 @@ class LayerState(FactBase[LayerFacts]):
     """Everything ``plan_layer`` needs to know about a host, in one command."""
 
     def command(
-        self, packages: Sequence[str], paths: Sequence[str], units: Sequence[str], accounts: Sequence[str],
+        self,
+        packages: Sequence[str],
+        paths: Sequence[str],
+        units: Sequence[str],
+        accounts: Sequence[str],
         read_paths: Sequence[str],
     ) -> str:
         return layer_state_command(packages, paths, units, accounts, read_paths)

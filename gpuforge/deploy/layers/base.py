@@ -1,0 +1,34 @@
+"""Base layer: /etc/hosts, the package proxy, fixed service accounts, time sync."""
+
+from __future__ import annotations
+
+from pyinfra.api import deploy
+
+from gpuforge.deploy.context import node, spec
+from gpuforge.deploy.converge import Account, Layer, Service
+from gpuforge.deploy.operations.layer import converge
+from gpuforge.render.base import SERVICE_ACCOUNTS, base_files
+from gpuforge.render.files import RenderedFile, header
+from gpuforge.spec import Spec
+from gpuforge.spec.nodes import Node
+
+
+def base_layer(s: Spec, n: Node) -> Layer:
+    files = base_files(s, n)
+    early = [f for f in files if f.path.startswith("/etc/apt/")]
+    rest = [f for f in files if f not in early]
+    packages: tuple[str, ...] = ()
+    services: tuple[Service, ...] = ()
+    if s.time_sync.enabled:
+        packages = ("chrony",)
+        services = (Service("chrony", restart_on=("/etc/chrony/sources.d/gpuforge.sources",)),)
+        if s.time_sync.servers:
+            body = "".join(f"server {srv} iburst\n" for srv in s.time_sync.servers)
+            rest.append(RenderedFile("/etc/chrony/sources.d/gpuforge.sources", header() + body))
+    accounts = tuple(Account(name, uid) for name, uid in SERVICE_ACCOUNTS.items())
+    return Layer("base", packages=packages, early_files=early, accounts=accounts, files=rest, services=services)
+
+
+@deploy("gpuforge base")
+def base() -> None:
+    converge(name="base: hosts, proxy, accounts, time sync", layer=base_layer(spec(), node()))

@@ -1,0 +1,122 @@
+"""Monitoring: node-exporter and collector timers on every node; Prometheus (+ rules),
+Alertmanager and dashboards on monitoring nodes (Debian packages).
+
+A change of the scrape config or of the alert rules reloads Prometheus (SIGHUP through
+``systemctl reload``), never restarts it; Alertmanager likewise reloads on its config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra.api import deploy
+
+from gpuforge.deploy.context import node, secrets, spec
+from gpuforge.deploy.converge import Directory, Layer, Service
+from gpuforge.deploy.layers import deploys_for
+from gpuforge.deploy.operations.layer import converge
+from gpuforge.probes import slurm_metrics
+from gpuforge.render import monitoring as mon
+from gpuforge.render.files import RenderedFile
+from gpuforge.spec import Role, Spec
+from gpuforge.spec.nodes import Node
+
+NODE_EXPORTER_DEFAULTS = mon.NODE_EXPORTER_DEFAULTS
+PROMETHEUS_YML = mon.PROMETHEUS_CONFIG
+PROMETHEUS_DEFAULTS = mon.PROMETHEUS_DEFAULTS
+PROMETHEUS_RULES = mon.PROMETHEUS_RULES
+TEXTFILE_DIR = mon.TEXTFILE_DIR
+
+
+def _of(files: list[RenderedFile], *paths: str) -> list[RenderedFile]:
+    return [f for f in files if f.path in paths]
+
+
+def slurm_metrics_program() -> bytes:
+    """The Slurm collector, byte for byte (stdlib only)."""
+    return Path(slurm_metrics.__file__).read_bytes()
+
+
+def node_exporter_layer(files: list[RenderedFile]) -> Layer:
+    return Layer(
+        "node-exporter",
+        packages=("prometheus-node-exporter",),
+        directories=(Directory("/var/lib/gpuforge", "0755"), Directory(TEXTFILE_DIR, "0755")),
+        files=_of(files, NODE_EXPORTER_DEFAULTS),
+        services=(Service("prometheus-node-exporter", restart_on=(NODE_EXPORTER_DEFAULTS,)),),
+    )
+
+
+def collectors_layer(files: list[RenderedFile]) -> Layer:
+    """Timers writing textfiles: the Slurm collector (+ its program) and the health export."""
+    slurm = _of(files, *mon.SLURM_METRICS_FILES)
+    health = _of(files, *mon.HEALTH_METRICS_FILES)
+    if not slurm and not health:
+        return Layer.empty("collectors")
+    services: list[Service] = []
+    layer_files: list[RenderedFile] = []
+    if slurm:
+        layer_files += [RenderedFile(mon.SLURM_METRICS_PROGRAM, slurm_metrics_program(), mode="0755"), *slurm]
+        services.append(Service(f"{mon.SLURM_METRICS_UNIT}.timer", restart_on=mon.SLURM_METRICS_FILES))
+    if health:
+        layer_files += health
+        services.append(Service(f"{mon.HEALTH_METRICS_UNIT}.timer", restart_on=mon.HEALTH_METRICS_FILES))
+    return Layer(
+        "collectors",
+        directories=(Directory("/var/lib/gpuforge", "0755"), Directory(TEXTFILE_DIR, "0755")),
+        files=layer_files,
+        services=tuple(services),
+    )
+
+
+def prometheus_layer(files: list[RenderedFile]) -> Layer:
+    return Layer(
+        "prometheus",
+        packages=("prometheus",),
+        files=_of(files, PROMETHEUS_YML, PROMETHEUS_DEFAULTS, PROMETHEUS_RULES)
+        + [f for f in files if f.path.startswith(mon.DASHBOARD_DIR + "/")],
+        services=(
+            Service(
+                "prometheus",
+                restart_on=(PROMETHEUS_DEFAULTS,),
+                reload_on=(PROMETHEUS_YML, PROMETHEUS_RULES),
+                reload_command="systemctl reload prometheus",
+            ),
+        ),
+    )
+
+
+def alertmanager_layer(files: list[RenderedFile]) -> Layer:
+    return Layer(
+        "alertmanager",
+        packages=("prometheus-alertmanager",),
+        files=_of(files, mon.ALERTMANAGER_CONFIG, mon.ALERTMANAGER_DEFAULTS),
+        services=(
+            Service(
+                "prometheus-alertmanager",
+                restart_on=(mon.ALERTMANAGER_DEFAULTS,),
+                reload_on=(mon.ALERTMANAGER_CONFIG,),
+                reload_command="systemctl reload prometheus-alertmanager",
+            ),
+        ),
+    )
+
+
+def monitoring_layers(s: Spec, n: Node, wanted: bool) -> tuple[Layer, Layer, Layer, Layer]:
+    """(node-exporter, collectors, prometheus, alertmanager); empty layers where off."""
+    files = mon.monitoring_files(s, n, secrets()) if wanted else []
+    exporter = node_exporter_layer(files) if wanted and s.monitoring.node_exporter else Layer.empty("node-exporter")
+    prom_on = wanted and s.monitoring.prometheus and n.has(Role.MONITORING)
+    prometheus = prometheus_layer(files) if prom_on else Layer.empty("prometheus")
+    alertmanager = alertmanager_layer(files) if prom_on and s.monitoring.alertmanager else Layer.empty("alertmanager")
+    return exporter, collectors_layer(files), prometheus, alertmanager
+
+
+@deploy("gpuforge monitoring")
+def monitoring() -> None:
+    n = node()
+    exporter, collectors, prometheus, alertmanager = monitoring_layers(spec(), n, "monitoring" in deploys_for(n))
+    converge(name="monitoring: node-exporter", layer=exporter)
+    converge(name="monitoring: collectors", layer=collectors)
+    converge(name="monitoring: alertmanager", layer=alertmanager)
+    converge(name="monitoring: prometheus", layer=prometheus)

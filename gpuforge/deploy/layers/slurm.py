@@ -1,0 +1,252 @@
+"""Slurm: accounting (MariaDB + slurmdbd), configs, slurmctld, slurmd, tenants.
+
+Operations run in this order across all hosts, so that every node has its new config
+before the controller reconfigures or restarts, and the controller is up before slurmd:
+
+1. accounting-db: MariaDB, the database user, slurmdbd
+2. every Slurm node: packages, directories and config files (the change is classified)
+3. controller: slurmctld started, reconfigured or restarted as the change needs
+4. compute: slurmd started or restarted
+5. controller: QOS, accounts and users through sacctmgr
+"""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy
+
+from gpuforge.deploy.context import node, secrets, spec
+from gpuforge.deploy.converge import (
+    Directory,
+    Layer,
+    LayerFacts,
+    Service,
+    Step,
+    clear_pending,
+    file_differs,
+    record_pending,
+)
+from gpuforge.deploy.layers import deploys_for
+from gpuforge.deploy.layers.nvidia import pyxis_rebuilt
+from gpuforge.deploy.operations.layer import JOURNAL, converge
+from gpuforge.deploy.operations.slurm_accounting import sync_accounting
+from gpuforge.deploy.slurm_changes import SlurmAction, classify, removed_nodes
+from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurmdbd_conf
+from gpuforge.spec import Role, Spec
+from gpuforge.spec.nodes import Node
+
+SLURM_CONF = f"{SLURM_ETC}/slurm.conf"
+SLURMDBD_CONF = f"{SLURM_ETC}/slurmdbd.conf"
+SLURMD_FILES = (
+    f"{SLURM_ETC}/gres.conf",
+    f"{SLURM_ETC}/cgroup.conf",
+    f"{SLURM_ETC}/plugstack.conf",
+    f"{SLURM_ETC}/plugstack.conf.d/pyxis.conf",
+    "/etc/default/slurmd",
+    "/etc/systemd/system/slurmd.service.d/gpuforge-configless.conf",
+)
+
+# Per host: the action its slurm.conf change needs, why, and nodes the change removes.
+DECISIONS: dict[str, tuple[SlurmAction, str, list[str]]] = {}
+
+
+def cluster_action() -> tuple[SlurmAction, str]:
+    """The strongest action any node's slurm.conf change needs in this run."""
+    best = (SlurmAction.NONE, "")
+    rank = {SlurmAction.NONE: 0, SlurmAction.RECONFIGURE: 1, SlurmAction.RESTART: 2}
+    for action, why, _ in DECISIONS.values():
+        if rank[action] > rank[best[0]]:
+            best = (action, why)
+    return best
+
+
+def accounting_layer(s: Spec, sec: Secrets) -> Layer:
+    acc = s.slurm.accounting if s.slurm else None
+    assert acc is not None
+    conf = RenderedFile(SLURMDBD_CONF, slurmdbd_conf(s, sec), mode="0600", owner="slurm", group="slurm", secret=True)
+
+    def create_db(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        if SLURMDBD_CONF not in changed:
+            return []
+        # The password is read on the node from slurmdbd.conf; it never appears in a command.
+        sql = (
+            "CREATE DATABASE IF NOT EXISTS %s; "
+            "CREATE USER IF NOT EXISTS '%s'@'localhost' IDENTIFIED BY '%s'; "
+            "ALTER USER '%s'@'localhost' IDENTIFIED BY '%s'; "
+            "GRANT ALL ON %s.* TO '%s'@'localhost'; FLUSH PRIVILEGES;"
+        )
+        db, user = acc.database, acc.db_user
+        cmd = (
+            f"systemctl start mariadb && pw=$(sed -n 's/^StoragePass=//p' {SLURMDBD_CONF}) && "
+            f'printf "{sql}" {db} {user} "$pw" {user} "$pw" {db} {user} | mysql -u root'
+        )
+        return [Step("database", f"database {db} and user {user} (password from {SLURMDBD_CONF})", cmd)]
+
+    return Layer(
+        "slurm-accounting",
+        packages=("mariadb-server", "slurmdbd"),
+        directories=(Directory("/var/log/slurm", "0755", "slurm", "slurm"),),
+        files=[conf],
+        services=(Service("mariadb"), Service("slurmdbd", restart_on=(SLURMDBD_CONF,))),
+        before_services=create_db,
+        after=wait_for_slurmdbd,
+    )
+
+
+def wait_for_slurmdbd(facts: LayerFacts, changed: set[str]) -> list[Step]:
+    unit = facts.units.get("slurmdbd") or {}
+    if SLURMDBD_CONF not in changed and unit.get("ActiveState") == "active":
+        return []
+    return [
+        Step(
+            "wait",
+            "wait for slurmdbd to listen on port 6819",
+            "for i in $(seq 1 60); do ss -Hltn 'sport = :6819' | grep -q . && exit 0; sleep 1; done; "
+            "echo 'slurmdbd is not listening on port 6819 after 60 s: see /var/log/slurm/slurmdbd.log' >&2; exit 1",
+        )
+    ]
+
+
+def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str) -> Layer:
+    packages: list[str] = []
+    dirs = [Directory("/var/log/slurm", "0755", "slurm", "slurm"), Directory(SLURM_ETC, "0755")]
+    if n.has(Role.CONTROLLER):
+        packages += ["slurmctld", "slurm-client"]
+        dirs.append(Directory("/var/lib/slurm/slurmctld", "0755", "slurm", "slurm"))
+    if n.has(Role.COMPUTE):
+        packages += ["slurmd", "slurm-client"]
+        dirs.append(Directory("/var/lib/slurm/slurmd", "0755", "root", "root"))
+    if n.has(Role.LOGIN):
+        packages += ["slurm-client"]
+    files = [f for f in slurm_files(s, n, sec) if f.path != SLURMDBD_CONF]
+    new_conf = next((f.content for f in files if f.path == SLURM_CONF), None)
+
+    def owe(facts: LayerFacts) -> list[Step]:
+        """Before the new files land: record on the node the restarts/reconfigures they will need,
+        so that a run interrupted after writing them still makes them next time."""
+        if new_conf is None or not isinstance(new_conf, str):
+            return []
+        old = facts.contents.get(SLURM_CONF)
+        action, why = classify(old, new_conf) if old is not None else (SlurmAction.NONE, "")
+        steps = []
+        if n.has(Role.CONTROLLER) and action is not SlurmAction.NONE:
+            steps.append(record_pending("slurmctld", action.value, why))
+        mine = [f.path for f in files if f.path in SLURMD_FILES and file_differs(f, facts.files.get(f.path))[0]]
+        if n.has(Role.COMPUTE) and (action is SlurmAction.RESTART or mine):
+            steps.append(record_pending("slurmd", "restart", why if action is SlurmAction.RESTART else ", ".join(mine)))
+        return steps
+
+    def decide(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        if new_conf is None or not isinstance(new_conf, str):
+            return []
+        old = facts.contents.get(SLURM_CONF)
+        action, why = classify(old, new_conf)
+        gone = removed_nodes(old, new_conf)
+        DECISIONS[host_name] = (action, why, gone)
+        if action is SlurmAction.NONE or old is None:
+            return []
+        return [Step("note", f"slurm.conf change needs {action.value}: {why}")]
+
+    return Layer(
+        "slurm-config",
+        packages=tuple(dict.fromkeys(packages)),
+        directories=tuple(dirs),
+        files=files,
+        read_paths=(SLURM_CONF,) if new_conf is not None else (),
+        before_files=owe,
+        after=decide,
+    )
+
+
+def controller_layer(s: Spec) -> Layer:
+    def act(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        unit = facts.units.get("slurmctld") or {}
+        if unit.get("ActiveState") != "active":
+            return []  # service_steps starts it with the new config
+        action, why = cluster_action()
+        if "slurmctld.restart" in facts.pending:
+            return []  # service_steps makes the restart the node records as pending
+        if action is SlurmAction.NONE and "slurmctld.reconfigure" in facts.pending:
+            action, why = SlurmAction.RECONFIGURE, "a reconfigure is pending on the node"
+        steps = []
+        gone = sorted({n for _, _, removed in DECISIONS.values() for n in removed})
+        for name in gone:
+            steps.append(
+                Step(
+                    "drain",
+                    f"drain {name} (removed from the spec) and wait for its jobs",
+                    f"scontrol update NodeName={name} State=DRAIN Reason='gpuforge: removed from spec' || true; "
+                    f"for i in $(seq 1 {max(1, s.rollout.drain_timeout // 2)}); do "
+                    f"squeue -h -w {name} 2>/dev/null | grep -q . || break; sleep 2; done",
+                )
+            )
+        done = clear_pending("slurmctld")
+        if action is SlurmAction.RESTART:
+            steps.append(Step("restart", f"restart slurmctld ({why})", f"systemctl restart slurmctld{done}"))
+        elif action is SlurmAction.RECONFIGURE:
+            steps.append(Step("reconfigure", f"scontrol reconfigure ({why})", f"scontrol reconfigure{done}"))
+        return steps
+
+    def register(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        unit = facts.units.get("slurmctld") or {}
+        if s.slurm is None or not s.slurm.accounting.enabled or unit.get("ActiveState") == "active":
+            return []
+        # slurmctld must find its cluster in slurmdbd at its first start, or it never
+        # receives the associations (jobs fail with "Invalid account").
+        name = s.cluster.name
+        return [
+            Step(
+                "sacctmgr",
+                f"register cluster {name} in slurmdbd",
+                f"sacctmgr -nP show cluster format=cluster | grep -qx {name} || sacctmgr -i add cluster {name}",
+            )
+        ]
+
+    return Layer("slurm-controller", services=(Service("slurmctld"),), before_services=register, after=act)
+
+
+def compute_layer(host_name: str) -> Layer:
+    def act(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        unit = facts.units.get("slurmd") or {}
+        if unit.get("ActiveState") != "active" or "slurmd.restart" in facts.pending:
+            return []  # service_steps starts it, or makes the restart the node records as pending
+        action, why = cluster_action()
+        mine = JOURNAL.get(host_name, {}).get("slurm-config", set()) & set(SLURMD_FILES)
+        if pyxis_rebuilt(host_name):
+            mine.add("spank_pyxis.so (rebuilt)")
+        done = clear_pending("slurmd")
+        if action is SlurmAction.RESTART:
+            return [Step("restart", f"restart slurmd ({why})", f"systemctl restart slurmd{done}")]
+        if mine:
+            what = ", ".join(sorted(mine))
+            return [Step("restart", f"restart slurmd ({what} changed)", f"systemctl restart slurmd{done}")]
+        return []
+
+    return Layer("slurm-compute", services=(Service("slurmd"),), after=act)
+
+
+@deploy("gpuforge slurm")
+def slurm() -> None:
+    s = spec()
+    n = node()
+    on = s.slurm is not None and "slurm" in deploys_for(n)
+    sec = secrets() if on else None
+    acct = on and s.slurm is not None and s.slurm.accounting.enabled
+    converge(
+        name="slurm: accounting database and slurmdbd",
+        layer=accounting_layer(s, sec) if acct and sec and n.has(Role.ACCOUNTING_DB) else Layer.empty("acct"),
+    )
+    converge(
+        name="slurm: packages and configs",
+        layer=config_layer(s, n, sec, host.name) if on and sec else Layer.empty("slurm-config"),
+    )
+    converge(
+        name="slurm: slurmctld",
+        layer=controller_layer(s) if on and n.has(Role.CONTROLLER) else Layer.empty("slurm-controller"),
+    )
+    converge(
+        name="slurm: slurmd",
+        layer=compute_layer(host.name) if on and n.has(Role.COMPUTE) else Layer.empty("slurm-compute"),
+    )
+    sync_accounting(name="slurm: QOS, accounts and users", spec=s, enabled=acct and n.has(Role.CONTROLLER))
