@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pyinfra import host
 
+from gpuforge.deploy.runstate import RUN_STATE_KEY, RunState
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.render.files import Secrets
 from gpuforge.spec import Node, Spec, load_spec, resolve_nodes
@@ -45,6 +46,14 @@ def _secrets(cluster: str) -> Secrets:
 def secrets() -> Secrets:
     """The cluster's real secrets (only ever uploaded as files, never printed)."""
     return _secrets(spec().cluster.name)
+
+
+def run_state() -> RunState:
+    """This run's records, shared by every host of the run (put in host data by the inventory)."""
+    run = host.data.get(RUN_STATE_KEY)
+    if not isinstance(run, RunState):
+        raise RuntimeError(f"host data has no {RUN_STATE_KEY}: use the gpuforge inventory adapter")
+    return run
 
 
 def run_as_cli_deploy(namespace: dict[str, object]) -> bool:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpuforge.deploy.runstate import RUN_STATE_KEY, RunState
 from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node
@@ -42,13 +43,19 @@ def host_name(node: Node) -> str:
     return f"@vagrant/{node.name}" if node.connector is Connector.VAGRANT else node.name
 
 
-def inventory_groups(spec: Spec, spec_path: str | Path, limit: list[str] | None = None) -> dict[str, list[HostEntry]]:
-    """Groups of (host name, data): ``nodes``, one per role (``role_<name>``) and per node group."""
+def inventory_groups(
+    spec: Spec, spec_path: str | Path, limit: list[str] | None = None, run: RunState | None = None
+) -> dict[str, list[HostEntry]]:
+    """Groups of (host name, data): ``nodes``, one per role (``role_<name>``) and per node group.
+
+    Every host's data holds the run's :class:`RunState` (a new one unless ``run`` is given).
+    """
+    run = run if run is not None else RunState()
     groups: dict[str, list[HostEntry]] = {"nodes": []}
     for node in resolve_nodes(spec):
         if limit is not None and node.name not in limit:
             continue
-        entry = (host_name(node), host_data(spec, spec_path, node))
+        entry = (host_name(node), {**host_data(spec, spec_path, node), RUN_STATE_KEY: run})
         groups["nodes"].append(entry)
         for role in sorted(node.roles):
             groups.setdefault("role_" + role.value.replace("-", "_"), []).append(entry)

@@ -6,19 +6,12 @@ converge, and a re-run finishes it.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyinfra.api import Config, Inventory, State
-from pyinfra.api.connect import connect_all
-from pyinfra.api.deploy import add_deploy
-from pyinfra.api.operations import run_ops
-
-from gpuforge.deploy.inventory import inventory_groups
-from gpuforge.deploy.operations import layer as layer_ops
+from gpuforge.deploy.run import ApplyResult, HostResult, run_site
+from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.rollout import RolloutPlan, plan_rollout, roll_every_node
@@ -26,46 +19,6 @@ from gpuforge.orchestrate.state import RecordUnreadable, apply_lock, last_applie
 from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.model import SourceMode
-
-
-def _last_lines(text: str, n: int = 3) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return " / ".join(lines[-n:])
-
-
-@dataclass
-class HostResult:
-    name: str
-    connected: bool = True
-    changed: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    error: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.connected and self.error is None
-
-
-@dataclass
-class ApplyResult:
-    hosts: dict[str, HostResult]
-
-    @property
-    def ok(self) -> bool:
-        return all(h.ok for h in self.hosts.values())
-
-    @property
-    def changes(self) -> int:
-        return sum(len(h.changed) for h in self.hosts.values())
-
-
-def build_state(spec: Spec, spec_path: str | Path, limit: list[str] | None) -> State:
-    groups = inventory_groups(spec, spec_path, limit)
-    hosts = groups.pop("nodes")
-    inventory = Inventory((hosts, {}), **{name: (entries, {}) for name, entries in groups.items()})
-    config = Config(CONNECT_TIMEOUT=10, FAIL_PERCENT=100, PARALLEL=max(1, len(hosts)))
-    return State(inventory, config, check_for_changes=False)
 
 
 def preflight(spec: Spec, spec_path: str | Path) -> None:
@@ -258,57 +211,13 @@ def run_deploys(
     spec_path: str | Path,
     limit: str | None = None,
     on_event: Callable[[str], None] | None = None,
+    run: RunState | None = None,
 ) -> ApplyResult:
-    """Run the site deploy on the selected nodes (dry when ``layer_ops.DRY_RUN`` is set)."""
-    from gpuforge.deploy.layers.site import site
-
-    say = on_event or (lambda _msg: None)
-    logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
+    """Check the control host, make the secrets once, then run the deploys on the selected nodes
+    (dry when ``run.dry_run``)."""
     spec = load_spec(spec_path)
     preflight(spec, spec_path)
     if spec.slurm is not None:
         SecretStore(spec.cluster.name).load()  # generate once, before any host is touched
     names = select_nodes(spec, limit) if limit else None
-    state = build_state(spec, spec_path, names)
-    layer_ops.JOURNAL.clear()
-    from gpuforge.deploy.layers import nvidia as nvidia_deploy
-    from gpuforge.deploy.layers import slurm as slurm_deploy
-
-    slurm_deploy.DECISIONS.clear()
-    nvidia_deploy.reset_records()
-    say(f"connecting to {len(state.inventory)} node(s)")
-    connect_all(state)
-    results = {h.name: HostResult(h.name) for h in state.inventory}
-    for h in state.inventory:
-        if not h.connected:
-            results[h.name].connected = False
-            results[h.name].error = "unreachable over SSH (check the address, key and known_hosts)"
-    say("planning and converging")
-    add_deploy(state, site)
-    try:
-        run_ops(state)
-    except Exception as e:  # pyinfra raises when every host failed
-        say(f"stopped: {e}")
-    for op_hash in state.get_op_order():
-        meta = state.get_op_meta(op_hash)
-        op_name = ", ".join(sorted(n.rsplit(" | ", 1)[-1] for n in meta.names))
-        for h in state.inventory:
-            data = state.ops.get(h, {}).get(op_hash)
-            if data is None:
-                continue
-            om = data.operation_meta
-            if not om.is_complete():
-                continue
-            if om.did_error():
-                results[h.name].error = results[h.name].error or f"{op_name}: {_last_lines(om.stderr) or 'failed'}"
-            elif om.did_change():
-                results[h.name].changed.append(op_name)
-            else:
-                results[h.name].unchanged += 1
-    for h in state.inventory:
-        if h in state.failed_hosts and results[h.name].error is None:
-            results[h.name].error = "failed (see above)"
-        # What needs a person: reboots, components with no source, notes (they change nothing).
-        for steps in nvidia_deploy.REPORTS.get(h.name, {}).values():
-            results[h.name].notes.extend(f"{s.kind}: {s.summary}" for s in steps)
-    return ApplyResult(results)
+    return run_site(spec, spec_path, names, run if run is not None else RunState(), on_event)

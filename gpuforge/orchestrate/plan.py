@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.syntax import Syntax
 
-from gpuforge.deploy.operations import layer as layer_ops
+from gpuforge.deploy.runstate import PlannedOp, RunState
 from gpuforge.orchestrate.apply import run_deploys
 from gpuforge.orchestrate.state import RecordUnreadable, last_applied
 from gpuforge.spec import load_spec
@@ -23,7 +23,7 @@ from gpuforge.spec.diff import FieldChange, diff_specs
 
 @dataclass
 class PlanResult:
-    hosts: dict[str, list[layer_ops.PlannedOp]]
+    hosts: dict[str, list[PlannedOp]]
     errors: dict[str, str]
     fields: list[FieldChange] = field(default_factory=list)
     record_problem: str | None = None
@@ -76,13 +76,9 @@ class PlanResult:
 
 def plan(spec_path: str | Path, limit: str | None = None) -> PlanResult:
     spec = load_spec(spec_path)
-    layer_ops.DRY_RUN = {}
-    try:
-        result = run_deploys(spec_path, limit=limit)
-        recorded = layer_ops.DRY_RUN
-    finally:
-        layer_ops.DRY_RUN = None
-    hosts = {name: recorded.get(name, []) for name in result.hosts}
+    run = RunState(dry_run=True)
+    result = run_deploys(spec_path, limit=limit, run=run)
+    hosts = {name: run.planned.get(name, []) for name in result.hosts}
     errors = {name: h.error for name, h in result.hosts.items() if h.error}
     try:
         old = last_applied(spec_path)

@@ -43,7 +43,6 @@ def bundle(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 def plan_node(bundle: Path, node: str) -> dict[str, list[Step]]:
     """Every NVIDIA layer's steps on a fresh GPU node (H100s on the bus, nothing installed)."""
-    nv.reset_records()
     spec = parse_spec(offline_spec(bundle))
     n = next(x for x in resolve_nodes(spec) if x.name == node)
     ctx = nv.Ctx.build(spec, n, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name=f"test-{node}")

@@ -29,7 +29,6 @@ import yaml
 
 from gpuforge.deploy.converge import LayerFacts, Step, plan_layer, sha256
 from gpuforge.deploy.layers import nvidia as nv
-from gpuforge.deploy.operations.layer import JOURNAL
 from gpuforge.deploy.operations.nvidia import HostFacts
 from gpuforge.spec import parse_spec, resolve_nodes
 
@@ -131,7 +130,6 @@ def check_step(i: int, step: Step, want: dict[str, Any], all_steps: list[Step]) 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_plan_fixture(path: Path, tmp_path: Path) -> None:
-    nv.reset_records()
     case = load_case(path, tmp_path)
     assert case.get("description", "").strip(), "every fixture says what it shows"
     ctx, layer = layer_for(case)
@@ -144,15 +142,13 @@ def test_plan_fixture(path: Path, tmp_path: Path) -> None:
         assert sorted(changed) == sorted(case["changed"])
     records = case.get("records", {})
     if "reboot_required" in records:
-        reasons = nv.reboot_required(ctx.name)
+        reasons = ctx.run.reboot_required(ctx.name)
         assert len(reasons) == len(records["reboot_required"]), reasons
         for want_text, have in zip(records["reboot_required"], reasons, strict=True):
             assert want_text in have
     if "pyxis_rebuilt" in records:
-        JOURNAL.clear()
-        JOURNAL[ctx.name]["pyxis"] = changed
-        assert nv.pyxis_rebuilt(ctx.name) is records["pyxis_rebuilt"]
-        JOURNAL.clear()
+        ctx.run.record_changed(ctx.name, "pyxis", changed)
+        assert nv.pyxis_rebuilt(ctx.run, ctx.name) is records["pyxis_rebuilt"]
 
 
 def test_fixture_count() -> None:

@@ -10,8 +10,8 @@ import yaml
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.layers import LAYER_ORDER
 from gpuforge.deploy.layers import nvidia as nv
-from gpuforge.deploy.operations.layer import JOURNAL
 from gpuforge.deploy.operations.nvidia import HostFacts, NvidiaHost, nvidia_host_command, parse_nvidia_host
+from gpuforge.deploy.runstate import RunState
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
 from gpuforge.spec.model import OsFamily
@@ -265,13 +265,11 @@ def test_reboot_marker_is_written_once() -> None:
     assert again[0].command is None
 
 
-def test_pyxis_rebuilt_reads_the_journal() -> None:
-    JOURNAL.clear()
-    try:
-        JOURNAL["n1"]["pyxis"] = {"/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"}
-        assert not nv.pyxis_rebuilt("n1")
-        JOURNAL["n1"]["pyxis"] = {"/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so"}
-        assert nv.pyxis_rebuilt("n1")
-        assert not nv.pyxis_rebuilt("n2")
-    finally:
-        JOURNAL.clear()
+def test_pyxis_rebuilt_reads_the_runs_changed_paths() -> None:
+    run = RunState()
+    run.record_changed("n1", "pyxis", {"/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"})
+    assert not nv.pyxis_rebuilt(run, "n1")
+    run.record_changed("n1", "pyxis", {"/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so"})
+    assert nv.pyxis_rebuilt(run, "n1")
+    assert not nv.pyxis_rebuilt(run, "n2")
+    assert not nv.pyxis_rebuilt(RunState(), "n1")  # a new run starts with no records

@@ -24,7 +24,6 @@ as steps without a command: ``reboot-required``, ``rolling`` (drain first), ``un
 from __future__ import annotations
 
 import shlex
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,11 +31,12 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from gpuforge.deploy.apt import APT_UPDATE, install_command
-from gpuforge.deploy.context import node, spec
+from gpuforge.deploy.context import node, run_state, spec
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step
 from gpuforge.deploy.layers import deploys_for
-from gpuforge.deploy.operations.layer import JOURNAL, converge
+from gpuforge.deploy.operations.layer import converge
 from gpuforge.deploy.operations.nvidia import HostFacts, NvidiaHost
+from gpuforge.deploy.runstate import RunState
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.nvidia import (
@@ -98,39 +98,14 @@ REPORT_KINDS = frozenset({"note", "reboot-required", "rolling", "unavailable", "
 # --------------------------------------------------------------------------- records for the orchestrator
 
 
-@dataclass(frozen=True)
-class RollingChange:
-    """A change that must run on a drained node: drain, run ``command``, then resume."""
-
-    layer: str
-    reason: str
-    command: str
-
-
-# Per host, per layer: the report steps (kinds in REPORT_KINDS) of this run, and the rolling
-# changes waiting for a drain. Replaced, not appended, so a second planning pass (pyinfra's
-# change detection) records the same thing. ``reset_records`` starts a new run.
-REPORTS: dict[str, dict[str, list[Step]]] = defaultdict(dict)
-ROLLING: dict[str, dict[str, RollingChange]] = defaultdict(dict)
-
-
-def reset_records() -> None:
-    REPORTS.clear()
-    ROLLING.clear()
-
-
-def reboot_required(host_name: str) -> list[str]:
-    """Why ``host_name`` needs a reboot after this run (empty: it does not)."""
-    return [s.summary for steps in REPORTS.get(host_name, {}).values() for s in steps if s.kind == "reboot-required"]
-
-
-def pyxis_rebuilt(host_name: str) -> bool:
+def pyxis_rebuilt(run: RunState, host_name: str) -> bool:
     """pyxis was (re)built on ``host_name`` in this run: slurmd must restart to load it."""
-    return any(p.endswith("/spank_pyxis.so") for p in JOURNAL.get(host_name, {}).get("pyxis", set()))
+    return any(p.endswith("/spank_pyxis.so") for p in run.changed_paths(host_name, "pyxis"))
 
 
-def _record(host_name: str, key: str, steps: list[Step]) -> list[Step]:
-    REPORTS[host_name][key] = [s for s in steps if s.kind in REPORT_KINDS]
+def _record(ctx: Ctx, key: str, steps: list[Step]) -> list[Step]:
+    """Keep this layer's steps a person must read (``REPORT_KINDS``) in the run's reports."""
+    ctx.run.record_report(ctx.name, key, [s for s in steps if s.kind in REPORT_KINDS])
     return steps
 
 
@@ -146,11 +121,15 @@ class Ctx:
     host: HostFacts = field(default_factory=HostFacts)
     name: str = ""
     files: dict[str, RenderedFile] = field(default_factory=dict)
+    run: RunState = field(default_factory=RunState)
+    """The run the layers record their reports in."""
 
     @classmethod
-    def build(cls, s: Spec, n: Node, hf: HostFacts | None = None, name: str | None = None) -> Ctx:
+    def build(
+        cls, s: Spec, n: Node, hf: HostFacts | None = None, name: str | None = None, run: RunState | None = None
+    ) -> Ctx:
         files = {f.path: f for f in nvidia_files(s, n, Secrets.redacted())}
-        return cls(s, n, hf or HostFacts(), name or n.name, files)
+        return cls(s, n, hf or HostFacts(), name or n.name, files, run if run is not None else RunState())
 
     @property
     def os(self) -> OsFamily:
@@ -388,7 +367,7 @@ def repos_layer(ctx: Ctx) -> Layer:
                 steps.append(
                     Step("dnf-makecache", "dnf makecache (NVIDIA repositories changed)", "dnf -q -y makecache")
                 )
-        return _record(ctx.name, "nvidia-repos", steps)
+        return _record(ctx, "nvidia-repos", steps)
 
     return Layer("nvidia-repos", early_files=files, read_paths=tuple(read), after=after)
 
@@ -465,7 +444,7 @@ def driver_layer(ctx: Ctx) -> Layer:
             steps += fabric_manager_steps(ctx, version_of(facts, fabric_manager_package(ctx)))
         if not ctx.deb and toolkit_pkg and cuda.available and hf.packages.get(toolkit_pkg) is None:
             steps.append(Step("install", f"install {toolkit_pkg}", dnf_install([toolkit_pkg])))
-        return _record(ctx.name, "nvidia-driver:before", steps)
+        return _record(ctx, "nvidia-driver:before", steps)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
@@ -488,7 +467,7 @@ def driver_layer(ctx: Ctx) -> Layer:
             steps.append(
                 Step("note", "the spec declares NVSwitch but none is on the PCI bus: nvidia-fabricmanager not started")
             )
-        return _record(ctx.name, "nvidia-driver:after", steps)
+        return _record(ctx, "nvidia-driver:after", steps)
 
     return Layer(
         "nvidia-driver",
@@ -637,7 +616,7 @@ def engine_layer(ctx: Ctx) -> Layer:
                         f"nvidia is the default runtime but the container toolkit has no source ({repo.reason})",
                     )
                 )
-        return _record(ctx.name, "container-engine", steps)
+        return _record(ctx, "container-engine", steps)
 
     return Layer(
         "container-engine",
@@ -668,7 +647,7 @@ def toolkit_layer(ctx: Ctx) -> Layer:
         steps: list[Step] = []
         if not repo.available:
             steps.append(_unavailable(f"NVIDIA container toolkit {ver}", repo.reason))
-            return _record(ctx.name, "nvidia-container-toolkit", steps)
+            return _record(ctx, "nvidia-container-toolkit", steps)
         have = {p: (facts.packages.get(p) if ctx.deb else hf.packages.get(p)) for p in TOOLKIT_PACKAGES}
         wrong = {p: v for p, v in have.items() if v is not None and not src.version_matches(v, ver)}
         missing = [p for p, v in have.items() if v is None]
@@ -702,7 +681,7 @@ def toolkit_layer(ctx: Ctx) -> Layer:
                             f"CDI spec not generated ({why}): the driver {ctx.driver_version} is not loaded here",
                         )
                     )
-        return _record(ctx.name, "nvidia-container-toolkit", steps)
+        return _record(ctx, "nvidia-container-toolkit", steps)
 
     return Layer(
         "nvidia-container-toolkit",
@@ -751,7 +730,7 @@ def enroot_layer(ctx: Ctx) -> Layer:
                     "(/proc/sys is read-only here)'",
                 )
             )
-        return _record(ctx.name, "enroot", steps)
+        return _record(ctx, "enroot", steps)
 
     return Layer(
         "enroot",
@@ -769,8 +748,8 @@ def pyxis_layer(ctx: Ctx) -> Layer:
     """pyxis built against the installed Slurm, only when the pyxis or Slurm version changes.
 
     The build records ``"<pyxis version> <slurm version>"`` in ``PYXIS_MARKER``; a rebuild
-    adds the plugin path to the layer's changed paths, so ``JOURNAL[host]["pyxis"]`` tells
-    the Slurm compute layer to restart slurmd (``pyxis_rebuilt``).
+    adds the plugin path to the layer's changed paths in the run's records, so the Slurm
+    compute layer restarts slurmd (``pyxis_rebuilt``).
     """
     if not pyxis_wanted(ctx.spec, ctx.node):
         return Layer.empty("pyxis")
@@ -786,7 +765,7 @@ def pyxis_layer(ctx: Ctx) -> Layer:
         steps: list[Step] = []
         if not a.available:
             steps.append(_unavailable(f"pyxis {ver}", a.reason))
-            return _record(ctx.name, "pyxis", steps)
+            return _record(ctx, "pyxis", steps)
         if not ctx.deb:
             need = [p for p in ("gcc", "make", dev) if ctx.host.packages.get(p) is None]
             if need:
@@ -794,7 +773,7 @@ def pyxis_layer(ctx: Ctx) -> Layer:
         slurm = facts.packages.get(dev) if ctx.deb else ctx.host.packages.get(dev)
         built = (facts.contents.get(PYXIS_MARKER) or "").strip()
         if slurm is not None and built == f"{ver} {slurm}":
-            return _record(ctx.name, "pyxis", steps)
+            return _record(ctx, "pyxis", steps)
         was = f" (built: {built})" if built else ""
         against = f"Slurm {slurm}" if slurm else f"the Slurm headers ({dev}) installed now"
         cmd = (
@@ -807,7 +786,7 @@ def pyxis_layer(ctx: Ctx) -> Layer:
         )
         steps.append(Step("build", f"build pyxis {ver} against {against} into {plugin}{was}; slurmd restarts", cmd))
         changed.add(plugin)
-        return _record(ctx.name, "pyxis", steps)
+        return _record(ctx, "pyxis", steps)
 
     return Layer("pyxis", packages=packages, early_files=pushed, read_paths=(PYXIS_MARKER,), after=after)
 
@@ -852,11 +831,9 @@ def mig_layer(ctx: Ctx) -> Layer:
                     "systemctl enable nvidia-mig-manager.service",
                 )
             )
-        ROLLING[ctx.name].pop("nvidia-mig", None)
         if changed & {MIG_CONFIG, MIG_MANAGER_DROPIN}:
             if ctx.host.gpu_present:
                 reason = f"MIG layout {name!r} changed"
-                ROLLING[ctx.name]["nvidia-mig"] = RollingChange("nvidia-mig", reason, apply_cmd)
                 steps.append(
                     Step(
                         "rolling",
@@ -867,7 +844,7 @@ def mig_layer(ctx: Ctx) -> Layer:
                 )
             else:
                 steps.append(Step("note", f"MIG layout {name!r} written; no GPU on the PCI bus to apply it to"))
-        return _record(ctx.name, "nvidia-mig", steps)
+        return _record(ctx, "nvidia-mig", steps)
 
     return Layer(
         "nvidia-mig",
@@ -932,7 +909,7 @@ def dcgm_layer(ctx: Ctx) -> Layer:
                 changed.add(DCGM_EXPORTER_BIN)
         if not hf.gpu_present:
             steps.append(Step("note", "no NVIDIA GPU on the PCI bus: nvidia-dcgm and dcgm-exporter are not started"))
-        return _record(ctx.name, "nvidia-dcgm", steps)
+        return _record(ctx, "nvidia-dcgm", steps)
 
     return Layer(
         "nvidia-dcgm",
@@ -984,6 +961,6 @@ def nvidia() -> None:
     ctx = None
     if "nvidia" in deploys_for(n):
         hf = host.get_fact(NvidiaHost, packages=host_packages(s, n)) if needs_host_facts(s, n) else HostFacts()
-        ctx = Ctx.build(s, n, hf, host.name)
+        ctx = Ctx.build(s, n, hf, host.name, run_state())
     for title, layer in nvidia_layers(ctx):
         converge(name=f"nvidia: {title}", layer=layer)

@@ -18,6 +18,7 @@ from gpuforge.deploy.layers.monitoring import monitoring_layers
 from gpuforge.deploy.layers.munge import munge_layer
 from gpuforge.deploy.layers.slurm import accounting_layer, config_layer
 from gpuforge.deploy.operations.layer import converge, repair_packages
+from gpuforge.deploy.runstate import RunState
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
 
@@ -31,7 +32,7 @@ def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:
         layers.append(munge_layer(sec))
         if n.has(Role.ACCOUNTING_DB) and s.slurm.accounting.enabled:
             layers.append(accounting_layer(s, sec))
-        layers.append(config_layer(s, n, sec, host_name))
+        layers.append(config_layer(s, n, sec, host_name, RunState()))  # read for its packages only
     layers.extend(monitoring_layers(s, n, "monitoring" in wanted))
     return list(dict.fromkeys(p for layer in layers for p in layer.packages))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import deploy
 
-from gpuforge.deploy.context import node, secrets, spec
+from gpuforge.deploy.context import node, run_state, secrets, spec
 from gpuforge.deploy.converge import (
     Directory,
     Layer,
@@ -28,8 +28,9 @@ from gpuforge.deploy.converge import (
 )
 from gpuforge.deploy.layers import deploys_for
 from gpuforge.deploy.layers.nvidia import pyxis_rebuilt
-from gpuforge.deploy.operations.layer import JOURNAL, converge
+from gpuforge.deploy.operations.layer import converge
 from gpuforge.deploy.operations.slurm_accounting import sync_accounting
+from gpuforge.deploy.runstate import RunState, SlurmDecision
 from gpuforge.deploy.slurm_changes import SlurmAction, classify, removed_nodes
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurmdbd_conf
@@ -46,19 +47,6 @@ SLURMD_FILES = (
     "/etc/default/slurmd",
     "/etc/systemd/system/slurmd.service.d/gpuforge-configless.conf",
 )
-
-# Per host: the action its slurm.conf change needs, why, and nodes the change removes.
-DECISIONS: dict[str, tuple[SlurmAction, str, list[str]]] = {}
-
-
-def cluster_action() -> tuple[SlurmAction, str]:
-    """The strongest action any node's slurm.conf change needs in this run."""
-    best = (SlurmAction.NONE, "")
-    rank = {SlurmAction.NONE: 0, SlurmAction.RECONFIGURE: 1, SlurmAction.RESTART: 2}
-    for action, why, _ in DECISIONS.values():
-        if rank[action] > rank[best[0]]:
-            best = (action, why)
-    return best
 
 
 def accounting_layer(s: Spec, sec: Secrets) -> Layer:
@@ -108,7 +96,7 @@ def wait_for_slurmdbd(facts: LayerFacts, changed: set[str]) -> list[Step]:
     ]
 
 
-def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str) -> Layer:
+def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) -> Layer:
     packages: list[str] = []
     dirs = [Directory("/var/log/slurm", "0755", "slurm", "slurm"), Directory(SLURM_ETC, "0755")]
     if n.has(Role.CONTROLLER):
@@ -143,7 +131,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str) -> Layer:
         old = facts.contents.get(SLURM_CONF)
         action, why = classify(old, new_conf)
         gone = removed_nodes(old, new_conf)
-        DECISIONS[host_name] = (action, why, gone)
+        run.record_slurm(host_name, SlurmDecision(action, why, tuple(gone)))
         if action is SlurmAction.NONE or old is None:
             return []
         return [Step("note", f"slurm.conf change needs {action.value}: {why}")]
@@ -159,18 +147,18 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str) -> Layer:
     )
 
 
-def controller_layer(s: Spec) -> Layer:
+def controller_layer(s: Spec, run: RunState) -> Layer:
     def act(facts: LayerFacts, changed: set[str]) -> list[Step]:
         unit = facts.units.get("slurmctld") or {}
         if unit.get("ActiveState") != "active":
             return []  # service_steps starts it with the new config
-        action, why = cluster_action()
+        action, why = run.slurm_action()
         if "slurmctld.restart" in facts.pending:
             return []  # service_steps makes the restart the node records as pending
         if action is SlurmAction.NONE and "slurmctld.reconfigure" in facts.pending:
             action, why = SlurmAction.RECONFIGURE, "a reconfigure is pending on the node"
         steps = []
-        gone = sorted({n for _, _, removed in DECISIONS.values() for n in removed})
+        gone = run.slurm_removed_nodes()
         for name in gone:
             steps.append(
                 Step(
@@ -206,14 +194,14 @@ def controller_layer(s: Spec) -> Layer:
     return Layer("slurm-controller", services=(Service("slurmctld"),), before_services=register, after=act)
 
 
-def compute_layer(host_name: str) -> Layer:
+def compute_layer(host_name: str, run: RunState) -> Layer:
     def act(facts: LayerFacts, changed: set[str]) -> list[Step]:
         unit = facts.units.get("slurmd") or {}
         if unit.get("ActiveState") != "active" or "slurmd.restart" in facts.pending:
             return []  # service_steps starts it, or makes the restart the node records as pending
-        action, why = cluster_action()
-        mine = JOURNAL.get(host_name, {}).get("slurm-config", set()) & set(SLURMD_FILES)
-        if pyxis_rebuilt(host_name):
+        action, why = run.slurm_action()
+        mine = run.changed_paths(host_name, "slurm-config") & set(SLURMD_FILES)
+        if pyxis_rebuilt(run, host_name):
             mine.add("spank_pyxis.so (rebuilt)")
         done = clear_pending("slurmd")
         if action is SlurmAction.RESTART:
@@ -230,6 +218,7 @@ def compute_layer(host_name: str) -> Layer:
 def slurm() -> None:
     s = spec()
     n = node()
+    run = run_state()
     on = s.slurm is not None and "slurm" in deploys_for(n)
     sec = secrets() if on else None
     acct = on and s.slurm is not None and s.slurm.accounting.enabled
@@ -239,14 +228,14 @@ def slurm() -> None:
     )
     converge(
         name="slurm: packages and configs",
-        layer=config_layer(s, n, sec, host.name) if on and sec else Layer.empty("slurm-config"),
+        layer=config_layer(s, n, sec, host.name, run) if on and sec else Layer.empty("slurm-config"),
     )
     converge(
         name="slurm: slurmctld",
-        layer=controller_layer(s) if on and n.has(Role.CONTROLLER) else Layer.empty("slurm-controller"),
+        layer=controller_layer(s, run) if on and n.has(Role.CONTROLLER) else Layer.empty("slurm-controller"),
     )
     converge(
         name="slurm: slurmd",
-        layer=compute_layer(host.name) if on and n.has(Role.COMPUTE) else Layer.empty("slurm-compute"),
+        layer=compute_layer(host.name, run) if on and n.has(Role.COMPUTE) else Layer.empty("slurm-compute"),
     )
     sync_accounting(name="slurm: QOS, accounts and users", spec=s, enabled=acct and n.has(Role.CONTROLLER))

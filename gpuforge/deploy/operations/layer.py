@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import difflib
 import io
-from collections import defaultdict
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyinfra import host
@@ -15,26 +13,10 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import state
 from pyinfra.facts.files import FileContents
 
+from gpuforge.deploy.context import run_state
 from gpuforge.deploy.converge import STAGING_DIR, Layer, Step, plan_layer, repair_steps, upload_commands
 from gpuforge.deploy.facts.layer import LayerState
-
-# What changed on each host during this run, by layer: later operations (restart the
-# controller after every node has its new slurm.conf) read it. Written only while
-# executing, never during pyinfra's change-detection pass.
-JOURNAL: dict[str, dict[str, set[str]]] = defaultdict(dict)
-
-
-@dataclass
-class PlannedOp:
-    """One operation's planned steps on one host (``gpuforge plan``)."""
-
-    layer: str
-    steps: list[Step]
-    diffs: dict[str, str] = field(default_factory=dict)
-
-
-# Set by ``gpuforge plan``: operations record their steps here instead of running them.
-DRY_RUN: dict[str, list[PlannedOp]] | None = None
+from gpuforge.deploy.runstate import PlannedOp
 
 
 def file_diff(path: str, old: list[str] | None, new: bytes) -> str:
@@ -80,21 +62,23 @@ def converge(layer: Layer) -> Generator[Any, None, None]:
     if layer.is_empty:
         host.noop(f"{layer.name}: not on this node")
         return
+    run = run_state()
     facts = read_layer_facts(layer)
     steps, changed = plan_layer(layer, facts)
     if state.current_stage == StateStage.Execute:
-        JOURNAL[host.name][layer.name] = changed
+        # Later operations read it (restart the controller after every node has its new slurm.conf).
+        run.record_changed(host.name, layer.name, changed)
     if not steps:
         host.noop(f"{layer.name} is up to date")
         return
-    if DRY_RUN is not None:
+    if run.dry_run:
         planned = PlannedOp(layer.name, steps)
         for step in steps:
             f = step.upload
             if f is not None and not f.secret:
                 old = host.get_fact(FileContents, path=f.path)
                 planned.diffs[f.path] = file_diff(f.path, old, f.data)
-        DRY_RUN.setdefault(host.name, []).append(planned)
+        run.record_planned(host.name, planned)
         return
     yield from step_commands(steps)
 
@@ -113,7 +97,8 @@ def repair_packages(packages: tuple[str, ...]) -> Generator[Any, None, None]:
     if not steps:
         host.noop("packages: dpkg state is clean")
         return
-    if DRY_RUN is not None:
-        DRY_RUN.setdefault(host.name, []).append(PlannedOp("packages", steps))
+    run = run_state()
+    if run.dry_run:
+        run.record_planned(host.name, PlannedOp("packages", steps))
         return
     yield from step_commands(steps)

@@ -15,9 +15,10 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
+from gpuforge.deploy.context import run_state
 from gpuforge.deploy.converge import Step
 from gpuforge.deploy.facts.slurm import SacctmgrEntities, SacctmgrInfo
-from gpuforge.deploy.operations import layer as layer_ops
+from gpuforge.deploy.runstate import PlannedOp
 from gpuforge.spec.model import Qos, Spec
 
 SACCTMGR = "sacctmgr -i"
@@ -189,9 +190,11 @@ def sync_accounting(spec: Spec, enabled: bool = True) -> Generator[Any, None, No
         host.noop("accounting is managed from the controller")
         return
     info = host.get_fact(SacctmgrEntities)
-    if info["error"] and layer_ops.DRY_RUN is not None:
-        layer_ops.DRY_RUN.setdefault(host.name, []).append(
-            layer_ops.PlannedOp("slurm-accounting", [Step("note", f"accounting not readable yet: {info['error']}")])
+    run = run_state()
+    if info["error"] and run.dry_run:
+        run.record_planned(
+            host.name,
+            PlannedOp("slurm-accounting", [Step("note", f"accounting not readable yet: {info['error']}")]),
         )
         return
     if info["error"]:
@@ -200,8 +203,8 @@ def sync_accounting(spec: Spec, enabled: bool = True) -> Generator[Any, None, No
     if not steps:
         host.noop("QOS, accounts and users match the spec")
         return
-    if layer_ops.DRY_RUN is not None:
-        layer_ops.DRY_RUN.setdefault(host.name, []).append(layer_ops.PlannedOp("slurm-accounting", steps))
+    if run.dry_run:
+        run.record_planned(host.name, PlannedOp("slurm-accounting", steps))
         return
     yield StringCommand(batch_command(steps))
 

@@ -1,0 +1,93 @@
+"""One run of the deploys (an apply, a plan, a plain ``pyinfra`` CLI run): what its operations
+learn as they go and later operations or the caller read.
+
+A run makes one :class:`RunState` and puts it in every host's data under :data:`RUN_STATE_KEY`
+(``gpuforge.deploy.inventory``); pyinfra copies host data, and copying a ``RunState`` returns
+the same object, so every host of the run shares it and nothing carries over to the next run.
+Records are replaced, never appended, per (host, key), so pyinfra's change-detection pass and
+the execute pass record the same thing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuforge.deploy.converge import Step
+from gpuforge.deploy.slurm_changes import SlurmAction
+
+RUN_STATE_KEY = "gpuforge_run"
+
+_ACTION_RANK = {SlurmAction.NONE: 0, SlurmAction.RECONFIGURE: 1, SlurmAction.RESTART: 2}
+
+
+@dataclass
+class PlannedOp:
+    """One operation's planned steps on one host (``gpuforge plan``)."""
+
+    layer: str
+    steps: list[Step]
+    diffs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SlurmDecision:
+    """What a node's slurm.conf change needs, why, and the nodes the change removes."""
+
+    action: SlurmAction
+    why: str
+    removed: tuple[str, ...] = ()
+
+
+@dataclass(eq=False)
+class RunState:
+    """The records of one run, by host name."""
+
+    dry_run: bool = False
+    """A plan: operations record their steps in ``planned`` and run nothing."""
+    changed: dict[str, dict[str, set[str]]] = field(default_factory=lambda: defaultdict(dict))
+    """Per host, per layer: the paths that changed (written while executing only)."""
+    planned: dict[str, list[PlannedOp]] = field(default_factory=dict)
+    reports: dict[str, dict[str, list[Step]]] = field(default_factory=lambda: defaultdict(dict))
+    """Per host, per key: steps a person must read (reboots, missing sources, notes)."""
+    slurm: dict[str, SlurmDecision] = field(default_factory=dict)
+
+    def __copy__(self) -> RunState:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RunState:
+        return self
+
+    def record_changed(self, host: str, layer: str, paths: set[str]) -> None:
+        self.changed[host][layer] = set(paths)
+
+    def changed_paths(self, host: str, layer: str) -> set[str]:
+        return set(self.changed.get(host, {}).get(layer, set()))
+
+    def record_planned(self, host: str, op: PlannedOp) -> None:
+        self.planned.setdefault(host, []).append(op)
+
+    def record_report(self, host: str, key: str, steps: list[Step]) -> None:
+        self.reports[host][key] = list(steps)
+
+    def report_steps(self, host: str) -> list[Step]:
+        return [s for steps in self.reports.get(host, {}).values() for s in steps]
+
+    def reboot_required(self, host: str) -> list[str]:
+        """Why ``host`` needs a reboot after this run (empty: it does not)."""
+        return [s.summary for s in self.report_steps(host) if s.kind == "reboot-required"]
+
+    def record_slurm(self, host: str, decision: SlurmDecision) -> None:
+        self.slurm[host] = decision
+
+    def slurm_action(self) -> tuple[SlurmAction, str]:
+        """The strongest action any node's slurm.conf change needs in this run."""
+        best = (SlurmAction.NONE, "")
+        for d in self.slurm.values():
+            if _ACTION_RANK[d.action] > _ACTION_RANK[best[0]]:
+                best = (d.action, d.why)
+        return best
+
+    def slurm_removed_nodes(self) -> list[str]:
+        return sorted({n for d in self.slurm.values() for n in d.removed})
