@@ -45,8 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuforge.deploy import needs as nvneeds
 from gpuforge.deploy.layers import deploys_for
-from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import host_dcgm_exporter
 from gpuforge.spec import Spec, resolve_nodes
@@ -485,50 +485,54 @@ def fetch_spec(spec: Spec) -> Spec:
     return spec.model_copy(update={"sources": spec.sources.model_copy(update={"mode": SourceMode.UPSTREAM})})
 
 
-def _node_wants(ctx: nv.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
+def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
     """(CUDA repository wants, container repository wants, apt pins) of one node."""
     s, n = ctx.spec, ctx.node
     cuda: list[Want] = []
     container: list[Want] = []
     pins: list[Pin] = []
     ver = ctx.driver_version
-    if ctx.gpu_node and nv.host_driver(s):
+    if ctx.gpu_node and nvneeds.host_driver(s):
         pins.append(Pin(tuple(src.DRIVER_PIN_PACKAGES.split()), (f"{ver}-*",)))
-    if nv.dcgm_wanted(ctx):
+    if nvneeds.dcgm_wanted(ctx):
         pins.append(Pin(("datacenter-gpu-manager-4-*",), (f"1:{s.versions.dcgm}-*", f"{s.versions.dcgm}-*")))
-    if nv.cuda_repo_wanted(ctx):
-        if nv.host_driver(s):
-            if nv.driver_source(s, n) is DriverSource.NVIDIA:
+    if nvneeds.cuda_repo_wanted(ctx):
+        if nvneeds.host_driver(s):
+            if nvneeds.driver_source(s, n) is DriverSource.NVIDIA:
                 if ctx.deb:
-                    cuda += [Want(p, (f"{ver}-*",), f"driver {ver}") for p in nv.driver_packages(ctx)]
+                    cuda += [Want(p, (f"{ver}-*",), f"driver {ver}") for p in nvneeds.driver_packages(ctx)]
                 else:
                     cuda.append(
-                        Want("nvidia-driver", (f"{ver}-*",), f"dnf module nvidia-driver:{nv.rhel_driver_stream(ctx)}")
+                        Want(
+                            "nvidia-driver",
+                            (f"{ver}-*",),
+                            f"dnf module nvidia-driver:{nvneeds.rhel_driver_stream(ctx)}",
+                        )
                     )
             if n.hardware.nvswitch:
-                cuda.append(Want(nv.fabric_manager_package(ctx), (f"{ver}-*",), "NVSwitch fabric manager"))
-            tk = nv.cuda_toolkit_package(ctx)
+                cuda.append(Want(nvneeds.fabric_manager_package(ctx), (f"{ver}-*",), "NVSwitch fabric manager"))
+            tk = nvneeds.cuda_toolkit_package(ctx)
             if tk:
                 cuda.append(Want(tk, (), f"CUDA toolkit {s.versions.cuda_toolkit}"))
-        if nv.dcgm_wanted(ctx):
+        if nvneeds.dcgm_wanted(ctx):
             dv = s.versions.dcgm
-            cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nv.DCGM_PACKAGES]
+            cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nvneeds.DCGM_PACKAGES]
         if n.mig_config:
             cuda.append(Want("nvidia-mig-manager", (), f"MIG layout {n.mig_config}"))
-    if nv.toolkit_wanted(ctx):
+    if nvneeds.toolkit_wanted(ctx):
         tv = s.versions.container_toolkit
-        container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nv.TOOLKIT_PACKAGES]
+        container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nvneeds.TOOLKIT_PACKAGES]
     return cuda, container, pins
 
 
-def _node_artifacts(ctx: nv.Ctx) -> list[src.Artifact]:
+def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
     s, n = ctx.spec, ctx.node
     arts: list[src.Artifact] = []
-    if nv.enroot_wanted(s, n):
+    if nvneeds.enroot_wanted(s, n):
         arts += src.enroot_artifacts(s, n.os)
-    if nv.pyxis_wanted(s, n):
+    if nvneeds.pyxis_wanted(s, n):
         arts.append(src.pyxis_artifact(s))
-    if nv.dcgm_wanted(ctx) and host_dcgm_exporter(s):
+    if nvneeds.dcgm_wanted(ctx) and host_dcgm_exporter(s):
         arts.append(src.dcgm_exporter_artifact(s))
     return arts
 
@@ -540,7 +544,7 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
     for n in nodes if nodes is not None else resolve_nodes(s):
         if "nvidia" not in deploys_for(n):
             continue
-        ctx = nv.Ctx(s, n, name=n.name)
+        ctx = nvneeds.Ctx(s, n, name=n.name)
         cuda_w, container_w, pins = _node_wants(ctx)
         fmt = "apt" if n.os.is_deb else "rpm"
         for want_list, repo in (

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuforge.deploy.facts.slurm import SinfoInfo, parse_scontrol_nodes, parse_sinfo_nodes
+from gpuforge.probes.slurm import SinfoInfo, parse_scontrol_nodes, parse_sinfo_nodes
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import MigStrategy
 from gpuforge.spec.nodes import Node, nodes_with, select_nodes

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from gpuforge.bundle import parse_packages
+from gpuforge.deploy import needs
 from gpuforge.deploy.converge import LayerFacts, Step, plan_layer
 from gpuforge.deploy.layers import nvidia as nv
-from gpuforge.deploy.operations.nvidia import HostFacts
+from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import parse_spec, resolve_nodes
 from tests.bundle.conftest import ARTIFACTS, Server, mirror_spec, offline_spec, run_bundle
@@ -45,7 +46,7 @@ def plan_node(bundle: Path, node: str) -> dict[str, list[Step]]:
     """Every NVIDIA layer's steps on a fresh GPU node (H100s on the bus, nothing installed)."""
     spec = parse_spec(offline_spec(bundle))
     n = next(x for x in resolve_nodes(spec) if x.name == node)
-    ctx = nv.Ctx.build(spec, n, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name=f"test-{node}")
+    ctx = needs.Ctx.build(spec, n, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name=f"test-{node}")
     return {layer.name: plan_layer(layer, LayerFacts())[0] for _, layer in nv.nvidia_layers(ctx)}
 
 

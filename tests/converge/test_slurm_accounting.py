@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuforge.deploy.facts.slurm import SacctmgrInfo
 from gpuforge.deploy.operations.slurm_accounting import minutes, plan_accounting
+from gpuforge.probes.slurm import SacctmgrInfo
 from gpuforge.spec import load_spec
 
 SPEC = load_spec("inventories/lab.yaml")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.deploy.facts import files, mig, nvidia, slurm, systemd
+from gpuforge.probes import files, mig, nvidia, slurm, systemd
 from gpuforge.validator import nodelocal as nl
 
 from .vhelpers import FACT_FIXTURES
@@ -211,7 +211,7 @@ def test_mig_assert(path: Path) -> None:
     ids=lambda p: p.stem,
 )
 def test_dcgm_diag_json(path: Path) -> None:
-    from gpuforge.deploy.facts import dcgm
+    from gpuforge.probes import dcgm
 
     out, _ = load(path)
     want = dcgm.parse_dcgmi_diag(out)
@@ -222,7 +222,7 @@ def test_dcgm_diag_json(path: Path) -> None:
 
 @pytest.mark.parametrize("path", fixtures("dcgm.DcgmExporterMetrics"), ids=ids(fixtures("dcgm.DcgmExporterMetrics")))
 def test_metric_names(path: Path) -> None:
-    from gpuforge.deploy.facts import dcgm
+    from gpuforge.probes import dcgm
 
     out, _ = load(path)
     want = {name for name, m in dcgm.parse_exporter_metrics(out)["metrics"].items() if m["samples"]}

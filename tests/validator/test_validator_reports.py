@@ -12,7 +12,7 @@ import pytest
 import xmlschema
 from rich.console import Console
 
-from gpuforge.deploy.facts.dcgm import parse_prometheus_text
+from gpuforge.probes.dcgm import parse_prometheus_text
 from gpuforge.validator import nodelocal as nl
 from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP, Result
 from gpuforge.validator.report import SCHEMA_PATH, NodeReport, Report

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpuforge.deploy.facts.slurm import parse_sinfo_nodes
+from gpuforge.probes.slurm import parse_sinfo_nodes
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cluster
 from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP

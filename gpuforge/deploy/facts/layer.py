@@ -15,9 +15,9 @@ from pyinfra.api import FactBase
 
 from gpuforge.deploy.apt import DPKG_INTERRUPTED
 from gpuforge.deploy.converge import PENDING_DIR, LayerFacts, package_name
-from gpuforge.deploy.facts.files import FileDigests, parse_file_digests
-from gpuforge.deploy.facts.packages import DebPackageVersions, parse_dpkg_query
-from gpuforge.deploy.facts.systemd import UnitStates, parse_systemctl_show
+from gpuforge.probes.files import file_digests_command, parse_file_digests
+from gpuforge.probes.packages import dpkg_query_command, parse_dpkg_query
+from gpuforge.probes.systemd import parse_systemctl_show, unit_states_command
 
 SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg", "pending")
 
@@ -35,13 +35,13 @@ def layer_state_command(
 ) -> str:
     parts = []
     if packages:
-        parts += [_section("packages"), DebPackageVersions().command([package_name(p) for p in packages])]
+        parts += [_section("packages"), dpkg_query_command([package_name(p) for p in packages])]
         # An interrupted dpkg run (killed, power loss) must be repaired before anything installs.
         parts += [_section("dpkg"), f"if {DPKG_INTERRUPTED}; then echo interrupted; fi"]
     if paths:
-        parts += [_section("files"), FileDigests().command(list(paths))]
+        parts += [_section("files"), file_digests_command(list(paths))]
     if units:
-        parts += [_section("units"), UnitStates().command(list(units))]
+        parts += [_section("units"), unit_states_command(list(units))]
         # Restarts and reloads an interrupted run still owes (see gpuforge.deploy.converge.PENDING_DIR).
         parts += [_section("pending"), f"ls -1 {PENDING_DIR} 2>/dev/null || true"]
     if accounts:

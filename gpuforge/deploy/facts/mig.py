@@ -1,65 +1,21 @@
-"""MIG facts: MIG mode per GPU, MIG devices from ``nvidia-smi -L`` and mig-parted assertions."""
+"""pyinfra facts over the parsers in :mod:`gpuforge.probes.mig` (one command round trip each)."""
 
 from __future__ import annotations
 
-import re
 import shlex
-from typing import TypedDict
 
 from pyinfra.api import FactBase
 
-from ._common import guarded, na_to_none, split_csv, split_guarded, to_int
-from .nvidia import NvidiaSmiStatus, explain_nvidia_smi_rc
-
-# --------------------------------------------------------------------------- MIG mode
-
-MIG_MODE_FIELDS: tuple[str, ...] = ("index", "name", "mig.mode.current", "mig.mode.pending")
-
-
-class MigModeGpu(TypedDict):
-    """MIG mode of one GPU; ``current``/``pending`` are None when MIG is not supported."""
-
-    index: int
-    name: str
-    current: str | None
-    pending: str | None
-    change_pending: bool
-
-
-class MigModeInfo(NvidiaSmiStatus):
-    """Result of :class:`MigMode`."""
-
-    gpus: list[MigModeGpu]
-
-
-def parse_mig_mode(lines: list[str]) -> MigModeInfo:
-    """Parse ``nvidia-smi --query-gpu=index,name,mig.mode.current,mig.mode.pending --format=csv,noheader``."""
-    out = split_guarded(lines)
-    info = MigModeInfo(
-        available=out.available,
-        rc=out.rc,
-        error=explain_nvidia_smi_rc(out.rc, out.available),
-        messages=[],
-        gpus=[],
-    )
-    for line in out.lines:
-        cells = split_csv(line)
-        index = to_int(cells[0]) if cells else None
-        if len(cells) != len(MIG_MODE_FIELDS) or index is None:
-            if line.strip():
-                info["messages"].append(line.strip())
-            continue
-        current, pending = na_to_none(cells[2]), na_to_none(cells[3])
-        info["gpus"].append(
-            MigModeGpu(
-                index=index,
-                name=cells[1],
-                current=current,
-                pending=pending,
-                change_pending=current is not None and pending is not None and current != pending,
-            )
-        )
-    return info
+from gpuforge.probes._common import guarded
+from gpuforge.probes.mig import (
+    MIG_MODE_FIELDS,
+    MigDevicesInfo,
+    MigModeInfo,
+    MigPartedAssertInfo,
+    parse_mig_mode,
+    parse_mig_parted_assert,
+    parse_nvidia_smi_list,
+)
 
 
 class MigMode(FactBase[MigModeInfo]):
@@ -76,68 +32,6 @@ class MigMode(FactBase[MigModeInfo]):
         return parse_mig_mode(output)
 
 
-# --------------------------------------------------------------------------- MIG devices (nvidia-smi -L)
-
-
-class MigDevice(TypedDict):
-    """One MIG device listed under its parent GPU."""
-
-    profile: str
-    device: int
-    uuid: str
-
-
-class ListedGpu(TypedDict):
-    """One GPU from ``nvidia-smi -L`` with its MIG devices."""
-
-    index: int
-    name: str
-    uuid: str | None
-    mig_devices: list[MigDevice]
-
-
-class MigDevicesInfo(NvidiaSmiStatus):
-    """Result of :class:`MigDevices`."""
-
-    gpus: list[ListedGpu]
-
-
-_L_GPU_RE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]+)\))?\s*$")
-_L_MIG_RE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<device>\d+): \(UUID: (?P<uuid>[^)]+)\)\s*$")
-
-
-def parse_nvidia_smi_list(lines: list[str]) -> MigDevicesInfo:
-    """Parse ``nvidia-smi -L``: ``GPU n: name (UUID: ...)`` and indented ``MIG <profile> Device n`` lines."""
-    out = split_guarded(lines)
-    info = MigDevicesInfo(
-        available=out.available,
-        rc=out.rc,
-        error=explain_nvidia_smi_rc(out.rc, out.available),
-        messages=[],
-        gpus=[],
-    )
-    for line in out.lines:
-        gpu = _L_GPU_RE.match(line)
-        if gpu:
-            info["gpus"].append(
-                ListedGpu(
-                    index=int(gpu.group("index")),
-                    name=gpu.group("name"),
-                    uuid=gpu.group("uuid"),
-                    mig_devices=[],
-                )
-            )
-            continue
-        mig = _L_MIG_RE.match(line)
-        if mig and info["gpus"]:
-            info["gpus"][-1]["mig_devices"].append(
-                MigDevice(profile=mig.group("profile"), device=int(mig.group("device")), uuid=mig.group("uuid"))
-            )
-        elif line.strip():
-            info["messages"].append(line.strip())
-    return info
-
-
 class MigDevices(FactBase[MigDevicesInfo]):
     """GPUs and their MIG devices (profile names such as ``1g.10gb``) from ``nvidia-smi -L``."""
 
@@ -150,49 +44,6 @@ class MigDevices(FactBase[MigDevicesInfo]):
 
     def process(self, output: list[str]) -> MigDevicesInfo:
         return parse_nvidia_smi_list(output)
-
-
-# --------------------------------------------------------------------------- mig-parted assert
-
-
-class MigPartedAssertInfo(TypedDict):
-    """Whether the named mig-parted configuration is currently applied."""
-
-    available: bool
-    applied: bool | None
-    rc: int | None
-    message: str | None
-    output: list[str]
-
-
-_LOGRUS_TEXT_RE = re.compile(r'level=(?P<level>\w+) msg="(?P<msg>(?:[^"\\]|\\.)*)"')
-_LOGRUS_TTY_RE = re.compile(r"^(?P<level>[A-Z]{4})\[\d+\]\s*(?P<msg>.*?)\s*$")
-
-
-def _logrus_message(line: str) -> tuple[str | None, str]:
-    """Split a logrus line (``level=fatal msg="..."`` or ``FATA[0000] ...``) into level and text."""
-    match = _LOGRUS_TEXT_RE.search(line)
-    if match:
-        return match.group("level").lower(), match.group("msg").replace('\\"', '"')
-    match = _LOGRUS_TTY_RE.match(line)
-    if match:
-        return match.group("level").lower(), match.group("msg")
-    return None, line.strip()
-
-
-def parse_mig_parted_assert(lines: list[str]) -> MigPartedAssertInfo:
-    """Parse ``nvidia-mig-parted assert`` output: exit 0 means applied; the last error line explains why not."""
-    out = split_guarded(lines)
-    text = [line.rstrip() for line in out.lines if line.strip()]
-    message: str | None = None
-    for line in text:
-        level, msg = _logrus_message(line)
-        if level in {"fata", "fatal", "erro", "error", "panic"} or (level is None and message is None):
-            message = msg
-    if not out.available:
-        message = "nvidia-mig-parted not found"
-    applied = None if not out.available or out.rc is None else out.rc == 0
-    return MigPartedAssertInfo(available=out.available, applied=applied, rc=out.rc, message=message, output=text)
 
 
 class MigPartedAssert(FactBase[MigPartedAssertInfo]):

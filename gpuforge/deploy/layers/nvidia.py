@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -33,14 +32,32 @@ from pyinfra.api import deploy
 from gpuforge.deploy.apt import APT_UPDATE, install_command
 from gpuforge.deploy.context import node, run_state, spec
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step
+from gpuforge.deploy.facts.nvidia import NvidiaHost
 from gpuforge.deploy.layers import deploys_for
+from gpuforge.deploy.needs import (
+    DCGM_PACKAGES,
+    TOOLKIT_PACKAGES,
+    Ctx,
+    cuda_repo_wanted,
+    cuda_toolkit_package,
+    dcgm_wanted,
+    driver_packages,
+    driver_source,
+    enroot_wanted,
+    fabric_manager_package,
+    host_driver,
+    host_packages,
+    needs_host_facts,
+    pyxis_wanted,
+    rhel_driver_stream,
+    toolkit_wanted,
+)
 from gpuforge.deploy.operations.layer import converge
-from gpuforge.deploy.operations.nvidia import HostFacts, NvidiaHost
 from gpuforge.deploy.runstate import RunState
+from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
-from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.files import RenderedFile
 from gpuforge.render.nvidia import (
-    CONTAINER_ROLES,
     CONTAINERD_CONFIG,
     CONTAINERD_DROPIN_DIR,
     CONTAINERD_NVIDIA_DROPIN,
@@ -49,20 +66,15 @@ from gpuforge.render.nvidia import (
     DCGM_EXPORTER_UNIT,
     DOCKER_DAEMON_JSON,
     ENROOT_CONF,
-    ENROOT_ROLES,
     ENROOT_TMPFILES,
     MIG_CONFIG,
     MIG_MANAGER_DROPIN,
     NOUVEAU_BLACKLIST,
     USERNS_SYSCTL,
     host_dcgm_exporter,
-    host_toolkit,
-    nvidia_files,
 )
 from gpuforge.render.slurm import plugin_dir
-from gpuforge.spec import Spec
-from gpuforge.spec.model import ContainerEngine, DriverFlavor, DriverSource, ManagedBy, OsFamily
-from gpuforge.spec.nodes import Node
+from gpuforge.spec.model import ContainerEngine, DriverSource, OsFamily
 
 STATE_DIR = "/var/lib/gpuforge"
 DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
@@ -75,23 +87,6 @@ DCGM_EXPORTER_MARKER = f"{STATE_DIR}/dcgm-exporter.version"
 REBOOT_MARKER = f"{STATE_DIR}/reboot-required"
 INITRAMFS_CONF = "/etc/initramfs-tools/initramfs.conf"
 DRACUT_CONF = "/etc/dracut.conf"
-TOOLKIT_PACKAGES = (
-    "nvidia-container-toolkit",
-    "nvidia-container-toolkit-base",
-    "libnvidia-container-tools",
-    "libnvidia-container1",
-)
-DCGM_PACKAGES = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary")
-# The metapackage pins the rest of the driver; nvidia-smi, the persistence daemon and the GSP
-# firmware (H100 and later run only with it) are Recommends, which gpuforge does not install;
-# DKMS builds the module against the headers of Debian's current kernel.
-DEBIAN_DRIVER_PACKAGES = (
-    "nvidia-driver",
-    "nvidia-smi",
-    "nvidia-persistenced",
-    "firmware-nvidia-gsp",
-    "linux-headers-amd64",
-)
 PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuforge.conf"
 REPORT_KINDS = frozenset({"note", "reboot-required", "rolling", "unavailable", "warning"})
 
@@ -107,131 +102,6 @@ def _record(ctx: Ctx, key: str, steps: list[Step]) -> list[Step]:
     """Keep this layer's steps a person must read (``REPORT_KINDS``) in the run's reports."""
     ctx.run.record_report(ctx.name, key, [s for s in steps if s.kind in REPORT_KINDS])
     return steps
-
-
-# --------------------------------------------------------------------------- what a node needs
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """Everything the layer builders know: spec, node, host facts, rendered files."""
-
-    spec: Spec
-    node: Node
-    host: HostFacts = field(default_factory=HostFacts)
-    name: str = ""
-    files: dict[str, RenderedFile] = field(default_factory=dict)
-    run: RunState = field(default_factory=RunState)
-    """The run the layers record their reports in."""
-
-    @classmethod
-    def build(
-        cls, s: Spec, n: Node, hf: HostFacts | None = None, name: str | None = None, run: RunState | None = None
-    ) -> Ctx:
-        files = {f.path: f for f in nvidia_files(s, n, Secrets.redacted())}
-        return cls(s, n, hf or HostFacts(), name or n.name, files, run if run is not None else RunState())
-
-    @property
-    def os(self) -> OsFamily:
-        return self.node.os
-
-    @property
-    def deb(self) -> bool:
-        return self.node.os.is_deb
-
-    @property
-    def gpu_node(self) -> bool:
-        return self.node.hardware.gpu is not None and self.spec.versions.driver is not None
-
-    @property
-    def driver_version(self) -> str:
-        drv = self.spec.versions.driver
-        return drv.version if drv else ""
-
-    @property
-    def branch(self) -> str:
-        drv = self.spec.versions.driver
-        return drv.branch if drv else ""
-
-    def file(self, path: str) -> list[RenderedFile]:
-        return [self.files[path]] if path in self.files else []
-
-
-def host_driver(s: Spec) -> bool:
-    """gpuforge installs the driver on the host (not the GPU Operator's driver container)."""
-    return s.kubernetes is None or s.kubernetes.gpu_operator.driver is ManagedBy.HOST
-
-
-def driver_source(s: Spec, n: Node) -> DriverSource:
-    drv = s.versions.driver
-    if drv is not None and drv.source is not None:
-        return drv.source
-    return DriverSource.DISTRO if n.os is OsFamily.DEBIAN12 else DriverSource.NVIDIA
-
-
-def enroot_wanted(s: Spec, n: Node) -> bool:
-    return s.slurm is not None and s.slurm.containers.enroot and bool(n.roles & ENROOT_ROLES)
-
-
-def pyxis_wanted(s: Spec, n: Node) -> bool:
-    return s.slurm is not None and s.slurm.containers.pyxis and bool(n.roles & ENROOT_ROLES)
-
-
-def toolkit_wanted(ctx: Ctx) -> bool:
-    """GPU nodes that run containers (engine or enroot) get the host's container toolkit."""
-    engine = ctx.spec.container_runtime.engine is not ContainerEngine.NONE and bool(ctx.node.roles & CONTAINER_ROLES)
-    return ctx.gpu_node and host_toolkit(ctx.spec) and (engine or enroot_wanted(ctx.spec, ctx.node))
-
-
-def dcgm_wanted(ctx: Ctx) -> bool:
-    return ctx.gpu_node and ctx.spec.dcgm.enabled
-
-
-def cuda_repo_wanted(ctx: Ctx) -> bool:
-    """Something on this node comes from NVIDIA's CUDA repository."""
-    if not ctx.gpu_node:
-        return False
-    driver = host_driver(ctx.spec) and (
-        driver_source(ctx.spec, ctx.node) is DriverSource.NVIDIA
-        or ctx.node.hardware.nvswitch
-        or ctx.spec.versions.cuda_toolkit is not None
-    )
-    return driver or dcgm_wanted(ctx) or bool(ctx.node.mig_config)
-
-
-def driver_packages(ctx: Ctx) -> tuple[str, ...]:
-    """Driver packages of this node (deb names), the first one carrying the driver version."""
-    b = ctx.branch
-    drv = ctx.spec.versions.driver
-    open_ = "-open" if drv is not None and drv.flavor is DriverFlavor.OPEN else ""
-    if driver_source(ctx.spec, ctx.node) is DriverSource.DISTRO:
-        return DEBIAN_DRIVER_PACKAGES
-    return (f"nvidia-headless-{b}-server{open_}", f"nvidia-utils-{b}-server")
-
-
-def fabric_manager_package(ctx: Ctx) -> str:
-    return f"nvidia-fabricmanager-{ctx.branch}" if ctx.deb else "nvidia-fabric-manager"
-
-
-def cuda_toolkit_package(ctx: Ctx) -> str | None:
-    ver = ctx.spec.versions.cuda_toolkit
-    return f"cuda-toolkit-{ver.replace('.', '-')}" if ver else None
-
-
-def host_packages(s: Spec, n: Node) -> list[str]:
-    """Packages whose versions the ``NvidiaHost`` fact reads (those the layer facts cannot)."""
-    names = ["enroot", "enroot+caps"] if enroot_wanted(s, n) else []
-    if not n.os.is_deb:
-        ver = s.versions.cuda_toolkit
-        names += ["nvidia-driver", "nvidia-fabric-manager", *TOOLKIT_PACKAGES, *DCGM_PACKAGES]
-        names += ["nvidia-mig-manager", "slurm-devel", "gcc", "make", "containerd.io", "docker-ce"]
-        if ver:
-            names.append(f"cuda-toolkit-{ver.replace('.', '-')}")
-    return names
-
-
-def needs_host_facts(s: Spec, n: Node) -> bool:
-    return n.hardware.gpu is not None or enroot_wanted(s, n) or not n.os.is_deb
 
 
 # --------------------------------------------------------------------------- shared step helpers
@@ -548,11 +418,6 @@ def driver_version_steps(ctx: Ctx, main: str, installed: str | None) -> list[Ste
     elif installed is not None and hf.gpu_present and not hf.driver_loaded:
         steps.append(Step("reboot-required", f"driver {ver} is installed but not loaded: reboot to load it"))
     return steps
-
-
-def rhel_driver_stream(ctx: Ctx) -> str:
-    drv = ctx.spec.versions.driver
-    return f"{ctx.branch}-open" if drv is not None and drv.flavor is DriverFlavor.OPEN else f"{ctx.branch}-dkms"
 
 
 def fabric_manager_steps(ctx: Ctx, installed: str | None) -> list[Step]:

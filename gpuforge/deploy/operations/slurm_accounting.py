@@ -17,8 +17,9 @@ from pyinfra.api import StringCommand, operation
 
 from gpuforge.deploy.context import run_state
 from gpuforge.deploy.converge import Step
-from gpuforge.deploy.facts.slurm import SacctmgrEntities, SacctmgrInfo
+from gpuforge.deploy.facts.slurm import SacctmgrEntities
 from gpuforge.deploy.runstate import PlannedOp
+from gpuforge.probes.slurm import SacctmgrInfo
 from gpuforge.spec.model import Qos, Spec
 
 SACCTMGR = "sacctmgr -i"

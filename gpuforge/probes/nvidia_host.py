@@ -1,4 +1,4 @@
-"""What the NVIDIA deploys must know about a host before they build its layers.
+"""What the NVIDIA deploys must know about a host before they build its layers (stdlib only).
 
 One round trip per GPU node (``NvidiaHost``): the NVIDIA devices on the PCI bus (from sysfs,
 no lspci needed), the loaded kernel driver version, and installed versions of packages that
@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyinfra.api import FactBase
-
-from gpuforge.deploy.facts.nvidia import NVSWITCH_DEVICE_IDS
+#: PCI device IDs of NVSwitch chips (A100 generation 10de:1af1, H100 generation 10de:22a3).
+NVSWITCH_DEVICE_IDS: frozenset[str] = frozenset({"1af1", "22a3"})
 
 _PKG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*$")
 
@@ -114,17 +113,3 @@ def parse_nvidia_host(lines: list[str]) -> HostFacts:
             if len(cols) >= 3 and cols[0] in facts.packages and len(cols[2]) >= 2 and cols[2][1] == "i":
                 facts.packages[cols[0]] = cols[1].strip() or None
     return facts
-
-
-class NvidiaHost(FactBase[HostFacts]):
-    """GPUs and NVSwitches on the PCI bus, the loaded driver, chosen package versions."""
-
-    def command(self, packages: Sequence[str] = ()) -> str:
-        return nvidia_host_command(packages)
-
-    @staticmethod
-    def default() -> HostFacts:
-        return HostFacts()
-
-    def process(self, output: list[str]) -> HostFacts:
-        return parse_nvidia_host(output)

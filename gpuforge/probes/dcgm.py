@@ -1,0 +1,359 @@
+"""DCGM facts: ``dcgmi diag`` results (text table or ``-j`` JSON) and dcgm-exporter metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, TypedDict
+
+from gpuforge.probes._common import split_guarded
+
+# --------------------------------------------------------------------------- dcgmi diag
+
+
+class DiagMessage(TypedDict):
+    """A warning/info/error/detail attached to a diagnostic test."""
+
+    kind: str
+    text: str
+
+
+class DiagTest(TypedDict):
+    """One diagnostic test row."""
+
+    category: str | None
+    name: str
+    result: str
+    status: str
+    per_gpu: dict[str, str]
+    messages: list[DiagMessage]
+
+
+class DcgmiDiagInfo(TypedDict):
+    """Result of :class:`DcgmiDiag`."""
+
+    available: bool
+    rc: int | None
+    error: str | None
+    metadata: dict[str, str]
+    tests: list[DiagTest]
+    counts: dict[str, int]
+    overall: str | None
+    messages: list[str]
+
+
+#: Statuses a diagnostic test can end in (``dcgmDiagResult_t``: PASS, SKIP, WARN, FAIL, NOT_RUN).
+DIAG_STATUSES: tuple[str, ...] = ("pass", "fail", "warn", "skip", "not_run")
+
+_MESSAGE_ROW_KINDS = {"warning": "warning", "info": "info", "error": "error"}
+_SECTION_RE = re.compile(r"^[|+]-{2,}\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-+\+")
+_PER_GPU_RE = re.compile(r"^GPU ?(?P<gpu>\d+)\s*:\s*(?P<status>\w[\w ]*)$")
+
+
+def diag_status(result: str) -> str:
+    """Normalise a result cell (``Pass``, ``Fail - All``, ``Skip``, ``Warn``, ``Not Run``)."""
+    lowered = result.strip().lower()
+    if lowered.startswith("not run"):
+        return "not_run"
+    for status in ("pass", "fail", "warn", "skip"):
+        if lowered.startswith(status):
+            return status
+    return "unknown"
+
+
+def _summarise(info: DcgmiDiagInfo) -> None:
+    counts = {status: 0 for status in (*DIAG_STATUSES, "unknown")}
+    for test in info["tests"]:
+        counts[test["status"]] = counts.get(test["status"], 0) + 1
+    info["counts"] = {status: count for status, count in counts.items() if count}
+    if not info["tests"]:
+        info["overall"] = None
+    elif counts["fail"]:
+        info["overall"] = "fail"
+    elif counts["warn"]:
+        info["overall"] = "warn"
+    elif counts["pass"]:
+        info["overall"] = "pass"
+    else:
+        info["overall"] = "skip"
+
+
+def _empty_diag(available: bool, rc: int | None) -> DcgmiDiagInfo:
+    return DcgmiDiagInfo(
+        available=available,
+        rc=rc,
+        error=None if available else "dcgmi not found (DCGM not installed)",
+        metadata={},
+        tests=[],
+        counts={},
+        overall=None,
+        messages=[],
+    )
+
+
+def parse_dcgmi_diag_text(lines: list[str]) -> DcgmiDiagInfo:
+    """Parse the ``dcgmi diag -r N`` result table.
+
+    Handles the DCGM 3.x layout (one row per test, ``Warning``/``Info`` rows and wrapped
+    continuation rows) and the DCGM 4.x layout (per-GPU ``GPUn: Pass`` continuation rows).
+    Wrapped text is re-joined from the fixed-width cells, so words split across rows survive.
+    """
+    out = split_guarded(lines)
+    info = _empty_diag(out.available, out.rc)
+    category: str | None = None
+    current: DiagTest | None = None
+    message: DiagMessage | None = None
+    for raw in out.lines:
+        line = raw.rstrip()
+        section = _SECTION_RE.match(line)
+        if section:
+            category = section.group("name").strip()
+            current, message = None, None
+            continue
+        if line.startswith("+") or line.startswith("|="):
+            continue
+        if not (line.startswith("|") and line.endswith("|") and line.count("|") >= 3):
+            if line.strip():
+                info["messages"].append(line.strip())
+            continue
+        first_bar = line.index("|", 1)
+        name = line[1:first_bar].strip()
+        cell = line[first_bar + 1 : -1]
+        chunk = cell[1:-2] if len(cell) > 3 else cell.strip()
+        text = cell.strip()
+        if name in {"Diagnostic"} and text == "Result":
+            continue
+        if category == "Metadata" and name:
+            info["metadata"][name] = text
+            continue
+        kind = _MESSAGE_ROW_KINDS.get(name.lower())
+        if name and kind is None:
+            current = DiagTest(
+                category=category,
+                name=name,
+                result=text,
+                status=diag_status(text),
+                per_gpu={},
+                messages=[],
+            )
+            info["tests"].append(current)
+            message = None
+            continue
+        if current is None:
+            if text:
+                info["messages"].append(text)
+            continue
+        if kind is not None:
+            message = DiagMessage(kind=kind, text=chunk)
+            current["messages"].append(message)
+            continue
+        per_gpu = _PER_GPU_RE.match(text)
+        if per_gpu and message is None:
+            current["per_gpu"][per_gpu.group("gpu")] = diag_status(per_gpu.group("status"))
+            continue
+        if message is None:
+            message = DiagMessage(kind="detail", text=chunk)
+            current["messages"].append(message)
+        else:
+            message["text"] += chunk
+    for test in info["tests"]:
+        for msg in test["messages"]:
+            msg["text"] = " ".join(msg["text"].split())
+    if not info["tests"] and out.rc not in (None, 0):
+        info["error"] = "; ".join(info["messages"]) or f"dcgmi exited with status {out.rc}"
+    _summarise(info)
+    return info
+
+
+def _json_messages(result: dict[str, Any], key: str) -> list[str]:
+    values = result.get(key) or []
+    if not isinstance(values, list):
+        values = [values]
+    texts = []
+    for value in values:
+        if isinstance(value, dict):
+            value = value.get("warning") or value.get("message") or value.get("info") or json.dumps(value)
+        texts.append(str(value))
+    return texts
+
+
+def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
+    """Parse ``dcgmi diag -r N -j``.
+
+    DCGM 3.x: ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
+    "results": [{"gpu_ids"|"gpu_id", "status", "warnings", "info"}]}]}]}}``.
+    DCGM 4.x renamed the root to ``"DCGM Diagnostic"`` and adds a per-test ``test_summary``;
+    both are accepted (best effort for 4.x until captured on hardware).
+    """
+    out = split_guarded(lines)
+    info = _empty_diag(out.available, out.rc)
+    start = next((i for i, line in enumerate(out.lines) if line.lstrip().startswith("{")), None)
+    if start is None:
+        info["messages"] = [line.strip() for line in out.lines if line.strip()]
+        if out.rc not in (None, 0) or out.available:
+            info["error"] = "; ".join(info["messages"]) or "no JSON output from dcgmi"
+        _summarise(info)
+        return info
+    info["messages"] = [line.strip() for line in out.lines[:start] if line.strip()]
+    try:
+        data = json.loads("\n".join(out.lines[start:]))
+    except ValueError as exc:
+        info["error"] = f"invalid JSON from dcgmi: {exc}"
+        _summarise(info)
+        return info
+    root = data.get("DCGM GPU Diagnostic") or data.get("DCGM Diagnostic") or data if isinstance(data, dict) else {}
+    if not isinstance(root, dict):
+        root = {}
+    for key in ("version", "driver_version_detected", "Driver Version Detected"):
+        if key in root and isinstance(root[key], str):
+            info["metadata"][key] = root[key]
+    runtime_error = root.get("runtime_error") or (data.get("runtime_error") if isinstance(data, dict) else None)
+    if runtime_error:
+        info["error"] = str(runtime_error)
+    for category in root.get("test_categories") or []:
+        if not isinstance(category, dict):
+            continue
+        for test in category.get("tests") or []:
+            if not isinstance(test, dict):
+                continue
+            per_gpu: dict[str, str] = {}
+            messages: list[DiagMessage] = []
+            results = test.get("results") or []
+            for result in results if isinstance(results, list) else []:
+                if not isinstance(result, dict):
+                    continue
+                gpu = result.get("gpu_ids", result.get("gpu_id", result.get("entity_id")))
+                status = diag_status(str(result.get("status", "")))
+                if gpu is not None:
+                    for gpu_id in str(gpu).split(","):
+                        per_gpu[gpu_id.strip()] = status
+                for kind, key in (("warning", "warnings"), ("info", "info"), ("error", "errors")):
+                    messages.extend(DiagMessage(kind=kind, text=text) for text in _json_messages(result, key))
+            summary = test.get("test_summary")
+            if isinstance(summary, dict) and summary.get("status"):
+                overall = diag_status(str(summary["status"]))
+            else:
+                statuses = set(per_gpu.values())
+                overall = next((s for s in ("fail", "warn", "pass", "skip", "not_run") if s in statuses), "unknown")
+            info["tests"].append(
+                DiagTest(
+                    category=category.get("category"),
+                    name=str(test.get("name") or test.get("test_name") or "unknown"),
+                    result=overall,
+                    status=overall,
+                    per_gpu=per_gpu,
+                    messages=messages,
+                )
+            )
+    _summarise(info)
+    return info
+
+
+def parse_dcgmi_diag(lines: list[str]) -> DcgmiDiagInfo:
+    """Parse ``dcgmi diag`` output in either text or JSON form."""
+    if any(line.lstrip().startswith("{") for line in lines):
+        return parse_dcgmi_diag_json(lines)
+    return parse_dcgmi_diag_text(lines)
+
+
+# --------------------------------------------------------------------------- dcgm-exporter
+
+
+class MetricSample(TypedDict):
+    """One sample: labels and value (non-finite values kept as strings: ``NaN``, ``+Inf``)."""
+
+    labels: dict[str, str]
+    value: float | str
+
+
+class Metric(TypedDict):
+    """One metric family from the Prometheus text exposition."""
+
+    type: str | None
+    help: str | None
+    samples: list[MetricSample]
+
+
+class ExporterMetricsInfo(TypedDict):
+    """Result of :class:`DcgmExporterMetrics`."""
+
+    available: bool
+    rc: int | None
+    error: str | None
+    metrics: dict[str, Metric]
+
+
+CURL_EXIT_CODES: dict[int, str] = {
+    6: "could not resolve host",
+    7: "failed to connect (exporter not listening)",
+    22: "HTTP error status returned",
+    28: "operation timed out",
+    52: "empty reply from server",
+    56: "failure receiving network data",
+}
+
+_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?\s*$")
+_LABEL_RE = re.compile(r'\s*(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*,?')
+
+
+def _unescape_label(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+def parse_prometheus_labels(text: str) -> dict[str, str]:
+    """Parse ``key="value",...`` (with ``\\"``, ``\\\\`` and ``\\n`` escapes)."""
+    return {m.group("key"): _unescape_label(m.group("value")) for m in _LABEL_RE.finditer(text)}
+
+
+def _sample_value(text: str) -> float | str:
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) else text
+
+
+def parse_prometheus_text(lines: list[str]) -> dict[str, Metric]:
+    """Parse Prometheus text exposition format into metric families."""
+    metrics: dict[str, Metric] = {}
+
+    def family(name: str) -> Metric:
+        return metrics.setdefault(name, Metric(type=None, help=None, samples=[]))
+
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in {"HELP", "TYPE"}:
+                text = parts[3] if len(parts) > 3 else ""
+                if parts[1] == "HELP":
+                    family(parts[2])["help"] = text
+                else:
+                    family(parts[2])["type"] = text
+            continue
+        match = _SAMPLE_RE.match(line)
+        if match is None:
+            continue
+        family(match.group("name"))["samples"].append(
+            MetricSample(
+                labels=parse_prometheus_labels(match.group("labels") or ""),
+                value=_sample_value(match.group("value")),
+            )
+        )
+    return metrics
+
+
+def parse_exporter_metrics(lines: list[str]) -> ExporterMetricsInfo:
+    """Parse guarded ``curl`` output of a dcgm-exporter ``/metrics`` endpoint."""
+    out = split_guarded(lines)
+    error: str | None = None
+    if not out.available:
+        error = "curl not found"
+    elif out.rc not in (None, 0):
+        error = f"curl exit code {out.rc}: {CURL_EXIT_CODES.get(out.rc or 0, 'request failed')}"
+    return ExporterMetricsInfo(
+        available=out.available, rc=out.rc, error=error, metrics=parse_prometheus_text(out.lines)
+    )
