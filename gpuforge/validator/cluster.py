@@ -546,11 +546,9 @@ def known_host_entries(text: str, host: str) -> list[str]:
     scope="control",
 )
 def ssh_host_keys(data: ClusterData, node: Node) -> Outcome:
-    from gpuforge.deploy.inventory import host_data
-
     ssh = data.spec.ssh
-    strict = host_data(data.spec, data.spec_path, node).get("ssh_strict_host_key_checking") == "yes"
-    if not (strict and data.ssh_strict):
+    # The deploys' own connections always check (gpuforge.deploy.inventory; tests/converge/test_remote.py).
+    if not data.ssh_strict:
         return FAIL, "connections do not use StrictHostKeyChecking=yes"
     if not ssh.known_hosts:
         return FAIL, "spec.ssh.known_hosts is not set: host keys come from the user's own known_hosts"

@@ -90,7 +90,7 @@ class SshTransport:
 
     def _vagrant_hosts(self) -> dict[str, Any]:
         if self._vagrant is None:
-            from gpuforge.lab.vagrant import ssh_config
+            from gpuforge.probes.vagrant import ssh_config
 
             self._vagrant = dict(ssh_config(str(self.spec_dir)))
         return self._vagrant

@@ -5,8 +5,10 @@ from __future__ import annotations
 import shlex
 
 from gpuforge.orchestrate.remote import ssh_argv
-from gpuforge.spec import load_spec
+from gpuforge.spec import load_spec, resolve_nodes
 from tests.conftest import REPO
+
+H100 = REPO / "inventories" / "slurm-h100.yaml"
 
 
 def test_ssh_argv_checks_host_keys_with_the_specs_known_hosts() -> None:
@@ -31,3 +33,16 @@ def test_sudo_covers_every_command_of_a_command_line() -> None:
     argv = ssh_argv(load_spec(spec_path), spec_path, "gpu001", line)
     assert argv[-1] == "sudo -n sh -c 'rm -f /var/lib/gpuforge/reboot-required; systemctl reboot'"
     assert shlex.split(argv[-1]) == ["sudo", "-n", "sh", "-c", line]
+
+
+def test_the_deploys_inventory_checks_host_keys_on_every_node() -> None:
+    from gpuforge.deploy.inventory import inventory_groups
+    from gpuforge.deploy.runstate import RUN_STATE_KEY
+
+    spec = load_spec(H100)
+    groups = inventory_groups(spec, H100)
+    assert len(groups["nodes"]) == len(resolve_nodes(spec))
+    for name, data in groups["nodes"]:
+        assert data["ssh_strict_host_key_checking"] == "yes", name
+    # One run state, shared by every host of the run.
+    assert len({id(data[RUN_STATE_KEY]) for _, data in groups["nodes"]}) == 1

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from gpuforge.lab.vagrant import VagrantHost, parse_ssh_config
+from gpuforge.probes.vagrant import VagrantHost, parse_ssh_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

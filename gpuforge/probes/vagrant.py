@@ -1,4 +1,4 @@
-"""Reach Vagrant VMs (the repo's ``Vagrantfile``): parse ``vagrant ssh-config`` output."""
+"""Reach Vagrant VMs (a spec with `connector: vagrant`): parse `vagrant ssh-config` output (stdlib only)."""
 
 from __future__ import annotations
 
