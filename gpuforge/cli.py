@@ -219,7 +219,8 @@ def bundle(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
-    from gpuforge.bundle import build_bundle, verify_bundle
+    from gpuforge.bundle.build import build_bundle
+    from gpuforge.bundle.verify import verify_bundle
 
     if verify is not None:
         problems = verify_bundle(verify)

@@ -32,7 +32,7 @@ def preflight(spec: Spec, spec_path: str | Path) -> None:
     if bundle is not None and not bundle.is_dir():
         issues.append(SpecIssue(("sources", "bundle_dir"), f"directory {spec.sources.bundle_dir} does not exist"))
     elif bundle is not None and spec.sources.mode is SourceMode.OFFLINE:
-        from gpuforge.bundle import verify_bundle
+        from gpuforge.bundle.verify import verify_bundle
 
         for problem in verify_bundle(bundle)[:10]:  # nothing unverified is pushed to a node
             issues.append(SpecIssue(("sources", "bundle_dir"), f"bundle {spec.sources.bundle_dir}: {problem}"))

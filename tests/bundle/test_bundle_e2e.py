@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpuforge.bundle import PackageIndex, parse_packages, verify_bundle
+from gpuforge.bundle.debian import PackageIndex, parse_packages
+from gpuforge.bundle.verify import verify_bundle
 from gpuforge.render import nvidia_sources as src
 from tests.bundle.conftest import ARTIFACTS, Server, build_deb, cli_env, index_repo, mirror_spec, run_bundle
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.bundle import parse_packages
+from gpuforge.bundle.debian import parse_packages
 from gpuforge.deploy import needs
 from gpuforge.deploy.converge import LayerFacts, Step, plan_layer
 from gpuforge.deploy.layers import nvidia as nv

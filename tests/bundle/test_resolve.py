@@ -6,15 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from gpuforge.bundle import (
-    PackageIndex,
-    Pin,
-    Want,
-    parse_packages,
-    render_packages,
-    resolve,
-    spec_needs,
-)
+from gpuforge.bundle.debian import PackageIndex, parse_packages, render_packages
+from gpuforge.bundle.needs import spec_needs
+from gpuforge.bundle.resolve import Pin, Want, resolve
 from gpuforge.spec import load_spec, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpuforge.bundle import Relation, parse_relations, split_version, version_compare, version_satisfies
+from gpuforge.bundle.debian import Relation, parse_relations, split_version, version_compare, version_satisfies
 
 # (a, b, sign of compare(a, b)): dpkg's own examples and Debian policy 5.6.12.
 TABLE = [

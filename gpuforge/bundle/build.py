@@ -1,0 +1,304 @@
+"""Build a bundle directory from a spec's needs (keeps what still verifies; prunes the rest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpuforge.bundle.debian import PackageIndex, Stanza, parse_packages, render_packages
+from gpuforge.bundle.fetch import Fetcher, FetchError, hash_file, index_sums
+from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL, SAFE_DEB, Log
+from gpuforge.bundle.needs import ArtifactNeed, RepoNeed, fetch_spec, spec_needs
+from gpuforge.bundle.resolve import resolve
+from gpuforge.spec import Spec
+
+
+@dataclass
+class BundleResult:
+    """What ``build_bundle`` did; ``manifest`` is what it wrote to ``manifest.json``."""
+
+    manifest: dict[str, Any]
+    downloaded: int = 0
+    reused: int = 0
+    removed: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest["complete"])
+
+
+class _Builder:
+    def __init__(self, out: Path, fetcher: Fetcher, log: Log) -> None:
+        self.out = out
+        self.partial = out / PARTIAL
+        self.fetcher = fetcher
+        self.log = log
+        self.files: dict[str, dict[str, Any]] = {}
+        self.missing: list[dict[str, Any]] = []
+        self.downloaded = 0
+        self.reused = 0
+        self.previous = _previous_manifest(out)
+        self.previous_files: dict[str, str] = {
+            str(f.get("path")): str(f.get("sha256")) for f in self.previous.get("files", []) if isinstance(f, dict)
+        }
+
+    def add_file(self, rel: str, sha: str, source: str | None, checksum: str) -> None:
+        size = (self.out / rel).stat().st_size
+        self.files[rel] = {"path": rel, "sha256": sha, "size": size, "source": source, "checksum": checksum}
+
+    def miss(self, what: str, url: str | None, error: str) -> None:
+        self.missing.append({"what": what, "url": url, "error": error})
+
+    def get(self, rel: str, url: str, expect: dict[str, str], size: int | None) -> str | None:
+        """sha256 of ``rel`` in the bundle: kept when it matches what is known of it, else downloaded.
+
+        Known: the published checksums (``expect``), else the sha256 an earlier run recorded.
+        """
+        dest = self.out / rel
+        checks = dict(expect)
+        if "sha256" not in checks and rel in self.previous_files:
+            checks["sha256"] = self.previous_files[rel]
+        if checks and dest.is_file() and (size is None or dest.stat().st_size == size):
+            have = hash_file(dest, {"sha256", *checks})
+            if all(have[a] == v.lower() for a, v in checks.items()):
+                self.reused += 1
+                return have["sha256"]
+        self.log(f"download {url}")
+        try:
+            sha = self.fetcher.download(url, dest, self.partial, expect, size)
+        except FetchError as e:
+            self.miss(rel, url, e.reason)
+            return None
+        self.downloaded += 1
+        return sha
+
+
+def _previous_manifest(out: Path) -> dict[str, Any]:
+    """An existing manifest (empty when there is none or it is unreadable)."""
+    try:
+        data = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _repo_bundle(b: _Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any]:
+    """Resolve, fetch and index one ``apt/<repo>/``; its manifest record."""
+    record: dict[str, Any] = {"path": path, "sources": [], "packages": [], "external": []}
+    chosen: dict[str, tuple[Stanza, str, str]] = {}  # package -> (stanza, source URL, required by)
+    external: dict[str, set[str]] = {}
+    index_failed = False
+    for need in needs:
+        source: dict[str, Any] = {"url": need.url, "distro": need.distro, "nodes": len(need.nodes)}
+        record["sources"].append(source)
+        if need.url is None:
+            for w in need.wants.values():
+                b.miss(f"{path}: {w.package}", None, need.reason or "no source")
+            index_failed = True
+            continue
+        try:
+            index_url, text = b.fetcher.index(need.url)
+        except FetchError as e:
+            b.miss(f"{path}: Packages index", e.url, e.reason)
+            index_failed = True
+            continue
+        source["index"] = index_url
+        res = resolve(PackageIndex(parse_packages(text)), need.wants.values(), need.pins)
+        for problem in res.problems:
+            b.miss(f"{path}: {problem.split(' ', 1)[0]}", index_url, problem)
+        for name, s in res.selected.items():
+            prev = chosen.get(name)
+            if prev is not None and _identity(prev[0]) != _identity(s):
+                b.miss(
+                    f"{path}: {name}",
+                    need.url,
+                    f"{need.distro} nodes need {name} {s.version}, others {prev[0].version}: one {path}/ "
+                    "cannot serve both (the offline layout has one repository per kind)",
+                )
+                continue
+            chosen.setdefault(name, (s, need.url, res.required_by[name]))
+        for dep, parents in res.external.items():
+            external.setdefault(dep, set()).update(parents)
+    if index_failed and not chosen:
+        # Keep what an earlier run fetched: an unreachable mirror does not empty a good bundle.
+        for rel, sha in sorted(b.previous_files.items()):
+            if rel.startswith(f"{path}/") and (b.out / rel).is_file():
+                if hash_file(b.out / rel, ["sha256"])["sha256"] == sha:
+                    b.add_file(rel, sha, None, "kept from the previous run (the index was not reachable)")
+                else:
+                    b.miss(rel, None, "changed since the previous run, and the index is not reachable to refetch it")
+        for old in b.previous.get("repositories", []):
+            if isinstance(old, dict) and old.get("path") == path:
+                record["packages"] = old.get("packages", [])
+                record["external"] = old.get("external", [])
+        record["kept"] = True
+        return record
+    stanzas: list[Stanza] = []
+    wanted_files: set[str] = set()
+    for name in sorted(chosen):
+        s, base, why = chosen[name]
+        fname = s.filename.rsplit("/", 1)[-1]
+        rel = f"{path}/{fname}"
+        if not SAFE_DEB.match(fname) or rel in wanted_files:
+            b.miss(f"{path}: {name}", base, f"bad or duplicate Filename {s.filename!r} in the index")
+            continue
+        url = urllib.parse.urljoin(base.rstrip("/") + "/", s.filename)
+        expect = index_sums(s)
+        size = int(s.get("Size")) if s.get("Size").isdigit() else None
+        got = b.get(rel, url, expect, size)
+        if got is None:
+            continue
+        sha = got
+        wanted_files.add(rel)
+        b.add_file(rel, sha, url, "index" if expect else "none published")
+        out = Stanza(dict(s.fields))
+        out.set("Filename", f"./{fname}")
+        out.set("Size", str((b.out / rel).stat().st_size))
+        out.set("SHA256", sha)
+        stanzas.append(out)
+        record["packages"].append(
+            {"package": name, "version": s.version, "architecture": s.arch, "path": rel, "required_by": why}
+        )
+    record["external"] = [{"dependency": d, "required_by": sorted(p)} for d, p in sorted(external.items())]
+    repo_dir = b.out / path
+    repo_dir.mkdir(parents=True, exist_ok=True)
+    index_rel = f"{path}/Packages"
+    _write_atomic(b.out / index_rel, render_packages(stanzas).encode())
+    b.add_file(index_rel, hash_file(b.out / index_rel, ["sha256"])["sha256"], None, "generated")
+    b.files[index_rel]["source"] = "generated from " + ", ".join(
+        s["index"] for s in record["sources"] if s.get("index")
+    )
+    return record
+
+
+def _identity(s: Stanza) -> tuple[str, str, str]:
+    return s.version, s.arch, s.get("SHA256") or s.get("MD5sum")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _prune(out: Path, keep: set[str], kept_dirs: set[str]) -> int:
+    """Remove files under ``apt/`` that the new manifest does not list.
+
+    The deploys push a repository directory whole, so a stale ``.deb`` must not stay there.
+    """
+    removed = 0
+    for top in ("apt",):
+        base = out / top
+        if not base.is_dir():
+            continue
+        for p in sorted(base.rglob("*")):
+            rel = p.relative_to(out).as_posix()
+            if p.is_file() and rel not in keep and not any(rel.startswith(f"{d}/") for d in kept_dirs):
+                p.unlink()
+                removed += 1
+        for d in sorted(base.rglob("*"), reverse=True):
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+    return removed
+
+
+def build_bundle(
+    spec: Spec, spec_file: Path, out: Path, *, timeout: float = 60.0, log: Log | None = None
+) -> BundleResult:
+    """Gather what ``spec`` needs into ``out`` and write ``out/manifest.json``."""
+    say: Log = log or (lambda _m: None)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / PARTIAL, ignore_errors=True)
+    b = _Builder(out, Fetcher(timeout), say)
+    needs = spec_needs(spec)
+    repos: list[dict[str, Any]] = []
+    unsupported: list[dict[str, Any]] = []
+    kept_dirs: set[str] = set()
+    try:
+        by_path: dict[str, list[RepoNeed]] = {}
+        for need in needs.repos.values():
+            if need.fmt == "rpm":
+                unsupported.append(_rpm_repo(b, need))
+                continue
+            by_path.setdefault(need.path, []).append(need)
+        for path, group in sorted(by_path.items()):
+            say(f"resolve {path}")
+            record = _repo_bundle(b, path, group)
+            if record.pop("kept", False):
+                kept_dirs.add(path)
+            repos.append(record)
+        for name in sorted(needs.artifacts):
+            _artifact(b, needs.artifacts[name])
+    finally:
+        shutil.rmtree(out / PARTIAL, ignore_errors=True)
+    removed = _prune(out, set(b.files), kept_dirs)
+    manifest = {
+        "format": FORMAT,
+        "spec": {
+            "name": spec.cluster.name,
+            "file": spec_file.name,
+            "sha256": hash_file(spec_file, ["sha256"])["sha256"],
+        },
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "fetched_from": fetch_spec(spec).sources.mode.value,
+        "complete": not b.missing and all(u["provided"] for u in unsupported),
+        "files": [b.files[k] for k in sorted(b.files)],
+        "repositories": repos,
+        "missing": b.missing,
+        "unsupported": unsupported,
+    }
+    _write_atomic(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    return BundleResult(manifest, b.downloaded, b.reused, removed)
+
+
+def _rpm_repo(b: _Builder, need: RepoNeed) -> dict[str, Any]:
+    """An rpm repository gpuforge cannot build; one placed in the bundle by hand is recorded."""
+    record: dict[str, Any] = {
+        "repository": need.path,
+        "url": need.url,
+        "packages": sorted(need.wants),
+        "nodes": len(need.nodes),
+        "reason": "RHEL nodes need an rpm repository with repodata/ generated by createrepo, which "
+        f"gpuforge bundle does not build: mirror the repository (mode: mirror), or build {need.path}/ "
+        "with createrepo and re-run to record it",
+        "provided": False,
+    }
+    repo = b.out / need.path
+    if (repo / "repodata" / "repomd.xml").is_file():
+        for p in sorted(repo.rglob("*")):
+            if p.is_file():
+                rel = p.relative_to(b.out).as_posix()
+                b.add_file(rel, hash_file(p, ["sha256"])["sha256"], None, "placed in the bundle by hand")
+        record["provided"] = True
+    return record
+
+
+def _artifact(b: _Builder, an: ArtifactNeed) -> None:
+    a = an.artifact
+    rel = f"artifacts/{a.name}"
+    expect = {"sha256": a.sha256} if a.sha256 else {}
+    if a.url is None:
+        dest = b.out / rel
+        if dest.is_file():  # placed by hand: nothing publishes it
+            sha = hash_file(dest, ["sha256"])["sha256"]
+            if a.sha256 and sha != a.sha256:
+                b.miss(rel, None, f"the file in the bundle has sha256 {sha}, gpuforge knows {a.sha256}")
+            else:
+                b.add_file(rel, sha, None, "placed in the bundle by hand")
+            return
+        b.miss(rel, None, f"{a.reason}; or place the file at {rel} in the bundle")
+        return
+    got = b.get(rel, a.url, expect, None)
+    if got is not None:
+        b.add_file(rel, got, a.url, "known" if a.sha256 else "none published (recorded)")

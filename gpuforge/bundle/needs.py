@@ -1,0 +1,139 @@
+"""What the NVIDIA deploy installs on a spec's nodes, with the URLs to fetch it from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuforge.bundle.layout import ARCH_IN_URL
+from gpuforge.bundle.resolve import Pin, Want
+from gpuforge.deploy import needs as nvneeds
+from gpuforge.deploy.layers import deploys_for
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.nvidia import host_dcgm_exporter
+from gpuforge.spec import Spec, resolve_nodes
+from gpuforge.spec.model import DriverSource, SourceMode
+from gpuforge.spec.nodes import Node
+
+
+@dataclass
+class RepoNeed:
+    """Packages the nodes install from one repository URL."""
+
+    kind: str
+    fmt: str  # apt | rpm
+    url: str | None
+    reason: str | None
+    distro: str
+    wants: dict[str, Want] = field(default_factory=dict)
+    pins: list[Pin] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return f"{self.fmt}/{self.kind}"
+
+
+@dataclass
+class ArtifactNeed:
+    """A release file and the nodes that install it."""
+
+    artifact: src.Artifact
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Needs:
+    repos: dict[tuple[str, str, str | None], RepoNeed] = field(default_factory=dict)
+    artifacts: dict[str, ArtifactNeed] = field(default_factory=dict)
+
+
+def fetch_spec(spec: Spec) -> Spec:
+    """The spec as the bundle fetches it: mirror mode as written, anything else from upstream."""
+    if spec.sources.mode is SourceMode.MIRROR:
+        return spec
+    return spec.model_copy(update={"sources": spec.sources.model_copy(update={"mode": SourceMode.UPSTREAM})})
+
+
+def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
+    """(CUDA repository wants, container repository wants, apt pins) of one node."""
+    s, n = ctx.spec, ctx.node
+    cuda: list[Want] = []
+    container: list[Want] = []
+    pins: list[Pin] = []
+    ver = ctx.driver_version
+    if ctx.gpu_node and nvneeds.host_driver(s):
+        pins.append(Pin(tuple(src.DRIVER_PIN_PACKAGES.split()), (f"{ver}-*",)))
+    if nvneeds.dcgm_wanted(ctx):
+        pins.append(Pin(("datacenter-gpu-manager-4-*",), (f"1:{s.versions.dcgm}-*", f"{s.versions.dcgm}-*")))
+    if nvneeds.cuda_repo_wanted(ctx):
+        if nvneeds.host_driver(s):
+            if nvneeds.driver_source(s, n) is DriverSource.NVIDIA:
+                if ctx.deb:
+                    cuda += [Want(p, (f"{ver}-*",), f"driver {ver}") for p in nvneeds.driver_packages(ctx)]
+                else:
+                    cuda.append(
+                        Want(
+                            "nvidia-driver",
+                            (f"{ver}-*",),
+                            f"dnf module nvidia-driver:{nvneeds.rhel_driver_stream(ctx)}",
+                        )
+                    )
+            if n.hardware.nvswitch:
+                cuda.append(Want(nvneeds.fabric_manager_package(ctx), (f"{ver}-*",), "NVSwitch fabric manager"))
+            tk = nvneeds.cuda_toolkit_package(ctx)
+            if tk:
+                cuda.append(Want(tk, (), f"CUDA toolkit {s.versions.cuda_toolkit}"))
+        if nvneeds.dcgm_wanted(ctx):
+            dv = s.versions.dcgm
+            cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nvneeds.DCGM_PACKAGES]
+        if n.mig_config:
+            cuda.append(Want("nvidia-mig-manager", (), f"MIG layout {n.mig_config}"))
+    if nvneeds.toolkit_wanted(ctx):
+        tv = s.versions.container_toolkit
+        container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nvneeds.TOOLKIT_PACKAGES]
+    return cuda, container, pins
+
+
+def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
+    s, n = ctx.spec, ctx.node
+    arts: list[src.Artifact] = []
+    if nvneeds.enroot_wanted(s, n):
+        arts += src.enroot_artifacts(s, n.os)
+    if nvneeds.pyxis_wanted(s, n):
+        arts.append(src.pyxis_artifact(s))
+    if nvneeds.dcgm_wanted(ctx) and host_dcgm_exporter(s):
+        arts.append(src.dcgm_exporter_artifact(s))
+    return arts
+
+
+def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
+    """What the NVIDIA deploy installs on the spec's nodes, with the URLs to fetch it from."""
+    s = fetch_spec(spec)
+    needs = Needs()
+    for n in nodes if nodes is not None else resolve_nodes(s):
+        if "nvidia" not in deploys_for(n):
+            continue
+        ctx = nvneeds.Ctx(s, n, name=n.name)
+        cuda_w, container_w, pins = _node_wants(ctx)
+        fmt = "apt" if n.os.is_deb else "rpm"
+        for want_list, repo in (
+            (cuda_w, src.cuda_repo(s, n.os) if cuda_w else None),
+            (container_w, src.container_repo(s, n.os) if container_w else None),
+        ):
+            if repo is None:
+                continue
+            url = repo.url.replace("$(ARCH)", ARCH_IN_URL) if repo.url else None
+            key = (fmt, repo.kind, url)
+            need = needs.repos.get(key)
+            if need is None:
+                need = RepoNeed(repo.kind, fmt, url, repo.reason, src.cuda_distro(n.os))
+                needs.repos[key] = need
+            for w in want_list:
+                need.wants.setdefault(w.package, w)
+            for p in pins:
+                if p not in need.pins:
+                    need.pins.append(p)
+            need.nodes.append(n.name)
+        for a in _node_artifacts(ctx):
+            needs.artifacts.setdefault(a.name, ArtifactNeed(a)).nodes.append(n.name)
+    return needs
