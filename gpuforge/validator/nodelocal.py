@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""gpuforge node health check: the checks that run ON a node, in one stdlib-only file.
+"""gpuforge node health check: the checks that run ON a node.
 
-The Slurm deploy installs this file as ``/usr/local/sbin/gpuforge-health`` with its
+Built with the probes it imports into one file (``gpuforge.validator.program``), the Slurm
+deploy installs it as ``/usr/local/sbin/gpuforge-health`` with its
 configuration in ``/etc/gpuforge/health.json`` (written from the cluster spec by
 ``gpuforge.validator.config.health_config``); ``gpuforge validate`` sends the same file
-over SSH (``python3 - --validate --json``), so a node answers both in the same way.
+the same program over SSH (``python3 - --validate --json``), so a node answers both alike.
 
 Rules:
 
-* Python standard library only, no import of gpuforge (nodes have no gpuforge installed).
+* Python standard library and ``gpuforge.probes`` only (nodes have no gpuforge installed; the
+  program carries the probes it uses, see tests/validator/test_node_program.py).
 * A check either runs and passes or fails, is skipped with a reason (it does not apply to
   this node), or is blocked (a check it depends on did not pass). Nothing passes that did
   not run.
@@ -41,6 +43,9 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from gpuforge.probes.nvidia import SERIOUS_XIDS
+from gpuforge.probes.nvidia_host import NVSWITCH_DEVICE_IDS
 
 SCHEMA_VERSION = 1
 DEFAULT_CONFIG = "/etc/gpuforge/health.json"
@@ -81,7 +86,6 @@ NVIDIA_SMI_EXIT_CODES: dict[int, str] = {
 }
 
 #: Xid codes that mean a hardware or driver fault (drain, reset or RMA).
-SERIOUS_XIDS = frozenset({48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120})
 XID_MEANING = {
     48: "double-bit ECC error",
     63: "ECC page retirement or row remapping event",
@@ -94,7 +98,6 @@ XID_MEANING = {
     119: "GSP RPC timeout",
     120: "GSP error",
 }
-NVSWITCH_DEVICE_IDS = frozenset({"1af1", "22a3"})
 GPU_QUERY_FIELDS = (
     "index",
     "uuid",

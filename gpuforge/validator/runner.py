@@ -1,6 +1,7 @@
 """``validate``: read every node in parallel over SSH, then judge the cluster-wide checks.
 
-One round trip per node: ``nodelocal.py`` is sent on stdin to ``python3 -`` with the node's
+One round trip per node: the node program (``nodelocal`` with the probes it uses, built into
+one file by :mod:`gpuforge.validator.program`) is sent on stdin to ``python3 -`` with the node's
 health config, runs the node-local checks there and answers JSON. In parallel the Slurm
 controller is asked for ``sinfo``/``scontrol``/``sacctmgr`` (or a control-plane node for
 ``kubectl``). Then, for the nodes whose prerequisites passed, one more round trip to the
@@ -31,10 +32,11 @@ from gpuforge.validator import cluster, nodelocal
 from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.config import health_config
 from gpuforge.validator.nodelocal import BLOCKED, FAIL, LAYERS, PASS, SKIP, Check, Result, evaluate
+from gpuforge.validator.program import node_program
 from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 
-NODELOCAL_SOURCE = Path(nodelocal.__file__).read_bytes()
+NODELOCAL_SOURCE = node_program()
 NODE_TIMEOUT_S = 60.0
 #: Cluster checks that need sinfo/scontrol/sacctmgr from the controller.
 SLURM_QUERY_CHECKS = frozenset(
@@ -147,7 +149,7 @@ class NodeRun:
 def run_node(
     spec: Spec, node: Node, transport: Transport, node_checks: list[Check], timeout: float = NODE_TIMEOUT_S
 ) -> NodeRun:
-    """Send nodelocal.py to the node, run its checks there, read the JSON answer."""
+    """Send the node program to the node, run its checks there, read the JSON answer."""
     cfg = health_config(spec, node)
     args = ["--validate", "--json", "--no-slurm", "--config-b64", base64.b64encode(json.dumps(cfg).encode()).decode()]
     if node_checks:

@@ -11,6 +11,7 @@ from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.validator import nodelocal
 from gpuforge.validator.nodelocal import NodeContext, Result
+from gpuforge.validator.program import node_program
 
 REPO = Path(__file__).resolve().parents[2]
 FACT_FIXTURES = REPO / "tests" / "facts" / "fixtures"
@@ -180,7 +181,7 @@ class FakeCluster:
         if node.name in self.unreachable:
             return Completed(255, "", f"ssh: connect to host {node.ssh_target} port 22: Connection timed out\r\n", 10.0)
         if command.startswith("python3 - "):
-            assert stdin == Path(nodelocal.__file__).read_bytes()
+            assert stdin == node_program()
             args = shlex.split(command)[2:]
             cfg = json.loads(base64.b64decode(args[args.index("--config-b64") + 1]))
             ids = args[args.index("--checks") + 1].split(",")

@@ -1,6 +1,7 @@
 """health: ``/usr/local/sbin/gpuforge-health`` and its ``/etc/gpuforge/health.json`` on Slurm nodes.
 
-The program is ``gpuforge/validator/nodelocal.py`` itself (stdlib only); the config is
+The program is ``gpuforge.validator.nodelocal`` with the probes it uses, built into one file
+(``gpuforge.validator.program``); the config is
 ``health_config(spec, node)``. slurm.conf names the program as HealthCheckProgram, so
 slurmd runs it every HealthCheckInterval; it drains the node on a critical failure and
 resumes only nodes it drained itself.
@@ -20,13 +21,13 @@ from gpuforge.deploy.operations.layer import converge
 from gpuforge.render.files import RenderedFile
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node
-from gpuforge.validator import nodelocal
 from gpuforge.validator.config import HEALTH_CONFIG, HEALTH_PROGRAM, health_config
+from gpuforge.validator.program import node_program
 
 
 def health_program() -> bytes:
-    """The node-local checker, byte for byte."""
-    return Path(nodelocal.__file__).read_bytes()
+    """The node-local checker: ``nodelocal`` and the probes it uses, built into one file."""
+    return node_program()
 
 
 def health_config_text(s: Spec, n: Node) -> str:
