@@ -44,8 +44,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuforge.probes import nvidia as nvidia_probe
 from gpuforge.probes.nvidia import SERIOUS_XIDS
 from gpuforge.probes.nvidia_host import NVSWITCH_DEVICE_IDS
+from gpuforge.probes.systemd import UNIT_PROPERTIES, parse_systemctl_show
 
 SCHEMA_VERSION = 1
 DEFAULT_CONFIG = "/etc/gpuforge/health.json"
@@ -119,7 +121,6 @@ REMAPPED_ROWS_FIELDS = (
     "remapped_rows.pending",
     "remapped_rows.failure",
 )
-UNIT_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID")
 PROBE_ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -649,66 +650,27 @@ def parse_nvlink(lines: Sequence[str]) -> tuple[Marked, list[NvlinkGpu]]:
     return m, gpus
 
 
-_XID_RE = re.compile(
-    r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\): (\d+)(?:, (.*))?$"
-)
-
-
 def parse_xid(lines: Sequence[str]) -> tuple[str | None, list[tuple[int, str, str]]]:
-    """Kernel-log Xid events as ``(code, pci address, text)``; the log source (None: unreadable)."""
-    m = split_markers(lines)
-    source = m.markers.get("source")
-    events = []
-    for line in m.lines:
-        match = _XID_RE.search(line.rstrip())
-        if match:
-            addr = pci_address(match.group(1))
-            events.append((int(match.group(2)), addr if "." in addr else addr + ".0", (match.group(3) or "").strip()))
-    return (None if source in (None, "", "none") else source), events
+    """Kernel-log Xid events as ``(code, pci address, message)``; the log source (None: unreadable)."""
+    info = nvidia_probe.parse_xid_errors(list(lines))
+    return info["source"], [(e["code"], e["pci_address"], e["message"]) for e in info["events"]]
 
 
 def parse_modules(lines: Sequence[str]) -> tuple[bool, set[str]]:
     """``/proc/modules``: (readable, loaded module names)."""
-    m = split_markers(lines)
-    names = {line.split()[0] for line in m.lines if len(line.split()) >= 5}
-    return (m.rc == 0 or bool(names)), names
+    info = nvidia_probe.parse_proc_modules(list(lines))
+    return info["readable"], set(info["modules"])
 
 
 def parse_driver(lines: Sequence[str]) -> tuple[bool, str | None]:
     """``/proc/driver/nvidia/version`` + sysfs markers: (loaded, version)."""
-    m = split_markers(lines)
-    version = None
-    nvrm = False
-    for line in m.lines:
-        if line.startswith("NVRM version:"):
-            nvrm = True
-            match = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", line)
-            version = match.group(1) if match else None
-    sysmod = (m.markers.get("sysmod") or "").strip() or None
-    return (nvrm or sysmod is not None), (version or sysmod)
+    info = nvidia_probe.parse_driver_version(list(lines))
+    return info["loaded"], info["version"]
 
 
-def parse_units(lines: Sequence[str]) -> dict[str, dict[str, str]]:
-    """``systemctl show -p ...`` blocks keyed by the names in the ``__units=`` marker."""
-    requested: list[str] = []
-    blocks: list[dict[str, str]] = []
-    current: dict[str, str] | None = None
-    for line in lines:
-        if line.startswith("__units="):
-            requested = line.split("=", 1)[1].split()
-            continue
-        if line.startswith("__"):
-            continue
-        if not line.strip():
-            current = None
-            continue
-        key, sep, value = line.partition("=")
-        if sep and key in UNIT_PROPERTIES:
-            if current is None or key in current:
-                current = {}
-                blocks.append(current)
-            current[key] = value.strip()
-    return {name: blocks[i] for i, name in enumerate(requested) if i < len(blocks)}
+def parse_units(lines: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``systemctl show -p ...`` states keyed by the names in the ``__units=`` marker."""
+    return {name: dict(state) for name, state in parse_systemctl_show(list(lines))["units"].items() if state}
 
 
 def parse_file(lines: Sequence[str]) -> dict[str, Any] | None:
@@ -952,7 +914,7 @@ class NodeContext:
     def smi(self) -> SmiInfo:
         return parse_gpu_query(self.out("smi"))
 
-    def unit(self, name: str) -> dict[str, str] | None:
+    def unit(self, name: str) -> dict[str, Any] | None:
         return parse_units(self.out("units")).get(name)
 
 
