@@ -24,8 +24,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from gpuforge.render.health import HEALTH_PROGRAM  # noqa: E402
 from gpuforge.spec import load_spec, resolve_nodes  # noqa: E402
-from gpuforge.validator.config import HEALTH_PROGRAM  # noqa: E402
 from gpuforge.validator.runner import SshTransport, validate  # noqa: E402
 
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from gpuforge.bundle.layout import ARCH_IN_URL
 from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import needs as nvneeds
-from gpuforge.deploy.layers import deploys_for
 from gpuforge.render import nvidia_sources as src
-from gpuforge.render.nvidia import host_dcgm_exporter
+from gpuforge.render.nvidia import host_dcgm_exporter, host_driver
+from gpuforge.render.nvidia_repos import driver_source, enroot_wanted, pyxis_wanted
 from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec.model import DriverSource, SourceMode
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import deploys_for
 
 
 @dataclass
@@ -61,13 +62,13 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
     container: list[Want] = []
     pins: list[Pin] = []
     ver = ctx.driver_version
-    if ctx.gpu_node and nvneeds.host_driver(s):
+    if ctx.gpu_node and host_driver(s):
         pins.append(Pin(tuple(src.DRIVER_PIN_PACKAGES.split()), (f"{ver}-*",)))
     if nvneeds.dcgm_wanted(ctx):
         pins.append(Pin(("datacenter-gpu-manager-4-*",), (f"1:{s.versions.dcgm}-*", f"{s.versions.dcgm}-*")))
     if nvneeds.cuda_repo_wanted(ctx):
-        if nvneeds.host_driver(s):
-            if nvneeds.driver_source(s, n) is DriverSource.NVIDIA:
+        if host_driver(s):
+            if driver_source(s, n) is DriverSource.NVIDIA:
                 if ctx.deb:
                     cuda += [Want(p, (f"{ver}-*",), f"driver {ver}") for p in nvneeds.driver_packages(ctx)]
                 else:
@@ -97,9 +98,9 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
 def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
     s, n = ctx.spec, ctx.node
     arts: list[src.Artifact] = []
-    if nvneeds.enroot_wanted(s, n):
+    if enroot_wanted(s, n):
         arts += src.enroot_artifacts(s, n.os)
-    if nvneeds.pyxis_wanted(s, n):
+    if pyxis_wanted(s, n):
         arts.append(src.pyxis_artifact(s))
     if nvneeds.dcgm_wanted(ctx) and host_dcgm_exporter(s):
         arts.append(src.dcgm_exporter_artifact(s))

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 
 from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.nvidia_host import HostFacts
+from gpuforge.render import nvidia_repos as repos
 from gpuforge.render.files import RenderedFile, Secrets
-from gpuforge.render.nvidia import CONTAINER_ROLES, ENROOT_ROLES, host_toolkit, nvidia_files
+from gpuforge.render.nvidia import nvidia_files
+from gpuforge.render.nvidia_repos import driver_source, enroot_wanted
 from gpuforge.spec import Spec
-from gpuforge.spec.model import ContainerEngine, DriverFlavor, DriverSource, ManagedBy, OsFamily
+from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
 from gpuforge.spec.nodes import Node
 
 TOOLKIT_PACKAGES = (
@@ -64,7 +66,7 @@ class Ctx:
 
     @property
     def gpu_node(self) -> bool:
-        return self.node.hardware.gpu is not None and self.spec.versions.driver is not None
+        return repos.gpu_node(self.spec, self.node)
 
     @property
     def driver_version(self) -> str:
@@ -80,46 +82,16 @@ class Ctx:
         return [self.files[path]] if path in self.files else []
 
 
-def host_driver(s: Spec) -> bool:
-    """gpuforge installs the driver on the host (not the GPU Operator's driver container)."""
-    return s.kubernetes is None or s.kubernetes.gpu_operator.driver is ManagedBy.HOST
-
-
-def driver_source(s: Spec, n: Node) -> DriverSource:
-    drv = s.versions.driver
-    if drv is not None and drv.source is not None:
-        return drv.source
-    return DriverSource.DISTRO if n.os is OsFamily.DEBIAN12 else DriverSource.NVIDIA
-
-
-def enroot_wanted(s: Spec, n: Node) -> bool:
-    return s.slurm is not None and s.slurm.containers.enroot and bool(n.roles & ENROOT_ROLES)
-
-
-def pyxis_wanted(s: Spec, n: Node) -> bool:
-    return s.slurm is not None and s.slurm.containers.pyxis and bool(n.roles & ENROOT_ROLES)
-
-
 def toolkit_wanted(ctx: Ctx) -> bool:
-    """GPU nodes that run containers (engine or enroot) get the host's container toolkit."""
-    engine = ctx.spec.container_runtime.engine is not ContainerEngine.NONE and bool(ctx.node.roles & CONTAINER_ROLES)
-    return ctx.gpu_node and host_toolkit(ctx.spec) and (engine or enroot_wanted(ctx.spec, ctx.node))
+    return repos.toolkit_wanted(ctx.spec, ctx.node)
 
 
 def dcgm_wanted(ctx: Ctx) -> bool:
-    return ctx.gpu_node and ctx.spec.dcgm.enabled
+    return repos.dcgm_wanted(ctx.spec, ctx.node)
 
 
 def cuda_repo_wanted(ctx: Ctx) -> bool:
-    """Something on this node comes from NVIDIA's CUDA repository."""
-    if not ctx.gpu_node:
-        return False
-    driver = host_driver(ctx.spec) and (
-        driver_source(ctx.spec, ctx.node) is DriverSource.NVIDIA
-        or ctx.node.hardware.nvswitch
-        or ctx.spec.versions.cuda_toolkit is not None
-    )
-    return driver or dcgm_wanted(ctx) or bool(ctx.node.mig_config)
+    return repos.cuda_repo_wanted(ctx.spec, ctx.node)
 
 
 def driver_packages(ctx: Ctx) -> tuple[str, ...]:

@@ -16,8 +16,10 @@ LayerRenderer = Callable[[Spec, Node, Secrets], list[RenderedFile]]
 # Optional layers are looked up by module/function name so each renderer stays in its own room.
 _OPTIONAL = (
     ("gpuforge.render.nvidia", "nvidia_files"),
+    ("gpuforge.render.nvidia_repos", "nvidia_repo_files"),
     ("gpuforge.render.kubernetes", "kubernetes_files"),
     ("gpuforge.render.monitoring", "monitoring_files"),
+    ("gpuforge.render.health", "health_files"),
 )
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuforge.render.files import RenderedFile, header, per_spec, render_template
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
+
+CHRONY_SOURCES = "/etc/chrony/sources.d/gpuforge.sources"
 
 # Service accounts with the same IDs on every node (munge and Slurm compare UIDs).
 SERVICE_ACCOUNTS: dict[str, int] = {"munge": 64030, "slurm": 64031}
@@ -32,6 +36,11 @@ def _has_addresses(spec: Spec) -> bool:
     return any(n.address for n in resolve_nodes(spec))
 
 
+def chrony_sources(servers: Sequence[str]) -> str:
+    """chrony's drop-in source list (chrony reads ``/etc/chrony/sources.d/*.sources``)."""
+    return header() + "".join(f"server {srv} iburst\n" for srv in servers)
+
+
 def base_files(spec: Spec, node: Node) -> list[RenderedFile]:
     """Files every node gets."""
     files = []
@@ -39,4 +48,6 @@ def base_files(spec: Spec, node: Node) -> list[RenderedFile]:
         files.append(RenderedFile("/etc/hosts", hosts_file(spec)))
     if spec.sources.apt_proxy and node.os.is_deb:
         files.append(RenderedFile("/etc/apt/apt.conf.d/01gpuforge-proxy", apt_proxy_conf(spec.sources.apt_proxy)))
+    if spec.time_sync.enabled and spec.time_sync.servers:
+        files.append(RenderedFile(CHRONY_SOURCES, chrony_sources(spec.time_sync.servers)))
     return files

@@ -10,10 +10,13 @@ only exported when ``dcgm.counters`` lists them).
 from __future__ import annotations
 
 import json
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from gpuforge.render.alert_rules import alert_rules
 from gpuforge.render.files import TEMPLATES_DIR, RenderedFile, Secrets, header, per_spec, render_template
+from gpuforge.render.health import HEALTH_PROGRAM, wants_health
 from gpuforge.render.nvidia import dump_yaml, host_dcgm_exporter
 from gpuforge.spec.model import Role, Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
@@ -29,10 +32,7 @@ DASHBOARD_DIR = "/etc/gpuforge/dashboards"
 DASHBOARD_SOURCES = TEMPLATES_DIR / "monitoring" / "dashboards"
 SLURM_METRICS_PROGRAM = "/usr/local/sbin/gpuforge-slurm-metrics"
 SLURM_METRICS_UNIT = "gpuforge-slurm-metrics"
-HEALTH_PROGRAM = "/usr/local/sbin/gpuforge-health"  # gpuforge.validator.config.HEALTH_PROGRAM
 HEALTH_METRICS_UNIT = "gpuforge-health-metrics"
-#: Roles whose nodes run the health layer (roles.ROLE_DEPLOYS; a test keeps them in step).
-HEALTH_ROLES = frozenset({Role.CONTROLLER, Role.COMPUTE})
 
 
 def _header() -> str:
@@ -222,7 +222,7 @@ def health_metrics(spec: Spec, node: Node) -> bool:
         spec.slurm is not None
         and spec.slurm.health_check.enabled
         and spec.monitoring.node_exporter
-        and bool(node.roles & HEALTH_ROLES)
+        and wants_health(spec, node)
     )
 
 
@@ -273,6 +273,13 @@ def dashboard_exprs(doc: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- per node
 
 
+def slurm_metrics_program() -> bytes:
+    """The Slurm collector (``gpuforge.probes.slurm_metrics``, stdlib only), byte for byte."""
+    spec = find_spec("gpuforge.probes.slurm_metrics")
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin).read_bytes()
+
+
 def monitoring_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
     """node-exporter arguments and collector timers on every node; Prometheus, rules,
     Alertmanager and dashboards on monitoring nodes."""
@@ -284,6 +291,7 @@ def monitoring_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedF
     args = slurm_metrics_args(spec, node)
     if args is not None:
         command = f"/usr/bin/python3 {SLURM_METRICS_PROGRAM} {' '.join(args)}"
+        files.append(RenderedFile(SLURM_METRICS_PROGRAM, slurm_metrics_program(), mode="0755"))
         files += _timer_files(spec, SLURM_METRICS_UNIT, "gpuforge Slurm metrics for node-exporter", command)
     if health_metrics(spec, node):
         command = f"{HEALTH_PROGRAM} --no-slurm --prom {TEXTFILE_DIR}/gpuforge-health.prom"

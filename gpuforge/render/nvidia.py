@@ -16,9 +16,10 @@ import yaml
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.spec.dcgm import DCGM_DEFAULT_COUNTERS, DcgmCounter, dcgm_counter
 from gpuforge.spec.gpus import GpuModel
-from gpuforge.spec.model import ContainerEngine, ManagedBy, MigDevices, Role, Spec
+from gpuforge.spec.model import ContainerEngine, ManagedBy, MigDevices, OsFamily, Role, Spec
 from gpuforge.spec.nodes import Node
 
+PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuforge.conf"
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_DROPIN_DIR = "/etc/containerd/conf.d"
@@ -275,6 +276,29 @@ def _container_files(spec: Spec, node: Node) -> list[RenderedFile]:
     return []
 
 
+def persistenced_dropin(os_family: OsFamily) -> str | None:
+    """Keep nvidia-persistenced running with persistence mode on, where the package does not.
+
+    Debian's unit is ``StopWhenUnneeded`` (udev starts it when a GPU appears and systemd
+    stops it again once nothing wants it); Ubuntu's runs ``--no-persistence-mode``.
+    NVIDIA's rpm unit already does both.
+    """
+    if os_family is OsFamily.RHEL9:
+        return None
+    text = "# Managed by gpuforge: edit the cluster spec, not this file.\n[Unit]\nStopWhenUnneeded=false\n"
+    if os_family is not OsFamily.DEBIAN12:
+        text += (
+            "\n[Service]\nExecStart=\n"
+            "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose\n"
+        )
+    return text
+
+
+def host_driver(spec: Spec) -> bool:
+    """gpuforge installs the driver on the host (not the GPU Operator's driver container)."""
+    return spec.kubernetes is None or spec.kubernetes.gpu_operator.driver is ManagedBy.HOST
+
+
 def nvidia_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
     """Every NVIDIA-stack file a node needs, by its hardware and roles.
 
@@ -294,6 +318,9 @@ def nvidia_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]
                 raise ValueError(f"MIG config {node.mig_config!r} of {node.name} does not fit its {model.name} GPUs")
             files.append(RenderedFile(MIG_CONFIG, mig_parted_config(spec, model)))
             files.append(RenderedFile(MIG_MANAGER_DROPIN, mig_manager_dropin(node.mig_config)))
+        dropin = persistenced_dropin(node.os) if spec.versions.driver and host_driver(spec) else None
+        if dropin is not None:
+            files.append(RenderedFile(PERSISTENCED_DROPIN, dropin))
         if host_dcgm_exporter(spec):
             files.append(RenderedFile(DCGM_COUNTERS_CSV, dcgm_counters_csv(spec)))
             files.append(RenderedFile(DCGM_EXPORTER_UNIT, dcgm_exporter_unit(spec)))

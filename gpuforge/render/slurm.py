@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
+from gpuforge.render.health import HEALTH_PROGRAM, MUNGE_KEY
 from gpuforge.spec import hostlist
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.model import (
@@ -18,9 +19,9 @@ from gpuforge.spec.model import (
     Spec,
 )
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
+from gpuforge.spec.roles import deploys_for
 
 SLURM_ETC = "/etc/slurm"
-HEALTH_PROGRAM = "/usr/local/sbin/gpuforge-health"
 
 
 def slurm_section(spec: Spec) -> Slurm:
@@ -285,10 +286,15 @@ def slurmd_defaults(spec: Spec) -> str:
 CONFIGLESS_DROPIN = "# Managed by gpuforge: configless slurmd has no local slurm.conf.\n[Unit]\nConditionPathExists=\n"
 
 
+def munge_key_file(secrets: Secrets) -> RenderedFile:
+    """The cluster's munge key, 0400 munge:munge (a secret: redacted in renders and plans)."""
+    return RenderedFile(MUNGE_KEY, secrets.munge_key, mode="0400", owner="munge", group="munge", secret=True)
+
+
 def slurm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
-    """Every Slurm file a node needs, by its roles and the config mode."""
+    """Every Slurm file a node needs, by its roles and the config mode (and munge's key)."""
     s = slurm_section(spec)
-    files: list[RenderedFile] = []
+    files: list[RenderedFile] = [munge_key_file(secrets)] if "munge" in deploys_for(node) else []
     is_ctl = node.has(Role.CONTROLLER)
     pushed = s.config_mode is ConfigMode.PUSHED
     if is_ctl or pushed or node.has(Role.LOGIN):

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """gpuforge node health check: the checks that run ON a node.
 
-Built with the probes it imports into one file (``gpuforge.validator.program``), the Slurm
+Built with the probes it imports into one file (``gpuforge.render.node_program``), the Slurm
 deploy installs it as ``/usr/local/sbin/gpuforge-health`` with its
 configuration in ``/etc/gpuforge/health.json`` (written from the cluster spec by
-``gpuforge.validator.config.health_config``); ``gpuforge validate`` sends the same file
+``gpuforge.render.health.health_config``); ``gpuforge validate`` sends the same file
 the same program over SSH (``python3 - --validate --json``), so a node answers both alike.
 
 Rules:

@@ -1,7 +1,7 @@
 """``validate``: read every node in parallel over SSH, then judge the cluster-wide checks.
 
 One round trip per node: the node program (``nodelocal`` with the probes it uses, built into
-one file by :mod:`gpuforge.validator.program`) is sent on stdin to ``python3 -`` with the node's
+one file by :mod:`gpuforge.render.node_program`) is sent on stdin to ``python3 -`` with the node's
 health config, runs the node-local checks there and answers JSON. In parallel the Slurm
 controller is asked for ``sinfo``/``scontrol``/``sacctmgr`` (or a control-plane node for
 ``kubectl``). Then, for the nodes whose prerequisites passed, one more round trip to the
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuforge.render.health import health_config
+from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
 from gpuforge.validator import cluster, nodelocal
 from gpuforge.validator.cluster import CONNECTION, ClusterData
-from gpuforge.validator.config import health_config
 from gpuforge.validator.nodelocal import BLOCKED, FAIL, LAYERS, PASS, SKIP, Check, Result, evaluate
-from gpuforge.validator.program import node_program
 from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 

@@ -10,13 +10,13 @@ import yaml
 from gpuforge.deploy import needs
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.facts.nvidia import NvidiaHost
-from gpuforge.deploy.layers import LAYER_ORDER
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.nvidia_host import HostFacts, nvidia_host_command, parse_nvidia_host
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
 from gpuforge.spec.model import OsFamily
+from gpuforge.spec.roles import LAYER_ORDER
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"

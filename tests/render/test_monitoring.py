@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuforge.deploy.layers import ROLE_DEPLOYS
 from gpuforge.render import alert_rules, nvidia
 from gpuforge.render import monitoring as mon
 from gpuforge.render.files import Secrets
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import Role, Spec
+from gpuforge.spec.roles import ROLE_DEPLOYS
 from tests.helpers import inventory, variant
 
 SECRETS = Secrets.redacted()
@@ -166,14 +166,18 @@ def test_which_node_gets_what(inv: str) -> None:
         if n.has(mon.Role.MONITORING):
             expected |= PROM_FILES | AM_FILES
         if slurm and n.roles & {Role.CONTROLLER, Role.ACCOUNTING_DB}:
-            expected |= set(mon.SLURM_METRICS_FILES)
+            expected |= {*mon.SLURM_METRICS_FILES, mon.SLURM_METRICS_PROGRAM}
         if slurm and n.roles & {Role.CONTROLLER, Role.COMPUTE}:
             expected |= set(mon.HEALTH_METRICS_FILES)
         assert set(files_of(spec, n.name)) == expected, n.name
 
 
-def test_health_roles_follow_the_role_deploys() -> None:
-    assert {r for r, deploys in ROLE_DEPLOYS.items() if "health" in deploys} == mon.HEALTH_ROLES
+def test_health_metrics_where_the_health_layer_runs() -> None:
+    """The health timer is rendered exactly where the health program is (no second role list)."""
+    spec = inventory("slurm-h100")
+    for n in resolve_nodes(spec):
+        timer = {p for p in files_of(spec, n.name) if p in set(mon.HEALTH_METRICS_FILES)}
+        assert bool(timer) == (any("health" in ROLE_DEPLOYS[r] for r in n.roles)), n.name
 
 
 def test_prometheus_off() -> None:

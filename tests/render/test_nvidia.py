@@ -394,7 +394,8 @@ def test_enroot_conf() -> None:
 ENROOT = {nvidia.ENROOT_CONF, nvidia.ENROOT_TMPFILES, nvidia.USERNS_SYSCTL}
 CONTAINERD = {nvidia.CONTAINERD_CONFIG}
 CONTAINERD_GPU = {nvidia.CONTAINERD_CONFIG, nvidia.CONTAINERD_NVIDIA_DROPIN}
-GPU = {nvidia.NOUVEAU_BLACKLIST}
+# Ubuntu GPU nodes with the host driver: nouveau off, nvidia-persistenced kept running.
+GPU = {nvidia.NOUVEAU_BLACKLIST, nvidia.PERSISTENCED_DROPIN}
 MIG = {nvidia.MIG_CONFIG, nvidia.MIG_MANAGER_DROPIN}
 DCGM = {nvidia.DCGM_COUNTERS_CSV, nvidia.DCGM_EXPORTER_UNIT}
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from gpuforge.deploy.layers.health import health_layer
-from gpuforge.validator.config import HEALTH_CONFIG, HEALTH_PROGRAM
-from gpuforge.validator.program import PACKAGES, embedded_sources, node_program
+from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM
+from gpuforge.render.node_program import PACKAGES, embedded_sources, node_program
 from tests.architecture.imports import graph
 from tests.validator.vhelpers import lab_spec, node
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuforge.render.node_program import node_program
 from gpuforge.validator import nodelocal as nl
 from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP, Check, Result, evaluate
-from gpuforge.validator.program import node_program
 
 from .vhelpers import driver_lines, gpu_cfg, hgx_outputs, output, run, slurm_cfg, units
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from gpuforge.deploy.converge import LayerFacts, plan_layer
-from gpuforge.deploy.layers.health import health_layer, health_program, wants_health
+from gpuforge.deploy.layers.health import health_layer
+from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM, health_config, wants_health
+from gpuforge.render.node_program import node_program as health_program
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cli
-from gpuforge.validator import config as vconfig
-from gpuforge.validator.config import HEALTH_CONFIG, HEALTH_PROGRAM, health_config
 from gpuforge.validator.nodelocal import NODE_CHECKS, run_node_checks
 
 from .vhelpers import INVENTORIES, FakeCluster, lab_spec, node, spec_from
@@ -34,18 +34,6 @@ def test_gpu_node_config_from_the_h100_spec() -> None:
     db = health_config(spec, node(spec, "db01"))
     assert db["slurm"]["accounting_db"]
     json.dumps(cfg)
-
-
-def test_config_paths_match_the_nvidia_renderer() -> None:
-    nvidia = pytest.importorskip("gpuforge.render.nvidia")
-    assert vconfig.MIG_CONFIG == nvidia.MIG_CONFIG
-    assert vconfig.CONTAINERD_NVIDIA_DROPIN == nvidia.CONTAINERD_NVIDIA_DROPIN
-    assert vconfig.DOCKER_DAEMON_JSON == nvidia.DOCKER_DAEMON_JSON
-    assert vconfig.NVIDIA_RUNTIME_BIN == nvidia.NVIDIA_RUNTIME_BIN
-    assert vconfig.CONTAINERD_CONFIG == nvidia.CONTAINERD_CONFIG
-    from gpuforge.render.slurm import HEALTH_PROGRAM as SLURM_HEALTH_PROGRAM
-
-    assert HEALTH_PROGRAM == SLURM_HEALTH_PROGRAM
 
 
 def test_k8s_node_config() -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM
 from gpuforge.spec import load_spec
-from gpuforge.validator.config import HEALTH_CONFIG, HEALTH_PROGRAM
 from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.report import Report
 from gpuforge.validator.runner import validate

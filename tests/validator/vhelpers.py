@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpuforge.render.node_program import node_program
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.validator import nodelocal
 from gpuforge.validator.nodelocal import NodeContext, Result
-from gpuforge.validator.program import node_program
 
 REPO = Path(__file__).resolve().parents[2]
 FACT_FIXTURES = REPO / "tests" / "facts" / "fixtures"

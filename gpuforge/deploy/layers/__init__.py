@@ -1,45 +1,12 @@
-"""Node roles -> the deploys they need, and the one order all deploys run in.
-
-pyinfra runs each operation on every host before the next, so a single global order
-(base before munge before Slurm, ...) holds for the whole cluster; a node runs the
-deploys its roles need, in that order.
-"""
+"""One module per stack layer; the role -> layer table is ``gpuforge.spec.roles``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuforge.spec import Role, Spec
-from gpuforge.spec.nodes import Node
-
-# Global order of deploy layers (module names under deploys/).
-LAYER_ORDER: tuple[str, ...] = ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health")
-
-ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
-    Role.CONTROLLER: ("base", "packages", "munge", "slurm", "monitoring", "health"),
-    Role.COMPUTE: ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health"),
-    Role.LOGIN: ("base", "packages", "munge", "nvidia", "slurm", "monitoring"),
-    Role.ACCOUNTING_DB: ("base", "packages", "munge", "slurm", "monitoring"),
-    Role.MONITORING: ("base", "packages", "monitoring"),
-    Role.K8S_CONTROL_PLANE: ("base", "packages", "monitoring"),
-    Role.K8S_WORKER: ("base", "packages", "nvidia", "monitoring"),
-}
-
-
-def deploys_for(node: Node) -> list[str]:
-    """The deploys a node needs, in the global order."""
-    wanted = {d for role in node.roles for d in ROLE_DEPLOYS[role]}
-    return [d for d in LAYER_ORDER if d in wanted]
-
-
-def cluster_deploys(spec: Spec, nodes: list[Node]) -> list[str]:
-    """Every deploy any of ``nodes`` needs, in the global order."""
-    wanted = {d for n in nodes for d in deploys_for(n)}
-    return [d for d in LAYER_ORDER if d in wanted]
-
 
 def load_deploy(name: str) -> Callable[[], None]:
-    """The deploy function of ``deploys/<name>.py``."""
+    """The deploy function of the layer ``gpuforge/deploy/layers/<name>.py``."""
     module = __import__(f"gpuforge.deploy.layers.{name}", fromlist=[name])
     fn: Callable[[], None] = getattr(module, name)
     return fn

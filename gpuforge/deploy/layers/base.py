@@ -7,8 +7,7 @@ from pyinfra.api import deploy
 from gpuforge.deploy.context import node, spec
 from gpuforge.deploy.converge import Account, Layer, Service
 from gpuforge.deploy.operations.layer import converge
-from gpuforge.render.base import SERVICE_ACCOUNTS, base_files
-from gpuforge.render.files import RenderedFile, header
+from gpuforge.render.base import CHRONY_SOURCES, SERVICE_ACCOUNTS, base_files
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node
 
@@ -21,10 +20,7 @@ def base_layer(s: Spec, n: Node) -> Layer:
     services: tuple[Service, ...] = ()
     if s.time_sync.enabled:
         packages = ("chrony",)
-        services = (Service("chrony", restart_on=("/etc/chrony/sources.d/gpuforge.sources",)),)
-        if s.time_sync.servers:
-            body = "".join(f"server {srv} iburst\n" for srv in s.time_sync.servers)
-            rest.append(RenderedFile("/etc/chrony/sources.d/gpuforge.sources", header() + body))
+        services = (Service("chrony", restart_on=(CHRONY_SOURCES,)),)
     accounts = tuple(Account(name, uid) for name, uid in SERVICE_ACCOUNTS.items())
     return Layer("base", packages=packages, early_files=early, accounts=accounts, files=rest, services=services)
 

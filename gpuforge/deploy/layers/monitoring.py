@@ -7,19 +7,16 @@ A change of the scrape config or of the alert rules reloads Prometheus (SIGHUP t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyinfra.api import deploy
 
-from gpuforge.deploy.context import node, secrets, spec
+from gpuforge.deploy.context import node, spec
 from gpuforge.deploy.converge import Directory, Layer, Service
-from gpuforge.deploy.layers import deploys_for
 from gpuforge.deploy.operations.layer import converge
-from gpuforge.probes import slurm_metrics
 from gpuforge.render import monitoring as mon
-from gpuforge.render.files import RenderedFile
+from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import deploys_for
 
 NODE_EXPORTER_DEFAULTS = mon.NODE_EXPORTER_DEFAULTS
 PROMETHEUS_YML = mon.PROMETHEUS_CONFIG
@@ -30,11 +27,6 @@ TEXTFILE_DIR = mon.TEXTFILE_DIR
 
 def _of(files: list[RenderedFile], *paths: str) -> list[RenderedFile]:
     return [f for f in files if f.path in paths]
-
-
-def slurm_metrics_program() -> bytes:
-    """The Slurm collector, byte for byte (stdlib only)."""
-    return Path(slurm_metrics.__file__).read_bytes()
 
 
 def node_exporter_layer(files: list[RenderedFile]) -> Layer:
@@ -56,7 +48,7 @@ def collectors_layer(files: list[RenderedFile]) -> Layer:
     services: list[Service] = []
     layer_files: list[RenderedFile] = []
     if slurm:
-        layer_files += [RenderedFile(mon.SLURM_METRICS_PROGRAM, slurm_metrics_program(), mode="0755"), *slurm]
+        layer_files += [*_of(files, mon.SLURM_METRICS_PROGRAM), *slurm]
         services.append(Service(f"{mon.SLURM_METRICS_UNIT}.timer", restart_on=mon.SLURM_METRICS_FILES))
     if health:
         layer_files += health
@@ -104,7 +96,7 @@ def alertmanager_layer(files: list[RenderedFile]) -> Layer:
 
 def monitoring_layers(s: Spec, n: Node, wanted: bool) -> tuple[Layer, Layer, Layer, Layer]:
     """(node-exporter, collectors, prometheus, alertmanager); empty layers where off."""
-    files = mon.monitoring_files(s, n, secrets()) if wanted else []
+    files = mon.monitoring_files(s, n, Secrets.redacted()) if wanted else []  # the layer has no secrets
     exporter = node_exporter_layer(files) if wanted and s.monitoring.node_exporter else Layer.empty("node-exporter")
     prom_on = wanted and s.monitoring.prometheus and n.has(Role.MONITORING)
     prometheus = prometheus_layer(files) if prom_on else Layer.empty("prometheus")

@@ -6,15 +6,15 @@ from pyinfra.api import deploy
 
 from gpuforge.deploy.context import node, secrets, spec
 from gpuforge.deploy.converge import Directory, Layer, Service
-from gpuforge.deploy.layers import deploys_for
 from gpuforge.deploy.operations.layer import converge
-from gpuforge.render.files import RenderedFile, Secrets
-
-MUNGE_KEY = "/etc/munge/munge.key"
+from gpuforge.render.files import Secrets
+from gpuforge.render.health import MUNGE_KEY
+from gpuforge.render.slurm import munge_key_file
+from gpuforge.spec.roles import deploys_for
 
 
 def munge_layer(sec: Secrets) -> Layer:
-    key = RenderedFile(MUNGE_KEY, sec.munge_key, mode="0400", owner="munge", group="munge", secret=True)
+    key = munge_key_file(sec)
     return Layer(
         "munge",
         packages=("munge",),

@@ -33,7 +33,6 @@ from gpuforge.deploy.apt import APT_UPDATE, install_command
 from gpuforge.deploy.context import node, run_state, spec
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step
 from gpuforge.deploy.facts.nvidia import NvidiaHost
-from gpuforge.deploy.layers import deploys_for
 from gpuforge.deploy.needs import (
     DCGM_PACKAGES,
     TOOLKIT_PACKAGES,
@@ -42,13 +41,9 @@ from gpuforge.deploy.needs import (
     cuda_toolkit_package,
     dcgm_wanted,
     driver_packages,
-    driver_source,
-    enroot_wanted,
     fabric_manager_package,
-    host_driver,
     host_packages,
     needs_host_facts,
-    pyxis_wanted,
     rhel_driver_stream,
     toolkit_wanted,
 )
@@ -70,15 +65,17 @@ from gpuforge.render.nvidia import (
     MIG_CONFIG,
     MIG_MANAGER_DROPIN,
     NOUVEAU_BLACKLIST,
+    PERSISTENCED_DROPIN,
     USERNS_SYSCTL,
     host_dcgm_exporter,
+    host_driver,
 )
+from gpuforge.render.nvidia_repos import driver_source, enroot_wanted, nvidia_repo_files, pyxis_wanted
 from gpuforge.render.slurm import plugin_dir
-from gpuforge.spec.model import ContainerEngine, DriverSource, OsFamily
+from gpuforge.spec.model import ContainerEngine, DriverSource
+from gpuforge.spec.roles import deploys_for
 
 STATE_DIR = "/var/lib/gpuforge"
-DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
-DCGM_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-dcgm"
 CDI_SPEC = "/etc/cdi/nvidia.yaml"
 CDI_MARKER = f"{STATE_DIR}/cdi.generated"
 PYXIS_MARKER = f"{STATE_DIR}/pyxis.built"
@@ -87,7 +84,6 @@ DCGM_EXPORTER_MARKER = f"{STATE_DIR}/dcgm-exporter.version"
 REBOOT_MARKER = f"{STATE_DIR}/reboot-required"
 INITRAMFS_CONF = "/etc/initramfs-tools/initramfs.conf"
 DRACUT_CONF = "/etc/dracut.conf"
-PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuforge.conf"
 REPORT_KINDS = frozenset({"note", "reboot-required", "rolling", "unavailable", "warning"})
 
 # --------------------------------------------------------------------------- records for the orchestrator
@@ -169,28 +165,14 @@ def repos_layer(ctx: Ctx) -> Layer:
     for r in repos:
         if r.bundle is not None:
             files += [_upload(f"{r.url}/{rel}", data) for rel, data in src.bundle_files(r.bundle)]
+    files += nvidia_repo_files(s, ctx.node)
     if ctx.deb:
-        if host_driver(s):
-            files.append(_upload(DRIVER_PIN, src.driver_pin(ctx.driver_version).encode()))
-        if dcgm_wanted(ctx):
-            files.append(_upload(DCGM_PIN, src.dcgm_pin(s.versions.dcgm).encode()))
-        if cuda is not None and cuda.available:
-            files.append(_upload(src.CUDA_LIST, src.apt_list_line(cuda, src.CUDA_KEYRING).encode()))
-            if cuda.bundle is None:
-                read.append(src.CUDA_KEYRING)
-        if container is not None and container.available:
-            files.append(_upload(src.CONTAINER_LIST, src.apt_list_line(container, src.CONTAINER_KEYRING).encode()))
-            if container.bundle is None:
-                read.append(src.CONTAINER_KEYRING)
+        if cuda is not None and cuda.available and cuda.bundle is None:
+            read.append(src.CUDA_KEYRING)
+        if container is not None and container.available and container.bundle is None:
+            read.append(src.CONTAINER_KEYRING)
         if distro:
             read += [*src.NODE_APT_SOURCES, src.DEBIAN_NONFREE_SOURCES]
-    else:
-        if cuda is not None and cuda.available:
-            text = src.dnf_repo_file(cuda, "gpuforge-nvidia-cuda", "NVIDIA CUDA (gpuforge)")
-            files.append(_upload(src.CUDA_REPO_FILE, text.encode()))
-        if container is not None and container.available:
-            text = src.dnf_repo_file(container, "gpuforge-nvidia-container", "NVIDIA container toolkit (gpuforge)")
-            files.append(_upload(src.CONTAINER_REPO_FILE, text.encode()))
     repo_paths = {f.path for f in files}
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -286,9 +268,7 @@ def driver_layer(ctx: Ctx) -> Layer:
             services.append(Service("nvidia-fabricmanager", running=state))
     initramfs_conf = INITRAMFS_CONF if ctx.deb else DRACUT_CONF
     files = ctx.file(NOUVEAU_BLACKLIST)
-    dropin = persistenced_dropin(ctx.os)
-    if dropin is not None:
-        files.append(_upload(PERSISTENCED_DROPIN, dropin.encode()))
+    files += ctx.file(PERSISTENCED_DROPIN)
 
     def version_of(facts: LayerFacts, pkg: str) -> str | None:
         return facts.packages.get(pkg) if ctx.deb else hf.packages.get(pkg)
@@ -348,24 +328,6 @@ def driver_layer(ctx: Ctx) -> Layer:
         before_services=before,
         after=after,
     )
-
-
-def persistenced_dropin(os_family: OsFamily) -> str | None:
-    """Keep nvidia-persistenced running with persistence mode on, where the package does not.
-
-    Debian's unit is ``StopWhenUnneeded`` (udev starts it when a GPU appears and systemd
-    stops it again once nothing wants it); Ubuntu's runs ``--no-persistence-mode``.
-    NVIDIA's rpm unit already does both.
-    """
-    if os_family is OsFamily.RHEL9:
-        return None
-    text = "# Managed by gpuforge: edit the cluster spec, not this file.\n[Unit]\nStopWhenUnneeded=false\n"
-    if os_family is not OsFamily.DEBIAN12:
-        text += (
-            "\n[Service]\nExecStart=\n"
-            "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose\n"
-        )
-    return text
 
 
 def initramfs_step(deb: bool, tool_present: bool) -> Step:

@@ -12,7 +12,6 @@ from pyinfra.api import deploy
 
 from gpuforge.deploy.context import node, secrets, spec
 from gpuforge.deploy.converge import Layer
-from gpuforge.deploy.layers import deploys_for
 from gpuforge.deploy.layers.base import base_layer
 from gpuforge.deploy.layers.monitoring import monitoring_layers
 from gpuforge.deploy.layers.munge import munge_layer
@@ -21,6 +20,7 @@ from gpuforge.deploy.operations.layer import converge, repair_packages
 from gpuforge.deploy.runstate import RunState
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import deploys_for
 
 
 def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:

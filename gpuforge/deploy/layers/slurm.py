@@ -26,7 +26,6 @@ from gpuforge.deploy.converge import (
     file_differs,
     record_pending,
 )
-from gpuforge.deploy.layers import deploys_for
 from gpuforge.deploy.layers.nvidia import pyxis_rebuilt
 from gpuforge.deploy.operations.layer import converge
 from gpuforge.deploy.operations.slurm_accounting import sync_accounting
@@ -36,6 +35,7 @@ from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurmdbd_conf
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import deploys_for
 
 SLURM_CONF = f"{SLURM_ETC}/slurm.conf"
 SLURMDBD_CONF = f"{SLURM_ETC}/slurmdbd.conf"

@@ -1,27 +1,34 @@
-"""``/etc/gpuforge/health.json``: what one node's health checks expect, derived from the spec.
+"""The health check a node gets: the program and ``/etc/gpuforge/health.json``.
 
-A pure function of the spec and the node. ``nodelocal.py`` reads nothing else, so the
-same dict drives ``gpuforge health`` on the node and the node part of ``gpuforge validate``.
+The config is a pure function of the spec and the node. The node-local checker reads nothing
+else, so the same dict drives ``gpuforge health`` on the node and the node part of
+``gpuforge validate``; the program is the checker built into one file (``node_program``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from gpuforge.render.nvidia import host_dcgm_exporter, host_toolkit
+from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.node_program import node_program
+from gpuforge.render.nvidia import (
+    CONTAINERD_CONFIG,
+    CONTAINERD_NVIDIA_DROPIN,
+    DOCKER_DAEMON_JSON,
+    MIG_CONFIG,
+    NVIDIA_RUNTIME_BIN,
+    host_dcgm_exporter,
+    host_toolkit,
+)
 from gpuforge.spec.model import ContainerEngine, Role, Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import ROLE_DEPLOYS
 
 HEALTH_PROGRAM = "/usr/local/sbin/gpuforge-health"
 HEALTH_CONFIG = "/etc/gpuforge/health.json"
 MUNGE_KEY = "/etc/munge/munge.key"
 SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
-# The NVIDIA layer's paths (gpuforge.render.nvidia); a test keeps them in step.
-MIG_CONFIG = "/etc/nvidia-mig-manager/gpuforge.yaml"
-CONTAINERD_CONFIG = "/etc/containerd/config.toml"
-CONTAINERD_NVIDIA_DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
-DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
-NVIDIA_RUNTIME_BIN = "/usr/bin/nvidia-container-runtime"
 #: Core dcgm-exporter metrics (all in its default counters) expected when the spec lists none.
 DCGM_CORE_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS")
 
@@ -92,3 +99,22 @@ def health_config(spec: Spec, node: Node) -> dict[str, Any]:
             "worker": node.has(Role.K8S_WORKER),
         }
     return cfg
+
+
+def wants_health(spec: Spec, node: Node) -> bool:
+    """Slurm nodes whose roles take the health layer (``gpuforge.spec.roles.ROLE_DEPLOYS``)."""
+    return spec.slurm is not None and any("health" in ROLE_DEPLOYS[r] for r in node.roles)
+
+
+def health_config_text(spec: Spec, node: Node) -> str:
+    return json.dumps(health_config(spec, node), indent=2, sort_keys=True) + "\n"
+
+
+def health_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
+    """The health check's program and config (none on nodes without the health layer)."""
+    if not wants_health(spec, node):
+        return []
+    return [
+        RenderedFile(HEALTH_PROGRAM, node_program(), mode="0755"),
+        RenderedFile(HEALTH_CONFIG, health_config_text(spec, node), mode="0644"),
+    ]

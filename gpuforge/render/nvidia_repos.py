@@ -1,0 +1,91 @@
+"""Which NVIDIA components a node runs (pure spec decisions), and the package sources and pins
+that follow: the apt source lists and preferences (deb) or repo files (rpm) a GPU node gets.
+
+The NVIDIA deploy layers (through ``gpuforge.deploy.needs``) and the offline bundle decide
+from the same functions.
+"""
+
+from __future__ import annotations
+
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.nvidia import CONTAINER_ROLES, ENROOT_ROLES, host_driver, host_toolkit
+from gpuforge.spec.model import ContainerEngine, DriverSource, OsFamily, Spec
+from gpuforge.spec.nodes import Node
+
+DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
+DCGM_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-dcgm"
+
+
+def gpu_node(spec: Spec, node: Node) -> bool:
+    """The node has GPUs and the spec pins a driver for them."""
+    return node.hardware.gpu is not None and spec.versions.driver is not None
+
+
+def driver_source(spec: Spec, node: Node) -> DriverSource:
+    drv = spec.versions.driver
+    if drv is not None and drv.source is not None:
+        return drv.source
+    return DriverSource.DISTRO if node.os is OsFamily.DEBIAN12 else DriverSource.NVIDIA
+
+
+def enroot_wanted(spec: Spec, node: Node) -> bool:
+    return spec.slurm is not None and spec.slurm.containers.enroot and bool(node.roles & ENROOT_ROLES)
+
+
+def pyxis_wanted(spec: Spec, node: Node) -> bool:
+    return spec.slurm is not None and spec.slurm.containers.pyxis and bool(node.roles & ENROOT_ROLES)
+
+
+def toolkit_wanted(spec: Spec, node: Node) -> bool:
+    """GPU nodes that run containers (engine or enroot) get the host's container toolkit."""
+    engine = spec.container_runtime.engine is not ContainerEngine.NONE and bool(node.roles & CONTAINER_ROLES)
+    return gpu_node(spec, node) and host_toolkit(spec) and (engine or enroot_wanted(spec, node))
+
+
+def dcgm_wanted(spec: Spec, node: Node) -> bool:
+    return gpu_node(spec, node) and spec.dcgm.enabled
+
+
+def cuda_repo_wanted(spec: Spec, node: Node) -> bool:
+    """Something on this node comes from NVIDIA's CUDA repository."""
+    if not gpu_node(spec, node):
+        return False
+    driver = host_driver(spec) and (
+        driver_source(spec, node) is DriverSource.NVIDIA
+        or node.hardware.nvswitch
+        or spec.versions.cuda_toolkit is not None
+    )
+    return driver or dcgm_wanted(spec, node) or bool(node.mig_config)
+
+
+def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
+    """Source lists and pins (deb) or repo files (rpm) for the node's NVIDIA packages.
+
+    Only repositories that are available (configured, or present in the offline bundle); the
+    bundle's own repository contents are pushed by the deploy, not rendered here.
+    """
+    del secrets  # no secrets in this layer
+    if not gpu_node(spec, node):
+        return []
+    cuda = src.cuda_repo(spec, node.os) if cuda_repo_wanted(spec, node) else None
+    container = src.container_repo(spec, node.os) if toolkit_wanted(spec, node) else None
+    drv = spec.versions.driver
+    files: list[RenderedFile] = []
+    if node.os.is_deb:
+        if host_driver(spec) and drv is not None:
+            files.append(RenderedFile(DRIVER_PIN, src.driver_pin(drv.version)))
+        if dcgm_wanted(spec, node):
+            files.append(RenderedFile(DCGM_PIN, src.dcgm_pin(spec.versions.dcgm)))
+        if cuda is not None and cuda.available:
+            files.append(RenderedFile(src.CUDA_LIST, src.apt_list_line(cuda, src.CUDA_KEYRING)))
+        if container is not None and container.available:
+            files.append(RenderedFile(src.CONTAINER_LIST, src.apt_list_line(container, src.CONTAINER_KEYRING)))
+    else:
+        if cuda is not None and cuda.available:
+            text = src.dnf_repo_file(cuda, "gpuforge-nvidia-cuda", "NVIDIA CUDA (gpuforge)")
+            files.append(RenderedFile(src.CUDA_REPO_FILE, text))
+        if container is not None and container.available:
+            text = src.dnf_repo_file(container, "gpuforge-nvidia-container", "NVIDIA container toolkit (gpuforge)")
+            files.append(RenderedFile(src.CONTAINER_REPO_FILE, text))
+    return files
