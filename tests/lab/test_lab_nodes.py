@@ -140,13 +140,22 @@ def test_grow_then_down_leaves_nothing():
     assert core.status(name) is None
 
 
-def test_failed_up_leaves_nothing_running():
-    """A new lab that does not come up (here: nodes given no time to boot) is rolled back whole."""
+def test_failed_up_leaves_nothing_running(monkeypatch: pytest.MonkeyPatch):
+    """A new lab that does not come up is rolled back whole. The containers really start; the
+    wait for SSH then fails (injected: a short timeout is no failure when nodes boot fast)."""
     name, subnet = "gflab-t3", "10.213.11.0/24"
     paths = LabPaths(name)
+    started: list[str] = []
+
+    def no_ssh(paths: LabPaths, name: str, nodes: list[tuple[str, str]], *args: object) -> None:
+        started.extend(n for n, _ in nodes if node.nspawn_pid(name, n) is not None)
+        raise LabError(f"{', '.join(n for n, _ in nodes)} did not answer SSH (injected)")
+
+    monkeypatch.setattr(node, "wait_booted", no_ssh)
     try:
         with pytest.raises(LabError, match="did not"):
-            core.up(name, 2, subnet, boot_timeout=0.01, log=lambda m: None)
+            core.up(name, 2, subnet, log=lambda m: None)
+        assert started == ["node1", "node2"], "the containers were running when the wait failed"
         assert core.status(name) is None
         assert not plan.owned_netns(name, network.netns_list())
         assert _live_processes("--machine=gf-gflab-t3-") == []
