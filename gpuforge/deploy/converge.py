@@ -13,6 +13,7 @@ import hashlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from gpuforge.deploy.apt import APT_INSTALL, APT_UPDATE, REPAIR, install_command
@@ -21,6 +22,10 @@ from gpuforge.render.files import RenderedFile
 __all__ = ["APT_INSTALL", "APT_UPDATE", "install_command"]
 
 STAGING_DIR = "/var/lib/gpuforge/staging"
+#: Where a non-root SSH user's uploads land before ``sudo`` copies them to ``STAGING_DIR``: a
+#: directory only that user (and root) can enter, so no file content (a munge key) is ever
+#: readable by other local users, not even for a moment (pyinfra's default is ``/tmp``).
+UPLOAD_DIR = "/var/lib/gpuforge/upload"
 #: Restarts and reloads owed to files already written: ``<unit>.<verb>`` marker files. A marker is
 #: written BEFORE the file that needs it and removed only after the action succeeded, so a run
 #: interrupted in between leaves the debt on the node and the next run pays it.
@@ -35,7 +40,7 @@ def pending_marker(unit: str, verb: str) -> str:
 def record_pending(unit: str, verb: str, why: str) -> Step:
     """The step that records, before a file is written, that ``unit`` will need ``verb``."""
     return Step(
-        "pending",
+        StepKind.PENDING,
         f"record that {unit} needs a {verb} ({why})",
         f"install -d -m 0700 {PENDING_DIR} && touch {pending_marker(unit, verb)}",
     )
@@ -140,11 +145,54 @@ class LayerFacts:
     """An earlier dpkg run on the host was interrupted (journal entries or half-configured packages)."""
 
 
+class StepKind(StrEnum):
+    """What a step does (plans and reports show it; ``REPORTS`` are the kinds a person must read)."""
+
+    ACCOUNT = "account"
+    APT_UPDATE = "apt-update"
+    BUILD = "build"
+    CDI = "cdi"
+    CHMOD = "chmod"
+    DAEMON_RELOAD = "daemon-reload"
+    DATABASE = "database"
+    DIRECTORY = "directory"
+    DNF_MAKECACHE = "dnf-makecache"
+    DRAIN = "drain"
+    ENABLE = "enable"
+    INITRAMFS = "initramfs"
+    INSTALL = "install"
+    KEYRING = "keyring"
+    NOTE = "note"
+    PENDING = "pending"
+    REBOOT_REQUIRED = "reboot-required"
+    RECONFIGURE = "reconfigure"
+    RELOAD = "reload"
+    REMOVE = "remove"
+    REPAIR = "repair"
+    RESTART = "restart"
+    ROLLING = "rolling"
+    SACCTMGR = "sacctmgr"
+    START = "start"
+    STOP = "stop"
+    SYSCTL = "sysctl"
+    TMPFILES = "tmpfiles"
+    UNAVAILABLE = "unavailable"
+    UPGRADE = "upgrade"
+    UPLOAD = "upload"
+    VERIFY = "verify"
+    WAIT = "wait"
+    WARNING = "warning"
+
+
+#: Steps that change nothing and tell a person something (kept in the run's reports).
+REPORTS = frozenset({StepKind.NOTE, StepKind.REBOOT_REQUIRED, StepKind.ROLLING, StepKind.UNAVAILABLE, StepKind.WARNING})
+
+
 @dataclass(frozen=True)
 class Step:
     """One thing to do on a host. ``upload`` steps carry the file; others a shell command."""
 
-    kind: str
+    kind: StepKind
     summary: str
     command: str | None = None
     upload: RenderedFile | None = None
@@ -187,11 +235,11 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
             if content:
                 changed.add(f.path)
                 what = "secret content (not shown)" if f.secret else f"{len(f.data)} bytes"
-                steps.append(Step("upload", f"write {f.path} ({what}, {f.mode} {f.owner}:{f.group})", upload=f))
+                steps.append(Step(StepKind.UPLOAD, f"write {f.path} ({what}, {f.mode} {f.owner}:{f.group})", upload=f))
             elif attrs:
                 steps.append(
                     Step(
-                        "chmod",
+                        StepKind.CHMOD,
                         f"fix mode/owner of {f.path} -> {f.mode} {f.owner}:{f.group}",
                         f"chmod {f.mode} {shlex.quote(f.path)} && chown {f.owner}:{f.group} {shlex.quote(f.path)}",
                     )
@@ -215,7 +263,7 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
         if have is None:
             steps.append(
                 Step(
-                    "account",
+                    StepKind.ACCOUNT,
                     f"create account {acct.name} (uid/gid {acct.uid})",
                     f"getent group {acct.name} >/dev/null || groupadd -r -g {acct.uid} {acct.name}; "
                     f"useradd -r -u {acct.uid} -g {acct.name} -d {acct.home} -s /usr/sbin/nologin {acct.name}",
@@ -224,14 +272,14 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
         elif have != acct.uid:
             steps.append(
                 Step(
-                    "warning",
+                    StepKind.WARNING,
                     f"account {acct.name} has uid {have}, the cluster uses {acct.uid}: fix by hand "
                     "(files owned by it must be re-owned)",
                 )
             )
     missing = [p for p in layer.packages if facts.packages.get(package_name(p)) is None]
     if missing:
-        steps.append(Step("install", f"install {', '.join(missing)}", install_command(missing)))
+        steps.append(Step(StepKind.INSTALL, f"install {', '.join(missing)}", install_command(missing)))
     for d in layer.directories:
         found = facts.files.get(d.path)
         if (
@@ -241,14 +289,14 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
         ):
             steps.append(
                 Step(
-                    "directory",
+                    StepKind.DIRECTORY,
                     f"directory {d.path} ({d.mode} {d.owner}:{d.group})",
                     f"install -d -m {d.mode} -o {d.owner} -g {d.group} {shlex.quote(d.path)}",
                 )
             )
     file_steps(layer.files)
     if any(p.startswith("/etc/systemd/") for p in changed):
-        steps.append(Step("daemon-reload", "systemctl daemon-reload", "systemctl daemon-reload"))
+        steps.append(Step(StepKind.DAEMON_RELOAD, "systemctl daemon-reload", "systemctl daemon-reload"))
     if layer.before_services is not None:
         steps.extend(layer.before_services(facts, changed))
     steps.extend(service_steps(layer.services, facts, changed, installed=bool(missing)))
@@ -261,7 +309,7 @@ def repair_steps(facts: LayerFacts) -> list[Step]:
     """Finish an interrupted dpkg run (its own, reported change) before any layer installs."""
     if not facts.dpkg_interrupted:
         return []
-    return [Step("repair", "repair an interrupted package run (dpkg --configure -a)", REPAIR)]
+    return [Step(StepKind.REPAIR, "repair an interrupted package run (dpkg --configure -a)", REPAIR)]
 
 
 def service_steps(
@@ -275,7 +323,7 @@ def service_steps(
         active = state.get("ActiveState") == "active"
         enabled = state.get("UnitFileState") in ("enabled", "static", "alias", "indirect", "generated")
         if svc.enabled and not enabled:
-            steps.append(Step("enable", f"enable {svc.unit}", f"systemctl enable {svc.unit}"))
+            steps.append(Step(StepKind.ENABLE, f"enable {svc.unit}", f"systemctl enable {svc.unit}"))
         owed = {v for v in PENDING_VERBS if f"{svc.unit}.{v}" in facts.pending}
         restart = any(p in changed for p in svc.restart_on) or "restart" in owed
         reload_ = any(p in changed for p in svc.reload_on) or "reload" in owed
@@ -285,18 +333,28 @@ def service_steps(
         why = "config changed" if by_files or not owed else f"a {owed_verb} is pending on the node"
         if svc.running and (not active or installed):
             # A service a package just started runs with the package's config: restart it on ours.
-            verb = "restart" if (restart or reload_ or installed) else "start"
+            verb = StepKind.RESTART if (restart or reload_ or installed) else StepKind.START
             steps.append(Step(verb, f"{verb} {svc.unit}", f"systemctl {verb} {svc.unit}{clear}"))
         elif svc.running and restart:
-            steps.append(Step("restart", f"restart {svc.unit} ({why})", f"systemctl restart {svc.unit}{clear}"))
+            steps.append(Step(StepKind.RESTART, f"restart {svc.unit} ({why})", f"systemctl restart {svc.unit}{clear}"))
         elif svc.running and reload_:
             cmd = svc.reload_command or f"systemctl reload {svc.unit}"
-            steps.append(Step("reload", f"reload {svc.unit} ({why})", f"{cmd}{clear}"))
+            steps.append(Step(StepKind.RELOAD, f"reload {svc.unit} ({why})", f"{cmd}{clear}"))
         if not svc.running and active:
-            steps.append(Step("stop", f"stop {svc.unit}", f"systemctl stop {svc.unit}{clear}"))
+            steps.append(Step(StepKind.STOP, f"stop {svc.unit}", f"systemctl stop {svc.unit}{clear}"))
         elif not svc.running and owed:
-            steps.append(Step("pending", f"forget {svc.unit}'s owed actions (it does not run here)", clear[4:]))
+            steps.append(Step(StepKind.PENDING, f"forget {svc.unit}'s owed actions (it does not run here)", clear[4:]))
     return steps
+
+
+def sudo_upload_dir_command(user: str) -> str:
+    """Create (or re-own) the login user's private upload directory, as root."""
+    return f"install -d -m 0755 /var/lib/gpuforge && install -d -m 0700 -o {shlex.quote(user)} {UPLOAD_DIR}"
+
+
+def sudo_upload_temp(staged: str) -> str:
+    """The upload's path in ``UPLOAD_DIR`` (same name as its staging path)."""
+    return f"{UPLOAD_DIR}/{staged.rsplit('/', 1)[-1]}"
 
 
 def upload_commands(f: RenderedFile) -> tuple[str, str]:

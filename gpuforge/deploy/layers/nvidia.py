@@ -31,7 +31,7 @@ from pyinfra.api import deploy
 
 from gpuforge.deploy.apt import APT_UPDATE, install_command
 from gpuforge.deploy.context import node, run_state, spec
-from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step
+from gpuforge.deploy.converge import REPORTS, Directory, Layer, LayerFacts, Service, Step, StepKind
 from gpuforge.deploy.facts.nvidia import NvidiaHost
 from gpuforge.deploy.needs import (
     DCGM_PACKAGES,
@@ -84,7 +84,6 @@ DCGM_EXPORTER_MARKER = f"{STATE_DIR}/dcgm-exporter.version"
 REBOOT_MARKER = f"{STATE_DIR}/reboot-required"
 INITRAMFS_CONF = "/etc/initramfs-tools/initramfs.conf"
 DRACUT_CONF = "/etc/dracut.conf"
-REPORT_KINDS = frozenset({"note", "reboot-required", "rolling", "unavailable", "warning"})
 
 # --------------------------------------------------------------------------- records for the orchestrator
 
@@ -95,8 +94,8 @@ def pyxis_rebuilt(run: RunState, host_name: str) -> bool:
 
 
 def _record(ctx: Ctx, key: str, steps: list[Step]) -> list[Step]:
-    """Keep this layer's steps a person must read (``REPORT_KINDS``) in the run's reports."""
-    ctx.run.record_report(ctx.name, key, [s for s in steps if s.kind in REPORT_KINDS])
+    """Keep this layer's steps a person must read (``converge.REPORTS``) in the run's reports."""
+    ctx.run.record_report(ctx.name, key, [s for s in steps if s.kind in REPORTS])
     return steps
 
 
@@ -125,7 +124,7 @@ def dnf_install(packages: list[str]) -> str:
 
 
 def _unavailable(what: str, reason: str | None) -> Step:
-    return Step("unavailable", f"{what} not installed: {reason}")
+    return Step(StepKind.UNAVAILABLE, f"{what} not installed: {reason}")
 
 
 def mark_reboot(reasons: list[str], marker: str | None) -> list[Step]:
@@ -140,7 +139,7 @@ def mark_reboot(reasons: list[str], marker: str | None) -> list[Step]:
                 f"install -d -m 0755 {STATE_DIR} && touch {REBOOT_MARKER} && "
                 f"{{ grep -qxF '{line}' {REBOOT_MARKER} || echo '{line}' >> {REBOOT_MARKER}; }}"
             )
-        steps.append(Step("reboot-required", reason, cmd))
+        steps.append(Step(StepKind.REBOOT_REQUIRED, reason, cmd))
     return steps
 
 
@@ -183,12 +182,12 @@ def repos_layer(ctx: Ctx) -> Layer:
             have = facts.contents.get(src.DEBIAN_NONFREE_SOURCES)
             if want is not None and have != want:
                 f = _upload(src.DEBIAN_NONFREE_SOURCES, want.encode())
-                steps.append(Step("upload", f"write {f.path} (contrib non-free non-free-firmware)", upload=f))
+                steps.append(Step(StepKind.UPLOAD, f"write {f.path} (contrib non-free non-free-firmware)", upload=f))
                 changed.add(f.path)
             elif want is None and have is not None:
                 steps.append(
                     Step(
-                        "remove",
+                        StepKind.REMOVE,
                         f"remove {src.DEBIAN_NONFREE_SOURCES} (the node's own sources carry non-free now)",
                         f"rm -f {src.DEBIAN_NONFREE_SOURCES}",
                     )
@@ -201,7 +200,7 @@ def repos_layer(ctx: Ctx) -> Layer:
                 f'{src.fetch_command(a)} && d=$(mktemp -d) && dpkg-deb -x {_q(a.node_path)} "$d" && '
                 f'install -m 0644 "$d{src.CUDA_KEYRING}" {src.CUDA_KEYRING} && rm -rf "$d"'
             )
-            steps.append(Step("keyring", f"CUDA repository key from {a.url} ({src.CUDA_KEYRING})", cmd))
+            steps.append(Step(StepKind.KEYRING, f"CUDA repository key from {a.url} ({src.CUDA_KEYRING})", cmd))
             changed.add(src.CUDA_KEYRING)
         ctr_key = ctx.deb and container is not None and container.available and container.bundle is None
         if container is not None and ctr_key and facts.contents.get(src.CONTAINER_KEYRING) is None:
@@ -209,15 +208,15 @@ def repos_layer(ctx: Ctx) -> Layer:
                 f"curl -fsSL --retry 3 --connect-timeout 20 -o {src.CONTAINER_KEYRING}.part "
                 f"{_q(container.key_url or '')} && mv {src.CONTAINER_KEYRING}.part {src.CONTAINER_KEYRING}"
             )
-            steps.append(Step("keyring", f"container toolkit repository key from {container.key_url}", cmd))
+            steps.append(Step(StepKind.KEYRING, f"container toolkit repository key from {container.key_url}", cmd))
             changed.add(src.CONTAINER_KEYRING)
         touched = changed & (repo_paths | {src.DEBIAN_NONFREE_SOURCES, src.CUDA_KEYRING, src.CONTAINER_KEYRING})
         if touched:
             if ctx.deb:
-                steps.append(Step("apt-update", "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
+                steps.append(Step(StepKind.APT_UPDATE, "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
             else:
                 steps.append(
-                    Step("dnf-makecache", "dnf makecache (NVIDIA repositories changed)", "dnf -q -y makecache")
+                    Step(StepKind.DNF_MAKECACHE, "dnf makecache (NVIDIA repositories changed)", "dnf -q -y makecache")
                 )
         return _record(ctx, "nvidia-repos", steps)
 
@@ -293,7 +292,7 @@ def driver_layer(ctx: Ctx) -> Layer:
         if fm and cuda.available:
             steps += fabric_manager_steps(ctx, version_of(facts, fabric_manager_package(ctx)))
         if not ctx.deb and toolkit_pkg and cuda.available and hf.packages.get(toolkit_pkg) is None:
-            steps.append(Step("install", f"install {toolkit_pkg}", dnf_install([toolkit_pkg])))
+            steps.append(Step(StepKind.INSTALL, f"install {toolkit_pkg}", dnf_install([toolkit_pkg])))
         return _record(ctx, "nvidia-driver:before", steps)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -302,20 +301,25 @@ def driver_layer(ctx: Ctx) -> Layer:
         if not hf.gpu_present:
             steps.append(
                 Step(
-                    "note",
+                    StepKind.NOTE,
                     f"no NVIDIA GPU on the PCI bus of {n.name} (the spec declares {gpus}): "
                     "nvidia-persistenced is not started, the driver cannot load here",
                 )
             )
         elif not hf.driver_loaded:
-            steps.append(Step("note", "NVIDIA kernel driver not loaded: GPU services start after the reboot"))
+            steps.append(Step(StepKind.NOTE, "NVIDIA kernel driver not loaded: GPU services start after the reboot"))
         elif state is None:
             steps.append(
-                Step("note", f"driver {hf.loaded_driver} is loaded, not {ver}: GPU services are left as they are")
+                Step(
+                    StepKind.NOTE, f"driver {hf.loaded_driver} is loaded, not {ver}: GPU services are left as they are"
+                )
             )
         if fm and not hf.nvswitches:
             steps.append(
-                Step("note", "the spec declares NVSwitch but none is on the PCI bus: nvidia-fabricmanager not started")
+                Step(
+                    StepKind.NOTE,
+                    "the spec declares NVSwitch but none is on the PCI bus: nvidia-fabricmanager not started",
+                )
             )
         return _record(ctx, "nvidia-driver:after", steps)
 
@@ -340,7 +344,7 @@ def initramfs_step(deb: bool, tool_present: bool) -> Step:
         f"if command -v {tool} >/dev/null 2>&1; then {cmd}; "
         f"else echo 'gpuforge: {tool} not installed: no initramfs to rebuild'; fi"
     )
-    return Step("initramfs", summary, command)
+    return Step(StepKind.INITRAMFS, summary, command)
 
 
 def driver_version_steps(ctx: Ctx, main: str, installed: str | None) -> list[Step]:
@@ -349,12 +353,16 @@ def driver_version_steps(ctx: Ctx, main: str, installed: str | None) -> list[Ste
     pkgs = list(driver_packages(ctx))
     if ctx.deb and installed is None:
         steps.append(
-            Step("verify", f"check {main} is at {ver} after the install", verify_version_command(main, ver, True))
+            Step(
+                StepKind.VERIFY, f"check {main} is at {ver} after the install", verify_version_command(main, ver, True)
+            )
         )
     elif not ctx.deb and installed is None:
         stream = rhel_driver_stream(ctx)
         cmd = f"dnf -y module install nvidia-driver:{stream} && {verify_version_command('nvidia-driver', ver, False)}"
-        steps.append(Step("install", f"install the NVIDIA driver {ver} (dnf module nvidia-driver:{stream})", cmd))
+        steps.append(
+            Step(StepKind.INSTALL, f"install the NVIDIA driver {ver} (dnf module nvidia-driver:{stream})", cmd)
+        )
     elif not src.version_matches(installed, ver):
         if ctx.deb:
             cmd = (
@@ -366,19 +374,22 @@ def driver_version_steps(ctx: Ctx, main: str, installed: str | None) -> list[Ste
                 f"dnf -y module reset nvidia-driver && dnf -y module install --allowerasing nvidia-driver:{stream} && "
                 f"{verify_version_command('nvidia-driver', ver, False)}"
             )
-        steps.append(Step("upgrade", f"NVIDIA driver {installed} -> {ver} (drain the node first)", cmd))
-        steps.append(Step("reboot-required", f"driver {installed} -> {ver}: reboot to load the new kernel module"))
+        steps.append(Step(StepKind.UPGRADE, f"NVIDIA driver {installed} -> {ver} (drain the node first)", cmd))
+        steps.append(
+            Step(StepKind.REBOOT_REQUIRED, f"driver {installed} -> {ver}: reboot to load the new kernel module")
+        )
         return steps
     if installed is None and hf.gpu_present and hf.loaded_driver != ver:
-        steps.append(Step("reboot-required", f"driver {ver} installed: reboot to load it"))
+        steps.append(Step(StepKind.REBOOT_REQUIRED, f"driver {ver} installed: reboot to load it"))
     elif installed is not None and hf.loaded_driver and hf.loaded_driver != ver:
         steps.append(
             Step(
-                "reboot-required", f"kernel module {hf.loaded_driver} is loaded, {ver} is installed: reboot to load it"
+                StepKind.REBOOT_REQUIRED,
+                f"kernel module {hf.loaded_driver} is loaded, {ver} is installed: reboot to load it",
             )
         )
     elif installed is not None and hf.gpu_present and not hf.driver_loaded:
-        steps.append(Step("reboot-required", f"driver {ver} is installed but not loaded: reboot to load it"))
+        steps.append(Step(StepKind.REBOOT_REQUIRED, f"driver {ver} is installed but not loaded: reboot to load it"))
     return steps
 
 
@@ -388,17 +399,21 @@ def fabric_manager_steps(ctx: Ctx, installed: str | None) -> list[Step]:
     if installed is None:
         if ctx.deb:  # installed by the planner with the packages, held to the driver pin
             return [
-                Step("verify", f"check {pkg} is at {ver} after the install", verify_version_command(pkg, ver, True))
+                Step(
+                    StepKind.VERIFY,
+                    f"check {pkg} is at {ver} after the install",
+                    verify_version_command(pkg, ver, True),
+                )
             ]
         cmd = f"{dnf_install([f'{pkg}-{ver}'])} && {verify_version_command(pkg, ver, False)}"
-        return [Step("install", f"install {pkg} {ver} (must equal the driver)", cmd)]
+        return [Step(StepKind.INSTALL, f"install {pkg} {ver} (must equal the driver)", cmd)]
     if src.version_matches(installed, ver):
         return []
     if ctx.deb:
         cmd = f"{apt_install([pkg], downgrades=True, update_first=True)} && {verify_version_command(pkg, ver, True)}"
     else:
         cmd = f"dnf -y install --allowerasing {pkg}-{ver} && {verify_version_command(pkg, ver, False)}"
-    return [Step("upgrade", f"{pkg} {installed} -> {ver} (must equal the driver)", cmd)]
+    return [Step(StepKind.UPGRADE, f"{pkg} {installed} -> {ver} (must equal the driver)", cmd)]
 
 
 # --------------------------------------------------------------------------- 3. container engine
@@ -439,7 +454,7 @@ def engine_layer(ctx: Ctx) -> Layer:
             if not repo.available:
                 steps.append(
                     Step(
-                        "warning",
+                        StepKind.WARNING,
                         f"nvidia is the default runtime but the container toolkit has no source ({repo.reason})",
                     )
                 )
@@ -480,7 +495,7 @@ def toolkit_layer(ctx: Ctx) -> Layer:
         missing = [p for p, v in have.items() if v is None]
         if not ctx.deb and missing:
             steps.append(
-                Step("install", f"install the NVIDIA container toolkit {ver} (4 packages)", dnf_install(pinned))
+                Step(StepKind.INSTALL, f"install the NVIDIA container toolkit {ver} (4 packages)", dnf_install(pinned))
             )
         if wrong:
             old = ", ".join(sorted(set(wrong.values())))
@@ -489,7 +504,9 @@ def toolkit_layer(ctx: Ctx) -> Layer:
                 if ctx.deb
                 else f"dnf -y install --allowerasing {' '.join(shlex.quote(p) for p in pinned)}"
             )
-            steps.append(Step("upgrade", f"NVIDIA container toolkit {old} -> {ver} (all 4 packages together)", cmd))
+            steps.append(
+                Step(StepKind.UPGRADE, f"NVIDIA container toolkit {old} -> {ver} (all 4 packages together)", cmd)
+            )
         if cdi:
             spec_missing = facts.contents.get(CDI_SPEC) is None
             stale = (facts.contents.get(CDI_MARKER) or "").strip() != want_marker
@@ -500,11 +517,11 @@ def toolkit_layer(ctx: Ctx) -> Layer:
                         f"install -d -m 0755 /etc/cdi {STATE_DIR} && nvidia-ctk cdi generate --output={CDI_SPEC} && "
                         f"printf '%s\\n' {shlex.quote(want_marker)} > {CDI_MARKER}"
                     )
-                    steps.append(Step("cdi", f"generate the CDI spec ({why})", cmd))
+                    steps.append(Step(StepKind.CDI, f"generate the CDI spec ({why})", cmd))
                 else:
                     steps.append(
                         Step(
-                            "note",
+                            StepKind.NOTE,
                             f"CDI spec not generated ({why}): the driver {ctx.driver_version} is not loaded here",
                         )
                     )
@@ -543,15 +560,19 @@ def enroot_layer(ctx: Ctx) -> Layer:
             install = apt_install(paths, downgrades=True) if ctx.deb else dnf_install(paths)
             where = "the bundle" if arts[0].local else (arts[0].url or "").rsplit("/", 1)[0]
             now = ", ".join(f"{p} {v}" for p, v in have.items() if v) or "not installed"
-            steps.append(Step("install", f"enroot {ver} from {where} (now: {now})", f"{fetch} && {install}"))
+            steps.append(Step(StepKind.INSTALL, f"enroot {ver} from {where} (now: {now})", f"{fetch} && {install}"))
         if ENROOT_TMPFILES in changed:
             steps.append(
-                Step("tmpfiles", "create enroot's shared directories", f"systemd-tmpfiles --create {ENROOT_TMPFILES}")
+                Step(
+                    StepKind.TMPFILES,
+                    "create enroot's shared directories",
+                    f"systemd-tmpfiles --create {ENROOT_TMPFILES}",
+                )
             )
         if USERNS_SYSCTL in changed:
             steps.append(
                 Step(
-                    "sysctl",
+                    StepKind.SYSCTL,
                     "allow user namespaces (user.max_user_namespaces)",
                     f"sysctl -q -p {USERNS_SYSCTL} || echo 'gpuforge: {USERNS_SYSCTL} applies at the next boot "
                     "(/proc/sys is read-only here)'",
@@ -596,7 +617,7 @@ def pyxis_layer(ctx: Ctx) -> Layer:
         if not ctx.deb:
             need = [p for p in ("gcc", "make", dev) if ctx.host.packages.get(p) is None]
             if need:
-                steps.append(Step("install", f"install {', '.join(need)} (pyxis build)", dnf_install(need)))
+                steps.append(Step(StepKind.INSTALL, f"install {', '.join(need)} (pyxis build)", dnf_install(need)))
         slurm = facts.packages.get(dev) if ctx.deb else ctx.host.packages.get(dev)
         built = (facts.contents.get(PYXIS_MARKER) or "").strip()
         if slurm is not None and built == f"{ver} {slurm}":
@@ -611,7 +632,9 @@ def pyxis_layer(ctx: Ctx) -> Layer:
             f"sv=$({query}); install -d -m 0755 {STATE_DIR}; "
             f"printf '%s %s\\n' {shlex.quote(ver)} \"$sv\" > {PYXIS_MARKER}"
         )
-        steps.append(Step("build", f"build pyxis {ver} against {against} into {plugin}{was}; slurmd restarts", cmd))
+        steps.append(
+            Step(StepKind.BUILD, f"build pyxis {ver} against {against} into {plugin}{was}; slurmd restarts", cmd)
+        )
         changed.add(plugin)
         return _record(ctx, "pyxis", steps)
 
@@ -650,10 +673,10 @@ def mig_layer(ctx: Ctx) -> Layer:
         installed = facts.packages.get("nvidia-mig-manager") if ctx.deb else ctx.host.packages.get("nvidia-mig-manager")
         if repo.available and installed is None:
             if not ctx.deb:
-                steps.append(Step("install", "install nvidia-mig-manager", dnf_install(["nvidia-mig-manager"])))
+                steps.append(Step(StepKind.INSTALL, "install nvidia-mig-manager", dnf_install(["nvidia-mig-manager"])))
             steps.append(
                 Step(
-                    "enable",
+                    StepKind.ENABLE,
                     "enable nvidia-mig-manager (applies the layout at every boot)",
                     "systemctl enable nvidia-mig-manager.service",
                 )
@@ -663,14 +686,14 @@ def mig_layer(ctx: Ctx) -> Layer:
                 reason = f"MIG layout {name!r} changed"
                 steps.append(
                     Step(
-                        "rolling",
+                        StepKind.ROLLING,
                         f"{reason}: apply it on idle GPUs (the rollout drains {ctx.node.name} first); "
                         "busy GPUs get it at the next boot (reboot-required)",
                         apply_cmd,
                     )
                 )
             else:
-                steps.append(Step("note", f"MIG layout {name!r} written; no GPU on the PCI bus to apply it to"))
+                steps.append(Step(StepKind.NOTE, f"MIG layout {name!r} written; no GPU on the PCI bus to apply it to"))
         return _record(ctx, "nvidia-mig", steps)
 
     return Layer(
@@ -716,11 +739,11 @@ def dcgm_layer(ctx: Ctx) -> Layer:
         else:
             have = {p: (facts.packages.get(p) if ctx.deb else hf.packages.get(p)) for p in DCGM_PACKAGES}
             if not ctx.deb and any(v is None for v in have.values()):
-                steps.append(Step("install", f"install DCGM {ver}", dnf_install(pinned)))
+                steps.append(Step(StepKind.INSTALL, f"install DCGM {ver}", dnf_install(pinned)))
             wrong = sorted({v for v in have.values() if v is not None and not src.version_matches(v, ver)})
             if wrong:
                 cmd = apt_install(list(DCGM_PACKAGES), downgrades=True) if ctx.deb else dnf_install(pinned)
-                steps.append(Step("upgrade", f"DCGM {', '.join(wrong)} -> {ver}", cmd))
+                steps.append(Step(StepKind.UPGRADE, f"DCGM {', '.join(wrong)} -> {ver}", cmd))
         if binary is not None and not binary.available:
             steps.append(_unavailable(f"dcgm-exporter {s.versions.dcgm_exporter}", binary.reason))
         elif binary is not None and binary.url is not None:
@@ -732,10 +755,14 @@ def dcgm_layer(ctx: Ctx) -> Layer:
                     f"> {DCGM_EXPORTER_MARKER}"
                 )
                 old = f" (was {have_ver})" if have_ver else ""
-                steps.append(Step("install", f"dcgm-exporter {s.versions.dcgm_exporter} from {binary.url}{old}", cmd))
+                steps.append(
+                    Step(StepKind.INSTALL, f"dcgm-exporter {s.versions.dcgm_exporter} from {binary.url}{old}", cmd)
+                )
                 changed.add(DCGM_EXPORTER_BIN)
         if not hf.gpu_present:
-            steps.append(Step("note", "no NVIDIA GPU on the PCI bus: nvidia-dcgm and dcgm-exporter are not started"))
+            steps.append(
+                Step(StepKind.NOTE, "no NVIDIA GPU on the PCI bus: nvidia-dcgm and dcgm-exporter are not started")
+            )
         return _record(ctx, "nvidia-dcgm", steps)
 
     return Layer(

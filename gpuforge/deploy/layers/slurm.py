@@ -22,6 +22,7 @@ from gpuforge.deploy.converge import (
     LayerFacts,
     Service,
     Step,
+    StepKind,
     clear_pending,
     file_differs,
     record_pending,
@@ -69,7 +70,7 @@ def accounting_layer(s: Spec, sec: Secrets) -> Layer:
             f"systemctl start mariadb && pw=$(sed -n 's/^StoragePass=//p' {SLURMDBD_CONF}) && "
             f'printf "{sql}" {db} {user} "$pw" {user} "$pw" {db} {user} | mysql -u root'
         )
-        return [Step("database", f"database {db} and user {user} (password from {SLURMDBD_CONF})", cmd)]
+        return [Step(StepKind.DATABASE, f"database {db} and user {user} (password from {SLURMDBD_CONF})", cmd)]
 
     return Layer(
         "slurm-accounting",
@@ -88,7 +89,7 @@ def wait_for_slurmdbd(facts: LayerFacts, changed: set[str]) -> list[Step]:
         return []
     return [
         Step(
-            "wait",
+            StepKind.WAIT,
             "wait for slurmdbd to listen on port 6819",
             "for i in $(seq 1 60); do ss -Hltn 'sport = :6819' | grep -q . && exit 0; sleep 1; done; "
             "echo 'slurmdbd is not listening on port 6819 after 60 s: see /var/log/slurm/slurmdbd.log' >&2; exit 1",
@@ -134,7 +135,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
         run.record_slurm(host_name, SlurmDecision(action, why, tuple(gone)))
         if action is SlurmAction.NONE or old is None:
             return []
-        return [Step("note", f"slurm.conf change needs {action.value}: {why}")]
+        return [Step(StepKind.NOTE, f"slurm.conf change needs {action.value}: {why}")]
 
     return Layer(
         "slurm-config",
@@ -162,7 +163,7 @@ def controller_layer(s: Spec, run: RunState) -> Layer:
         for name in gone:
             steps.append(
                 Step(
-                    "drain",
+                    StepKind.DRAIN,
                     f"drain {name} (removed from the spec) and wait for its jobs",
                     f"scontrol update NodeName={name} State=DRAIN Reason='gpuforge: removed from spec' || true; "
                     f"for i in $(seq 1 {max(1, s.rollout.drain_timeout // 2)}); do "
@@ -171,9 +172,9 @@ def controller_layer(s: Spec, run: RunState) -> Layer:
             )
         done = clear_pending("slurmctld")
         if action is SlurmAction.RESTART:
-            steps.append(Step("restart", f"restart slurmctld ({why})", f"systemctl restart slurmctld{done}"))
+            steps.append(Step(StepKind.RESTART, f"restart slurmctld ({why})", f"systemctl restart slurmctld{done}"))
         elif action is SlurmAction.RECONFIGURE:
-            steps.append(Step("reconfigure", f"scontrol reconfigure ({why})", f"scontrol reconfigure{done}"))
+            steps.append(Step(StepKind.RECONFIGURE, f"scontrol reconfigure ({why})", f"scontrol reconfigure{done}"))
         return steps
 
     def register(facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -185,7 +186,7 @@ def controller_layer(s: Spec, run: RunState) -> Layer:
         name = s.cluster.name
         return [
             Step(
-                "sacctmgr",
+                StepKind.SACCTMGR,
                 f"register cluster {name} in slurmdbd",
                 f"sacctmgr -nP show cluster format=cluster | grep -qx {name} || sacctmgr -i add cluster {name}",
             )
@@ -205,10 +206,10 @@ def compute_layer(host_name: str, run: RunState) -> Layer:
             mine.add("spank_pyxis.so (rebuilt)")
         done = clear_pending("slurmd")
         if action is SlurmAction.RESTART:
-            return [Step("restart", f"restart slurmd ({why})", f"systemctl restart slurmd{done}")]
+            return [Step(StepKind.RESTART, f"restart slurmd ({why})", f"systemctl restart slurmd{done}")]
         if mine:
             what = ", ".join(sorted(mine))
-            return [Step("restart", f"restart slurmd ({what} changed)", f"systemctl restart slurmd{done}")]
+            return [Step(StepKind.RESTART, f"restart slurmd ({what} changed)", f"systemctl restart slurmd{done}")]
         return []
 
     return Layer("slurm-compute", services=(Service("slurmd"),), after=act)

@@ -14,7 +14,16 @@ from pyinfra.context import state
 from pyinfra.facts.files import FileContents
 
 from gpuforge.deploy.context import run_state
-from gpuforge.deploy.converge import STAGING_DIR, Layer, Step, plan_layer, repair_steps, upload_commands
+from gpuforge.deploy.converge import (
+    STAGING_DIR,
+    Layer,
+    Step,
+    plan_layer,
+    repair_steps,
+    sudo_upload_dir_command,
+    sudo_upload_temp,
+    upload_commands,
+)
 from gpuforge.deploy.facts.layer import LayerState
 from gpuforge.deploy.runstate import PlannedOp
 
@@ -36,16 +45,26 @@ def read_layer_facts(layer: Layer) -> Any:
     )
 
 
-def step_commands(steps: list[Step]) -> Generator[Any, None, None]:
-    """pyinfra commands for planned steps."""
+def sudo_user() -> str | None:
+    """The SSH user whose uploads ``sudo`` moves into place (None: root logs in, uploads go direct)."""
+    user = host.data.get("ssh_user")
+    return str(user) if host.data.get("_sudo") and user and user != "root" else None
+
+
+def step_commands(steps: list[Step], via_user: str | None = None) -> Generator[Any, None, None]:
+    """pyinfra commands for planned steps. With ``via_user`` (a non-root SSH user and sudo),
+    uploads go through that user's private ``UPLOAD_DIR``, never through ``/tmp``."""
     staged_dir = False
     for step in steps:
         if step.upload is not None:
             if not staged_dir:
                 yield StringCommand(f"install -d -m 0700 {STAGING_DIR}")
+                if via_user:
+                    yield StringCommand(sudo_upload_dir_command(via_user))
                 staged_dir = True
             staged, install = upload_commands(step.upload)
-            yield FileUploadCommand(io.BytesIO(step.upload.data), staged)
+            temp = sudo_upload_temp(staged) if via_user else None
+            yield FileUploadCommand(io.BytesIO(step.upload.data), staged, remote_temp_filename=temp)
             yield StringCommand(install)
         elif step.command:
             yield StringCommand(step.command)
@@ -80,7 +99,7 @@ def converge(layer: Layer) -> Generator[Any, None, None]:
                 planned.diffs[f.path] = file_diff(f.path, old, f.data)
         run.record_planned(host.name, planned)
         return
-    yield from step_commands(steps)
+    yield from step_commands(steps, sudo_user())
 
 
 @operation()
@@ -101,4 +120,4 @@ def repair_packages(packages: tuple[str, ...]) -> Generator[Any, None, None]:
     if run.dry_run:
         run.record_planned(host.name, PlannedOp("packages", steps))
         return
-    yield from step_commands(steps)
+    yield from step_commands(steps, sudo_user())

@@ -16,7 +16,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
 from gpuforge.deploy.context import run_state
-from gpuforge.deploy.converge import Step
+from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.facts.slurm import SacctmgrEntities
 from gpuforge.deploy.runstate import PlannedOp
 from gpuforge.probes.slurm import SacctmgrInfo
@@ -90,12 +90,12 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
     cluster = spec.cluster.name
     clusters = {r.get("Cluster") for r in info["assoc"]}
     if cluster not in clusters:
-        steps.append(Step("sacctmgr", f"register cluster {cluster}", f"{SACCTMGR} add cluster {cluster}"))
+        steps.append(Step(StepKind.SACCTMGR, f"register cluster {cluster}", f"{SACCTMGR} add cluster {cluster}"))
     have_qos = {r["Name"]: r for r in info["qos"]}
     # Define every QOS first (preempt lists may name each other), then set attributes.
     for q in s.qos:
         if q.name not in have_qos:
-            steps.append(Step("sacctmgr", f"add QOS {q.name}", f"{SACCTMGR} add qos {q.name}"))
+            steps.append(Step(StepKind.SACCTMGR, f"add QOS {q.name}", f"{SACCTMGR} add qos {q.name}"))
     for q in s.qos:
         want = _want_qos(q)
         have = _have_qos(have_qos.get(q.name, {}))
@@ -109,7 +109,7 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
         if keys:
             steps.append(
                 Step(
-                    "sacctmgr",
+                    StepKind.SACCTMGR,
                     f"set QOS {q.name}: {', '.join(keys)}",
                     f"{SACCTMGR} modify qos where name={q.name} set {_qos_set(want, keys, q)}",
                 )
@@ -135,7 +135,9 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
                 text.append(f"description={shlex.quote(a.description)}")
             if a.organization:
                 text.append(f"organization={shlex.quote(a.organization)}")
-            steps.append(Step("sacctmgr", f"add account {a.name}", f"{SACCTMGR} add account {a.name} {' '.join(text)}"))
+            steps.append(
+                Step(StepKind.SACCTMGR, f"add account {a.name}", f"{SACCTMGR} add account {a.name} {' '.join(text)}")
+            )
         else:
             row = acct_assoc[a.name]
             have = {
@@ -148,7 +150,7 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
                 sets = " ".join(f"{k.lower()}={attrs[k] or '-1'}" for k in diff)
                 steps.append(
                     Step(
-                        "sacctmgr",
+                        StepKind.SACCTMGR,
                         f"set account {a.name}: {', '.join(diff)}",
                         f"{SACCTMGR} modify account where name={a.name} cluster={cluster} set {sets}",
                     )
@@ -156,7 +158,7 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
             if "ParentName" in row and row["ParentName"] and row["ParentName"] != a.parent:
                 steps.append(
                     Step(
-                        "sacctmgr",
+                        StepKind.SACCTMGR,
                         f"move account {a.name} under {a.parent}",
                         f"{SACCTMGR} modify account where name={a.name} cluster={cluster} set parent={a.parent}",
                     )
@@ -165,7 +167,7 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
         for user in sorted(set(a.users) - have_users):
             steps.append(
                 Step(
-                    "sacctmgr",
+                    StepKind.SACCTMGR,
                     f"add user {user} to {a.name}",
                     f"{SACCTMGR} add user {user} account={a.name} cluster={cluster}",
                 )
@@ -173,7 +175,7 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
         for user in sorted(have_users - set(a.users)):
             steps.append(
                 Step(
-                    "sacctmgr",
+                    StepKind.SACCTMGR,
                     f"remove user {user} from {a.name}",
                     f"{SACCTMGR} delete user where name={user} account={a.name} cluster={cluster}",
                 )
@@ -195,7 +197,7 @@ def sync_accounting(spec: Spec, enabled: bool = True) -> Generator[Any, None, No
     if info["error"] and run.dry_run:
         run.record_planned(
             host.name,
-            PlannedOp("slurm-accounting", [Step("note", f"accounting not readable yet: {info['error']}")]),
+            PlannedOp("slurm-accounting", [Step(StepKind.NOTE, f"accounting not readable yet: {info['error']}")]),
         )
         return
     if info["error"]:
