@@ -8,7 +8,6 @@ validates; ``rebuild`` changes are refused on a running cluster unless forced.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from gpuforge.spec import Role, Spec, resolve_nodes
@@ -40,13 +39,12 @@ def _group_nodes(spec: Spec, group: str) -> list[str]:
 def nodes_concerned(spec: Spec, change: FieldChange) -> list[str]:
     """Nodes a rolling change touches (by the field's place in the spec)."""
     nodes = resolve_nodes(spec)
-    m = re.match(r"^node_groups\.([^.\[]+)", change.path)
-    if m:
-        return _group_nodes(spec, m.group(1))
-    m = re.match(r"^mig\.configs\.([^.\[]+)", change.path)
-    if m:
-        return [n.name for n in nodes if n.mig_config == m.group(1)]
-    if change.path.startswith(("versions.driver", "versions.pyxis", "mig", "container_runtime")):
+    loc = change.loc
+    if len(loc) > 1 and loc[0] == "node_groups":
+        return _group_nodes(spec, str(loc[1]))
+    if len(loc) > 2 and loc[:2] == ("mig", "configs"):
+        return [n.name for n in nodes if n.mig_config == loc[2]]
+    if loc[:1] in (("mig",), ("container_runtime",)) or loc[:2] in (("versions", "driver"), ("versions", "pyxis")):
         return [n.name for n in nodes if n.hardware.gpu is not None] or [n.name for n in nodes if n.has(Role.COMPUTE)]
     return [n.name for n in nodes if n.has(Role.COMPUTE) or n.has(Role.K8S_WORKER)]
 

@@ -17,10 +17,17 @@ from gpuforge.spec.policy import POLICY_KEY, UpdatePolicy
 
 @dataclass(frozen=True)
 class FieldChange:
-    path: str
+    """One changed leaf: where (``loc``, the field path as a tuple), from what, to what, how applied."""
+
+    loc: tuple[str | int, ...]
     old: Any
     new: Any
     policy: UpdatePolicy
+
+    @property
+    def path(self) -> str:
+        """``loc`` for people: ``node_groups.gpu.hosts``, ``slurm.partitions[0]``."""
+        return format_loc(self.loc)
 
 
 def _is_container(annotation: object) -> bool:
@@ -73,7 +80,7 @@ def _walk(old: Any, new: Any, loc: tuple[str | int, ...], out: list[FieldChange]
             for i in range(max(len(old), len(new))):
                 _walk(old[i] if i < len(old) else None, new[i] if i < len(new) else None, (*loc, i), out)
     elif old != new:
-        out.append(FieldChange(format_loc(loc), old, new, field_policy(loc)))
+        out.append(FieldChange(loc, old, new, field_policy(loc)))
 
 
 def diff_specs(old: Spec, new: Spec) -> list[FieldChange]:
