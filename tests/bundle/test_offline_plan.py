@@ -19,6 +19,7 @@ from gpuforge.deploy.converge import LayerFacts, Step, plan_layer
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
+from gpuforge.render.nvidia import DCGM_EXPORTER_BIN
 from gpuforge.spec import parse_spec, resolve_nodes
 from tests.bundle.conftest import ARTIFACTS, Server, mirror_spec, offline_spec, run_bundle
 
@@ -83,7 +84,7 @@ def test_fresh_node_installs_everything_from_the_bundle(bundle: Path) -> None:
     # Release files: pushed from artifacts/ and installed from where they were pushed.
     for name in ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb", "pyxis-0.20.0.tar.gz"):
         assert uploads[f"{ON_NODE}/{name}"] == ARTIFACTS[name]
-    assert uploads[nv.DCGM_EXPORTER_BIN] == ARTIFACTS["dcgm-exporter-4.2.3-4.1.3-linux-amd64"]
+    assert uploads[DCGM_EXPORTER_BIN] == ARTIFACTS["dcgm-exporter-4.2.3-4.1.3-linux-amd64"]
     enroot = next(s for s in plans["enroot"] if s.kind == "install")
     assert "from the bundle" in enroot.summary
     assert f"test -s {ON_NODE}/enroot_3.5.0-1_amd64.deb" in (enroot.command or "")

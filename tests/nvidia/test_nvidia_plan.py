@@ -30,6 +30,7 @@ import yaml
 from gpuforge.deploy import needs
 from gpuforge.deploy.converge import LayerFacts, Step, plan_layer, sha256
 from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.deploy.layers.nvidia.common import pyxis_rebuilt
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.spec import parse_spec, resolve_nodes
 
@@ -149,7 +150,7 @@ def test_plan_fixture(path: Path, tmp_path: Path) -> None:
             assert want_text in have
     if "pyxis_rebuilt" in records:
         ctx.run.record_changed(ctx.name, "pyxis", changed)
-        assert nv.pyxis_rebuilt(ctx.run, ctx.name) is records["pyxis_rebuilt"]
+        assert pyxis_rebuilt(ctx.run, ctx.name) is records["pyxis_rebuilt"]
 
 
 def test_fixture_count() -> None:

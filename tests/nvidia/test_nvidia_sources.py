@@ -11,6 +11,7 @@ from gpuforge.deploy import needs
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.facts.nvidia import NvidiaHost
 from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.deploy.layers.nvidia.common import mark_reboot, pyxis_rebuilt
 from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.nvidia_host import HostFacts, nvidia_host_command, parse_nvidia_host
 from gpuforge.render import nvidia_sources as src
@@ -261,17 +262,17 @@ def test_rhel_nodes_read_rpm_versions_through_the_host_fact() -> None:
 
 
 def test_reboot_marker_is_written_once() -> None:
-    first = nv.mark_reboot(["driver 1 -> 2: reboot"], None)
+    first = mark_reboot(["driver 1 -> 2: reboot"], None)
     assert first[0].kind == "reboot-required" and "reboot-required" in (first[0].command or "")
-    again = nv.mark_reboot(["driver 1 -> 2: reboot"], "driver 1 -> 2: reboot\n")
+    again = mark_reboot(["driver 1 -> 2: reboot"], "driver 1 -> 2: reboot\n")
     assert again[0].command is None
 
 
 def test_pyxis_rebuilt_reads_the_runs_changed_paths() -> None:
     run = RunState()
     run.record_changed("n1", "pyxis", {"/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"})
-    assert not nv.pyxis_rebuilt(run, "n1")
+    assert not pyxis_rebuilt(run, "n1")
     run.record_changed("n1", "pyxis", {"/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so"})
-    assert nv.pyxis_rebuilt(run, "n1")
-    assert not nv.pyxis_rebuilt(run, "n2")
-    assert not nv.pyxis_rebuilt(RunState(), "n1")  # a new run starts with no records
+    assert pyxis_rebuilt(run, "n1")
+    assert not pyxis_rebuilt(run, "n2")
+    assert not pyxis_rebuilt(RunState(), "n1")  # a new run starts with no records

@@ -27,7 +27,7 @@ from gpuforge.deploy.converge import (
     file_differs,
     record_pending,
 )
-from gpuforge.deploy.layers.nvidia import pyxis_rebuilt
+from gpuforge.deploy.layers.nvidia.common import pyxis_rebuilt
 from gpuforge.deploy.operations.layer import converge
 from gpuforge.deploy.operations.slurm_accounting import sync_accounting
 from gpuforge.deploy.runstate import RunState, SlurmDecision

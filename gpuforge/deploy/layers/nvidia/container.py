@@ -1,0 +1,143 @@
+"""Layers 3 and 4: the container engine (containerd or docker) and the NVIDIA container toolkit + CDI."""
+
+from __future__ import annotations
+
+import shlex
+
+from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step, StepKind
+from gpuforge.deploy.layers.nvidia.common import (
+    CDI_MARKER,
+    CDI_SPEC,
+    STATE_DIR,
+    apt_install,
+    dnf_install,
+    keep_reports,
+    unavailable_step,
+)
+from gpuforge.deploy.needs import (
+    TOOLKIT_PACKAGES,
+    Ctx,
+    toolkit_wanted,
+)
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.nvidia import (
+    CONTAINERD_CONFIG,
+    CONTAINERD_DROPIN_DIR,
+    CONTAINERD_NVIDIA_DROPIN,
+    DOCKER_DAEMON_JSON,
+    host_driver,
+)
+from gpuforge.spec.model import ContainerEngine
+
+
+def engine_layer(ctx: Ctx) -> Layer:
+    """containerd or docker with the rendered config; restarted only when it changes."""
+    engine = ctx.spec.container_runtime.engine
+    if engine is ContainerEngine.CONTAINERD:
+        files = ctx.file(CONTAINERD_CONFIG) + ctx.file(CONTAINERD_NVIDIA_DROPIN)
+        pkg, unit = ("containerd", "containerd") if ctx.deb else ("containerd.io", "containerd")
+        dirs: tuple[Directory, ...] = (Directory("/etc/containerd"), Directory(CONTAINERD_DROPIN_DIR))
+    elif engine is ContainerEngine.DOCKER:
+        files = ctx.file(DOCKER_DAEMON_JSON)
+        pkg, unit = ("docker.io", "docker") if ctx.deb else ("docker-ce", "docker")
+        dirs = (Directory("/etc/docker"),)
+    else:
+        return Layer.empty("container-engine")
+    if not files:
+        return Layer.empty("container-engine")
+    paths = tuple(f.path for f in files)
+    engine_present = ctx.deb or ctx.host.packages.get(pkg) is not None
+    services = (Service(unit, restart_on=paths),) if engine_present else ()
+    nvidia_runtime = CONTAINERD_NVIDIA_DROPIN in paths or (
+        DOCKER_DAEMON_JSON in paths and b'"nvidia"' in ctx.files[DOCKER_DAEMON_JSON].data
+    )
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        steps: list[Step] = []
+        if not engine_present:
+            steps.append(
+                unavailable_step(
+                    pkg, f"{pkg} comes from Docker's repository on {ctx.os.value}, which gpuforge does not manage"
+                )
+            )
+        if nvidia_runtime and ctx.spec.container_runtime.nvidia_default:
+            repo = src.container_repo(ctx.spec, ctx.os)
+            if not repo.available:
+                steps.append(
+                    Step(
+                        StepKind.WARNING,
+                        f"nvidia is the default runtime but the container toolkit has no source ({repo.reason})",
+                    )
+                )
+        return keep_reports(ctx, "container-engine", steps)
+
+    return Layer(
+        "container-engine",
+        packages=(pkg,) if ctx.deb else (),
+        directories=dirs,
+        files=files,
+        services=services,
+        after=after,
+    )
+
+
+def toolkit_layer(ctx: Ctx) -> Layer:
+    """The four toolkit packages pinned together; the CDI spec when it is missing or stale."""
+    if not toolkit_wanted(ctx):
+        return Layer.empty("nvidia-container-toolkit")
+    s, hf = ctx.spec, ctx.host
+    ver = s.versions.container_toolkit
+    repo = src.container_repo(s, ctx.os)
+    cdi = s.container_runtime.cdi
+    pinned = [f"{p}={ver}-1" for p in TOOLKIT_PACKAGES] if ctx.deb else [f"{p}-{ver}-1" for p in TOOLKIT_PACKAGES]
+    driver = ctx.driver_version if host_driver(s) else (hf.loaded_driver or "operator")
+    want_marker = f"{ver} {driver}"
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        steps: list[Step] = []
+        if not repo.available:
+            steps.append(unavailable_step(f"NVIDIA container toolkit {ver}", repo.reason))
+            return keep_reports(ctx, "nvidia-container-toolkit", steps)
+        have = {p: (facts.packages.get(p) if ctx.deb else hf.packages.get(p)) for p in TOOLKIT_PACKAGES}
+        wrong = {p: v for p, v in have.items() if v is not None and not src.version_matches(v, ver)}
+        missing = [p for p, v in have.items() if v is None]
+        if not ctx.deb and missing:
+            steps.append(
+                Step(StepKind.INSTALL, f"install the NVIDIA container toolkit {ver} (4 packages)", dnf_install(pinned))
+            )
+        if wrong:
+            old = ", ".join(sorted(set(wrong.values())))
+            cmd = (
+                apt_install(pinned, downgrades=True)
+                if ctx.deb
+                else f"dnf -y install --allowerasing {' '.join(shlex.quote(p) for p in pinned)}"
+            )
+            steps.append(
+                Step(StepKind.UPGRADE, f"NVIDIA container toolkit {old} -> {ver} (all 4 packages together)", cmd)
+            )
+        if cdi:
+            spec_missing = facts.contents.get(CDI_SPEC) is None
+            stale = (facts.contents.get(CDI_MARKER) or "").strip() != want_marker
+            if spec_missing or stale or missing or wrong:
+                why = f"{CDI_SPEC} missing" if spec_missing else f"toolkit/driver now {want_marker}"
+                if hf.driver_loaded and (not host_driver(s) or hf.loaded_driver == ctx.driver_version):
+                    cmd = (
+                        f"install -d -m 0755 /etc/cdi {STATE_DIR} && nvidia-ctk cdi generate --output={CDI_SPEC} && "
+                        f"printf '%s\\n' {shlex.quote(want_marker)} > {CDI_MARKER}"
+                    )
+                    steps.append(Step(StepKind.CDI, f"generate the CDI spec ({why})", cmd))
+                else:
+                    steps.append(
+                        Step(
+                            StepKind.NOTE,
+                            f"CDI spec not generated ({why}): the driver {ctx.driver_version} is not loaded here",
+                        )
+                    )
+        return keep_reports(ctx, "nvidia-container-toolkit", steps)
+
+    return Layer(
+        "nvidia-container-toolkit",
+        packages=tuple(pinned) if ctx.deb and repo.available else (),
+        read_paths=(CDI_SPEC, CDI_MARKER) if cdi else (),
+        after=after,
+    )

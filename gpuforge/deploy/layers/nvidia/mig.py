@@ -1,0 +1,77 @@
+"""Layer 7, nvidia-mig: nvidia-mig-manager and the node's MIG layout (a new layout is a rolling change)."""
+
+from __future__ import annotations
+
+import shlex
+
+from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.layers.nvidia.common import REBOOT_MARKER, STATE_DIR, dnf_install, keep_reports, unavailable_step
+from gpuforge.deploy.needs import (
+    Ctx,
+)
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.nvidia import (
+    MIG_CONFIG,
+    MIG_MANAGER_DROPIN,
+)
+
+
+def mig_layer(ctx: Ctx) -> Layer:
+    """nvidia-mig-manager with the node's layout; a new layout waits for a drain (rolling)."""
+    if not ctx.gpu_node or not ctx.node.mig_config:
+        return Layer.empty("nvidia-mig")
+    repo = src.cuda_repo(ctx.spec, ctx.os)
+    files = ctx.file(MIG_CONFIG) + ctx.file(MIG_MANAGER_DROPIN)
+    name = ctx.node.mig_config
+    later = f"MIG layout {name} waits for the next boot (nvidia-mig-manager applies it)"
+    mark = (
+        f"install -d -m 0755 {STATE_DIR} && touch {REBOOT_MARKER} && "
+        f"{{ grep -qxF '{later}' {REBOOT_MARKER} || echo '{later}' >> {REBOOT_MARKER}; }}"
+    )
+    # Applied now only on idle GPUs (a rolling rollout drained the node); otherwise, or when
+    # mig-parted cannot reset the GPUs (e.g. nvidia_drm holds them), at the next boot.
+    apply_cmd = (
+        "if nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -q .; then "
+        f"echo 'gpuforge: GPU processes are running'; {mark}; "
+        "elif systemctl restart nvidia-mig-manager.service && "
+        f"nvidia-mig-parted assert -f {MIG_CONFIG} -c {shlex.quote(name)}; then :; "
+        f"else echo 'gpuforge: MIG layout not applied now'; {mark}; fi"
+    )
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        steps: list[Step] = []
+        if not repo.available:
+            steps.append(unavailable_step("nvidia-mig-manager", repo.reason))
+        installed = facts.packages.get("nvidia-mig-manager") if ctx.deb else ctx.host.packages.get("nvidia-mig-manager")
+        if repo.available and installed is None:
+            if not ctx.deb:
+                steps.append(Step(StepKind.INSTALL, "install nvidia-mig-manager", dnf_install(["nvidia-mig-manager"])))
+            steps.append(
+                Step(
+                    StepKind.ENABLE,
+                    "enable nvidia-mig-manager (applies the layout at every boot)",
+                    "systemctl enable nvidia-mig-manager.service",
+                )
+            )
+        if changed & {MIG_CONFIG, MIG_MANAGER_DROPIN}:
+            if ctx.host.gpu_present:
+                reason = f"MIG layout {name!r} changed"
+                steps.append(
+                    Step(
+                        StepKind.ROLLING,
+                        f"{reason}: apply it on idle GPUs (the rollout drains {ctx.node.name} first); "
+                        "busy GPUs get it at the next boot (reboot-required)",
+                        apply_cmd,
+                    )
+                )
+            else:
+                steps.append(Step(StepKind.NOTE, f"MIG layout {name!r} written; no GPU on the PCI bus to apply it to"))
+        return keep_reports(ctx, "nvidia-mig", steps)
+
+    return Layer(
+        "nvidia-mig",
+        packages=("nvidia-mig-manager",) if ctx.deb and repo.available else (),
+        directories=(Directory("/etc/nvidia-mig-manager"),),
+        files=files,
+        after=after,
+    )

@@ -1,0 +1,92 @@
+"""Layer 1, nvidia-repos: apt/dnf sources and version pins; ``apt-get update`` when they change."""
+
+from __future__ import annotations
+
+from gpuforge.deploy.apt import APT_UPDATE
+from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.layers.nvidia.common import keep_reports, quote_path, upload_file
+from gpuforge.deploy.needs import (
+    Ctx,
+    cuda_repo_wanted,
+    toolkit_wanted,
+)
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.files import RenderedFile
+from gpuforge.render.nvidia import (
+    host_driver,
+)
+from gpuforge.render.nvidia_repos import driver_source, nvidia_repo_files
+from gpuforge.spec.model import DriverSource
+
+
+def repos_layer(ctx: Ctx) -> Layer:
+    """Sources and pins for the node's NVIDIA packages; ``apt-get update`` when they change."""
+    if not ctx.gpu_node:
+        return Layer.empty("nvidia-repos")
+    s = ctx.spec
+    files: list[RenderedFile] = []
+    read: list[str] = []
+    distro = host_driver(s) and driver_source(s, ctx.node) is DriverSource.DISTRO
+    cuda = src.cuda_repo(s, ctx.os) if cuda_repo_wanted(ctx) else None
+    container = src.container_repo(s, ctx.os) if toolkit_wanted(ctx) else None
+    repos = [r for r in (cuda, container) if r is not None and r.available]
+    for r in repos:
+        if r.bundle is not None:
+            files += [upload_file(f"{r.url}/{rel}", data) for rel, data in src.bundle_files(r.bundle)]
+    files += nvidia_repo_files(s, ctx.node)
+    if ctx.deb:
+        if cuda is not None and cuda.available and cuda.bundle is None:
+            read.append(src.CUDA_KEYRING)
+        if container is not None and container.available and container.bundle is None:
+            read.append(src.CONTAINER_KEYRING)
+        if distro:
+            read += [*src.NODE_APT_SOURCES, src.DEBIAN_NONFREE_SOURCES]
+    repo_paths = {f.path for f in files}
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        steps: list[Step] = []
+        if distro and ctx.deb:
+            node_sources = [facts.contents.get(p) or "" for p in src.NODE_APT_SOURCES]
+            want = src.debian_nonfree_sources(node_sources, s.sources.mirrors.debian)
+            have = facts.contents.get(src.DEBIAN_NONFREE_SOURCES)
+            if want is not None and have != want:
+                f = upload_file(src.DEBIAN_NONFREE_SOURCES, want.encode())
+                steps.append(Step(StepKind.UPLOAD, f"write {f.path} (contrib non-free non-free-firmware)", upload=f))
+                changed.add(f.path)
+            elif want is None and have is not None:
+                steps.append(
+                    Step(
+                        StepKind.REMOVE,
+                        f"remove {src.DEBIAN_NONFREE_SOURCES} (the node's own sources carry non-free now)",
+                        f"rm -f {src.DEBIAN_NONFREE_SOURCES}",
+                    )
+                )
+                changed.add(src.DEBIAN_NONFREE_SOURCES)
+        cuda_key = ctx.deb and cuda is not None and cuda.available and cuda.bundle is None
+        if cuda is not None and cuda_key and facts.contents.get(src.CUDA_KEYRING) is None:
+            a = src.cuda_keyring_artifact(cuda)
+            cmd = (
+                f'{src.fetch_command(a)} && d=$(mktemp -d) && dpkg-deb -x {quote_path(a.node_path)} "$d" && '
+                f'install -m 0644 "$d{src.CUDA_KEYRING}" {src.CUDA_KEYRING} && rm -rf "$d"'
+            )
+            steps.append(Step(StepKind.KEYRING, f"CUDA repository key from {a.url} ({src.CUDA_KEYRING})", cmd))
+            changed.add(src.CUDA_KEYRING)
+        ctr_key = ctx.deb and container is not None and container.available and container.bundle is None
+        if container is not None and ctr_key and facts.contents.get(src.CONTAINER_KEYRING) is None:
+            cmd = (
+                f"curl -fsSL --retry 3 --connect-timeout 20 -o {src.CONTAINER_KEYRING}.part "
+                f"{quote_path(container.key_url or '')} && mv {src.CONTAINER_KEYRING}.part {src.CONTAINER_KEYRING}"
+            )
+            steps.append(Step(StepKind.KEYRING, f"container toolkit repository key from {container.key_url}", cmd))
+            changed.add(src.CONTAINER_KEYRING)
+        touched = changed & (repo_paths | {src.DEBIAN_NONFREE_SOURCES, src.CUDA_KEYRING, src.CONTAINER_KEYRING})
+        if touched:
+            if ctx.deb:
+                steps.append(Step(StepKind.APT_UPDATE, "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
+            else:
+                steps.append(
+                    Step(StepKind.DNF_MAKECACHE, "dnf makecache (NVIDIA repositories changed)", "dnf -q -y makecache")
+                )
+        return keep_reports(ctx, "nvidia-repos", steps)
+
+    return Layer("nvidia-repos", early_files=files, read_paths=tuple(read), after=after)
