@@ -20,7 +20,7 @@ from pathlib import Path
 
 ENTRY = "gpuforge.validator.nodelocal"
 #: Package ``__init__`` modules are embedded empty: the program needs only their submodules.
-PACKAGES = ("gpuforge", "gpuforge.probes", "gpuforge.validator")
+PACKAGES = ("gpuforge", "gpuforge.probes", "gpuforge.validator", "gpuforge.validator.node")
 
 _BOOTSTRAP = '''#!/usr/bin/env python3
 """gpuforge node health check (built from gpuforge.validator.nodelocal and gpuforge.probes; do not edit)."""
@@ -60,6 +60,13 @@ def _source(module: str) -> str:
     return Path(spec.origin).read_text()
 
 
+def _is_module(name: str) -> bool:
+    try:
+        return find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def _gpuforge_imports(module: str, source: str) -> set[str]:
     """gpuforge modules ``module`` imports (module level and inside functions)."""
     found: set[str] = set()
@@ -67,6 +74,8 @@ def _gpuforge_imports(module: str, source: str) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module.startswith("gpuforge."):
                 found.add(node.module)
+                # ``from gpuforge.pkg import mod`` imports the submodule ``gpuforge.pkg.mod``
+                found.update(f"{node.module}.{a.name}" for a in node.names if _is_module(f"{node.module}.{a.name}"))
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("gpuforge."))
     return found

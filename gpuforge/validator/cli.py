@@ -11,6 +11,7 @@ from rich.console import Console
 
 from gpuforge.spec import SpecError, load_spec
 from gpuforge.validator import nodelocal
+from gpuforge.validator.node import base
 from gpuforge.validator.registry import UnknownCheck
 from gpuforge.validator.report import write_atomic
 from gpuforge.validator.runner import validate
@@ -52,7 +53,7 @@ def validate_cmd(
     return report.exit_code
 
 
-def health_cmd(config: Path = Path(nodelocal.DEFAULT_CONFIG), slurm: bool = False, json_out: bool = False,
+def health_cmd(config: Path = Path(base.DEFAULT_CONFIG), slurm: bool = False, json_out: bool = False,
                prom: Path | None = None) -> int:  # fmt: skip
     """Run the node-local checks on this machine (as ``gpuforge-health`` does); 0 pass, 1 fail, 2 no config."""
     argv = ["--config", str(config)]
@@ -75,7 +76,7 @@ def validate_typer(
 
 
 def health_typer(
-    config: Annotated[Path, typer.Option(help="Node check config")] = Path(nodelocal.DEFAULT_CONFIG),
+    config: Annotated[Path, typer.Option(help="Node check config")] = Path(base.DEFAULT_CONFIG),
     slurm: Annotated[bool, typer.Option("--slurm", help="Drain this node on failure, resume it when healthy")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
     prom: Annotated[Path | None, typer.Option("--prom", help="Write a node-exporter textfile here")] = None,

@@ -23,7 +23,8 @@ from gpuforge.probes.slurm import SinfoInfo, parse_scontrol_nodes, parse_sinfo_n
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import MigStrategy
 from gpuforge.spec.nodes import Node, nodes_with, select_nodes
-from gpuforge.validator.nodelocal import BLOCKED, CRITICAL, FAIL, PASS, SKIP, WARNING, Check, Outcome, Result
+from gpuforge.validator.node.base import BLOCKED, CRITICAL, FAIL, PASS, SKIP, WARNING, Outcome
+from gpuforge.validator.node.framework import Check, Result
 
 #: sinfo base states in which a node takes jobs.
 USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from gpuforge.validator import nodelocal
 from gpuforge.validator.cluster import CLUSTER_CHECKS, CONNECTION
-from gpuforge.validator.nodelocal import LAYERS, SEVERITIES, Check, order_checks, with_dependencies
+from gpuforge.validator.node import framework
+from gpuforge.validator.node.base import LAYERS, SEVERITIES
+from gpuforge.validator.node.framework import Check, order_checks, with_dependencies
 
-ALL_CHECKS: list[Check] = [CONNECTION, *nodelocal.NODE_CHECKS, *CLUSTER_CHECKS]
+ALL_CHECKS: list[Check] = [CONNECTION, *framework.NODE_CHECKS, *CLUSTER_CHECKS]
 BY_ID: dict[str, Check] = {c.id: c for c in ALL_CHECKS}
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuforge.validator.nodelocal import BLOCKED, FAIL, LAYERS, PASS, SKIP, STATUSES, Result
+from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP, STATUSES
+from gpuforge.validator.node.framework import Result
 
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 SCHEMA_VERSION = 1

@@ -30,9 +30,11 @@ from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
-from gpuforge.validator import cluster, nodelocal
+from gpuforge.validator import cluster
 from gpuforge.validator.cluster import CONNECTION, ClusterData
-from gpuforge.validator.nodelocal import BLOCKED, FAIL, LAYERS, PASS, SKIP, Check, Result, evaluate
+from gpuforge.validator.node import probing
+from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
+from gpuforge.validator.node.framework import Check, Result, evaluate
 from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 
@@ -182,7 +184,7 @@ def _slow_budget(cfg: dict[str, Any], node_checks: list[Check]) -> float:
     extra = 0.0
     for c in node_checks:
         if not c.health and c.gate and not c.gate(cfg):
-            extra += sum(nodelocal.PROBES[k].timeout(cfg) for k in c.needs if not nodelocal.PROBES[k].cheap)
+            extra += sum(probing.PROBES[k].timeout(cfg) for k in c.needs if not probing.PROBES[k].cheap)
     return extra
 
 

@@ -17,6 +17,8 @@ from gpuforge.render.node_program import PACKAGES, embedded_sources, node_progra
 from tests.architecture.imports import graph
 from tests.validator.vhelpers import lab_spec, node
 
+NODE_PREFIXES = ("gpuforge.probes.", "gpuforge.validator.node.", "gpuforge.validator.nodelocal")
+
 
 def test_the_program_is_deterministic_and_carries_nodelocal_and_its_probes() -> None:
     assert node_program() == node_program.__wrapped__()  # built again from the sources: same bytes
@@ -24,19 +26,18 @@ def test_the_program_is_deterministic_and_carries_nodelocal_and_its_probes() -> 
     assert "gpuforge.validator.nodelocal" in sources
     assert {"gpuforge.probes.nvidia", "gpuforge.probes.nvidia_host", "gpuforge.probes._common"} <= set(sources)
     assert all(sources[p] == "" for p in PACKAGES)
-    # Nothing outside the probes and nodelocal itself: the node has only the standard library.
-    assert {m for m in sources if m not in PACKAGES} <= {"gpuforge.validator.nodelocal"} | {
-        m for m in sources if m.startswith("gpuforge.probes.")
-    }
+    assert "gpuforge.validator.node.checks_services" in sources  # every check module, registered
+    # Nothing but the probes and the checker itself: the node has only the standard library.
+    assert all(m in PACKAGES or m.startswith(NODE_PREFIXES) for m in sources), sorted(sources)
 
 
-def test_nodelocal_imports_only_the_standard_library_and_probes() -> None:
+def test_the_checker_imports_only_the_standard_library_and_probes() -> None:
     outside = sorted(
-        f"line {e.line}: {e.imported}"
+        f"{e.importer} line {e.line}: {e.imported}"
         for e in graph()
-        if e.importer == "gpuforge.validator.nodelocal"
+        if (e.importer == "gpuforge.validator.nodelocal" or e.importer.startswith("gpuforge.validator.node."))
         and e.imported.split(".")[0] not in sys.stdlib_module_names
-        and not e.imported.startswith("gpuforge.probes")
+        and not e.imported.startswith(NODE_PREFIXES)
     )
     assert not outside, outside
 

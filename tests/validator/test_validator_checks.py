@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuforge.render.node_program import node_program
-from gpuforge.validator import nodelocal as nl
-from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP, Check, Result, evaluate
+from gpuforge.validator.node import base, execute, framework, parsers, probing
+from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
+from gpuforge.validator.node.framework import Check, Result, evaluate
 
 from .vhelpers import driver_lines, gpu_cfg, hgx_outputs, output, run, slurm_cfg, units
 
@@ -163,8 +164,8 @@ def test_dcgm_diag_only_when_asked_and_only_in_validate_mode() -> None:
     diag = output("dcgm/diag_json_v3_skip_and_fail")
     r = run(cfg, hgx_outputs(dcgm_diag=diag), ["gpu.dcgm_diag"])
     assert r["gpu.dcgm_diag"].status == FAIL and r["gpu.dcgm_diag"].message.startswith("dcgmi diag -r 3 failed:")
-    assert "gpu.dcgm_diag" not in {c.id for c in nl.select(health_only=True)}
-    assert "container.gpu_visible" not in {c.id for c in nl.select(health_only=True)}
+    assert "gpu.dcgm_diag" not in {c.id for c in execute.select(health_only=True)}
+    assert "container.gpu_visible" not in {c.id for c in execute.select(health_only=True)}
 
 
 def test_container_runtime_and_gpu_visibility() -> None:
@@ -195,8 +196,8 @@ def test_container_runtime_and_gpu_visibility() -> None:
 
 def test_munge_key_0644_fails_and_digest_is_kept() -> None:
     key = ["__file=/etc/munge/munge.key", "__stat=644|munge|munge|regular file|1024", "__sha256=AB12"]
-    ctx = nl.NodeContext(slurm_cfg(), {"munge_key": key})
-    results, ctx = nl.run_node_checks(slurm_cfg(), ["security.munge_key"], ctx=ctx)
+    ctx = framework.NodeContext(slurm_cfg(), {"munge_key": key})
+    results, ctx = execute.run_node_checks(slurm_cfg(), ["security.munge_key"], ctx=ctx)
     assert (results[0].status, results[0].message) == (
         FAIL, "/etc/munge/munge.key is 0644 munge:munge, want 0400 munge:munge")  # fmt: skip
     assert ctx.data["security.munge_key"] == {"sha256": "ab12"}
@@ -289,21 +290,21 @@ def test_gate_skips_before_anything_runs_and_crash_is_a_failure() -> None:
 def test_missing_dependency_blocks_and_selection_pulls_dependencies() -> None:
     r = evaluate(_check("b.y", ("a.x",)), None, {}, lambda: (PASS, "ran"))
     assert r.status == BLOCKED
-    ids = [c.id for c in nl.select(["gpu.ecc"])]
+    ids = [c.id for c in execute.select(["gpu.ecc"])]
     assert ids == ["driver.module", "driver.smi", "gpu.ecc"]
 
 
 def test_dependency_cycle_is_reported() -> None:
     with pytest.raises(ValueError, match="cycle"):
-        nl.order_checks([_check("a.x", ("b.y",)), _check("b.y", ("a.x",))])
+        framework.order_checks([_check("a.x", ("b.y",)), _check("b.y", ("a.x",))])
 
 
 def test_health_mode_is_fast_on_this_machine(tmp_path: Path) -> None:
     """Real probes on the test machine (no GPU, no Slurm): runs, reports, never passes what did not run."""
-    results, _ = nl.run_node_checks(slurm_cfg(pyxis=True), health_only=True)
+    results, _ = execute.run_node_checks(slurm_cfg(pyxis=True), health_only=True)
     by = {r.id: r for r in results}
     assert by["hardware.gpu_count"].status in (SKIP, FAIL)
-    assert all(r.status in nl.STATUSES for r in results)
+    assert all(r.status in base.STATUSES for r in results)
     assert by["security.munge_key"].status in (FAIL, PASS)
 
 
@@ -332,9 +333,9 @@ def test_nodelocal_runs_as_a_standalone_script(tmp_path: Path) -> None:
 
 
 def test_probe_units_follow_roles() -> None:
-    assert nl.units_for(slurm_cfg()) == ["munge.service", "slurmd.service"]
-    assert "nvidia-fabricmanager.service" in nl.units_for(gpu_cfg())
-    assert "slurmdbd.service" in nl.units_for(slurm_cfg(accounting_db=True))
+    assert probing.units_for(slurm_cfg()) == ["munge.service", "slurmd.service"]
+    assert "nvidia-fabricmanager.service" in probing.units_for(gpu_cfg())
+    assert "slurmdbd.service" in probing.units_for(slurm_cfg(accounting_db=True))
 
 
 def test_unreadable_pci_bus_is_said_so() -> None:
@@ -355,9 +356,9 @@ def test_sysfs_reader(tmp_path: Path) -> None:
         d.mkdir()
         for name, value in (("vendor", vendor), ("class", klass), ("device", device)):
             (d / name).write_text(value + "\n")
-    info = nl.parse_sysfs_pci(nl._read_sysfs_pci({"_sysfs_pci": str(tmp_path)}))
+    info = parsers.parse_sysfs_pci(probing._read_sysfs_pci({"_sysfs_pci": str(tmp_path)}))
     assert info.available and [a for a, _, _ in info.gpus] == ["0000:1b:00.0"] and info.nvswitches == ["0000:07:00.0"]
-    assert not nl.parse_sysfs_pci(nl._read_sysfs_pci({"_sysfs_pci": str(tmp_path / "none")})).available
+    assert not parsers.parse_sysfs_pci(probing._read_sysfs_pci({"_sysfs_pci": str(tmp_path / "none")})).available
 
 
 def _python39() -> str | None:
@@ -396,4 +397,4 @@ def test_nodelocal_runs_on_python_3_9(tmp_path: Path) -> None:
                         capture_output=True, text=True, timeout=60)  # fmt: skip
     assert cp.returncode in (0, 1), cp.stderr
     doc = json.loads(cp.stdout)
-    assert {r["id"] for r in doc["results"]} == {c.id for c in nl.NODE_CHECKS}
+    assert {r["id"] for r in doc["results"]} == {c.id for c in framework.NODE_CHECKS}

@@ -13,7 +13,8 @@ from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM, health_config,
 from gpuforge.render.node_program import node_program as health_program
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cli
-from gpuforge.validator.nodelocal import NODE_CHECKS, run_node_checks
+from gpuforge.validator.node.execute import run_node_checks
+from gpuforge.validator.node.framework import NODE_CHECKS
 
 from .vhelpers import INVENTORIES, FakeCluster, lab_spec, node, spec_from
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from gpuforge.validator import nodelocal as nl
-from gpuforge.validator.nodelocal import FAIL, Result
+from gpuforge.validator.node import base, drain
+from gpuforge.validator.node.base import FAIL
+from gpuforge.validator.node.framework import Result
 
 FAKE_SCONTROL = r"""#!/usr/bin/env python3
 import json, os, sys
@@ -157,7 +159,7 @@ def _fail(msg: str = "x", severity: str = "critical") -> Result:
 
 
 def test_decide_slurm_action() -> None:
-    d = nl.decide_slurm_action
+    d = drain.decide_slurm_action
     assert d([_fail()], "IDLE", None) == ("drain", "gpuforge: health: scheduler.munge: x")
     assert d([_fail()], "MIXED+DRAIN", "gpuforge: health: old [root@2026-01-01T00:00:00]") == (
         "drain",
@@ -175,16 +177,16 @@ def test_decide_slurm_action() -> None:
 
 
 def test_reason_is_one_short_line() -> None:
-    text = nl.reason_text([_fail('line one\nline "two" ' + "x" * 400)])
+    text = drain.reason_text([_fail('line one\nline "two" ' + "x" * 400)])
     assert text.startswith("gpuforge: health: scheduler.munge: line one line 'two'")
-    assert len(text) <= nl.MAX_REASON and "\n" not in text
+    assert len(text) <= base.MAX_REASON and "\n" not in text
 
 
 def test_only_critical_failures_drain(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(nl, "scontrol_node", lambda name: ("IDLE", None, ""))
-    monkeypatch.setattr(nl, "run_shell", lambda cmd, timeout: calls.append(cmd) or ["__rc=0"])
-    assert nl.slurm_update("node2", [_fail(severity="warning")]) == "healthy"
+    monkeypatch.setattr(drain, "scontrol_node", lambda name: ("IDLE", None, ""))
+    monkeypatch.setattr(drain, "run_shell", lambda cmd, timeout: calls.append(cmd) or ["__rc=0"])
+    assert drain.slurm_update("node2", [_fail(severity="warning")]) == "healthy"
     assert calls == []
-    assert nl.slurm_update("node2", [_fail()]).startswith("drained node2")
+    assert drain.slurm_update("node2", [_fail()]).startswith("drained node2")
     assert calls == ["scontrol update NodeName=node2 State=DRAIN 'Reason=gpuforge: health: scheduler.munge: x'"]

@@ -17,7 +17,7 @@ import pytest
 
 from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM
 from gpuforge.spec import load_spec
-from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP
+from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.report import Report
 from gpuforge.validator.runner import validate
 from tests.conftest import REPO, run_cli

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuforge.probes import files, mig, nvidia, slurm, systemd
-from gpuforge.validator import nodelocal as nl
+from gpuforge.validator.node import base, checks_gpu, drain, framework, parsers, probing
 
 from .vhelpers import FACT_FIXTURES
 
@@ -49,7 +49,7 @@ def ids(paths: list[Path]) -> list[str]:
 )
 def test_probe_commands_are_the_facts_commands(probe: str, fact: str) -> None:
     _, data = load(fixtures(fact)[0])
-    sh = nl.PROBES[probe].sh
+    sh = probing.PROBES[probe].sh
     assert sh is not None
     assert sh({}) == data["command"]
 
@@ -58,11 +58,11 @@ def test_units_and_mig_commands_match_facts() -> None:
     _, data = load(fixtures("systemd.UnitStates")[0])
     names = data["args"][0]
     cmd = data["command"].replace(" ".join(names), "X")
-    ours = f"echo '__units=X'; systemctl show -p {','.join(nl.UNIT_PROPERTIES)} X 2>&1; echo \"__rc=$?\""
+    ours = f"echo '__units=X'; systemctl show -p {','.join(systemd.UNIT_PROPERTIES)} X 2>&1; echo \"__rc=$?\""
     assert ours == cmd
     _, data = load(fixtures("mig.MigPartedAssert")[0])
     file, name = data["args"]
-    assert nl.PROBES["mig"].sh({"mig": {"file": file, "config": name}}) == data["command"]  # type: ignore[misc]
+    assert probing.PROBES["mig"].sh({"mig": {"file": file, "config": name}}) == data["command"]  # type: ignore[misc]
 
 
 # parsers ---------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def test_units_and_mig_commands_match_facts() -> None:
 def test_lspci(path: Path) -> None:
     out, _ = load(path)
     want = nvidia.parse_lspci_nvidia(out)
-    got = nl.parse_lspci(out)
+    got = parsers.parse_lspci(out)
     assert got.available == want["lspci_available"]
     assert [a for a, _, _ in got.gpus] == [d["address"] for d in want["gpus"]]
     assert [d for _, d, _ in got.gpus] == [d["device_id"] for d in want["gpus"]]
@@ -83,7 +83,7 @@ def test_lspci(path: Path) -> None:
 def test_gpu_query(path: Path) -> None:
     out, _ = load(path)
     want = nvidia.parse_gpu_query(out)
-    got = nl.parse_gpu_query(out)
+    got = parsers.parse_gpu_query(out)
     assert got.available == want["available"] and got.rc == want["rc"]
     assert (got.error is None) == (want["error"] is None)
     if want["error"] and want["available"]:
@@ -101,7 +101,7 @@ def test_gpu_query(path: Path) -> None:
 def test_remapped_rows(path: Path) -> None:
     out, _ = load(path)
     want = nvidia.parse_remapped_rows(out)
-    m, rows = nl.parse_remapped_rows(out)
+    m, rows = parsers.parse_remapped_rows(out)
     assert m.rc == want["rc"] and (m.missing is None) == want["available"]
     assert [(r.address, r.pending, r.failure, r.uncorrectable) for r in rows] == [
         (w["pci_address"], w["pending"], w["failure"], w["uncorrectable"]) for w in want["gpus"]
@@ -112,7 +112,7 @@ def test_remapped_rows(path: Path) -> None:
 def test_nvlink(path: Path) -> None:
     out, _ = load(path)
     want = nvidia.parse_nvlink_status(out)
-    m, gpus = nl.parse_nvlink(out)
+    m, gpus = parsers.parse_nvlink(out)
     assert m.rc == want["rc"]
     assert sum(len(g.inactive) for g in gpus) == want["inactive_links"]
     assert [g.index for g in gpus] == [w["index"] for w in want["gpus"]]
@@ -123,18 +123,17 @@ def test_nvlink(path: Path) -> None:
 def test_xid(path: Path) -> None:
     out, _ = load(path)
     want = nvidia.parse_xid_errors(out)
-    source, events = nl.parse_xid(out)
+    source, events = parsers.parse_xid(out)
     assert source == want["source"]
     assert [(c, a) for c, a, _ in events] == [(e["code"], e["pci_address"]) for e in want["events"]]
-    assert sorted({c for c, _, _ in events if c in nl.SERIOUS_XIDS}) == want["serious_codes"]
-    assert nl.SERIOUS_XIDS == nvidia.SERIOUS_XIDS
+    assert sorted({c for c, _, _ in events if c in nvidia.SERIOUS_XIDS}) == want["serious_codes"]
 
 
 @pytest.mark.parametrize("path", fixtures("nvidia.KernelModules"), ids=ids(fixtures("nvidia.KernelModules")))
 def test_modules(path: Path) -> None:
     out, _ = load(path)
     want = nvidia.parse_proc_modules(out)
-    readable, names = nl.parse_modules(out)
+    readable, names = parsers.parse_modules(out)
     assert readable == want["readable"] and names == set(want["modules"])
 
 
@@ -144,14 +143,14 @@ def test_modules(path: Path) -> None:
 def test_driver_version(path: Path) -> None:
     out, _ = load(path)
     want = nvidia.parse_driver_version(out)
-    assert nl.parse_driver(out) == (want["loaded"], want["version"])
+    assert parsers.parse_driver(out) == (want["loaded"], want["version"])
 
 
 @pytest.mark.parametrize("path", fixtures("systemd.UnitStates"), ids=ids(fixtures("systemd.UnitStates")))
 def test_units(path: Path) -> None:
     out, _ = load(path)
     want = systemd.parse_systemctl_show(out)["units"]
-    got = nl.parse_units(out)
+    got = parsers.parse_units(out)
     assert {k: (v or {}).get("ActiveState") for k, v in want.items() if v} == {
         k: v.get("ActiveState") for k, v in got.items()
     }
@@ -172,7 +171,7 @@ def test_file_records(path: Path) -> None:
         if records:
             records[-1].append(line)
     for record in records:
-        got = nl.parse_file(record)
+        got = parsers.parse_file(record)
         name = record[0].split("=", 1)[1]
         w = want[name]
         if w is None:
@@ -187,11 +186,11 @@ def test_file_lines_round_trip(tmp_path: Path) -> None:
     p = tmp_path / "key"
     p.write_bytes(b"secret")
     p.chmod(0o400)
-    got = nl.parse_file(nl.file_lines(str(p)))
+    got = parsers.parse_file(probing.file_lines(str(p)))
     assert got is not None and got["mode"] == "0400" and got["type"] == "regular file"
     assert got["sha256"] == "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
-    assert files.parse_file_digests(nl.file_lines(str(p)))[str(p)]["mode"] == "0400"  # the facts read it too
-    assert nl.parse_file(nl.file_lines(str(tmp_path / "nope"))) is None
+    assert files.parse_file_digests(probing.file_lines(str(p)))[str(p)]["mode"] == "0400"  # the facts read it too
+    assert parsers.parse_file(probing.file_lines(str(tmp_path / "nope"))) is None
 
 
 @pytest.mark.parametrize("path", fixtures("mig.MigPartedAssert"), ids=ids(fixtures("mig.MigPartedAssert")))
@@ -199,8 +198,8 @@ def test_mig_assert(path: Path) -> None:
     out, _ = load(path)
     want = mig.parse_mig_parted_assert(out)
     cfg = {"gpu": {"count": 1}, "mig": {"config": "x", "file": "/f"}}
-    status, message = nl._mig(_Ctx(cfg, {"mig": out}))
-    assert (status == nl.PASS) == bool(want["applied"])
+    status, message = checks_gpu._mig(_Ctx(cfg, {"mig": out}))
+    assert (status == base.PASS) == bool(want["applied"])
     if want["message"] and not want["applied"]:
         assert want["message"] in message
 
@@ -215,7 +214,7 @@ def test_dcgm_diag_json(path: Path) -> None:
 
     out, _ = load(path)
     want = dcgm.parse_dcgmi_diag(out)
-    overall, failing, _ = nl.parse_diag_json(out)
+    overall, failing, _ = parsers.parse_diag_json(out)
     assert overall == want["overall"]
     assert sorted(failing) == sorted(t["name"] for t in want["tests"] if t["status"] == "fail")
 
@@ -226,7 +225,7 @@ def test_metric_names(path: Path) -> None:
 
     out, _ = load(path)
     want = {name for name, m in dcgm.parse_exporter_metrics(out)["metrics"].items() if m["samples"]}
-    assert nl.metric_names(nl.split_markers(out).lines) == want
+    assert parsers.metric_names(parsers.split_markers(out).lines) == want
 
 
 def test_scontrol_state_and_reason() -> None:
@@ -236,15 +235,15 @@ def test_scontrol_state_and_reason() -> None:
     for line in out:
         if line.startswith("NodeName="):
             name = line.split()[0].split("=", 1)[1]
-            assert nl.parse_node_state(line) == (want[name].get("State"), want[name].get("Reason"))
+            assert drain.parse_node_state(line) == (want[name].get("State"), want[name].get("Reason"))
 
 
 def test_smi_exit_codes_match_the_facts_table() -> None:
-    assert nl.NVIDIA_SMI_EXIT_CODES == nvidia.NVIDIA_SMI_EXIT_CODES
+    assert probing.NVIDIA_SMI_EXIT_CODES == nvidia.NVIDIA_SMI_EXIT_CODES
     for rc in (2, 9, 15, 77):
-        assert nl.explain_smi_rc(rc) == nvidia.explain_nvidia_smi_rc(rc)
+        assert parsers.explain_smi_rc(rc) == nvidia.explain_nvidia_smi_rc(rc)
 
 
-class _Ctx(nl.NodeContext):
+class _Ctx(framework.NodeContext):
     def _run(self, key: str) -> list[str]:
         raise AssertionError(key)

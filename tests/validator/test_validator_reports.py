@@ -13,8 +13,9 @@ import xmlschema
 from rich.console import Console
 
 from gpuforge.probes.dcgm import parse_prometheus_text
-from gpuforge.validator import nodelocal as nl
-from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP, Result
+from gpuforge.validator.node import output
+from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
+from gpuforge.validator.node.framework import Result
 from gpuforge.validator.report import SCHEMA_PATH, NodeReport, Report
 from gpuforge.validator.runner import validate
 
@@ -156,7 +157,7 @@ def test_nodelocal_textfile_is_valid_too() -> None:
         Result("gpu.xid", "hardware", "critical", FAIL, "x"),
         Result("gpu.mig", "hardware", "critical", SKIP, "y"),
     ]
-    metrics = check_textfile(nl.prometheus_text("gpu001", results, now=1.0))
+    metrics = check_textfile(output.prometheus_text("gpu001", results, now=1.0))
     assert metrics["gpuforge_check_status"]["samples"][0]["value"] == 0
     assert metrics["gpuforge_health_last_run_timestamp_seconds"]["samples"][0]["value"] == 1.0
 

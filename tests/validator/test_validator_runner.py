@@ -18,7 +18,7 @@ import pytest
 from gpuforge.probes.slurm import parse_sinfo_nodes
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cluster
-from gpuforge.validator.nodelocal import BLOCKED, FAIL, PASS, SKIP
+from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.registry import ALL_CHECKS, UnknownCheck, registry_problems, resolve
 from gpuforge.validator.report import Report
 from gpuforge.validator.runner import Completed, SshTransport, explain_ssh_failure, validate

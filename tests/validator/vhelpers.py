@@ -10,8 +10,8 @@ from gpuforge.render.node_program import node_program
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
-from gpuforge.validator import nodelocal
-from gpuforge.validator.nodelocal import NodeContext, Result
+from gpuforge.validator.node import execute
+from gpuforge.validator.node.framework import NodeContext, Result
 
 REPO = Path(__file__).resolve().parents[2]
 FACT_FIXTURES = REPO / "tests" / "facts" / "fixtures"
@@ -104,7 +104,7 @@ def hgx_outputs(**override: list[str]) -> dict[str, list[str]]:
 def run(cfg: dict[str, Any], outputs: dict[str, list[str]], ids: list[str] | None = None) -> dict[str, Result]:
     """Run the node checks on recorded outputs; results by id. Probes not given must not run."""
     ctx = StrictContext(cfg, outputs)
-    results, _ = nodelocal.run_node_checks(cfg, ids, ctx=ctx)
+    results, _ = execute.run_node_checks(cfg, ids, ctx=ctx)
     return {r.id: r for r in results}
 
 
@@ -186,7 +186,7 @@ class FakeCluster:
             cfg = json.loads(base64.b64decode(args[args.index("--config-b64") + 1]))
             ids = args[args.index("--checks") + 1].split(",")
             ctx = StrictContext(cfg, self.outputs[node.name])
-            results, ctx = nodelocal.run_node_checks(cfg, ids, ctx=ctx)
+            results, ctx = execute.run_node_checks(cfg, ids, ctx=ctx)
             doc = {"node": node.name, "ok": True, "results": [r.to_dict() for r in results], "data": ctx.data}
             return Completed(0, "some banner\n" + json.dumps(doc) + "\n", "", 0.05)
         if "__section=sinfo" in command:

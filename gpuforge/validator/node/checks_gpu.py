@@ -1,0 +1,432 @@
+"""Checks of the GPU hardware and the driver: GPU count, NVSwitch, module, nvidia-smi, ECC, Xid, NVLink, MIG, DCGM."""
+
+from __future__ import annotations
+
+import re
+
+from gpuforge.probes.nvidia import SERIOUS_XIDS
+from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, WARNING, Config, Outcome
+from gpuforge.validator.node.framework import NodeContext, check
+from gpuforge.validator.node.parsers import (
+    explain_smi_rc,
+    parse_diag_json,
+    parse_driver,
+    parse_modules,
+    parse_nvlink,
+    parse_remapped_rows,
+    parse_xid,
+    split_markers,
+)
+from gpuforge.validator.node.probing import XID_MEANING
+
+
+def expected_gpus(cfg: Config) -> int:
+    return int((cfg.get("gpu") or {}).get("count") or 0)
+
+
+def _gpu_label(cfg: Config) -> str:
+    gpu = cfg.get("gpu") or {}
+    return f"{gpu.get('count', 0)} x {gpu.get('model', 'GPU')}"
+
+
+def slurm_role(cfg: Config, role: str | None = None) -> bool:
+    slurm = cfg.get("slurm") or {}
+    return bool(slurm) and (role is None or bool(slurm.get(role)))
+
+
+NO_GPU_REASON = "the spec declares no GPUs for this node"
+
+
+def gate_gpu(cfg: Config) -> str | None:
+    """GPU checks apply where the spec declares GPUs."""
+    if expected_gpus(cfg) == 0:
+        return NO_GPU_REASON
+    return None
+
+
+def no_gpu_reason(ctx: NodeContext) -> str:
+    """Why GPU checks are skipped, with what the PCI bus shows."""
+    pci = ctx.pci()
+    if not pci.available:
+        return f"{NO_GPU_REASON} (PCI bus not readable: no lspci, {pci.source} unreadable)"
+    if not pci.gpus:
+        return f"no NVIDIA device on the PCI bus ({pci.source} lists none) and {NO_GPU_REASON}"
+    return f"{NO_GPU_REASON} ({len(pci.gpus)} NVIDIA GPU(s) on the bus: see hardware.gpu_count)"
+
+
+def _no_bus_note(ctx: NodeContext) -> str:
+    pci = ctx.pci()
+    if pci.available and not pci.gpus:
+        return f"; no NVIDIA GPU on the PCI bus ({pci.source} lists none)"
+    return ""
+
+
+def unit_state_outcome(ctx: NodeContext, unit: str) -> tuple[bool, str]:
+    state = ctx.unit(unit)
+    if state is None:
+        return False, f"{unit}: state unknown (systemctl show gave nothing)"
+    if state.get("LoadState") == "not-found":
+        return False, f"{unit} is not installed"
+    active = state.get("ActiveState") == "active"
+    return active, f"{unit} is {state.get('ActiveState')} ({state.get('SubState')})"
+
+
+# -- hardware
+
+
+@check(
+    "hardware.gpu_count",
+    "hardware",
+    CRITICAL,
+    "NVIDIA GPUs on the PCI bus match the spec (count and model)",
+    needs=("lspci",),
+)
+def _gpu_count(ctx: NodeContext) -> Outcome:
+    want = expected_gpus(ctx.cfg)
+    pci = ctx.pci()
+    have = len(pci.gpus)
+    if want == 0 and have == 0:
+        return SKIP, no_gpu_reason(ctx)
+    if not pci.available:
+        return (
+            FAIL,
+            f"cannot read the PCI bus (no lspci, {pci.source} unreadable); the spec declares {_gpu_label(ctx.cfg)}",
+        )
+    if want == 0:
+        return FAIL, f"{have} NVIDIA GPU(s) on the PCI bus, but the spec declares none for this node"
+    if have == 0:
+        return FAIL, f"the spec declares {_gpu_label(ctx.cfg)} GPUs, but no NVIDIA GPU is on the PCI bus ({pci.source})"
+    if have != want:
+        return FAIL, f"{have} NVIDIA GPU(s) on the PCI bus, the spec declares {_gpu_label(ctx.cfg)}"
+    ids = {d.lower() for d in (ctx.cfg.get("gpu") or {}).get("pci_device_ids") or []}
+    wrong = sorted({dev for _, dev, _ in pci.gpus if ids and dev not in ids})
+    if wrong:
+        return FAIL, (
+            f"GPU model differs from the spec ({(ctx.cfg.get('gpu') or {}).get('model')}): "
+            f"bus shows device id(s) 10de:{', 10de:'.join(wrong)}"
+        )
+    return PASS, f"{have} NVIDIA GPU(s) on the PCI bus, as the spec declares ({_gpu_label(ctx.cfg)})"
+
+
+@check(
+    "hardware.nvswitch",
+    "hardware",
+    CRITICAL,
+    "NVSwitches on the bus exactly where the spec says nvswitch",
+    needs=("lspci",),
+    gate=gate_gpu,
+)
+def _nvswitch(ctx: NodeContext) -> Outcome:
+    want = bool((ctx.cfg.get("gpu") or {}).get("nvswitch"))
+    pci = ctx.pci()
+    have = len(pci.nvswitches)
+    if want and not have:
+        return FAIL, f"the spec says nvswitch: true, but {pci.source} shows no NVSwitch"
+    if not want and have:
+        return FAIL, f"{have} NVSwitch(es) on the bus, but the spec says nvswitch: false (fabric manager unchecked)"
+    return PASS, f"{have} NVSwitch(es) on the PCI bus" if have else "no NVSwitch on the bus, as the spec says"
+
+
+# -- driver
+
+
+@check(
+    "driver.module",
+    "driver",
+    CRITICAL,
+    "The nvidia kernel module is loaded",
+    needs=("driver", "lspci"),
+    gate=gate_gpu,
+)
+def _driver_module(ctx: NodeContext) -> Outcome:
+    loaded, version = parse_driver(ctx.out("driver"))
+    if not loaded:
+        return FAIL, "nvidia kernel module not loaded (no /proc/driver/nvidia/version)" + _no_bus_note(ctx)
+    return PASS, f"nvidia kernel module {version or '(version unknown)'} loaded"
+
+
+@check("driver.nouveau", "driver", CRITICAL, "nouveau is not loaded", needs=("modules",), gate=gate_gpu)
+def _nouveau(ctx: NodeContext) -> Outcome:
+    readable, names = parse_modules(ctx.out("modules"))
+    if not readable:
+        return FAIL, "cannot read /proc/modules"
+    if "nouveau" in names:
+        return FAIL, "nouveau is loaded: blacklist it (/etc/modprobe.d/blacklist-nouveau.conf), rebuild the initramfs"
+    return PASS, "nouveau not loaded"
+
+
+@check(
+    "driver.smi",
+    "driver",
+    CRITICAL,
+    "nvidia-smi answers and lists every GPU",
+    depends_on=("driver.module",),
+    needs=("smi",),
+    gate=gate_gpu,
+)
+def _smi(ctx: NodeContext) -> Outcome:
+    smi = ctx.smi()
+    if smi.error:
+        detail = f" ({smi.messages[0]})" if smi.messages else ""
+        return FAIL, smi.error + detail
+    want = expected_gpus(ctx.cfg)
+    if len(smi.gpus) < want:
+        return FAIL, f"nvidia-smi lists {len(smi.gpus)} of the {want} GPUs the spec declares"
+    names = sorted({g.name for g in smi.gpus})
+    return PASS, f"nvidia-smi lists {len(smi.gpus)} GPU(s): {', '.join(names)}"
+
+
+@check(
+    "driver.version",
+    "driver",
+    CRITICAL,
+    "The loaded driver is the version the spec pins",
+    depends_on=("driver.module",),
+    needs=("driver", "smi"),
+    gate=gate_gpu,
+)
+def _driver_version(ctx: NodeContext) -> Outcome:
+    pin = ctx.cfg.get("driver_version")
+    if not pin:
+        return SKIP, "the spec pins no driver version"
+    _, loaded = parse_driver(ctx.out("driver"))
+    versions = {v for v in [loaded, *(g.driver_version for g in ctx.smi().gpus)] if v}
+    if not versions:
+        return FAIL, f"cannot read the loaded driver version (spec pins {pin})"
+    if versions != {pin}:
+        return FAIL, f"driver {', '.join(sorted(versions))} loaded, the spec pins {pin}"
+    return PASS, f"driver {pin}, as pinned"
+
+
+@check(
+    "driver.persistence",
+    "driver",
+    WARNING,
+    "Persistence mode is on for every GPU",
+    depends_on=("driver.smi",),
+    needs=("smi",),
+    gate=gate_gpu,
+)
+def _persistence(ctx: NodeContext) -> Outcome:
+    off = [str(g.index) for g in ctx.smi().gpus if g.persistence is not True]
+    if off:
+        return FAIL, f"persistence mode off on GPU {', '.join(off)} (run nvidia-persistenced --persistence-mode)"
+    return PASS, "persistence mode on for all GPUs"
+
+
+def gate_nvswitch(cfg: Config) -> str | None:
+    return gate_gpu(cfg) or (None if (cfg.get("gpu") or {}).get("nvswitch") else "the spec declares no NVSwitch")
+
+
+@check(
+    "driver.fabric_manager",
+    "driver",
+    CRITICAL,
+    "nvidia-fabricmanager runs on NVSwitch nodes",
+    depends_on=("driver.module",),
+    needs=("units",),
+    gate=gate_nvswitch,
+)
+def _fabric_manager(ctx: NodeContext) -> Outcome:
+    active, text = unit_state_outcome(ctx, "nvidia-fabricmanager.service")
+    return (PASS if active else FAIL), text
+
+
+# -- GPU health (hardware layer)
+
+
+@check(
+    "gpu.ecc",
+    "hardware",
+    CRITICAL,
+    "No uncorrected (volatile) ECC errors",
+    depends_on=("driver.smi",),
+    needs=("smi",),
+    gate=gate_gpu,
+)
+def _ecc(ctx: NodeContext) -> Outcome:
+    gpus = ctx.smi().gpus
+    counted = [g for g in gpus if g.ecc_uncorrected is not None]
+    if not counted:
+        return SKIP, "no GPU reports ECC counters (ECC off or not supported)"
+    bad = [f"GPU {g.index}: {g.ecc_uncorrected}" for g in counted if (g.ecc_uncorrected or 0) > 0]
+    if bad:
+        return FAIL, f"uncorrected volatile ECC errors: {'; '.join(bad)}"
+    return PASS, f"no uncorrected ECC errors on {len(counted)} GPU(s)"
+
+
+@check(
+    "gpu.remapped_rows",
+    "hardware",
+    CRITICAL,
+    "No pending or failed row remapping",
+    depends_on=("driver.smi",),
+    needs=("remapped",),
+    gate=gate_gpu,
+)
+def _remapped(ctx: NodeContext) -> Outcome:
+    m, rows = parse_remapped_rows(ctx.out("remapped"))
+    if m.missing or m.timeout or m.rc not in (0, None):
+        return FAIL, explain_smi_rc(m.rc) or "nvidia-smi --query-remapped-rows did not run"
+    known = [r for r in rows if r.pending is not None or r.failure is not None]
+    if not known:
+        return SKIP, "row remapping not supported by these GPUs"
+    bad = []
+    for r in known:
+        if r.failure:
+            bad.append(f"{r.address}: row remapping FAILED (replace the GPU)")
+        elif r.pending:
+            bad.append(f"{r.address}: row remapping pending (reset the GPU)")
+    if bad:
+        return FAIL, "; ".join(bad)
+    return PASS, f"no pending or failed row remapping on {len(known)} GPU(s)"
+
+
+@check("gpu.xid", "hardware", CRITICAL, "No serious Xid errors in the kernel log", needs=("xid",), gate=gate_gpu)
+def _xid(ctx: NodeContext) -> Outcome:
+    source, events = parse_xid(ctx.out("xid"))
+    if source is None:
+        return SKIP, "kernel log not readable (dmesg and journalctl -k failed)"
+    serious = [e for e in events if e[0] in SERIOUS_XIDS]
+    if serious:
+        seen = []
+        for code, addr, text in serious:
+            item = f"Xid {code} on {addr} ({XID_MEANING.get(code) or text or 'see NVIDIA Xid catalog'})"
+            if item not in seen:
+                seen.append(item)
+        return FAIL, f"serious Xid since boot ({source}): {'; '.join(seen[:4])}"
+    if events:
+        codes = sorted({e[0] for e in events})
+        return PASS, f"only non-serious Xid(s) since boot: {', '.join(map(str, codes))}"
+    return PASS, f"no Xid errors since boot ({source})"
+
+
+@check(
+    "gpu.nvlink",
+    "hardware",
+    CRITICAL,
+    "No inactive NVLinks (every link up on NVSwitch boards)",
+    depends_on=("driver.smi",),
+    needs=("nvlink",),
+    gate=gate_gpu,
+)
+def _nvlink(ctx: NodeContext) -> Outcome:
+    m, gpus = parse_nvlink(ctx.out("nvlink"))
+    if m.missing or m.timeout or m.rc not in (0, None):
+        return FAIL, explain_smi_rc(m.rc) or "nvidia-smi nvlink -s did not run"
+    nvswitch = bool((ctx.cfg.get("gpu") or {}).get("nvswitch"))
+    bad = []
+    for g in gpus:
+        if nvswitch and (g.inactive or not g.active):
+            what = f"links {', '.join(map(str, g.inactive))} inactive" if g.inactive else "no active NVLink"
+            bad.append(f"GPU {g.index}: {what}")
+        elif g.inactive and g.active:
+            bad.append(f"GPU {g.index}: links {', '.join(map(str, g.inactive))} inactive")
+    if bad:
+        return FAIL, "; ".join(bad)
+    links = sum(g.active for g in gpus)
+    if not links:
+        return PASS, "no NVLink in use (no NVSwitch declared)"
+    return PASS, f"{links} NVLink(s) active on {len(gpus)} GPU(s), none inactive"
+
+
+@check(
+    "gpu.pcie_width",
+    "hardware",
+    WARNING,
+    "PCIe links run at full width",
+    depends_on=("driver.smi",),
+    needs=("smi",),
+    gate=gate_gpu,
+)
+def _pcie(ctx: NodeContext) -> Outcome:
+    gpus = [g for g in ctx.smi().gpus if g.width_current is not None and g.width_max is not None]
+    if not gpus:
+        return SKIP, "nvidia-smi reports no PCIe link width"
+    bad = [
+        f"GPU {g.index}: x{g.width_current} of x{g.width_max}"
+        for g in gpus
+        if (g.width_current or 0) < (g.width_max or 0)
+    ]
+    if bad:
+        return FAIL, f"PCIe link degraded: {'; '.join(bad)}"
+    return PASS, f"PCIe at full width on {len(gpus)} GPU(s)"
+
+
+def gate_mig(cfg: Config) -> str | None:
+    return gate_gpu(cfg) or (None if (cfg.get("mig") or {}).get("config") else "no MIG layout for this node")
+
+
+@check(
+    "gpu.mig",
+    "hardware",
+    CRITICAL,
+    "The node's MIG layout is applied (nvidia-mig-parted assert)",
+    depends_on=("driver.smi",),
+    needs=("mig",),
+    gate=gate_mig,
+)
+def _mig(ctx: NodeContext) -> Outcome:
+    m = split_markers(ctx.out("mig"))
+    name = (ctx.cfg.get("mig") or {}).get("config")
+    if m.missing:
+        return FAIL, "nvidia-mig-parted not found"
+    if m.timeout:
+        return FAIL, "nvidia-mig-parted assert did not finish"
+    if m.rc == 0:
+        return PASS, f"MIG layout {name} applied"
+    last = next((line for line in reversed(m.lines) if line.strip()), "")
+    msg = re.search(r'msg="((?:[^"\\]|\\.)*)"', last)
+    return FAIL, f"MIG layout {name} not applied: {(msg.group(1) if msg else last.strip()) or f'exit {m.rc}'}"
+
+
+def gate_diag(cfg: Config) -> str | None:
+    dcgm = cfg.get("dcgm") or {}
+    if gate_gpu(cfg):
+        return gate_gpu(cfg)
+    if not dcgm.get("enabled"):
+        return "DCGM is not enabled in the spec"
+    if not int(dcgm.get("diag_level") or 0):
+        return "dcgm.diag_level is 0 (no diagnostic requested)"
+    return None
+
+
+@check(
+    "gpu.dcgm_diag",
+    "hardware",
+    CRITICAL,
+    "dcgmi diag at the spec's level passes",
+    depends_on=("driver.smi",),
+    needs=("dcgm_diag",),
+    gate=gate_diag,
+    health=False,
+)
+def _diag(ctx: NodeContext) -> Outcome:
+    m = split_markers(ctx.out("dcgm_diag"))
+    level = (ctx.cfg.get("dcgm") or {}).get("diag_level")
+    if m.missing:
+        return FAIL, "dcgmi not found (DCGM not installed)"
+    if m.timeout:
+        return FAIL, f"dcgmi diag -r {level} did not finish within {m.timeout} s"
+    overall, failing, error = parse_diag_json(ctx.out("dcgm_diag"))
+    if error and overall is None:
+        return FAIL, f"dcgmi diag -r {level}: {error}"
+    if overall == "fail" or failing:
+        return FAIL, f"dcgmi diag -r {level} failed: {', '.join(failing) or 'see dcgmi output'}"
+    if overall is None:
+        return FAIL, f"dcgmi diag -r {level} reported no results (exit {m.rc})"
+    return PASS, f"dcgmi diag -r {level}: {overall}"
+
+
+# -- toolkit and containers
+
+
+def gate_toolkit(cfg: Config) -> str | None:
+    c = cfg.get("container") or {}
+    if gate_gpu(cfg):
+        return gate_gpu(cfg)
+    if c.get("engine") in (None, "none"):
+        return "no container engine in the spec"
+    if not c.get("toolkit_on_host", True):
+        return "the GPU Operator manages the container toolkit"
+    return None

@@ -1,0 +1,169 @@
+"""Checks of the scheduler, job runtime, monitoring exporters and secrets on the node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, WARNING, Config, Outcome
+from gpuforge.validator.node.checks_containers import gate_role, gate_slurm
+from gpuforge.validator.node.checks_gpu import gate_gpu, unit_state_outcome
+from gpuforge.validator.node.framework import NodeContext, check
+from gpuforge.validator.node.parsers import metric_names, parse_file, split_markers
+
+
+@check("scheduler.munge", "scheduler", CRITICAL, "munged runs and credentials round-trip",
+       needs=("units", "munge"), gate=gate_slurm)  # fmt: skip
+def _munge(ctx: NodeContext) -> Outcome:
+    active, text = unit_state_outcome(ctx, "munge.service")
+    if not active:
+        return FAIL, text
+    m = split_markers(ctx.out("munge"))
+    if m.missing:
+        return FAIL, "munge client not installed"
+    if m.rc not in (0, None) or m.timeout:
+        tail = next((line.strip() for line in reversed(m.lines) if line.strip()), "")
+        return FAIL, f"munge -n | unmunge failed: {tail or f'exit {m.rc}'}"
+    return PASS, "munge.service active; munge -n | unmunge works"
+
+
+@check("scheduler.slurmd", "scheduler", CRITICAL, "slurmd runs", depends_on=("scheduler.munge",),
+       needs=("units",), gate=gate_role("compute", "compute"))  # fmt: skip
+def _slurmd(ctx: NodeContext) -> Outcome:
+    active, text = unit_state_outcome(ctx, "slurmd.service")
+    return (PASS if active else FAIL), text
+
+
+@check("scheduler.slurmctld", "scheduler", CRITICAL, "slurmctld runs", depends_on=("scheduler.munge",),
+       needs=("units",), gate=gate_role("controller", "controller"), health=False)  # fmt: skip
+def _slurmctld(ctx: NodeContext) -> Outcome:
+    active, text = unit_state_outcome(ctx, "slurmctld.service")
+    return (PASS if active else FAIL), text
+
+
+@check("scheduler.slurmdbd", "scheduler", CRITICAL, "slurmdbd and its database run",
+       needs=("units",), gate=gate_role("accounting_db", "accounting"), health=False)  # fmt: skip
+def _slurmdbd(ctx: NodeContext) -> Outcome:
+    bad = []
+    texts = []
+    for unit in ("mariadb.service", "slurmdbd.service"):
+        active, text = unit_state_outcome(ctx, unit)
+        texts.append(text)
+        if not active:
+            bad.append(text)
+    return (FAIL, "; ".join(bad)) if bad else (PASS, "; ".join(texts))
+
+
+def gate_kubelet(cfg: Config) -> str | None:
+    return None if cfg.get("kubernetes") else "not a Kubernetes node"
+
+
+@check("scheduler.kubelet", "scheduler", CRITICAL, "kubelet runs", needs=("units",), gate=gate_kubelet)
+def _kubelet(ctx: NodeContext) -> Outcome:
+    active, text = unit_state_outcome(ctx, "kubelet.service")
+    return (PASS if active else FAIL), text
+
+
+def gate_pyxis(cfg: Config) -> str | None:
+    slurm = cfg.get("slurm") or {}
+    if not slurm:
+        return "not a Slurm node"
+    if not slurm.get("pyxis"):
+        return "pyxis is not enabled in the spec"
+    if not (slurm.get("compute") or slurm.get("login")):
+        return "not a Slurm compute or login node"
+    return None
+
+
+@check("job.pyxis", "job", CRITICAL, "pyxis is loaded: srun --help lists --container-image",
+       needs=("srun_help",), gate=gate_pyxis)  # fmt: skip
+def _pyxis(ctx: NodeContext) -> Outcome:
+    m = split_markers(ctx.out("srun_help"))
+    if m.missing:
+        return FAIL, "srun not installed"
+    if any("--container-image" in line for line in m.lines):
+        return PASS, "srun --help lists --container-image (pyxis loaded)"
+    err = next((line.strip() for line in m.lines if "spank" in line.lower() or "error" in line.lower()), "")
+    return FAIL, "srun --help does not list --container-image: pyxis not loaded" + (f" ({err})" if err else "")
+
+
+# -- monitoring
+
+
+def gate_node_exporter(cfg: Config) -> str | None:
+    return None if (cfg.get("node_exporter") or {}).get("enabled") else "node-exporter is not enabled in the spec"
+
+
+@check("monitoring.node_exporter", "monitoring", WARNING, "node-exporter answers with node_ metrics",
+       needs=("node_exporter",), gate=gate_node_exporter)  # fmt: skip
+def _node_exporter(ctx: NodeContext) -> Outcome:
+    port = (ctx.cfg.get("node_exporter") or {}).get("port", 9100)
+    m = split_markers(ctx.out("node_exporter"))
+    if m.rc != 0:
+        return FAIL, f"node-exporter on :{port} does not answer: {m.markers.get('error', 'no response')}"
+    names = [n for n in metric_names(m.lines) if n.startswith("node_")]
+    if not names:
+        return FAIL, f":{port}/metrics answers but has no node_ metrics"
+    return PASS, f"node-exporter on :{port} serves {len(names)} node_ metrics"
+
+
+def gate_dcgm_exporter(cfg: Config) -> str | None:
+    if gate_gpu(cfg):
+        return gate_gpu(cfg)
+    return None if (cfg.get("dcgm") or {}).get("exporter") else "dcgm-exporter does not run on this host"
+
+
+@check("monitoring.dcgm_exporter", "monitoring", WARNING, "dcgm-exporter serves the expected DCGM metrics",
+       depends_on=("driver.smi",), needs=("dcgm_exporter",), gate=gate_dcgm_exporter)  # fmt: skip
+def _dcgm_exporter(ctx: NodeContext) -> Outcome:
+    dcgm = ctx.cfg.get("dcgm") or {}
+    port = dcgm.get("exporter_port", 9400)
+    m = split_markers(ctx.out("dcgm_exporter"))
+    if m.rc != 0:
+        return FAIL, f"dcgm-exporter on :{port} does not answer: {m.markers.get('error', 'no response')}"
+    names = metric_names(m.lines)
+    missing = [c for c in dcgm.get("counters") or [] if c not in names]
+    if not any(n.startswith("DCGM_") for n in names):
+        return FAIL, f":{port}/metrics has no DCGM_ metrics"
+    if missing:
+        return FAIL, f"dcgm-exporter lacks {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+    return PASS, f"dcgm-exporter on :{port} serves {sum(n.startswith('DCGM_') for n in names)} DCGM metrics"
+
+
+# -- security
+
+
+def _mode_text(info: dict[str, Any]) -> str:
+    return f"{info.get('mode')} {info.get('owner')}:{info.get('group')}"
+
+
+@check("security.munge_key", "security", CRITICAL, "munge.key is 0400 munge:munge",
+       needs=("munge_key",), gate=gate_slurm)  # fmt: skip
+def _munge_key(ctx: NodeContext) -> Outcome:
+    path = (ctx.cfg.get("slurm") or {}).get("munge_key")
+    info = parse_file(ctx.out("munge_key"))
+    if info is None:
+        return FAIL, f"{path} missing"
+    if info.get("error"):
+        return FAIL, f"cannot read {path}: {info['error']}"
+    if info.get("sha256"):
+        ctx.data["security.munge_key"] = {"sha256": info["sha256"]}
+    if (info.get("mode"), info.get("owner"), info.get("group")) != ("0400", "munge", "munge"):
+        return FAIL, f"{path} is {_mode_text(info)}, want 0400 munge:munge"
+    if not info.get("sha256"):
+        return FAIL, f"{path} is not readable (no digest)"
+    return PASS, f"{path} is 0400 munge:munge"
+
+
+@check("security.slurmdbd_conf", "security", CRITICAL, "slurmdbd.conf (database password) is not world-readable",
+       needs=("slurmdbd_conf",), gate=gate_role("accounting_db", "accounting"), health=False)  # fmt: skip
+def _slurmdbd_conf(ctx: NodeContext) -> Outcome:
+    path = (ctx.cfg.get("slurm") or {}).get("slurmdbd_conf")
+    info = parse_file(ctx.out("slurmdbd_conf"))
+    if info is None:
+        return FAIL, f"{path} missing"
+    mode = int(str(info.get("mode") or "0"), 8)
+    if mode & 0o007:
+        return FAIL, f"{path} is {_mode_text(info)}: readable by every user (holds the database password)"
+    if info.get("owner") != "slurm":
+        return FAIL, f"{path} is {_mode_text(info)}, want owner slurm (slurmdbd refuses otherwise)"
+    return PASS, f"{path} is {_mode_text(info)}"

@@ -1,0 +1,63 @@
+"""Executing the checks of one node: probes in parallel, checks in dependency order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Importing the check modules registers their checks, in this order (gpu, containers, services).
+from gpuforge.validator.node import checks_containers, checks_services  # noqa: F401
+from gpuforge.validator.node.base import FAIL, PASS, SKIP, Config, Outcome
+from gpuforge.validator.node.checks_gpu import NO_GPU_REASON, no_gpu_reason
+from gpuforge.validator.node.framework import (
+    NODE_CHECKS,
+    Check,
+    NodeContext,
+    Result,
+    evaluate,
+    order_checks,
+    with_dependencies,
+)
+
+
+def select(ids: Iterable[str] | None = None, health_only: bool = False) -> list[Check]:
+    """The node checks to run: ``ids`` (with their dependencies) or all; health mode drops slow ones."""
+    pool = [c for c in NODE_CHECKS if c.health or not health_only]
+    if ids is None:
+        return pool
+    return with_dependencies(pool, ids)
+
+
+def run_node_checks(
+    cfg: Config, ids: Iterable[str] | None = None, health_only: bool = False, ctx: NodeContext | None = None
+) -> tuple[list[Result], NodeContext]:
+    """Run the node-local checks on this machine (or on ``ctx``'s recorded outputs)."""
+    ctx = ctx or NodeContext(cfg)
+    checks = order_checks(select(ids, health_only))
+    gates = {c.id: (c.gate(cfg) if c.gate else None) for c in checks}
+    if NO_GPU_REASON in gates.values():
+        reason = no_gpu_reason(ctx)
+        gates = {k: (reason if v == NO_GPU_REASON else v) for k, v in gates.items()}
+    # Level by level (a check's level is one more than its deepest dependency), so that the
+    # probes of a check whose dependency did not pass are never read: it is not run at all.
+    level: dict[str, int] = {}
+    for c in checks:
+        level[c.id] = 1 + max((level.get(d, -1) for d in c.depends_on), default=-1)
+    results: dict[str, Result] = {}
+    for depth in range(max(level.values(), default=-1) + 1):
+        batch = [c for c in checks if level[c.id] == depth]
+        ready = [
+            c
+            for c in batch
+            if not gates[c.id] and all(results.get(d) is not None and results[d].status == PASS for d in c.depends_on)
+        ]
+        ctx.prefetch(k for c in ready for k in c.needs)
+        for c in batch:
+
+            def call(c: Check = c) -> Outcome:
+                return c.fn(ctx)
+
+            r = evaluate(c, gates[c.id], results, call)
+            if r.status in (PASS, FAIL, SKIP) and not gates[c.id]:
+                r.duration_s = round(r.duration_s + ctx.charge(c.needs), 4)
+            results[c.id] = r
+    return [results[c.id] for c in checks], ctx

@@ -1,0 +1,194 @@
+"""Checks, results, the registry (``@check``) and the context a check reads its probes from."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP, STATUSES, Config, Outcome
+from gpuforge.validator.node.parsers import PciInfo, SmiInfo, parse_gpu_query, parse_lspci, parse_sysfs_pci, parse_units
+from gpuforge.validator.node.probing import PROBES, run_shell
+
+
+@dataclass(frozen=True)
+class Check:
+    """A registered check: stable id, layer, severity, dependencies and its function."""
+
+    id: str
+    layer: str
+    severity: str
+    description: str
+    fn: Callable[..., Outcome]
+    depends_on: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    gate: Callable[..., str | None] | None = None
+    health: bool = True
+    """Part of ``gpuforge health``: fast, and about this node's ability to run jobs (a failure
+    drains it). False: ``gpuforge validate`` only (slow, or about cluster services)."""
+    scope: str = "node"
+
+
+@dataclass
+class Result:
+    """The outcome of one check on one node."""
+
+    id: str
+    layer: str
+    severity: str
+    status: str
+    message: str
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def evaluate(check: Check, gate_reason: str | None, results: dict[str, Result], call: Callable[[], Outcome]) -> Result:
+    """Run ``check`` unless it does not apply (skip) or a dependency did not pass (blocked)."""
+
+    def result(status: str, message: str, duration: float = 0.0) -> Result:
+        return Result(check.id, check.layer, check.severity, status, message, round(duration, 4))
+
+    if gate_reason:
+        return result(SKIP, gate_reason)
+    for dep in check.depends_on:
+        got = results.get(dep)
+        if got is None:
+            return result(BLOCKED, f"needs {dep}, which did not run")
+        if got.status != PASS:
+            return result(BLOCKED, f"{dep} {got.status}: {got.message}"[:300])
+    t0 = time.monotonic()
+    try:
+        status, message = call()
+    except Exception as e:  # a crashing check is a failing check, never a pass
+        return result(FAIL, f"check crashed: {type(e).__name__}: {e}", time.monotonic() - t0)
+    if status not in STATUSES:
+        return result(FAIL, f"check returned an unknown status {status!r}: {message}", time.monotonic() - t0)
+    return result(status, message, time.monotonic() - t0)
+
+
+def order_checks(checks: Sequence[Check]) -> list[Check]:
+    """Dependencies first, otherwise in registration order; unknown dependencies are ignored here."""
+    by_id = {c.id: c for c in checks}
+    done: set[str] = set()
+    out: list[Check] = []
+
+    def visit(c: Check, stack: tuple[str, ...]) -> None:
+        if c.id in done:
+            return
+        if c.id in stack:
+            raise ValueError(f"dependency cycle: {' -> '.join((*stack, c.id))}")
+        for dep in c.depends_on:
+            if dep in by_id:
+                visit(by_id[dep], (*stack, c.id))
+        done.add(c.id)
+        out.append(c)
+
+    for c in checks:
+        visit(c, ())
+    return out
+
+
+def with_dependencies(all_checks: Sequence[Check], wanted: Iterable[str]) -> list[Check]:
+    """``wanted`` ids plus everything they depend on, in registration order."""
+    by_id = {c.id: c for c in all_checks}
+    keep: set[str] = set()
+    todo = list(wanted)
+    while todo:
+        cid = todo.pop()
+        if cid in keep or cid not in by_id:
+            continue
+        keep.add(cid)
+        todo.extend(by_id[cid].depends_on)
+    return [c for c in all_checks if c.id in keep]
+
+
+NODE_CHECKS: list[Check] = []
+
+
+def check(
+    id: str,
+    layer: str,
+    severity: str,
+    description: str,
+    depends_on: tuple[str, ...] = (),
+    needs: tuple[str, ...] = (),
+    gate: Callable[[Config], str | None] | None = None,
+    health: bool = True,
+) -> Callable[[Callable[[NodeContext], Outcome]], Callable[[NodeContext], Outcome]]:
+    """Register a node-local check."""
+
+    def wrap(fn: Callable[[NodeContext], Outcome]) -> Callable[[NodeContext], Outcome]:
+        NODE_CHECKS.append(Check(id, layer, severity, description, fn, depends_on, needs, gate, health))
+        return fn
+
+    return wrap
+
+
+class NodeContext:
+    """The node's config and its probe outputs (read once, cheap ones in parallel)."""
+
+    def __init__(self, cfg: Config, outputs: dict[str, list[str]] | None = None) -> None:
+        self.cfg = cfg
+        self.outputs: dict[str, list[str]] = dict(outputs or {})
+        self.durations: dict[str, float] = {}
+        self.data: dict[str, dict[str, Any]] = {}
+        self._charged: set[str] = set()
+
+    def _run(self, key: str) -> list[str]:
+        probe = PROBES[key]
+        t0 = time.monotonic()
+        try:
+            if probe.py is not None:
+                lines = probe.py(self.cfg)
+            else:
+                assert probe.sh is not None
+                lines = run_shell(probe.sh(self.cfg), probe.timeout(self.cfg))
+        except Exception as e:  # a probe that cannot run reports why
+            lines = [f"__error={type(e).__name__}: {e}", "__rc=1"]
+        self.durations[key] = time.monotonic() - t0
+        return lines
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """Read the cheap probes among ``keys`` in parallel."""
+        todo = sorted({k for k in keys if k not in self.outputs and k in PROBES and PROBES[k].cheap})
+        if not todo:
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+            outputs = list(pool.map(self._run, todo))
+        for i, key in enumerate(todo):
+            self.outputs[key] = outputs[i]
+
+    def out(self, key: str) -> list[str]:
+        """A probe's output lines (read now if not yet read)."""
+        if key not in self.outputs:
+            self.outputs[key] = self._run(key)
+        return self.outputs[key]
+
+    def charge(self, keys: Iterable[str]) -> float:
+        """Probe time to book on the first check that reads each probe."""
+        total = 0.0
+        for key in keys:
+            if key not in self._charged:
+                self._charged.add(key)
+                total += self.durations.get(key, 0.0)
+        return total
+
+    # -- shared readings
+
+    def pci(self) -> PciInfo:
+        """NVIDIA devices on the bus: lspci when installed, else sysfs."""
+        info = parse_lspci(self.out("lspci"))
+        return info if info.available else parse_sysfs_pci(self.out("sysfs_pci"))
+
+    def smi(self) -> SmiInfo:
+        return parse_gpu_query(self.out("smi"))
+
+    def unit(self, name: str) -> dict[str, Any] | None:
+        return parse_units(self.out("units")).get(name)
+
+
+# -- config helpers
