@@ -29,3 +29,21 @@ def variant(name: str, change: Callable[[dict[str, Any]], None]) -> Spec:
     data = yaml.safe_load((INVENTORIES / f"{name}.yaml").read_text())
     change(data)
     return parse_spec(yaml.safe_dump(data))
+
+
+def write_bundle_manifest(bundle: Path, complete: bool = True) -> dict[str, str]:
+    """A manifest listing every regular file of a test bundle (path -> sha256 returned)."""
+    import hashlib
+    import json
+
+    files = sorted(p for p in bundle.rglob("*") if p.is_file() and not p.is_symlink() and p.name != "manifest.json")
+    entries = [
+        {
+            "path": p.relative_to(bundle).as_posix(),
+            "size": p.stat().st_size,
+            "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
+        }
+        for p in files
+    ]
+    (bundle / "manifest.json").write_text(json.dumps({"files": entries, "complete": complete}))
+    return {e["path"]: e["sha256"] for e in entries}

@@ -1,45 +1,92 @@
-"""Re-check a bundle against its manifest (nothing unverified is pushed to a node)."""
+"""Re-check a bundle against its manifest (nothing unverified is pushed to a node).
+
+Every entry of the bundle tree is looked at without following links (``lstat``): only
+directories and regular files may be there (a symlink to ``/dev/zero`` or to a control-host
+file, a FIFO, a dangling link are refused), every file under ``apt/``, ``rpm/`` and
+``artifacts/`` must be listed, and every listed file must have its size and sha256. A
+malformed manifest is a problem to report, never a crash.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from pathlib import Path
+from typing import Any
 
 from gpuforge.bundle.fetch import hash_file
 from gpuforge.bundle.layout import MANIFEST, PARTIAL
 
+#: Folders pushed to nodes: nothing in them may be unlisted.
+PUSHED = ("apt", "rpm", "artifacts")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def manifest_entry_problem(index: int, e: Any) -> str | None:
+    """Why a manifest ``files`` entry is malformed (None: well-formed)."""
+    if not isinstance(e, dict):
+        return f"manifest entry {index}: not an object"
+    rel = e.get("path")
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in Path(rel).parts or "\\" in rel:
+        return f"manifest entry {index}: bad path {rel!r}"
+    size = e.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return f"manifest entry {index} ({rel}): bad size {size!r}"
+    sha = e.get("sha256")
+    if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+        return f"manifest entry {index} ({rel}): bad sha256 {sha!r}"
+    return None
+
+
+def _tree_problems(out: Path) -> tuple[list[str], dict[str, int]]:
+    """Non-regular entries anywhere in the bundle, and the regular files (path -> size)."""
+    problems: list[str] = []
+    files: dict[str, int] = {}
+    for root, dirs, names in os.walk(out, followlinks=False):
+        for name in sorted([*dirs, *names]):
+            full = Path(root) / name
+            rel = full.relative_to(out).as_posix()
+            st = full.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                problems.append(f"{rel}: a symbolic link (only regular files are pushed to nodes)")
+            elif stat.S_ISREG(st.st_mode):
+                files[rel] = st.st_size
+            elif not stat.S_ISDIR(st.st_mode):
+                problems.append(f"{rel}: not a regular file (FIFO, socket or device)")
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
+    return problems, files
+
 
 def verify_bundle(bundle_dir: str | Path) -> list[str]:
-    """Problems of a bundle against its manifest (empty: every file is there and intact).
-
-    Checks each listed file's size and sha256, and that ``apt/`` and ``rpm/`` (pushed to
-    the nodes whole) hold no file the manifest does not list.
-    """
+    """Problems of a bundle against its manifest (empty: every file is there, intact, listed)."""
     out = Path(bundle_dir)
     try:
         manifest = json.loads((out / MANIFEST).read_text())
-        entries = list(manifest["files"])
+        entries = manifest["files"]
+        if not isinstance(entries, list):
+            raise TypeError("files is not a list")
     except (OSError, ValueError, KeyError, TypeError) as err:
         return [f"{out / MANIFEST}: cannot read the manifest ({err})"]
-    problems: list[str] = []
+    problems, files = _tree_problems(out)
     listed: set[str] = set()
-    for e in entries:
-        rel = str(e.get("path", ""))
+    for i, e in enumerate(entries):
+        bad = manifest_entry_problem(i, e)
+        if bad is not None:
+            problems.append(bad)
+            continue
+        rel = e["path"]
         listed.add(rel)
-        p = out / rel
-        if not rel or rel.startswith("/") or ".." in Path(rel).parts:
-            problems.append(f"manifest entry with a bad path: {rel!r}")
-        elif not p.is_file():
-            problems.append(f"{rel}: missing")
-        elif p.stat().st_size != e.get("size"):
-            problems.append(f"{rel}: {p.stat().st_size} bytes, the manifest says {e.get('size')}")
-        elif hash_file(p, ["sha256"])["sha256"] != e.get("sha256"):
+        if rel not in files:
+            problems.append(f"{rel}: missing (or not a regular file)")
+        elif files[rel] != e["size"]:
+            problems.append(f"{rel}: {files[rel]} bytes, the manifest says {e['size']}")
+        elif hash_file(out / rel, ["sha256"])["sha256"] != e["sha256"]:
             problems.append(f"{rel}: sha256 differs from the manifest (changed or corrupted)")
-    for top in ("apt", "rpm"):
-        for p in sorted((out / top).rglob("*")) if (out / top).is_dir() else []:
-            rel = p.relative_to(out).as_posix()
-            if p.is_file() and rel not in listed:
-                problems.append(f"{rel}: not in the manifest (it would be pushed to the nodes unchecked)")
+    for rel in sorted(files):
+        if rel.split("/", 1)[0] in PUSHED and rel not in listed:
+            problems.append(f"{rel}: not in the manifest (it would be pushed to the nodes unchecked)")
     if (out / PARTIAL).exists():
         problems.append(f"{PARTIAL}/: an interrupted run left partial downloads")
     if not manifest.get("complete", False):

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import stat
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -178,9 +179,11 @@ def dnf_repo_file(repo: Repo, name: str, description: str) -> str:
 def _bundle_files(directory: str, mtime: float) -> tuple[tuple[str, bytes], ...]:
     del mtime  # cache key only
     out = []
-    for root, _, names in os.walk(directory):
+    for root, _, names in os.walk(directory, followlinks=False):
         for name in sorted(names):
             full = os.path.join(root, name)
+            if not _regular_file(full):  # verify_bundle refuses these before any host is touched
+                raise ValueError(f"{full}: not a regular file")
             out.append((os.path.relpath(full, directory), Path(full).read_bytes()))
     return tuple(sorted(out))
 
@@ -308,17 +311,31 @@ class Artifact:
 
 def bundle_manifest_sha256(bundle_dir: str, rel_path: str) -> str | None:
     """The sha256 a bundle's manifest records for one of its files (None if not listed)."""
-    return _manifest_sums(os.path.join(bundle_dir, "manifest.json")).get(rel_path)
+    path = os.path.join(bundle_dir, "manifest.json")
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    return _manifest_sums(path, stamp).get(rel_path)
 
 
 @cache
-def _manifest_sums(path: str) -> dict[str, str]:
+def _manifest_sums(path: str, stamp: int) -> dict[str, str]:
+    del stamp  # cache key only: a rewritten manifest is read again
     try:
         with open(path, encoding="utf-8") as f:
             entries = json.load(f).get("files", [])
     except (OSError, ValueError, AttributeError):
         return {}
     return {str(e.get("path")): str(e.get("sha256")) for e in entries if isinstance(e, dict) and e.get("sha256")}
+
+
+def _regular_file(path: str) -> bool:
+    """A regular file itself, not through a symbolic link (a link could point at /dev/zero)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def artifact(spec: Spec, name: str, upstream: str | None) -> Artifact:
@@ -328,10 +345,18 @@ def artifact(spec: Spec, name: str, upstream: str | None) -> Artifact:
     if mode is SourceMode.OFFLINE:
         bundle = os.path.expanduser(spec.sources.bundle_dir or "")
         local = os.path.join(bundle, "artifacts", name)
-        if not spec.sources.bundle_dir or not os.path.isfile(local):
-            return Artifact(name, sha256=sha, reason=f"offline mode: {local} is not in the bundle")
+        if not spec.sources.bundle_dir or not _regular_file(local):
+            return Artifact(name, sha256=sha, reason=f"offline mode: {local} is not in the bundle (as a regular file)")
+        listed = bundle_manifest_sha256(bundle, f"artifacts/{name}")
+        if listed is None:
+            # Never pushed unchecked: a file the manifest does not list may have been put or replaced by anyone.
+            return Artifact(name, sha256=sha, reason=f"offline mode: artifacts/{name} is not in the bundle's manifest")
+        if sha is not None and listed != sha:
+            return Artifact(
+                name, sha256=sha, reason=f"offline mode: the manifest's sha256 of {name} is not the known one"
+            )
         # The node checks the pushed file against the bundle's manifest as well.
-        return Artifact(name, local=local, sha256=sha or bundle_manifest_sha256(bundle, f"artifacts/{name}"))
+        return Artifact(name, local=local, sha256=listed)
     if mode is SourceMode.MIRROR:
         base = spec.sources.mirrors.artifacts
         if not base:

@@ -18,6 +18,7 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
 from gpuforge.spec.model import OsFamily
 from gpuforge.spec.roles import LAYER_ORDER
+from tests.helpers import write_bundle_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"
@@ -92,6 +93,7 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     (tmp_path / "apt" / "nvidia-container" / "Packages").write_text("Package: x\n")
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
+    sums = write_bundle_manifest(tmp_path)
     s = variant(H100, mode="offline", bundle_dir=str(tmp_path))
     repo = src.container_repo(s, OsFamily.UBUNTU2404)
     assert repo.url == "/var/lib/gpuforge/bundle/apt/nvidia-container" and repo.bundle is not None
@@ -102,7 +104,10 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     assert not src.cuda_repo(s, OsFamily.UBUNTU2404).available  # not in the bundle
     pyxis = src.pyxis_artifact(s)
     assert pyxis.local is not None and pyxis.node_path == "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"
-    assert src.fetch_command(pyxis) == "test -s /var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"
+    node_path = "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"
+    assert src.fetch_command(pyxis) == (
+        f"test -s {node_path} && echo '{sums['artifacts/pyxis-0.20.0.tar.gz']}  {node_path}' | sha256sum -c --quiet -"
+    )
     assert not src.enroot_artifacts(s, OsFamily.DEBIAN12)[0].available
 
 
@@ -276,3 +281,19 @@ def test_pyxis_rebuilt_reads_the_runs_changed_paths() -> None:
     assert pyxis_rebuilt(run, "n1")
     assert not pyxis_rebuilt(run, "n2")
     assert not pyxis_rebuilt(RunState(), "n1")  # a new run starts with no records
+
+
+def test_offline_artifacts_are_pushed_only_when_listed_and_regular(tmp_path: Path) -> None:
+    """A file the manifest does not list, or a symbolic link, is never pushed to a node."""
+    arts = tmp_path / "artifacts"
+    arts.mkdir()
+    (arts / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
+    s = variant(H100, mode="offline", bundle_dir=str(tmp_path))
+    unlisted = src.pyxis_artifact(s)
+    assert unlisted.local is None and "not in the bundle's manifest" in (unlisted.reason or "")
+    write_bundle_manifest(tmp_path)
+    assert src.pyxis_artifact(s).local is not None
+    (arts / "pyxis-0.20.0.tar.gz").unlink()
+    (arts / "pyxis-0.20.0.tar.gz").symlink_to("/dev/zero")
+    linked = src.pyxis_artifact(s)
+    assert linked.local is None and "regular file" in (linked.reason or "")
