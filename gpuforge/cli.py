@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -279,8 +281,22 @@ def _register_subcommands() -> None:
 _register_subcommands()
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """Stop at once, with one line and no traceback (gevent would print one per running host).
+
+    Nothing is left half-written by stopping here: files on nodes are renamed into place, the
+    control host's records are written atomically, and the apply lock goes with the process.
+    """
+    del frame
+    name = signal.Signals(signum).name
+    os.write(2, f"gpuforge: stopped by {name}; nothing is half-written, run the command again\n".encode())
+    os._exit(128 + signum)
+
+
 def main() -> None:
     """Entry point."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupted)
     app()
 
 
