@@ -69,18 +69,17 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
     if nvneeds.cuda_repo_wanted(ctx):
         if host_driver(s):
             if driver_source(s, n) is DriverSource.NVIDIA:
-                if ctx.deb:
-                    cuda += [Want(p, (f"{ver}-*",), f"driver {ver}") for p in nvneeds.driver_packages(ctx)]
-                else:
-                    cuda.append(
-                        Want(
-                            "nvidia-driver",
-                            (f"{ver}-*",),
-                            f"dnf module nvidia-driver:{nvneeds.rhel_driver_stream(ctx)}",
-                        )
-                    )
-            if n.hardware.nvswitch:
-                cuda.append(Want(nvneeds.fabric_manager_package(ctx), (f"{ver}-*",), "NVSwitch fabric manager"))
+                row = nvneeds.driver_install(ctx)
+                why = f"driver {ver}" if ctx.deb else f"driver {ver} (dnf module nvidia-driver:{row.dnf_stream})"
+                # NVIDIA's pinning packages carry the branch, not the driver's version
+                cuda += [
+                    Want(p, () if p == row.pinning_package else (f"{ver}-*",), why)
+                    for p in nvneeds.driver_repo_packages(ctx)
+                ]
+            if n.hardware.nvswitch and nvneeds.fabric_manager_from_cuda_repo(ctx):
+                cuda += [
+                    Want(p, (f"{ver}-*",), "NVSwitch fabric manager") for p in nvneeds.fabric_manager_packages(ctx)
+                ]
             tk = nvneeds.cuda_toolkit_package(ctx)
             if tk:
                 cuda.append(Want(tk, (), f"CUDA toolkit {s.versions.cuda_toolkit}"))

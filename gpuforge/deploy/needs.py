@@ -15,8 +15,10 @@ from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.nvidia import nvidia_files
 from gpuforge.render.nvidia_repos import driver_source, enroot_wanted
 from gpuforge.spec import Spec
-from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
+from gpuforge.spec import nvidia_packages as table
+from gpuforge.spec.model import DriverFlavor, OsFamily
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.nvidia_packages import DriverInstall
 
 TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
@@ -25,16 +27,6 @@ TOOLKIT_PACKAGES = (
     "libnvidia-container1",
 )
 DCGM_PACKAGES = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary")
-# The metapackage pins the rest of the driver; nvidia-smi, the persistence daemon and the GSP
-# firmware (H100 and later run only with it) are Recommends, which gpuforge does not install;
-# DKMS builds the module against the headers of Debian's current kernel.
-DEBIAN_DRIVER_PACKAGES = (
-    "nvidia-driver",
-    "nvidia-smi",
-    "nvidia-persistenced",
-    "firmware-nvidia-gsp",
-    "linux-headers-amd64",
-)
 
 
 @dataclass(frozen=True)
@@ -94,18 +86,48 @@ def cuda_repo_wanted(ctx: Ctx) -> bool:
     return repos.cuda_repo_wanted(ctx.spec, ctx.node)
 
 
-def driver_packages(ctx: Ctx) -> tuple[str, ...]:
-    """Driver packages of this node (deb names), the first one carrying the driver version."""
-    b = ctx.branch
+def driver_install(ctx: Ctx) -> DriverInstall:
+    """The node's row of the upstream table (``gpuforge.spec.nvidia_packages``).
+
+    Spec rules refuse combinations nobody ships before any host is touched, so the row exists.
+    """
     drv = ctx.spec.versions.driver
-    open_ = "-open" if drv is not None and drv.flavor is DriverFlavor.OPEN else ""
-    if driver_source(ctx.spec, ctx.node) is DriverSource.DISTRO:
-        return DEBIAN_DRIVER_PACKAGES
-    return (f"nvidia-headless-{b}-server{open_}", f"nvidia-utils-{b}-server")
+    flavor = drv.flavor if drv is not None else DriverFlavor.PROPRIETARY
+    return table.driver_install(
+        ctx.os, driver_source(ctx.spec, ctx.node), int(ctx.branch), flavor, ctx.host.kernel_release
+    )
+
+
+def driver_packages(ctx: Ctx) -> tuple[str, ...]:
+    """Driver packages of this node (deb), the version-carrying one first, then the rest.
+
+    The pinning package (590 and later) and the kernel prerequisites come in the same apt
+    transaction: the exact apt preference written before already holds the version.
+    """
+    return (*driver_repo_packages(ctx), *driver_install(ctx).prerequisites)
+
+
+def driver_repo_packages(ctx: Ctx) -> tuple[str, ...]:
+    """The driver packages that come from the driver's repository (the bundle carries these);
+    the kernel prerequisites come from the OS archive."""
+    row = driver_install(ctx)
+    rest = [p for p in row.packages if p != row.version_package]
+    extra = [row.pinning_package] if row.pinning_package else []
+    return (row.version_package, *rest, *extra)
+
+
+def fabric_manager_packages(ctx: Ctx) -> tuple[str, ...]:
+    """NVSwitch fabric manager (and NSCQ where the archive splits it out), version carrier first."""
+    return driver_install(ctx).fabric_manager
+
+
+def fabric_manager_from_cuda_repo(ctx: Ctx) -> bool:
+    """The fabric manager comes from NVIDIA's CUDA repository (Canonical's archive has its own)."""
+    return driver_install(ctx).repository != "ubuntu-archive"
 
 
 def fabric_manager_package(ctx: Ctx) -> str:
-    return f"nvidia-fabricmanager-{ctx.branch}" if ctx.deb else "nvidia-fabric-manager"
+    return fabric_manager_packages(ctx)[0]
 
 
 def cuda_toolkit_package(ctx: Ctx) -> str | None:
@@ -120,15 +142,11 @@ def host_packages(s: Spec, n: Node) -> list[str]:
         ver = s.versions.cuda_toolkit
         names += ["nvidia-driver", "nvidia-fabric-manager", *TOOLKIT_PACKAGES, *DCGM_PACKAGES]
         names += ["nvidia-mig-manager", "slurm-devel", "gcc", "make", "containerd.io", "docker-ce"]
+        names += ["nvidia-fabricmanager", "epel-release", "dkms", "python3-dnf-plugin-versionlock"]
         if ver:
             names.append(f"cuda-toolkit-{ver.replace('.', '-')}")
     return names
 
 
 def needs_host_facts(s: Spec, n: Node) -> bool:
-    return n.hardware.gpu is not None or enroot_wanted(s, n) or not n.os.is_deb
-
-
-def rhel_driver_stream(ctx: Ctx) -> str:
-    drv = ctx.spec.versions.driver
-    return f"{ctx.branch}-open" if drv is not None and drv.flavor is DriverFlavor.OPEN else f"{ctx.branch}-dkms"
+    return n.hardware.gpu is not None or enroot_wanted(s, n) or repos.pyxis_wanted(s, n) or not n.os.is_deb

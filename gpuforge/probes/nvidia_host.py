@@ -35,6 +35,10 @@ class HostFacts:
     """Installed versions of the queried packages (dpkg or rpm; None: not installed)."""
     package_tool: str | None = None
     """``dpkg`` or ``rpm``: which database answered."""
+    kernel_release: str | None = None
+    """``uname -r`` of the running kernel (DKMS builds against its headers)."""
+    secure_boot: bool | None = None
+    """UEFI Secure Boot on (``mokutil --sb-state``); None when unknown (no mokutil, no EFI)."""
 
     @property
     def gpu_present(self) -> bool:
@@ -52,6 +56,8 @@ class HostFacts:
             loaded_driver=data.get("loaded_driver"),
             packages=dict(data.get("packages", {})),
             package_tool=data.get("package_tool"),
+            kernel_release=data.get("kernel_release"),
+            secure_boot=data.get("secure_boot"),
         )
 
 
@@ -68,6 +74,10 @@ def nvidia_host_command(packages: Sequence[str] = ()) -> str:
         "echo __section=driver",
         "cat /sys/module/nvidia/version 2>/dev/null || "
         "sed -n 's/.*Kernel Module[^0-9]*\\([0-9][0-9.]*\\).*/\\1/p' /proc/driver/nvidia/version 2>/dev/null",
+        "echo __section=kernel",
+        "uname -r",
+        "echo __section=secureboot",
+        "mokutil --sb-state 2>/dev/null",
         "echo __section=packages",
     ]
     if names:
@@ -102,6 +112,10 @@ def parse_nvidia_host(lines: list[str]) -> HostFacts:
                 facts.gpus.append(dev)
         elif section == "driver" and line and facts.loaded_driver is None:
             facts.loaded_driver = line
+        elif section == "kernel" and line and facts.kernel_release is None:
+            facts.kernel_release = line if _PKG_RE.match(line) else None
+        elif section == "secureboot" and line.startswith("SecureBoot "):
+            facts.secure_boot = line.split()[1] == "enabled"
         elif section == "packages":
             if line.startswith("__tool="):
                 facts.package_tool = line.split("=", 1)[1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.nvidia import CONTAINER_ROLES, ENROOT_ROLES, host_driver, host_toolkit
-from gpuforge.spec.model import ContainerEngine, DriverSource, OsFamily, Spec
+from gpuforge.spec.model import ConfigMode, ContainerEngine, DriverSource, OsFamily, Role, Spec
 from gpuforge.spec.nodes import Node
 
 DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
@@ -34,7 +34,14 @@ def enroot_wanted(spec: Spec, node: Node) -> bool:
 
 
 def pyxis_wanted(spec: Spec, node: Node) -> bool:
-    return spec.slurm is not None and spec.slurm.containers.pyxis and bool(node.roles & ENROOT_ROLES)
+    """pyxis on every node whose plugstack.conf names it: compute and login nodes, and in
+    configless mode the controllers too (their plugstack.conf is the one served; a ``required``
+    plugin that fails to load aborts srun/sbatch there: Slurm's spank(8), src/common/spank.c).
+    NVIDIA/deepops runs its pyxis role on the whole Slurm cluster (playbooks/container/pyxis.yml)."""
+    if spec.slurm is None or not spec.slurm.containers.pyxis:
+        return False
+    configless_ctl = spec.slurm.config_mode is ConfigMode.CONFIGLESS and node.has(Role.CONTROLLER)
+    return bool(node.roles & ENROOT_ROLES) or configless_ctl
 
 
 def toolkit_wanted(spec: Spec, node: Node) -> bool:
@@ -51,12 +58,27 @@ def cuda_repo_wanted(spec: Spec, node: Node) -> bool:
     """Something on this node comes from NVIDIA's CUDA repository."""
     if not gpu_node(spec, node):
         return False
+    canonical = (
+        node.os in (OsFamily.UBUNTU2204, OsFamily.UBUNTU2404) and driver_source(spec, node) is DriverSource.DISTRO
+    )
     driver = host_driver(spec) and (
         driver_source(spec, node) is DriverSource.NVIDIA
-        or node.hardware.nvswitch
+        or (node.hardware.nvswitch and not canonical)  # Canonical's archive has its own fabric manager
         or spec.versions.cuda_toolkit is not None
     )
     return driver or dcgm_wanted(spec, node) or bool(node.mig_config)
+
+
+def epel_wanted(spec: Spec, node: Node) -> bool:
+    """RHEL nodes that need EPEL 9: DKMS for the driver, ``parallel`` for enroot, ``slurm-devel`` for pyxis.
+
+    (NVIDIA/ansible-role-nvidia-driver installs EPEL and dkms before the driver; enroot's rpm
+    requires ``parallel``; pyxis' rpm build requires ``slurm-devel``: both are EPEL 9 packages.)
+    """
+    if node.os.is_deb:
+        return False
+    driver = gpu_node(spec, node) and host_driver(spec)
+    return driver or enroot_wanted(spec, node) or pyxis_wanted(spec, node)
 
 
 def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
@@ -66,7 +88,7 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
     bundle's own repository contents are pushed by the deploy, not rendered here.
     """
     del secrets  # no secrets in this layer
-    if not gpu_node(spec, node):
+    if not gpu_node(spec, node) and not epel_wanted(spec, node):
         return []
     cuda = src.cuda_repo(spec, node.os) if cuda_repo_wanted(spec, node) else None
     container = src.container_repo(spec, node.os) if toolkit_wanted(spec, node) else None
@@ -88,4 +110,9 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
         if container is not None and container.available:
             text = src.dnf_repo_file(container, "gpuforge-nvidia-container", "NVIDIA container toolkit (gpuforge)")
             files.append(RenderedFile(src.CONTAINER_REPO_FILE, text))
+        epel = src.epel_repo(spec) if epel_wanted(spec, node) else None
+        if epel is not None and epel.available and epel.url != src.EPEL_RELEASE_RPM:
+            files.append(
+                RenderedFile(src.EPEL_REPO_FILE, src.dnf_repo_file(epel, "gpuforge-epel", "EPEL 9 (gpuforge)"))
+            )
     return files

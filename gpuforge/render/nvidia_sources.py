@@ -62,6 +62,18 @@ KNOWN_SHA256: dict[str, str] = {}
 
 CUDA_REPO = "nvidia-cuda"
 CONTAINER_REPO = "nvidia-container"
+EPEL_REPO = "epel"
+EPEL_REPO_FILE = "/etc/yum.repos.d/gpuforge-epel.repo"
+# Fedora's EPEL release package for EL 9 (NVIDIA/ansible-role-nvidia-driver defaults/main.yml: epel_package).
+EPEL_RELEASE_RPM = "https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm"
+EPEL_KEY = "RPM-GPG-KEY-EPEL-9"
+# CodeReady Builder first (EPEL packages depend on it): subscription-manager on RHEL, crb on rebuilds
+# (NVIDIA/deepops roles/nvidia-dgx/vars/redhat.yml and its redhat-el8-plus tasks).
+ENABLE_CRB = (
+    "if command -v subscription-manager >/dev/null 2>&1 && subscription-manager status >/dev/null 2>&1; then "
+    'subscription-manager repos --enable "codeready-builder-for-rhel-9-$(arch)-rpms"; '
+    "else dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb; fi"
+)
 
 
 # --------------------------------------------------------------------------- repositories
@@ -150,6 +162,24 @@ def container_repo(spec: Spec, os_family: OsFamily) -> Repo:
         return Repo(CONTAINER_REPO, url=url, key_url=f"{url}/gpgkey")
     sub = "stable/deb/$(ARCH)" if os_family.is_deb else "stable/rpm/$basearch"
     return Repo(CONTAINER_REPO, url=f"{CONTAINER_UPSTREAM}/{sub}", key_url=f"{CONTAINER_UPSTREAM}/gpgkey")
+
+
+def epel_repo(spec: Spec) -> Repo:
+    """EPEL 9 (RHEL: dkms for the driver's DKMS streams, enroot's ``parallel``, ``slurm-devel``).
+
+    Upstream: Fedora's ``epel-release`` package (``url`` is the package); mirror: a repo file
+    for ``sources.mirrors.epel``; offline: an rpm repository ``rpm/epel/`` placed in the bundle.
+    """
+    mode = spec.sources.mode
+    if mode is SourceMode.OFFLINE:
+        return _bundle_repo(spec, EPEL_REPO, OsFamily.RHEL9)
+    if mode is SourceMode.MIRROR:
+        mirror = spec.sources.mirrors.epel
+        if not mirror:
+            return Repo(EPEL_REPO, reason="mirror mode without sources.mirrors.epel: no source for EPEL 9")
+        url = mirror.rstrip("/")
+        return Repo(EPEL_REPO, url=url, key_url=f"{url}/{EPEL_KEY}")
+    return Repo(EPEL_REPO, url=EPEL_RELEASE_RPM)
 
 
 def apt_list_line(repo: Repo, keyring: str) -> str:

@@ -143,6 +143,10 @@ class MirrorUrls(StrictModel):
     nvidia_cuda: HttpUrl | None = live(None, "Mirror of NVIDIA's CUDA repository (driver, DCGM, fabric manager)")
     nvidia_container: HttpUrl | None = live(None, "Mirror of NVIDIA's libnvidia-container repository")
     artifacts: HttpUrl | None = live(None, "Base URL serving release files (enroot, pyxis, dcgm-exporter)")
+    epel: HttpUrl | None = live(
+        None,
+        "Mirror of EPEL 9 for RHEL nodes (dkms, enroot's parallel, slurm-devel), with RPM-GPG-KEY-EPEL-9 beside it",
+    )
     helm: HttpUrl | None = live(None, "Helm chart repository mirror")
     registry: RegistryRef | None = live(None, "Container registry mirror for images")
 
@@ -177,7 +181,9 @@ class Driver(StrictModel):
     version: str = rolling(description="Exact driver version, e.g. 535.261.03", pattern=DRIVER_VERSION)
     flavor: DriverFlavor = rolling(DriverFlavor.PROPRIETARY, "Kernel modules: proprietary or open")
     source: DriverSource | None = rolling(
-        None, "distro (Debian non-free) or nvidia (CUDA repository); default by OS family"
+        None,
+        "distro (Debian 12: non-free, branch 535 only; Ubuntu: Canonical's -server packages; RHEL: none) "
+        "or nvidia (NVIDIA's CUDA repository); default: distro on Debian 12, nvidia elsewhere",
     )
     fabric_manager: str | None = rolling(
         None, "nvidia-fabricmanager version; defaults to, and must equal, the driver version"

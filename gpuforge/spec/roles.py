@@ -15,7 +15,8 @@ from gpuforge.spec.nodes import Node
 LAYER_ORDER: tuple[str, ...] = ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health")
 
 ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
-    Role.CONTROLLER: ("base", "packages", "munge", "slurm", "monitoring", "health"),
+    # nvidia: pyxis on configless controllers, whose plugstack.conf (served to every node) names it
+    Role.CONTROLLER: ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health"),
     Role.COMPUTE: ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health"),
     Role.LOGIN: ("base", "packages", "munge", "nvidia", "slurm", "monitoring"),
     Role.ACCOUNTING_DB: ("base", "packages", "munge", "slurm", "monitoring"),

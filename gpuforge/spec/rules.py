@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
-from gpuforge.spec import hostlist
+from gpuforge.spec import hostlist, nvidia_packages
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.gpus import COMPUTE_SLICES, GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.model import (
@@ -264,26 +264,19 @@ def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
             ("versions", "driver", "fabric_manager"),
             f"fabric manager {drv.fabric_manager} must equal the driver version {drv.version}",
         )
+    reported: set[str] = set()
     for group in spec.node_groups:
         if not group.hardware.gpu:
             continue
         os_family = group.os or spec.cluster.os
-        source = drv.source or (DriverSource.DISTRO if os_family is OsFamily.DEBIAN12 else DriverSource.NVIDIA)
-        if source is DriverSource.DISTRO and os_family is not OsFamily.DEBIAN12:
-            yield SpecIssue(
-                ("versions", "driver", "source"),
-                f"source distro is only known for debian12; group {group.name!r} runs {os_family.value}: use nvidia",
-            )
-        if source is DriverSource.DISTRO and os_family is OsFamily.DEBIAN12 and drv.branch != "535":
-            yield SpecIssue(
-                ("versions", "driver", "version"),
-                f"Debian 12 non-free ships the 535 branch; {drv.version} needs source: nvidia",
-            )
-        if source is DriverSource.DISTRO and drv.flavor.value == "open":
-            yield SpecIssue(
-                ("versions", "driver", "flavor"),
-                "Debian 12's non-free driver is proprietary; open kernel modules need source: nvidia",
-            )
+        source = drv.source or nvidia_packages.default_source(os_family)
+        try:
+            nvidia_packages.driver_install(os_family, source, int(drv.branch), drv.flavor)
+        except nvidia_packages.UnsupportedDriver as e:
+            if str(e) not in reported:
+                reported.add(str(e))
+                field = "source" if source is DriverSource.DISTRO and os_family is OsFamily.RHEL9 else "version"
+                yield SpecIssue(("versions", "driver", field), f"group {group.name!r} ({os_family.value}): {e}")
 
 
 @rule

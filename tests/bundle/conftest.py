@@ -44,21 +44,29 @@ CONTAINER_DEBS: list[Deb] = [
 ]
 
 DRV = "550.163.01-0ubuntu1"
+# Names and relations as in NVIDIA's CUDA repository for ubuntu2404 (Debian-style versions
+# "<driver>-0ubuntu1"): the flavor metapackage nvidia-open on the branch's packages; dkms and
+# the kernel headers come from Ubuntu's archive (external to this repository).
 CUDA_DEBS: list[Deb] = [
+    ("nvidia-open", DRV, f"nvidia-driver-550-open (= {DRV})", ""),
+    ("nvidia-open", "550.144.03-0ubuntu1", "nvidia-driver-550-open (= 550.144.03-0ubuntu1)", ""),
+    ("nvidia-open", "550.170.01-0ubuntu1", "nvidia-driver-550-open (= 550.170.01-0ubuntu1)", ""),
     (
-        "nvidia-headless-550-server-open",
+        "nvidia-driver-550-open",
         DRV,
-        f"nvidia-kernel-common-550-server (= {DRV}), nvidia-kernel-source-550-server-open (= {DRV})",
+        f"nvidia-dkms-550-open (= {DRV}), libnvidia-compute-550 (= {DRV}), nvidia-utils-550 (= {DRV})",
         "",
     ),
-    ("nvidia-headless-550-server-open", "550.144.03-0ubuntu1", "nvidia-kernel-common-550-server", ""),
-    ("nvidia-headless-550-server-open", "550.170.01-0ubuntu1", "nvidia-kernel-common-550-server", ""),
-    ("nvidia-kernel-common-550-server", DRV, "", ""),
-    ("nvidia-kernel-common-550-server", "550.170.01-0ubuntu1", "", ""),
-    ("nvidia-kernel-source-550-server-open", DRV, "dkms | nvidia-dkms-550-server-open", ""),
-    ("nvidia-utils-550-server", DRV, f"libnvidia-compute-550-server (= {DRV}), libc6 (>= 2.34)", ""),
-    ("libnvidia-compute-550-server", DRV, "", "libcuda1 (= 550.163.01), libnvidia-ml1"),
-    ("libnvidia-compute-550-server", "550.170.01-0ubuntu1", "", "libcuda1 (= 550.170.01)"),
+    ("nvidia-driver-550-open", "550.144.03-0ubuntu1", "nvidia-dkms-550-open (= 550.144.03-0ubuntu1)", ""),
+    ("nvidia-driver-550-open", "550.170.01-0ubuntu1", "nvidia-dkms-550-open (= 550.170.01-0ubuntu1)", ""),
+    ("nvidia-dkms-550-open", DRV, f"dkms, nvidia-kernel-common-550 (= {DRV})", ""),
+    ("nvidia-dkms-550-open", "550.144.03-0ubuntu1", "dkms", ""),
+    ("nvidia-dkms-550-open", "550.170.01-0ubuntu1", "dkms, nvidia-kernel-common-550 (= 550.170.01-0ubuntu1)", ""),
+    ("nvidia-kernel-common-550", DRV, "", ""),
+    ("nvidia-kernel-common-550", "550.170.01-0ubuntu1", "", ""),
+    ("nvidia-utils-550", DRV, f"libnvidia-compute-550 (= {DRV}), libc6 (>= 2.34)", ""),
+    ("libnvidia-compute-550", DRV, "", "libcuda1 (= 550.163.01), libnvidia-ml1"),
+    ("libnvidia-compute-550", "550.170.01-0ubuntu1", "", "libcuda1 (= 550.170.01)"),
     ("datacenter-gpu-manager-4-core", "1:4.2.3-1", "libc6 (>= 2.34), libnvidia-ml1", ""),
     ("datacenter-gpu-manager-4-core", "1:4.3.0-1", "libc6 (>= 2.34)", ""),
     ("datacenter-gpu-manager-4-proprietary", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),

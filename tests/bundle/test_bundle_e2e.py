@@ -26,11 +26,12 @@ PINNED = {
         "libnvidia-container1": "1.17.8-1",
     },
     CUDA: {
-        "nvidia-headless-550-server-open": "550.163.01-0ubuntu1",
-        "nvidia-utils-550-server": "550.163.01-0ubuntu1",
-        "nvidia-kernel-common-550-server": "550.163.01-0ubuntu1",  # dependency (=)
-        "nvidia-kernel-source-550-server-open": "550.163.01-0ubuntu1",  # dependency (=)
-        "libnvidia-compute-550-server": "550.163.01-0ubuntu1",  # dependency (=), provides libnvidia-ml1
+        "nvidia-dkms-550-open": "550.163.01-0ubuntu1",  # the version carrier
+        "nvidia-open": "550.163.01-0ubuntu1",  # the flavor metapackage, not its newer 550.170.01
+        "nvidia-driver-550-open": "550.163.01-0ubuntu1",  # dependency (=)
+        "nvidia-kernel-common-550": "550.163.01-0ubuntu1",  # dependency (=)
+        "nvidia-utils-550": "550.163.01-0ubuntu1",  # dependency (=)
+        "libnvidia-compute-550": "550.163.01-0ubuntu1",  # dependency (=), provides libnvidia-ml1
         "datacenter-gpu-manager-4-core": "1:4.2.3-1",  # epoch, not the newer 1:4.3.0-1
         "datacenter-gpu-manager-4-proprietary": "1:4.2.3-1",
     },
@@ -41,8 +42,8 @@ EXTERNAL = {
         "libseccomp2 | libcap2": ["libnvidia-container1"],
     },
     CUDA: {
-        "dkms | nvidia-dkms-550-server-open": ["nvidia-kernel-source-550-server-open"],
-        "libc6 (>= 2.34)": ["datacenter-gpu-manager-4-core", "nvidia-utils-550-server"],
+        "dkms": ["nvidia-dkms-550-open"],  # from Ubuntu's archive
+        "libc6 (>= 2.34)": ["datacenter-gpu-manager-4-core", "nvidia-utils-550"],
     },
 }
 
@@ -143,7 +144,7 @@ def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
     served.requests.clear()
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert "0 downloaded, 15 reused" in cp.stdout
+    assert "0 downloaded, 16 reused" in cp.stdout
     assert fetched(served) == []
     assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
         k: v for k, v in before.items() if k != "manifest.json"
@@ -165,7 +166,7 @@ def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
     assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
         k: v for k, v in before.items() if k != "manifest.json"
     }
-    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 7}
+    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 8}
     assert all(f["sha256"] == before[f["path"]] for f in m["files"])
     no_leftovers(out)
     problems = verify_bundle(out)
@@ -335,7 +336,7 @@ def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
     assert "W:" not in update.stdout + update.stderr
     toolkit = [f"{p}=1.17.8-1" for p in PINNED[CONTAINER]]
     # As the deploys ask: the toolkit at =version, the rest held by the pins above.
-    wanted = [*toolkit, "nvidia-headless-550-server-open", "nvidia-utils-550-server"]
+    wanted = [*toolkit, "nvidia-dkms-550-open", "nvidia-open"]
     wanted += ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary"]
     cmd = ["apt-get", "-q", "-y", "--no-install-recommends", "--download-only", "install", *wanted]
     inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -343,7 +344,7 @@ def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
     got = {line.split()[3]: line.split()[4] for line in inst.stdout.splitlines() if line.startswith("Get:")}
     assert got == {**PINNED[CONTAINER], **PINNED[CUDA]}
     # apt checks the index's checksums: a changed .deb is refused.
-    deb = out / CUDA / "nvidia-utils-550-server_550.163.01-0ubuntu1_amd64.deb"
+    deb = out / CUDA / "nvidia-utils-550_550.163.01-0ubuntu1_amd64.deb"
     deb.write_bytes(deb.read_bytes() + b"x")
     inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert inst.returncode != 0
@@ -393,6 +394,13 @@ def test_two_distros_with_different_builds_conflict(served: Server, tmp_path: Pa
     shutil.copytree(served.root / "cuda", debian)
     rebuilt = build_deb(tmp_path, "datacenter-gpu-manager-4-core", "1:4.2.3-1", "libc6 (>= 2.36), libnvidia-ml1")
     shutil.move(rebuilt, debian / "pool" / rebuilt.name)  # same name and version, another build
+    # NVIDIA's debian12 repository names the driver the Debian way (nvidia-kernel-open-dkms), versions "-1"
+    for name, deps in (
+        ("nvidia-kernel-open-dkms", "dkms"),
+        ("nvidia-open", "nvidia-kernel-open-dkms (= 550.163.01-1)"),
+    ):
+        deb = build_deb(tmp_path, name, "550.163.01-1", deps)
+        shutil.move(deb, debian / "pool" / deb.name)
     index_repo(debian, gz=True)
     text = write_spec(tmp_path, served.url).read_text()
     text = text.replace(f"{served.url}/cuda\n", f"{served.url}/cuda-{{distro}}\n")
@@ -409,7 +417,11 @@ def test_two_distros_with_different_builds_conflict(served: Server, tmp_path: Pa
     m = manifest(out)
     cuda = next(r for r in m["repositories"] if r["path"] == CUDA)
     assert sorted(s["distro"] for s in cuda["sources"]) == ["debian12", "ubuntu2404"]
-    assert [x["what"] for x in m["missing"]] == [f"{CUDA}: datacenter-gpu-manager-4-core"]
-    assert "one apt/nvidia-cuda/ cannot serve both" in m["missing"][0]["error"]
+    # nvidia-open too: NVIDIA builds it per distribution (550.163.01-1 for debian12, -0ubuntu1 for ubuntu2404)
+    assert sorted(x["what"] for x in m["missing"]) == [
+        f"{CUDA}: datacenter-gpu-manager-4-core",
+        f"{CUDA}: nvidia-open",
+    ]
+    assert all("one apt/nvidia-cuda/ cannot serve both" in x["error"] for x in m["missing"])
     # Identical builds (the proprietary package here) are shared.
     assert "datacenter-gpu-manager-4-proprietary" in {p["package"] for p in cuda["packages"]}

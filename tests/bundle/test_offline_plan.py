@@ -113,8 +113,8 @@ def test_every_nvidia_package_the_plan_installs_is_in_the_bundle(bundle: Path) -
         if version:
             assert index[name] == version
     assert {s.partition("=")[0] for s in nvidia_specs} >= {
-        "nvidia-headless-550-server-open",
-        "nvidia-utils-550-server",
+        "nvidia-dkms-550-open",
+        "nvidia-open",
         "nvidia-container-toolkit",
         "libnvidia-container1",
         "datacenter-gpu-manager-4-core",

@@ -260,8 +260,8 @@ def test_needs_of_the_h100_example() -> None:
     assert cuda.url == "http://192.0.2.5/nvidia/cuda/ubuntu2404/x86_64"
     assert len(cuda.nodes) == 64  # every GPU node; no controller, database, login or monitoring node
     assert {w.package: w.versions for w in cuda.wants.values()} == {
-        "nvidia-headless-550-server-open": ("550.163.01-*",),
-        "nvidia-utils-550-server": ("550.163.01-*",),
+        "nvidia-dkms-550-open": ("550.163.01-*",),  # NVIDIA's CUDA-repository names (not Canonical's)
+        "nvidia-open": ("550.163.01-*",),
         "nvidia-fabricmanager-550": ("550.163.01-*",),
         "cuda-toolkit-12-4": (),
         "datacenter-gpu-manager-4-core": ("1:4.2.3-*", "4.2.3-*"),

@@ -207,6 +207,10 @@ def test_nvidia_host_fact_parses_pci_driver_and_packages() -> None:
         "0x040300 0x22ba",
         "__section=driver",
         "550.163.01",
+        "__section=kernel",
+        "5.15.0-126-generic",
+        "__section=secureboot",
+        "SecureBoot enabled",
         "__section=packages",
         "__query=enroot enroot+caps",
         "__tool=dpkg",
@@ -217,11 +221,22 @@ def test_nvidia_host_fact_parses_pci_driver_and_packages() -> None:
     assert hf.gpus == ["2330", "2330"] and hf.nvswitches == ["22a3"]
     assert hf.loaded_driver == "550.163.01" and hf.driver_loaded and hf.gpu_present
     assert hf.packages == {"enroot": "3.5.0-1", "enroot+caps": None} and hf.package_tool == "dpkg"
+    assert hf.kernel_release == "5.15.0-126-generic" and hf.secure_boot is True
 
 
 def test_nvidia_host_fact_on_a_gpu_less_node() -> None:
-    hf = parse_nvidia_host(["__section=pci", "__section=driver", "__section=packages"])
-    assert hf == HostFacts()
+    hf = parse_nvidia_host(
+        [
+            "__section=pci",
+            "__section=driver",
+            "__section=kernel",
+            "6.1.0-28-amd64",
+            "__section=secureboot",
+            "__section=packages",
+        ]
+    )
+    assert hf.kernel_release == "6.1.0-28-amd64" and hf.secure_boot is None  # no mokutil: unknown
+    assert hf == HostFacts(kernel_release="6.1.0-28-amd64")
     assert not hf.gpu_present and not hf.driver_loaded
     with pytest.raises(ValueError):
         nvidia_host_command(["ok", "bad;rm"])

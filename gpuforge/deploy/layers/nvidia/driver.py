@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from gpuforge.deploy.converge import Layer, LayerFacts, Service, Step, StepKind
 from gpuforge.deploy.layers.nvidia.common import (
     DRACUT_CONF,
@@ -17,9 +19,11 @@ from gpuforge.deploy.layers.nvidia.common import (
 from gpuforge.deploy.needs import (
     Ctx,
     cuda_toolkit_package,
+    driver_install,
     driver_packages,
+    fabric_manager_from_cuda_repo,
     fabric_manager_package,
-    rhel_driver_stream,
+    fabric_manager_packages,
 )
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import (
@@ -55,20 +59,21 @@ def driver_layer(ctx: Ctx) -> Layer:
     cuda = src.cuda_repo(s, ctx.os)
     driver_ok = source is DriverSource.DISTRO or cuda.available
     fm = n.hardware.nvswitch
+    fm_ok = fm and (cuda.available or not fabric_manager_from_cuda_repo(ctx))
     toolkit_pkg = cuda_toolkit_package(ctx)
     packages: list[str] = []
     if ctx.deb:
         if driver_ok:
             packages += driver_packages(ctx)
-        if fm and cuda.available:
-            packages.append(fabric_manager_package(ctx))
+        if fm_ok:
+            packages += fabric_manager_packages(ctx)
         if toolkit_pkg and cuda.available:
             packages.append(toolkit_pkg)
     services: list[Service] = []
     state = gpu_service_state(ctx)
     if state is not None:
         services.append(Service("nvidia-persistenced", running=state, restart_on=(PERSISTENCED_DROPIN,)))
-        if fm and hf.nvswitches and cuda.available:
+        if fm_ok and hf.nvswitches:
             services.append(Service("nvidia-fabricmanager", running=state))
     initramfs_conf = INITRAMFS_CONF if ctx.deb else DRACUT_CONF
     files = ctx.file(NOUVEAU_BLACKLIST)
@@ -81,20 +86,20 @@ def driver_layer(ctx: Ctx) -> Layer:
         steps: list[Step] = []
         if not driver_ok:
             steps.append(unavailable_step(f"NVIDIA driver {ver}", cuda.reason))
-        if fm and not cuda.available:
-            steps.append(unavailable_step("nvidia-fabricmanager", cuda.reason))
+        if fm and not fm_ok:
+            steps.append(unavailable_step(fabric_manager_package(ctx), cuda.reason))
         if toolkit_pkg and not cuda.available:
             steps.append(unavailable_step(toolkit_pkg, cuda.reason))
         if NOUVEAU_BLACKLIST in changed:
             steps.append(initramfs_step(ctx.deb, facts.contents.get(initramfs_conf) is not None))
-        main = driver_packages(ctx)[0] if ctx.deb else "nvidia-driver"
+        main = driver_install(ctx).version_package
         installed = version_of(facts, main) if driver_ok else None
         if driver_ok:
             version_steps = driver_version_steps(ctx, main, installed)
             reboots = [st.summary for st in version_steps if st.kind == "reboot-required"]
             steps += [st for st in version_steps if st.kind != "reboot-required"]
             steps += mark_reboot(reboots, facts.contents.get(REBOOT_MARKER))
-        if fm and cuda.available:
+        if fm_ok:
             steps += fabric_manager_steps(ctx, version_of(facts, fabric_manager_package(ctx)))
         if not ctx.deb and toolkit_pkg and cuda.available and hf.packages.get(toolkit_pkg) is None:
             steps.append(Step(StepKind.INSTALL, f"install {toolkit_pkg}", dnf_install([toolkit_pkg])))
@@ -163,10 +168,14 @@ def driver_version_steps(ctx: Ctx, main: str, installed: str | None) -> list[Ste
             )
         )
     elif not ctx.deb and installed is None:
-        stream = rhel_driver_stream(ctx)
-        cmd = f"dnf -y module install nvidia-driver:{stream} && {verify_version_command('nvidia-driver', ver, False)}"
+        row = driver_install(ctx)
         steps.append(
-            Step(StepKind.INSTALL, f"install the NVIDIA driver {ver} (dnf module nvidia-driver:{stream})", cmd)
+            Step(
+                StepKind.INSTALL,
+                f"install the NVIDIA driver {ver} (dnf module nvidia-driver:{row.dnf_stream}, {row.packages[0]}, "
+                "version-locked; dkms and the running kernel's headers first)",
+                rhel_driver_command(ctx, upgrade=False),
+            )
         )
     elif not src.version_matches(installed, ver):
         if ctx.deb:
@@ -174,11 +183,7 @@ def driver_version_steps(ctx: Ctx, main: str, installed: str | None) -> list[Ste
                 f"{apt_install(pkgs, downgrades=True, update_first=True)} && {verify_version_command(main, ver, True)}"
             )
         else:
-            stream = rhel_driver_stream(ctx)
-            cmd = (
-                f"dnf -y module reset nvidia-driver && dnf -y module install --allowerasing nvidia-driver:{stream} && "
-                f"{verify_version_command('nvidia-driver', ver, False)}"
-            )
+            cmd = rhel_driver_command(ctx, upgrade=True)
         steps.append(Step(StepKind.UPGRADE, f"NVIDIA driver {installed} -> {ver} (drain the node first)", cmd))
         steps.append(
             Step(StepKind.REBOOT_REQUIRED, f"driver {installed} -> {ver}: reboot to load the new kernel module")
@@ -196,6 +201,29 @@ def driver_version_steps(ctx: Ctx, main: str, installed: str | None) -> list[Ste
     elif installed is not None and hf.gpu_present and not hf.driver_loaded:
         steps.append(Step(StepKind.REBOOT_REQUIRED, f"driver {ver} is installed but not loaded: reboot to load it"))
     return steps
+
+
+def versionlock_patterns(ctx: Ctx) -> list[str]:
+    """dnf versionlock patterns holding the driver (and fabric manager) at the pin (NVIDIA's
+    version-locking page locks ``*nvidia*<branch>*``; gpuforge locks the exact version)."""
+    ver = ctx.driver_version
+    return [f"*nvidia*-{ver}-*", f"cuda-drivers-{ver}-*"]
+
+
+def rhel_driver_command(ctx: Ctx, upgrade: bool) -> str:
+    """RHEL 9: prerequisites, the branch's module stream, the metapackage at the exact version, a version lock."""
+    row, ver = driver_install(ctx), ctx.driver_version
+    locks = " ".join(shlex.quote(p) for p in versionlock_patterns(ctx))
+    parts = [
+        dnf_install(["python3-dnf-plugin-versionlock", *row.prerequisites]),
+        f"dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:{row.dnf_stream}",
+        f"dnf -y install --allowerasing {' '.join(shlex.quote(f'{p}-{ver}') for p in row.packages)}",
+        f"{{ {verify_version_command(row.version_package, ver, False)}; }}",
+        f"dnf versionlock add {locks}",
+    ]
+    if upgrade:
+        parts.insert(0, "{ dnf versionlock delete '*nvidia*' 'cuda-drivers*' >/dev/null 2>&1 || true; }")
+    return " && ".join(parts)
 
 
 def fabric_manager_steps(ctx: Ctx, installed: str | None) -> list[Step]:

@@ -26,6 +26,19 @@ from gpuforge.render.nvidia import (
 )
 from gpuforge.render.nvidia_repos import enroot_wanted, pyxis_wanted
 from gpuforge.render.slurm import plugin_dir
+from gpuforge.spec.model import Role
+
+#: enroot's extra hooks (Slurm's PMI/PMIx and PyTorch variables in containers): its packages put them in
+#: /usr/share/enroot/hooks.d, which enroot does not read; pyxis' wiki (Setup) has them copied, NVIDIA/deepops
+#: (roles/pyxis/tasks/main.yml) links them into /etc/enroot/hooks.d on compute nodes: gpuforge links them too.
+EXTRA_HOOKS = ("50-slurm-pmi.sh", "50-slurm-pytorch.sh")
+EXTRA_HOOKS_DIR = "/usr/share/enroot/hooks.d"
+HOOKS_DIR = "/etc/enroot/hooks.d"
+
+
+def hook_links(ctx: Ctx) -> tuple[str, ...]:
+    """Paths of the extra hook links a node gets (compute nodes: where jobs run in containers)."""
+    return tuple(f"{HOOKS_DIR}/{h}" for h in EXTRA_HOOKS) if ctx.node.has(Role.COMPUTE) else ()
 
 
 def enroot_layer(ctx: Ctx) -> Layer:
@@ -37,6 +50,7 @@ def enroot_layer(ctx: Ctx) -> Layer:
     pushed = [upload_file(a.node_path, src.bundle_files_single(a.local)) for a in arts if a.local]
     files = ctx.file(ENROOT_CONF) + ctx.file(ENROOT_TMPFILES) + ctx.file(USERNS_SYSCTL)
     names = ["enroot", "enroot+caps"]
+    links = hook_links(ctx)
 
     def before(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
@@ -51,6 +65,13 @@ def enroot_layer(ctx: Ctx) -> Layer:
             where = "the bundle" if arts[0].local else (arts[0].url or "").rsplit("/", 1)[0]
             now = ", ".join(f"{p} {v}" for p, v in have.items() if v) or "not installed"
             steps.append(Step(StepKind.INSTALL, f"enroot {ver} from {where} (now: {now})", f"{fetch} && {install}"))
+        missing_links = [p for p in links if facts.contents.get(p) is None]
+        if missing_links:
+            cmd = f"install -d -m 0755 {HOOKS_DIR} && " + " && ".join(
+                f"ln -sfn {EXTRA_HOOKS_DIR}/{p.rsplit('/', 1)[1]} {p}" for p in missing_links
+            )
+            hooks = ", ".join(p.rsplit("/", 1)[1] for p in missing_links)
+            steps.append(Step(StepKind.INSTALL, f"enable enroot's extra hooks {hooks} (Slurm PMI/PMIx, PyTorch)", cmd))
         if ENROOT_TMPFILES in changed:
             steps.append(
                 Step(
@@ -75,6 +96,7 @@ def enroot_layer(ctx: Ctx) -> Layer:
         early_files=pushed,
         directories=(Directory("/etc/enroot"),),
         files=files,
+        read_paths=links,
         before_services=before,
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuforge.deploy.apt import APT_UPDATE
 from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
-from gpuforge.deploy.layers.nvidia.common import keep_reports, quote_path, upload_file
+from gpuforge.deploy.layers.nvidia.common import keep_reports, quote_path, unavailable_step, upload_file
 from gpuforge.deploy.needs import (
     Ctx,
     cuda_repo_wanted,
@@ -15,13 +15,14 @@ from gpuforge.render.files import RenderedFile
 from gpuforge.render.nvidia import (
     host_driver,
 )
-from gpuforge.render.nvidia_repos import driver_source, nvidia_repo_files
+from gpuforge.render.nvidia_repos import driver_source, epel_wanted, nvidia_repo_files
 from gpuforge.spec.model import DriverSource
 
 
 def repos_layer(ctx: Ctx) -> Layer:
     """Sources and pins for the node's NVIDIA packages; ``apt-get update`` when they change."""
-    if not ctx.gpu_node:
+    epel = src.epel_repo(ctx.spec) if epel_wanted(ctx.spec, ctx.node) else None
+    if not ctx.gpu_node and epel is None:
         return Layer.empty("nvidia-repos")
     s = ctx.spec
     files: list[RenderedFile] = []
@@ -29,7 +30,7 @@ def repos_layer(ctx: Ctx) -> Layer:
     distro = host_driver(s) and driver_source(s, ctx.node) is DriverSource.DISTRO
     cuda = src.cuda_repo(s, ctx.os) if cuda_repo_wanted(ctx) else None
     container = src.container_repo(s, ctx.os) if toolkit_wanted(ctx) else None
-    repos = [r for r in (cuda, container) if r is not None and r.available]
+    repos = [r for r in (cuda, container, epel) if r is not None and r.available]
     for r in repos:
         if r.bundle is not None:
             files += [upload_file(f"{r.url}/{rel}", data) for rel, data in src.bundle_files(r.bundle)]
@@ -79,7 +80,11 @@ def repos_layer(ctx: Ctx) -> Layer:
             )
             steps.append(Step(StepKind.KEYRING, f"container toolkit repository key from {container.key_url}", cmd))
             changed.add(src.CONTAINER_KEYRING)
-        touched = changed & (repo_paths | {src.DEBIAN_NONFREE_SOURCES, src.CUDA_KEYRING, src.CONTAINER_KEYRING})
+        if epel is not None:
+            steps += epel_steps(ctx, epel, changed)
+        touched = changed & (
+            repo_paths | {src.DEBIAN_NONFREE_SOURCES, src.CUDA_KEYRING, src.CONTAINER_KEYRING, src.EPEL_REPO_FILE}
+        )
         if touched:
             if ctx.deb:
                 steps.append(Step(StepKind.APT_UPDATE, "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
@@ -90,3 +95,18 @@ def repos_layer(ctx: Ctx) -> Layer:
         return keep_reports(ctx, "nvidia-repos", steps)
 
     return Layer("nvidia-repos", early_files=files, read_paths=tuple(read), after=after)
+
+
+def epel_steps(ctx: Ctx, epel: src.Repo, changed: set[str]) -> list[Step]:
+    """CodeReady Builder and EPEL 9 on RHEL: Fedora's epel-release upstream, a repo file otherwise."""
+    if not epel.available:
+        return [unavailable_step("EPEL 9 (dkms, parallel, slurm-devel)", epel.reason)]
+    if epel.url == src.EPEL_RELEASE_RPM:
+        if ctx.host.packages.get("epel-release") is not None:
+            return []
+        changed.add(src.EPEL_REPO_FILE)
+        cmd = f"{{ {src.ENABLE_CRB}; }} && dnf -y install {src.EPEL_RELEASE_RPM}"
+        return [Step(StepKind.INSTALL, "enable CodeReady Builder and EPEL 9 (epel-release)", cmd)]
+    if src.EPEL_REPO_FILE in changed:
+        return [Step(StepKind.INSTALL, "enable CodeReady Builder (EPEL 9 packages need it)", src.ENABLE_CRB)]
+    return []

@@ -1,0 +1,272 @@
+"""Upstream facts of the NVIDIA stack, per OS x source x driver branch x flavor: one data table.
+
+Every fact names where it came from (``SOURCES``: page or file, and section). The deploy
+layers, the plan, the offline bundle and the spec rules all read these functions; tests
+check plans against them and against literal expectations written from the same sources.
+
+Where sources disagree the row says which one is followed and why (see ``DISAGREEMENTS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a fact comes from: a page or a repository file, and the section that says it."""
+
+    title: str
+    where: str
+    section: str
+
+
+GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide"
+
+SOURCES: dict[str, Citation] = {
+    "guide-flavors": Citation(
+        "NVIDIA Driver Installation Guide",
+        f"{GUIDE}/advanced-options.html",
+        "Switching between Driver Module Flavors (Debian 12; Ubuntu 22.04/24.04): "
+        "'apt install nvidia-open' / 'apt install cuda-drivers'; Ubuntu adds nvidia-driver-open / nvidia-driver",
+    ),
+    "guide-590-renames": Citation(
+        "NVIDIA Driver Installation Guide",
+        f"{GUIDE}/recent-updates.html",
+        "Version locking packages for Ubuntu / Debian; Ubuntu 590 and later packages (Table 4): "
+        "'Starting with branch 590, the Ubuntu packages will be renamed by removing the branch designation'; "
+        "cuda-drivers-580 'will be removed'; nvidia-dkms-580 -> nvidia-dkms; "
+        "nvidia-dkms-580-open -> nvidia-dkms-open; "
+        "'we suggest to install the pinning package prior to installing the driver' (nvidia-driver-pinning-<branch>)",
+    ),
+    "guide-kernel-modules": Citation(
+        "NVIDIA Driver Installation Guide (620)",
+        f"{GUIDE}/620/kernel-modules.html",
+        "Table 5, RHEL 8/9: 'dnf module enable nvidia-driver:580-open' then 'dnf install nvidia-open'",
+    ),
+    "guide-version-locking": Citation(
+        "NVIDIA Driver Installation Guide",
+        f"{GUIDE}/version-locking.html",
+        "DNF 4: 'Make sure the python3-dnf-plugin-versionlock package is installed'; "
+        "'dnf4 versionlock \\*nvidia\\*575\\*'",
+    ),
+    "guide-pre-install": Citation(
+        "NVIDIA Driver Installation Guide",
+        f"{GUIDE}/pre-installation-actions.html",
+        "'The NVIDIA driver requires that the kernel headers and development packages for the running version "
+        "of the kernel be installed at the time of the driver installation'",
+    ),
+    "guide-introduction": Citation(
+        "NVIDIA Driver Installation Guide",
+        f"{GUIDE}/introduction.html",
+        "supported distributions: rhel9, ubuntu2204, ubuntu2404, debian12 (x86_64/amd64)",
+    ),
+    "cuda-dnf-streams": Citation(
+        "NVIDIA/yum-packaging-precompiled-kmod, NVIDIA/yum-packaging-dkms-nvidia",
+        "github.com/NVIDIA/yum-packaging-precompiled-kmod README.md; "
+        "github.com/NVIDIA/yum-packaging-dkms-nvidia README.md",
+        "streams 'XXX-dkms' lock to a branch; open streams 'available in 515 and newer: open-dkms and XXX-open'",
+    ),
+    "nvidia-forum-cuda-drivers-580": Citation(
+        "NVIDIA developer forums: Debian cuda-drivers-580 package 580.105.08-1 improperly pulls in v590 components",
+        "https://forums.developer.nvidia.com/t/353805",
+        "cuda-drivers-580 control: 'Depends: nvidia-driver (>= 580.65.06), nvidia-driver-cuda (>= 580.65.06), "
+        "nvidia-kernel-dkms (>= 580.65.06)' (the branch metapackage alone does not hold the branch)",
+    ),
+    "debian-nvidia-open-kernel-dkms": Citation(
+        "Debian package nvidia-open-kernel-dkms (bookworm, contrib)",
+        "https://packages.debian.org/bookworm/nvidia-open-kernel-dkms",
+        "'nvidia-open-kernel-dkms (535.247.01-1~deb12u1) [contrib]' ... 'dep: firmware-nvidia-gsp (= 535.247.01)'",
+    ),
+    "canonical-nvidia-drivers": Citation(
+        "Ubuntu Server documentation: NVIDIA drivers installation",
+        "github.com/canonical/ubuntu-server-documentation docs/how-to/graphics/install-nvidia-drivers.md",
+        "ERD packages carry the -server suffix; 'sudo apt install nvidia-fabricmanager-535 libnvidia-nscq-535' "
+        "'will match the nvidia-driver-535-server package version'; DKMS modules are not signed for Secure Boot",
+    ),
+    "ansible-role-nvidia-driver": Citation(
+        "NVIDIA/ansible-role-nvidia-driver v2.3.1 (the version DeepOps pins)",
+        "github.com/NVIDIA/ansible-role-nvidia-driver defaults/main.yml L30-46, tasks/install-redhat.yml L9-50",
+        "nvidia-headless-<b>-server, nvidia-utils-<b>-server (Canonical); cuda-drivers-<b> (CUDA repo); "
+        "RHEL: epel-release-latest-<major>.noarch.rpm, dkms, kernel-headers-/kernel-devel-<running kernel>",
+    ),
+    "deepops-ubuntu-open": Citation(
+        "NVIDIA/deepops",
+        "github.com/NVIDIA/deepops playbooks/nvidia-software/tasks/nvidia-driver-ubuntu-packages.yml",
+        "open modules: nvidia-headless-<b>-server-open (Canonical archive)",
+    ),
+    "cns-fabricmanager": Citation(
+        "NVIDIA/cloud-native-stack",
+        "github.com/NVIDIA/cloud-native-stack playbooks/nvidia-driver.yaml L392-443",
+        "'driver_version | int <= 570' -> nvidia-fabricmanager-<b>=<ver>-1; '>= 580' -> nvidia-fabricmanager=<ver>-1; "
+        "service nvidia-fabricmanager; Ubuntu: linux-headers-<kernel>, build-essential, dkms (L245-248)",
+    ),
+    "azhpc-fabricmanager": Citation(
+        "Azure/azhpc-images (Microsoft's HPC images)",
+        "github.com/Azure/azhpc-images components/install_nvidia_fabric_manager.sh L14-51",
+        "'For NVIDIA Fabric Manager major version 580, Nvidia dropped the hyphen between fabric and manager' (RHEL)",
+    ),
+    "deepops-rhel-crb": Citation(
+        "NVIDIA/deepops",
+        "github.com/NVIDIA/deepops roles/nvidia-dgx/vars/redhat.yml; playbooks .../redhat-el8-plus.yml L24-48",
+        "codeready-builder-for-rhel-9-x86_64-rpms (subscription-manager); 'dnf config-manager --set-enabled crb'",
+    ),
+    "cns-secure-boot": Citation(
+        "NVIDIA/cloud-native-stack",
+        "github.com/NVIDIA/cloud-native-stack README.md L106; playbooks/cns-installation.yaml L483-486",
+        "'UEFI secure boot is disabled' (preflight: mokutil --sb-state)",
+    ),
+}
+
+#: Where sources disagree, which one gpuforge follows and why.
+DISAGREEMENTS: dict[str, str] = {
+    "rhel-fabric-manager": (
+        "cloud-native-stack installs nvidia-fabric-manager on RHEL for every branch; Azure/azhpc-images says the "
+        "hyphen was dropped from 580. gpuforge follows azhpc-images: it states the change and its date, and it "
+        "matches the Ubuntu/Debian rename at 580 that cloud-native-stack itself makes"
+    ),
+    "apt-pinning": (
+        "NVIDIA's nvidia-driver-pinning-<branch> packages hold a branch; gpuforge also writes an apt preference "
+        "for the exact version (stricter) and installs the pinning package from 590, where NVIDIA makes branch "
+        "tracking opt-in"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class DriverInstall:
+    """How one OS installs one driver branch and flavor from one source (packages are apt or dnf names).
+
+    ``packages`` are installed together (deb: held at the pin by apt preferences; rpm: at
+    ``-<version>``); ``version_package`` is the one whose installed version must be the pin;
+    ``fabric_manager`` is what NVSwitch systems add; ``prerequisites`` come first (kernel
+    headers of the running kernel, DKMS); ``dnf_stream`` is the RHEL module stream enabled
+    first; ``needs_epel`` says the prerequisites come from EPEL (RHEL's DKMS).
+    """
+
+    os: OsFamily
+    source: DriverSource
+    branch: int
+    flavor: DriverFlavor
+    packages: tuple[str, ...]
+    version_package: str
+    fabric_manager: tuple[str, ...]
+    prerequisites: tuple[str, ...]
+    repository: str
+    cites: tuple[str, ...]
+    dnf_stream: str | None = None
+    needs_epel: bool = False
+    pinning_package: str | None = None
+
+
+#: Debian 12's own archive (non-free/contrib) carries one branch.
+DEBIAN12_ARCHIVE_BRANCH = 535
+#: From this branch the Ubuntu CUDA-repository packages lose the branch in their names.
+UNVERSIONED_NAMES_FROM = 590
+#: From this branch the fabric manager package of NVIDIA's repositories is unversioned.
+FABRIC_MANAGER_UNVERSIONED_FROM = 580
+
+KERNEL_HEADERS = "{kernel_headers}"
+"""Stands for the running kernel's headers package; ``driver_install`` fills it in."""
+
+
+def _fabric_manager(os: OsFamily, source: DriverSource, branch: int) -> tuple[str, ...]:
+    if source is DriverSource.DISTRO and os in (OsFamily.UBUNTU2204, OsFamily.UBUNTU2404):
+        return (f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}")  # canonical-nvidia-drivers
+    if os is OsFamily.RHEL9:  # azhpc-fabricmanager (see DISAGREEMENTS)
+        return ("nvidia-fabricmanager",) if branch >= FABRIC_MANAGER_UNVERSIONED_FROM else ("nvidia-fabric-manager",)
+    if branch >= FABRIC_MANAGER_UNVERSIONED_FROM:
+        return ("nvidia-fabricmanager",)
+    return (f"nvidia-fabricmanager-{branch}",)
+
+
+def kernel_headers_package(os: OsFamily, kernel_release: str | None) -> str:
+    """The headers of the running kernel (or the distribution's default flavor when unknown)."""
+    if os is OsFamily.RHEL9:
+        return f"kernel-devel-{kernel_release}" if kernel_release else "kernel-devel"
+    if kernel_release:
+        return f"linux-headers-{kernel_release}"
+    return "linux-headers-amd64" if os is OsFamily.DEBIAN12 else "linux-headers-generic"
+
+
+class UnsupportedDriver(ValueError):
+    """NVIDIA (or the distribution) ships no such driver; the message says what to use instead."""
+
+
+def driver_install(
+    os: OsFamily, source: DriverSource, branch: int, flavor: DriverFlavor, kernel_release: str | None = None
+) -> DriverInstall:
+    """The row of the table for one combination; ``UnsupportedDriver`` when nobody ships it."""
+    headers = kernel_headers_package(os, kernel_release)
+    fm = _fabric_manager(os, source, branch)
+    is_open = flavor is DriverFlavor.OPEN
+    if os is OsFamily.DEBIAN12 and source is DriverSource.DISTRO:
+        if branch != DEBIAN12_ARCHIVE_BRANCH:
+            raise UnsupportedDriver(
+                f"Debian 12's archive ships only driver branch {DEBIAN12_ARCHIVE_BRANCH}; "
+                f"for {branch} set versions.driver.source: nvidia (NVIDIA's CUDA repository)"
+            )
+        if is_open:  # contrib: the open module package, its GSP firmware, the compute libraries
+            packages: tuple[str, ...] = (
+                "nvidia-open-kernel-dkms", "nvidia-smi", "nvidia-persistenced", "libcuda1", "firmware-nvidia-gsp",
+            )  # fmt: skip
+        else:  # the lab-tested set: the metapackage pulls nvidia-kernel-dkms; the GSP firmware is a Recommends
+            packages = ("nvidia-driver", "nvidia-smi", "nvidia-persistenced", "firmware-nvidia-gsp")
+        return DriverInstall(
+            os, source, branch, flavor, (*packages, "linux-headers-amd64"), packages[0], fm, (),
+            "debian-nonfree", ("debian-nvidia-open-kernel-dkms", "guide-pre-install"),
+        )  # fmt: skip
+    if os is OsFamily.RHEL9:
+        if source is DriverSource.DISTRO:
+            raise UnsupportedDriver(
+                "RHEL 9 has no NVIDIA driver in its own repositories; set versions.driver.source: nvidia"
+            )
+        stream = f"{branch}-open" if is_open else f"{branch}-dkms"
+        meta = "nvidia-open" if is_open else "cuda-drivers"
+        return DriverInstall(
+            os, source, branch, flavor, (meta,), "nvidia-driver", fm,
+            ("dkms", headers, headers.replace("kernel-devel", "kernel-headers", 1)),
+            "nvidia-cuda", ("guide-kernel-modules", "cuda-dnf-streams", "guide-version-locking",
+                            "ansible-role-nvidia-driver", "azhpc-fabricmanager"),
+            dnf_stream=stream, needs_epel=True,
+        )  # fmt: skip
+    prereq = (headers, "dkms")
+    pinning = f"nvidia-driver-pinning-{branch}" if branch >= UNVERSIONED_NAMES_FROM else None
+    if source is DriverSource.DISTRO:  # Ubuntu: Canonical's archive (ERD "-server" packages)
+        suffix = "-server-open" if is_open else "-server"
+        return DriverInstall(
+            os, source, branch, flavor, (f"nvidia-headless-{branch}{suffix}", f"nvidia-utils-{branch}-server"),
+            f"nvidia-headless-{branch}{suffix}", fm, prereq, "ubuntu-archive",
+            ("canonical-nvidia-drivers", "ansible-role-nvidia-driver", "deepops-ubuntu-open"),
+        )  # fmt: skip
+    if os is OsFamily.DEBIAN12:  # NVIDIA's CUDA repository uses Debian's package names
+        module = "nvidia-kernel-open-dkms" if is_open else "nvidia-kernel-dkms"
+        meta = "nvidia-open" if is_open else "cuda-drivers"
+        return DriverInstall(
+            os, source, branch, flavor, (meta, module), module, fm, prereq, "nvidia-cuda",
+            ("guide-flavors", "nvidia-forum-cuda-drivers-580", "guide-590-renames", "cns-fabricmanager"),
+            pinning_package=pinning,
+        )  # fmt: skip
+    # Ubuntu with NVIDIA's CUDA repository
+    if branch >= UNVERSIONED_NAMES_FROM:
+        module = "nvidia-dkms-open" if is_open else "nvidia-dkms"
+        metas: tuple[str, ...] = ("nvidia-open", "nvidia-driver-open") if is_open else ("cuda-drivers", "nvidia-driver")
+    else:
+        module = f"nvidia-dkms-{branch}-open" if is_open else f"nvidia-dkms-{branch}"
+        metas = ("nvidia-open",) if is_open else (f"cuda-drivers-{branch}",)
+    return DriverInstall(
+        os, source, branch, flavor, (*metas, module), module, fm, prereq, "nvidia-cuda",
+        ("guide-flavors", "guide-590-renames", "ansible-role-nvidia-driver", "cns-fabricmanager"),
+        pinning_package=pinning,
+    )  # fmt: skip
+
+
+def default_source(os: OsFamily) -> DriverSource:
+    """Debian 12: its own non-free archive; Ubuntu and RHEL: NVIDIA's CUDA repository."""
+    return DriverSource.DISTRO if os is OsFamily.DEBIAN12 else DriverSource.NVIDIA
+
+
+#: Branches the plan fixtures cover for every OS, source and flavor the spec accepts.
+FIXTURE_BRANCHES = (535, 570, 580, 590)

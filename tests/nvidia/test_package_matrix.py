@@ -1,0 +1,133 @@
+"""Every OS x source x branch x flavor the spec accepts: the exact packages the driver layer plans.
+
+The expectations are written out here from the cited upstream pages (see
+``gpuforge.spec.nvidia_packages.SOURCES``), not computed from that table, so a wrong row in
+the table fails here. Combinations nobody ships are refused by ``gpuforge check`` instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuforge.deploy import needs
+from gpuforge.deploy.converge import LayerFacts, plan_layer
+from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.probes.nvidia_host import HostFacts
+from gpuforge.spec import parse_spec, resolve_nodes
+from gpuforge.spec.errors import SpecError
+from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
+from gpuforge.spec.nvidia_packages import FIXTURE_BRANCHES, SOURCES, UnsupportedDriver, driver_install
+
+REPO = Path(__file__).resolve().parents[2]
+VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.44.01"}
+KERNEL = {"debian12": "6.1.0-28-amd64", "ubuntu22.04": "5.15.0-126-generic", "ubuntu24.04": "6.8.0-49-generic",
+          "rhel9": "5.14.0-427.13.1.el9_4.x86_64"}  # fmt: skip
+
+
+def expected_deb(os: str, source: str, b: int, flavor: str) -> tuple[str, ...] | None:
+    """apt packages of the driver layer on an HGX node (driver + fabric manager); None: refused."""
+    k = KERNEL[os]
+    open_ = flavor == "open"
+    if os == "debian12" and source == "distro":
+        if b != 535:
+            return None
+        drv = (
+            ("nvidia-open-kernel-dkms", "nvidia-smi", "nvidia-persistenced", "libcuda1", "firmware-nvidia-gsp")
+            if open_
+            else ("nvidia-driver", "nvidia-smi", "nvidia-persistenced", "firmware-nvidia-gsp")
+        )
+        return (*drv, "linux-headers-amd64", "nvidia-fabricmanager-535")
+    fm_cuda = ("nvidia-fabricmanager",) if b >= 580 else (f"nvidia-fabricmanager-{b}",)
+    pin = (f"nvidia-driver-pinning-{b}",) if b >= 590 else ()
+    prereq = (f"linux-headers-{k}", "dkms")
+    if os == "debian12":
+        drv = ("nvidia-kernel-open-dkms", "nvidia-open") if open_ else ("nvidia-kernel-dkms", "cuda-drivers")
+        return (*drv, *pin, *prereq, *fm_cuda)
+    if source == "distro":  # Canonical's archive
+        head = f"nvidia-headless-{b}-server-open" if open_ else f"nvidia-headless-{b}-server"
+        return (head, f"nvidia-utils-{b}-server", *prereq, f"nvidia-fabricmanager-{b}", f"libnvidia-nscq-{b}")
+    if b >= 590:
+        drv = (
+            ("nvidia-dkms-open", "nvidia-open", "nvidia-driver-open")
+            if open_
+            else ("nvidia-dkms", "cuda-drivers", "nvidia-driver")
+        )
+    else:
+        drv = (f"nvidia-dkms-{b}-open", "nvidia-open") if open_ else (f"nvidia-dkms-{b}", f"cuda-drivers-{b}")
+    return (*drv, *pin, *prereq, *fm_cuda)
+
+
+def spec_for(os: str, source: str, b: int, flavor: str) -> str:
+    data = yaml.safe_load((REPO / "inventories/slurm-h100.yaml").read_text())
+    data["cluster"]["os"] = os
+    data["versions"]["driver"] = {"version": VERSIONS[b], "flavor": flavor, "source": source}
+    data["versions"].pop("cuda_toolkit", None)
+    data["sources"] = {"mode": "upstream"}
+    return yaml.safe_dump(data)
+
+
+COMBOS = list(
+    itertools.product(["debian12", "ubuntu22.04", "ubuntu24.04", "rhel9"], ["distro", "nvidia"], FIXTURE_BRANCHES,
+                      ["proprietary", "open"])
+)  # fmt: skip
+
+
+def driver_plan(text: str, os: str) -> tuple[tuple[str, ...], list[str]]:
+    s = parse_spec(text)
+    node = next(n for n in resolve_nodes(s) if n.name == "gpu001")
+    hf = HostFacts(gpus=["2330"] * 8, nvswitches=["22a3"] * 4, kernel_release=KERNEL[os])
+    ctx = needs.Ctx.build(s, node, hf)
+    layer = nv.driver_layer(ctx)
+    steps, _ = plan_layer(layer, LayerFacts())
+    return layer.packages, [s.command or "" for s in steps]
+
+
+@pytest.mark.parametrize(("os", "source", "branch", "flavor"), COMBOS, ids=lambda v: str(v))
+def test_driver_packages(os: str, source: str, branch: int, flavor: str) -> None:
+    text = spec_for(os, source, branch, flavor)
+    if os == "rhel9":
+        if source == "distro":
+            with pytest.raises(SpecError, match="RHEL 9 has no NVIDIA driver"):
+                parse_spec(text)
+            return
+        _, commands = driver_plan(text, os)
+        k = KERNEL[os]
+        stream = f"{branch}-open" if flavor == "open" else f"{branch}-dkms"
+        meta = "nvidia-open" if flavor == "open" else "cuda-drivers"
+        fm = "nvidia-fabricmanager" if branch >= 580 else "nvidia-fabric-manager"
+        joined = "\n".join(commands)
+        assert f"dnf -y install python3-dnf-plugin-versionlock dkms kernel-devel-{k} kernel-headers-{k}" in joined
+        assert f"dnf -y module enable nvidia-driver:{stream}" in joined
+        assert f"dnf -y install --allowerasing {meta}-{VERSIONS[branch]} &&" in joined
+        assert f"dnf versionlock add '*nvidia*-{VERSIONS[branch]}-*'" in joined
+        assert f"dnf -y install {fm}-{VERSIONS[branch]}" in joined
+        assert "apt-get" not in joined
+        return
+    want = expected_deb(os, source, branch, flavor)
+    if want is None:
+        with pytest.raises(SpecError, match="ships only driver branch 535"):
+            parse_spec(text)
+        return
+    packages, commands = driver_plan(text, os)
+    assert packages == want
+    version_package = want[0]
+    assert any(f"dpkg-query -W -f='${{Version}}' {version_package} " in c for c in commands), commands
+
+
+def test_every_row_cites_known_sources() -> None:
+    rows = 0
+    for os, source, flavor in itertools.product(OsFamily, DriverSource, DriverFlavor):
+        for b in FIXTURE_BRANCHES:
+            try:
+                row = driver_install(os, source, b, flavor)
+            except UnsupportedDriver as e:
+                assert "set versions.driver.source" in str(e)  # the refusal names the alternative
+                continue
+            rows += 1
+            assert row.cites and set(row.cites) <= set(SOURCES), row
+            assert row.version_package in row.packages or os is OsFamily.RHEL9  # RHEL: nvidia-driver, a dependency
+    assert rows == 4 * 4 * 2 + 2 + 2 * 4 * 2  # nvidia: every OS; Debian 12 archive: 535 only; Ubuntu archive: all
