@@ -131,3 +131,16 @@ def test_every_row_cites_known_sources() -> None:
             assert row.cites and set(row.cites) <= set(SOURCES), row
             assert row.version_package in row.packages or os is OsFamily.RHEL9  # RHEL: nvidia-driver, a dependency
     assert rows == 4 * 4 * 2 + 2 + 2 * 4 * 2  # nvidia: every OS; Debian 12 archive: 535 only; Ubuntu archive: all
+
+
+def test_secure_boot_on_is_reported() -> None:
+    """Canonical's docs: DKMS modules are not signed for Secure Boot; cloud-native-stack refuses it (mokutil)."""
+    s = parse_spec(spec_for("ubuntu24.04", "nvidia", 580, "open"))
+    node = next(n for n in resolve_nodes(s) if n.name == "gpu001")
+    notes = {}
+    for state in (True, False, None):
+        hf = HostFacts(gpus=["2330"] * 8, nvswitches=["22a3"] * 4, secure_boot=state)
+        steps, _ = plan_layer(nv.driver_layer(needs.Ctx.build(s, node, hf)), LayerFacts())
+        notes[state] = [st.summary for st in steps if "Secure Boot" in st.summary]
+    assert len(notes[True]) == 1 and "mokutil --import" in notes[True][0]
+    assert notes[False] == [] and notes[None] == []

@@ -124,6 +124,14 @@ def driver_layer(ctx: Ctx) -> Layer:
                     StepKind.NOTE, f"driver {hf.loaded_driver} is loaded, not {ver}: GPU services are left as they are"
                 )
             )
+        if hf.secure_boot:
+            steps.append(
+                Step(
+                    StepKind.NOTE,
+                    "UEFI Secure Boot is on: the DKMS-built NVIDIA modules are not signed with a key the firmware "
+                    "trusts and will not load; enroll the DKMS key (mokutil --import) or turn Secure Boot off",
+                )
+            )
         if fm and not hf.nvswitches:
             steps.append(
                 Step(
