@@ -162,6 +162,7 @@ class StepKind(StrEnum):
     INITRAMFS = "initramfs"
     INSTALL = "install"
     KEYRING = "keyring"
+    LINK = "link"
     NOTE = "note"
     PENDING = "pending"
     REBOOT_REQUIRED = "reboot-required"

@@ -225,6 +225,8 @@ def test_plan_toolkit_enroot_pyxis_dcgm_from_real_facts(gpu_lab: GpuLab) -> None
     assert len(enroot) == 1
     assert f"{mirror}/artifacts/enroot_3.5.0-1_amd64.deb" in enroot[0]["command"]
     assert f"{mirror}/artifacts/enroot+caps_3.5.0-1_amd64.deb" in enroot[0]["command"]
+    hooks = [s for s in gpu["enroot"] if s["kind"] == "link"]
+    assert len(hooks) == 1 and "ln -sfn /usr/share/enroot/hooks.d/50-slurm-pmi.sh" in hooks[0]["command"]
 
     pyxis = gpu["pyxis"]
     assert pyxis[0]["kind"] == "install" and "libslurm-dev" in pyxis[0]["command"]

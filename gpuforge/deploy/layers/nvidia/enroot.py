@@ -71,7 +71,7 @@ def enroot_layer(ctx: Ctx) -> Layer:
                 f"ln -sfn {EXTRA_HOOKS_DIR}/{p.rsplit('/', 1)[1]} {p}" for p in missing_links
             )
             hooks = ", ".join(p.rsplit("/", 1)[1] for p in missing_links)
-            steps.append(Step(StepKind.INSTALL, f"enable enroot's extra hooks {hooks} (Slurm PMI/PMIx, PyTorch)", cmd))
+            steps.append(Step(StepKind.LINK, f"enable enroot's extra hooks {hooks} (Slurm PMI/PMIx, PyTorch)", cmd))
         if ENROOT_TMPFILES in changed:
             steps.append(
                 Step(
