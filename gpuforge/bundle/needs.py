@@ -85,9 +85,7 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
                 cuda.append(Want(tk, (), f"CUDA toolkit {s.versions.cuda_toolkit}"))
         if nvneeds.dcgm_wanted(ctx):
             dv = s.versions.dcgm
-            cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nvneeds.DCGM_PACKAGES]
-        if n.mig_config:
-            cuda.append(Want("nvidia-mig-manager", (), f"MIG layout {n.mig_config}"))
+            cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nvneeds.dcgm_packages(ctx)]
     if nvneeds.toolkit_wanted(ctx):
         tv = s.versions.container_toolkit
         container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nvneeds.TOOLKIT_PACKAGES]
@@ -101,6 +99,8 @@ def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
         arts += src.enroot_artifacts(s, n.os)
     if pyxis_wanted(s, n):
         arts.append(src.pyxis_artifact(s))
+    if ctx.gpu_node and n.mig_config:
+        arts.append(src.mig_manager_artifact(s, n.os))
     if nvneeds.dcgm_wanted(ctx) and host_dcgm_exporter(s):
         arts.append(src.dcgm_exporter_artifact(s))
     return arts

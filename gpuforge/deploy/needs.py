@@ -26,7 +26,6 @@ TOOLKIT_PACKAGES = (
     "libnvidia-container-tools",
     "libnvidia-container1",
 )
-DCGM_PACKAGES = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary")
 
 
 @dataclass(frozen=True)
@@ -80,6 +79,11 @@ def toolkit_wanted(ctx: Ctx) -> bool:
 
 def dcgm_wanted(ctx: Ctx) -> bool:
     return repos.dcgm_wanted(ctx.spec, ctx.node)
+
+
+def dcgm_packages(ctx: Ctx) -> tuple[str, ...]:
+    """DCGM 4 with the diagnostics of the driver's CUDA major (``nvidia_packages.dcgm_packages``)."""
+    return table.dcgm_packages(int(ctx.branch))
 
 
 def cuda_repo_wanted(ctx: Ctx) -> bool:
@@ -138,9 +142,12 @@ def cuda_toolkit_package(ctx: Ctx) -> str | None:
 def host_packages(s: Spec, n: Node) -> list[str]:
     """Packages whose versions the ``NvidiaHost`` fact reads (those the layer facts cannot)."""
     names = ["enroot", "enroot+caps"] if enroot_wanted(s, n) else []
+    if n.os.is_deb and n.mig_config and repos.gpu_node(s, n):
+        names.append("nvidia-mig-manager")  # a release file, not a layer package
     if not n.os.is_deb:
         ver = s.versions.cuda_toolkit
-        names += ["nvidia-driver", "nvidia-fabric-manager", *TOOLKIT_PACKAGES, *DCGM_PACKAGES]
+        dcgm = table.dcgm_packages(int(s.versions.driver.branch)) if s.versions.driver else ()
+        names += ["nvidia-driver", "nvidia-fabric-manager", *TOOLKIT_PACKAGES, *dcgm]
         names += ["nvidia-mig-manager", "slurm-devel", "gcc", "make", "containerd.io", "docker-ce"]
         names += ["nvidia-fabricmanager", "epel-release", "dkms", "python3-dnf-plugin-versionlock"]
         if ver:

@@ -34,6 +34,8 @@ MIG_CONFIG = "/etc/nvidia-mig-manager/gpuforge.yaml"
 # systemd applies drop-ins in name order; the package ships override.conf selecting
 # all-disabled, so ours must sort after it.
 MIG_MANAGER_DROPIN = "/etc/systemd/system/nvidia-mig-manager.service.d/zz-gpuforge.conf"
+#: The CDI spec the host's container toolkit writes (``nvidia-ctk cdi generate``).
+CDI_SPEC = "/etc/cdi/nvidia.yaml"
 
 DCGM_COUNTERS_CSV = "/etc/dcgm-exporter/gpuforge-counters.csv"
 DCGM_EXPORTER_UNIT = "/etc/systemd/system/dcgm-exporter.service"
@@ -102,6 +104,26 @@ def dump_yaml_all(docs: Iterable[Any]) -> str:
 def host_toolkit(spec: Spec) -> bool:
     """The host carries the NVIDIA container runtime (not the GPU Operator's toolkit container)."""
     return spec.kubernetes is None or spec.kubernetes.gpu_operator.toolkit is ManagedBy.HOST
+
+
+def gpu_node(spec: Spec, node: Node) -> bool:
+    """The node has GPUs and the spec pins a driver for them."""
+    return node.hardware.gpu is not None and spec.versions.driver is not None
+
+
+def enroot_wanted(spec: Spec, node: Node) -> bool:
+    return spec.slurm is not None and spec.slurm.containers.enroot and bool(node.roles & ENROOT_ROLES)
+
+
+def toolkit_wanted(spec: Spec, node: Node) -> bool:
+    """GPU nodes that run containers (engine or enroot) get the host's container toolkit."""
+    engine = spec.container_runtime.engine is not ContainerEngine.NONE and bool(node.roles & CONTAINER_ROLES)
+    return gpu_node(spec, node) and host_toolkit(spec) and (engine or enroot_wanted(spec, node))
+
+
+def cdi_on_host(spec: Spec, node: Node) -> bool:
+    """The host's toolkit writes this node's CDI spec (the MIG manager refreshes it after a layout change)."""
+    return spec.container_runtime.cdi and toolkit_wanted(spec, node)
 
 
 def host_dcgm_exporter(spec: Spec) -> bool:
@@ -182,12 +204,17 @@ def mig_parted_config(spec: Spec, model: GpuModel) -> str:
     return header() + dump_yaml({"version": "v1", "mig-configs": configs})
 
 
-def mig_manager_dropin(selected: str) -> str:
-    """nvidia-mig-manager.service drop-in selecting the node's layout from our config file."""
+def mig_manager_dropin(selected: str, cdi: bool = False) -> str:
+    """nvidia-mig-manager.service drop-in selecting the node's layout from our config file;
+    with ``cdi`` the CDI spec is regenerated after every apply (the MIG devices changed)."""
     if not selected or any(c in selected for c in '"\\\n'):
         raise ValueError(f"invalid MIG config name {selected!r}")
     return render_template(
-        "nvidia/nvidia-mig-manager.conf.j2", header=_header(), config_file=MIG_CONFIG, selected=selected
+        "nvidia/nvidia-mig-manager.conf.j2",
+        header=_header(),
+        config_file=MIG_CONFIG,
+        selected=selected,
+        cdi_spec=CDI_SPEC if cdi else None,
     )
 
 
@@ -317,7 +344,7 @@ def nvidia_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]
             if node.mig_config not in mig_configs_for(spec, model):
                 raise ValueError(f"MIG config {node.mig_config!r} of {node.name} does not fit its {model.name} GPUs")
             files.append(RenderedFile(MIG_CONFIG, mig_parted_config(spec, model)))
-            files.append(RenderedFile(MIG_MANAGER_DROPIN, mig_manager_dropin(node.mig_config)))
+            files.append(RenderedFile(MIG_MANAGER_DROPIN, mig_manager_dropin(node.mig_config, cdi_on_host(spec, node))))
         dropin = persistenced_dropin(node.os) if spec.versions.driver and host_driver(spec) else None
         if dropin is not None:
             files.append(RenderedFile(PERSISTENCED_DROPIN, dropin))

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
-from gpuforge.render.nvidia import CONTAINER_ROLES, ENROOT_ROLES, host_driver, host_toolkit
-from gpuforge.spec.model import ConfigMode, ContainerEngine, DriverSource, OsFamily, Role, Spec
+from gpuforge.render.nvidia import (
+    ENROOT_ROLES,
+    enroot_wanted,
+    gpu_node,
+    host_driver,
+    toolkit_wanted,
+)
+from gpuforge.spec.model import ConfigMode, DriverSource, OsFamily, Role, Spec
 from gpuforge.spec.nodes import Node
 
 DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
 DCGM_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-dcgm"
-
-
-def gpu_node(spec: Spec, node: Node) -> bool:
-    """The node has GPUs and the spec pins a driver for them."""
-    return node.hardware.gpu is not None and spec.versions.driver is not None
 
 
 def driver_source(spec: Spec, node: Node) -> DriverSource:
@@ -27,10 +28,6 @@ def driver_source(spec: Spec, node: Node) -> DriverSource:
     if drv is not None and drv.source is not None:
         return drv.source
     return DriverSource.DISTRO if node.os is OsFamily.DEBIAN12 else DriverSource.NVIDIA
-
-
-def enroot_wanted(spec: Spec, node: Node) -> bool:
-    return spec.slurm is not None and spec.slurm.containers.enroot and bool(node.roles & ENROOT_ROLES)
 
 
 def pyxis_wanted(spec: Spec, node: Node) -> bool:
@@ -42,12 +39,6 @@ def pyxis_wanted(spec: Spec, node: Node) -> bool:
         return False
     configless_ctl = spec.slurm.config_mode is ConfigMode.CONFIGLESS and node.has(Role.CONTROLLER)
     return bool(node.roles & ENROOT_ROLES) or configless_ctl
-
-
-def toolkit_wanted(spec: Spec, node: Node) -> bool:
-    """GPU nodes that run containers (engine or enroot) get the host's container toolkit."""
-    engine = spec.container_runtime.engine is not ContainerEngine.NONE and bool(node.roles & CONTAINER_ROLES)
-    return gpu_node(spec, node) and host_toolkit(spec) and (engine or enroot_wanted(spec, node))
 
 
 def dcgm_wanted(spec: Spec, node: Node) -> bool:

@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 
 from gpuforge.render.aptsources import parse_apt_sources
+from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import OsFamily, SourceMode, Spec
 
 CUDA_UPSTREAM = "https://developer.download.nvidia.com/compute/cuda/repos"
@@ -198,10 +199,10 @@ def dnf_repo_file(repo: Repo, name: str, description: str) -> str:
     lines = [f"[{name}]", f"name={description}"]
     if repo.bundle is not None:
         lines += [f"baseurl=file://{repo.url}", "enabled=1", "gpgcheck=0"]
+    elif repo.kind == CONTAINER_REPO:  # as NVIDIA's own .repo file: signed metadata, unsigned packages
+        lines += [f"baseurl={repo.url}", "enabled=1", *table.CONTAINER_REPO_DNF_OPTIONS, f"gpgkey={repo.key_url}"]
     else:
         lines += [f"baseurl={repo.url}", "enabled=1", "gpgcheck=1", f"gpgkey={repo.key_url}"]
-        if repo.kind == CONTAINER_REPO:
-            lines.append("repo_gpgcheck=1")
     return "\n".join(lines) + "\n"
 
 
@@ -415,6 +416,14 @@ def pyxis_artifact(spec: Spec) -> Artifact:
     """The pyxis source tarball of ``versions.pyxis``."""
     ver = spec.versions.pyxis
     return artifact(spec, f"pyxis-{ver}.tar.gz", f"{PYXIS_TAGS}/v{ver}.tar.gz")
+
+
+def mig_manager_artifact(spec: Spec, os_family: OsFamily) -> Artifact:
+    """nvidia-mig-manager of ``versions.mig_manager``: a release file of NVIDIA/mig-parted, not a
+    CUDA-repository package (``nvidia_packages.SOURCES['mig-parted-releases']``)."""
+    ver = spec.versions.mig_manager
+    name = table.mig_manager_file(ver, os_family.is_deb)
+    return artifact(spec, name, f"{table.MIG_PARTED_RELEASES}/v{ver}/{name}")
 
 
 def dcgm_exporter_artifact(spec: Spec) -> Artifact:

@@ -204,6 +204,9 @@ class Versions(StrictModel):
     pyxis: str = rolling("0.20.0", "pyxis release (built against the installed Slurm)", pattern=VERSION)
     dcgm: str = live("4.2.3", "DCGM (datacenter-gpu-manager-4)", pattern=VERSION)
     dcgm_exporter: str = live("4.2.3-4.1.3", "dcgm-exporter release", pattern=VERSION)
+    mig_manager: str = live(
+        "0.9.1", "nvidia-mig-manager release (NVIDIA/mig-parted's .deb/.rpm release files)", pattern=VERSION
+    )
     slurm: str = rolling("distro", "Slurm: 'distro' (the OS packages) or an exact version")
     kubernetes: str = rolling("1.31.4", "Kubernetes version", pattern=r"^\d+\.\d+\.\d+$")
     gpu_operator: str = live("v26.7.0", "NVIDIA GPU Operator chart version", pattern=r"^v?\d+\.\d+\.\d+$")

@@ -118,6 +118,49 @@ SOURCES: dict[str, Citation] = {
         "github.com/NVIDIA/cloud-native-stack README.md L106; playbooks/cns-installation.yaml L483-486",
         "'UEFI secure boot is disabled' (preflight: mokutil --sb-state)",
     ),
+    "dcgm-install": Citation(
+        "NVIDIA DCGM documentation: Install DCGM",
+        "https://docs.nvidia.com/datacenter/dcgm/latest/installation.html",
+        "CUDA_VERSION=$(nvidia-smi | sed -E -n 's/.*CUDA Version: ([0-9]+)[.].*/\\1/p'); "
+        "'apt-get install --yes --install-recommends datacenter-gpu-manager-4-cuda${CUDA_VERSION}'; "
+        "dnf: '--setopt=install_weak_deps=True datacenter-gpu-manager-4-cuda${CUDA_VERSION}'",
+    ),
+    "azhpc-dcgm": Citation(
+        "Azure/azhpc-images",
+        "github.com/Azure/azhpc-images components/install_dcgm.sh",
+        "pinned without recommends: datacenter-gpu-manager-4-cuda<N>, -4-core, -4-proprietary, "
+        "-4-proprietary-cuda<N> (all =<DCGM version>); N is the CUDA major nvidia-smi reports",
+    ),
+    "cuda-driver-versions": Citation(
+        "NVIDIA CUDA Toolkit Release Notes",
+        "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html",
+        "Table 'CUDA Toolkit and Corresponding Driver Versions': CUDA 12.2 GA >= 535.54.03, 12.4 GA >= 550.54.14, "
+        "12.8 GA >= 570.26, 13.0 GA >= 580.65.06 (a branch's driver reports the CUDA major of its toolkit)",
+    ),
+    "dcgm-exporter-versioning": Citation(
+        "NVIDIA/dcgm-exporter",
+        "github.com/NVIDIA/dcgm-exporter README.md (tags such as 4.2.3-4.1.3; Makefile NEW_DCGM_VERSION)",
+        "release tags are '<DCGM version>-<exporter version>': the exporter is built against that DCGM",
+    ),
+    "mig-parted-releases": Citation(
+        "NVIDIA/mig-parted",
+        "github.com/NVIDIA/mig-parted deployments/systemd/packages/Makefile, .github/workflows/build.yaml; "
+        "release assets as used by stackhpc/kayobe docs (vgpu) and NVIDIA's own demo scripts",
+        "packages deb/rpm/tarball are built by the project, not published in the CUDA repository: "
+        "releases/download/v<v>/nvidia-mig-manager_<v>-1_amd64.deb and nvidia-mig-manager-<v>-1.x86_64.rpm",
+    ),
+    "mig-parted-cdi-refresh": Citation(
+        "NVIDIA/mig-parted",
+        "github.com/NVIDIA/mig-parted deployments/systemd/cdi-refresh.sh",
+        "after a MIG change the hooks start nvidia-cdi-refresh.service when the toolkit ships it (>= 1.18): "
+        "the CDI spec must be regenerated when MIG devices change",
+    ),
+    "container-toolkit-repo": Citation(
+        "NVIDIA/libnvidia-container (gh-pages)",
+        "github.com/NVIDIA/libnvidia-container stable/rpm/nvidia-container-toolkit.repo",
+        "[nvidia-container-toolkit] baseurl=.../stable/rpm/$basearch repo_gpgcheck=1 gpgcheck=0 enabled=1 "
+        "gpgkey=https://nvidia.github.io/libnvidia-container/gpgkey (the metadata is signed, the packages are not)",
+    ),
 }
 
 #: Where sources disagree, which one gpuforge follows and why.
@@ -270,3 +313,48 @@ def default_source(os: OsFamily) -> DriverSource:
 
 #: Branches the plan fixtures cover for every OS, source and flavor the spec accepts.
 FIXTURE_BRANCHES = (535, 570, 580, 590)
+
+
+# --------------------------------------------------------------------------- DCGM, mig-manager, toolkit repo
+
+#: From this branch the driver is a CUDA 13 driver (cuda-driver-versions); before it, CUDA 12.
+CUDA13_FROM_BRANCH = 580
+
+
+def cuda_major(branch: int) -> int:
+    """The CUDA major version a driver branch reports (``nvidia-smi``'s "CUDA Version")."""
+    if branch < 525:
+        raise UnsupportedDriver(f"driver branch {branch} predates CUDA 12; DCGM 4's packages need 525 or newer")
+    return 13 if branch >= CUDA13_FROM_BRANCH else 12
+
+
+def dcgm_packages(branch: int) -> tuple[str, ...]:
+    """DCGM 4 for a driver branch: the CUDA-major packages its diagnostics need (dcgm-install, azhpc-dcgm).
+
+    apt runs without recommends here, so the four packages NVIDIA's metapackage would pull
+    are named: core, the CUDA-major diagnostics, proprietary and its CUDA-major part.
+    """
+    major = cuda_major(branch)
+    return (
+        "datacenter-gpu-manager-4-core",
+        f"datacenter-gpu-manager-4-cuda{major}",
+        "datacenter-gpu-manager-4-proprietary",
+        f"datacenter-gpu-manager-4-proprietary-cuda{major}",
+    )
+
+
+def dcgm_of_exporter(exporter_version: str) -> str:
+    """The DCGM version a dcgm-exporter release is built against (``4.2.3-4.1.3`` -> ``4.2.3``)."""
+    return exporter_version.split("-", 1)[0]
+
+
+MIG_PARTED_RELEASES = "https://github.com/NVIDIA/mig-parted/releases/download"
+
+
+def mig_manager_file(version: str, deb: bool) -> str:
+    """The release asset of nvidia-mig-manager (mig-parted-releases)."""
+    return f"nvidia-mig-manager_{version}-1_amd64.deb" if deb else f"nvidia-mig-manager-{version}-1.x86_64.rpm"
+
+
+#: The toolkit repository's dnf options, as NVIDIA's own .repo file has them (container-toolkit-repo).
+CONTAINER_REPO_DNF_OPTIONS = ("repo_gpgcheck=1", "gpgcheck=0")

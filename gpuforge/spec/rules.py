@@ -280,6 +280,28 @@ def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
 
 
 @rule
+def dcgm_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """DCGM's packages follow the driver's CUDA major; dcgm-exporter is built against one DCGM."""
+    if not spec.dcgm.enabled or not any(g.hardware.gpu for g in spec.node_groups):
+        return
+    drv = spec.versions.driver
+    if drv is not None:
+        try:
+            nvidia_packages.cuda_major(int(drv.branch))
+        except nvidia_packages.UnsupportedDriver as e:
+            yield SpecIssue(("versions", "driver", "version"), f"{e}; or set dcgm.enabled: false")
+    host_exporter = spec.dcgm.exporter and (spec.kubernetes is None or not spec.kubernetes.gpu_operator.dcgm_exporter)
+    built_for = nvidia_packages.dcgm_of_exporter(spec.versions.dcgm_exporter)
+    if host_exporter and built_for != spec.versions.dcgm:
+        yield SpecIssue(
+            ("versions", "dcgm_exporter"),
+            f"dcgm-exporter {spec.versions.dcgm_exporter} is built against DCGM {built_for}, but versions.dcgm is "
+            f"{spec.versions.dcgm}: pin a dcgm-exporter release '{spec.versions.dcgm}-<exporter version>' "
+            f"or set versions.dcgm: {built_for}",
+        )
+
+
+@rule
 def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
     for name, entries in spec.mig.configs.items():
         for ei, entry in enumerate(entries):

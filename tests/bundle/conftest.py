@@ -71,6 +71,15 @@ CUDA_DEBS: list[Deb] = [
     ("datacenter-gpu-manager-4-core", "1:4.3.0-1", "libc6 (>= 2.34)", ""),
     ("datacenter-gpu-manager-4-proprietary", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),
     ("datacenter-gpu-manager-4-proprietary", "1:4.3.0-1", "datacenter-gpu-manager-4-core (= 1:4.3.0-1)", ""),
+    # DCGM 4's CUDA-major packages (CUDA repository Packages: -cuda11/-cuda12/-cuda13, -proprietary-cuda<N>)
+    ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),
+    ("datacenter-gpu-manager-4-cuda13", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),
+    (
+        "datacenter-gpu-manager-4-proprietary-cuda12",
+        "1:4.2.3-1",
+        "datacenter-gpu-manager-4-proprietary (= 1:4.2.3-1), datacenter-gpu-manager-4-cuda12 (= 1:4.2.3-1)",
+        "",
+    ),
 ]
 
 ARTIFACTS = {

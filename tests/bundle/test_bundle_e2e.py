@@ -34,6 +34,8 @@ PINNED = {
         "libnvidia-compute-550": "550.163.01-0ubuntu1",  # dependency (=), provides libnvidia-ml1
         "datacenter-gpu-manager-4-core": "1:4.2.3-1",  # epoch, not the newer 1:4.3.0-1
         "datacenter-gpu-manager-4-proprietary": "1:4.2.3-1",
+        "datacenter-gpu-manager-4-cuda12": "1:4.2.3-1",  # the driver's CUDA major (550: CUDA 12)
+        "datacenter-gpu-manager-4-proprietary-cuda12": "1:4.2.3-1",
     },
 }
 EXTERNAL = {
@@ -144,7 +146,7 @@ def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
     served.requests.clear()
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert "0 downloaded, 16 reused" in cp.stdout
+    assert "0 downloaded, 18 reused" in cp.stdout
     assert fetched(served) == []
     assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
         k: v for k, v in before.items() if k != "manifest.json"
@@ -166,7 +168,7 @@ def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
     assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
         k: v for k, v in before.items() if k != "manifest.json"
     }
-    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 8}
+    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 10}
     assert all(f["sha256"] == before[f["path"]] for f in m["files"])
     no_leftovers(out)
     problems = verify_bundle(out)
@@ -337,7 +339,12 @@ def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
     toolkit = [f"{p}=1.17.8-1" for p in PINNED[CONTAINER]]
     # As the deploys ask: the toolkit at =version, the rest held by the pins above.
     wanted = [*toolkit, "nvidia-dkms-550-open", "nvidia-open"]
-    wanted += ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary"]
+    wanted += [
+        "datacenter-gpu-manager-4-core",
+        "datacenter-gpu-manager-4-cuda12",
+        "datacenter-gpu-manager-4-proprietary",
+        "datacenter-gpu-manager-4-proprietary-cuda12",
+    ]
     cmd = ["apt-get", "-q", "-y", "--no-install-recommends", "--download-only", "install", *wanted]
     inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert inst.returncode == 0, inst.stdout + inst.stderr

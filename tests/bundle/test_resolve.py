@@ -265,9 +265,10 @@ def test_needs_of_the_h100_example() -> None:
         "nvidia-fabricmanager-550": ("550.163.01-*",),
         "cuda-toolkit-12-4": (),
         "datacenter-gpu-manager-4-core": ("1:4.2.3-*", "4.2.3-*"),
+        "datacenter-gpu-manager-4-cuda12": ("1:4.2.3-*", "4.2.3-*"),  # driver 550: a CUDA 12 driver
         "datacenter-gpu-manager-4-proprietary": ("1:4.2.3-*", "4.2.3-*"),
-        "nvidia-mig-manager": (),  # the four mig nodes
-    }
+        "datacenter-gpu-manager-4-proprietary-cuda12": ("1:4.2.3-*", "4.2.3-*"),
+    }  # nvidia-mig-manager is no CUDA-repository package: a release file (below)
     assert DCGM_PIN in cuda.pins
     container = repos[("apt", "nvidia-container")]
     assert {w.package: w.versions for w in container.wants.values()} == {
@@ -278,9 +279,13 @@ def test_needs_of_the_h100_example() -> None:
         "dcgm-exporter-4.2.3-4.1.3-linux-amd64",
         "enroot+caps_3.5.0-1_amd64.deb",
         "enroot_3.5.0-1_amd64.deb",
+        "nvidia-mig-manager_0.9.1-1_amd64.deb",
         "pyxis-0.20.0.tar.gz",
     ]
     assert len(needs.artifacts["enroot_3.5.0-1_amd64.deb"].nodes) == 66  # compute and login nodes
+    mig = needs.artifacts["nvidia-mig-manager_0.9.1-1_amd64.deb"]
+    assert mig.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]  # the mig group
+    assert mig.artifact.url == "http://192.0.2.5/artifacts/nvidia-mig-manager_0.9.1-1_amd64.deb"
     assert needs.artifacts["pyxis-0.20.0.tar.gz"].artifact.url == "http://192.0.2.5/artifacts/pyxis-0.20.0.tar.gz"
 
 

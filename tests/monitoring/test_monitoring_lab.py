@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import LabCluster
+from gpuforge.spec.load import load_spec
+from tests.conftest import REPO, LabCluster
+from tests.monitoring.panels import dashboard_queries
 
 pytestmark = pytest.mark.lab
 
@@ -204,5 +206,42 @@ def test_monitoring_in_the_lab(lab_cluster: LabCluster, webhook: Webhook) -> Non
         assert got[0]["labels"]["cluster"] == "gflab" and got[0]["labels"]["component"] == "gpuforge"
         assert not [a for a in webhook.alerts() if a["labels"].get("node") in ("node1", "node3")
                     and a["labels"].get("alertname") == "GpuforgeCheckFailing"]  # fmt: skip
+
+        # With an alert firing, a failing check, a held job and a drained node, every dashboard panel
+        # whose series the lab has returns data from the lab's Prometheus.
+        dashboards_answer_in_the_lab(lab_cluster)
     finally:
+        lab_cluster.ssh("node3", "scontrol update NodeName=node3 State=RESUME", check=False)
+        lab_cluster.ssh("node1", "scancel --name=gpuforge-dashboard-test", check=False)
         lab_cluster.ssh("node2", "systemctl start munge", check=False)
+
+
+#: Series the lab cannot have: DCGM's (no GPU, so no dcgm-exporter target). Their panels must still
+#: parse and run; their result is empty.
+NO_DATA_IN_THE_LAB = "DCGM_FI_"
+
+
+def dashboards_answer_in_the_lab(cluster: LabCluster) -> None:
+    cluster.ssh(
+        "node1",
+        'su alice -c "sbatch --parsable --chdir=/tmp --hold -A research --job-name=gpuforge-dashboard-test '
+        "--wrap 'sleep 600'\"",
+    )
+    cluster.ssh("node1", "scontrol update NodeName=node3 State=DRAIN Reason='dashboard test'")
+
+    def queue_seen() -> bool:
+        pending = query(cluster, "/api/v1/query", query='gpuforge_slurm_jobs{state="pending"} > 0')["result"]
+        drained = query(cluster, "/api/v1/query", query='gpuforge_slurm_node_state{state="drain"} == 1')["result"]
+        return bool(pending) and bool(drained)
+
+    wait_for("the held job and the drained node in the Slurm collector's series", queue_seen, 90)
+    queries = dashboard_queries(load_spec(REPO / "inventories" / "lab.yaml"))
+    assert len(queries) >= 20
+    empty = []
+    for name, expr in queries:
+        result = query(cluster, "/api/v1/query", query=expr)["result"]
+        if NO_DATA_IN_THE_LAB in expr:
+            assert result == [], f"{name}: {expr} has data in a lab without GPUs: {result}"
+        elif not result:
+            empty.append(f"{name}: {expr}")
+    assert not empty, "dashboard panels without data in the lab:\n" + "\n".join(empty)

@@ -10,7 +10,6 @@ these tests fail, they do not skip.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,10 +18,9 @@ import pytest
 import yaml
 
 from gpuforge.render import monitoring as mon
-from gpuforge.render.files import Secrets
-from gpuforge.spec import resolve_nodes
 from gpuforge.spec.model import Spec
 from tests.helpers import inventory, variant
+from tests.monitoring.panels import dashboard_queries, monitoring_files
 
 HERE = Path(__file__).resolve().parent
 INVENTORY_NAMES = ("slurm-h100", "k8s-gpu-operator", "lab")
@@ -36,11 +34,6 @@ def tool(name: str) -> str:
 
 def run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
-
-
-def monitoring_files(spec: Spec) -> dict[str, str]:
-    node = next(n for n in resolve_nodes(spec) if n.has(mon.Role.MONITORING))
-    return {f.path: str(f.content) for f in mon.monitoring_files(spec, node, Secrets.redacted())}
 
 
 def write_prometheus(spec: Spec, out: Path) -> Path:
@@ -111,15 +104,10 @@ def test_amtool_check_config(inv: str, tmp_path: Path) -> None:
 
 def test_dashboard_queries_parse(tmp_path: Path) -> None:
     """Every panel's PromQL, checked by promtool as recording rules (a query that does not parse fails)."""
-    files = monitoring_files(inventory("slurm-h100"))
-    rules = []
-    for name in mon.dashboard_names():
-        doc = json.loads(files[f"{mon.DASHBOARD_DIR}/{name}.json"])
-        for i, expr in enumerate(mon.dashboard_exprs(doc)):
-            # Grafana variables: $node etc. become a regex matching anything.
-            for var in ("$cluster", "$node", "$partition"):
-                expr = expr.replace(var, ".*")
-            rules.append({"record": f"dashboard:{name.replace('-', '_')}:{i}", "expr": expr})
+    rules = [
+        {"record": f"dashboard:{name.replace('-', '_')}:{i}", "expr": expr}
+        for i, (name, expr) in enumerate(dashboard_queries(inventory("slurm-h100")))
+    ]
     assert len(rules) >= 20
     path = tmp_path / "dashboards.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))

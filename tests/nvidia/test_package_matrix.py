@@ -144,3 +144,62 @@ def test_secure_boot_on_is_reported() -> None:
         notes[state] = [st.summary for st in steps if "Secure Boot" in st.summary]
     assert len(notes[True]) == 1 and "mokutil --import" in notes[True][0]
     assert notes[False] == [] and notes[None] == []
+
+
+# DCGM 4: the driver's CUDA major picks the diagnostics packages (NVIDIA DCGM docs, Install DCGM; CUDA
+# release notes: 535/550/570 are CUDA 12 drivers, 580 and later CUDA 13). Written out, not computed.
+DCGM_BY_BRANCH = {
+    535: ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
+          "datacenter-gpu-manager-4-proprietary", "datacenter-gpu-manager-4-proprietary-cuda12"),
+    570: ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
+          "datacenter-gpu-manager-4-proprietary", "datacenter-gpu-manager-4-proprietary-cuda12"),
+    580: ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13",
+          "datacenter-gpu-manager-4-proprietary", "datacenter-gpu-manager-4-proprietary-cuda13"),
+    590: ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13",
+          "datacenter-gpu-manager-4-proprietary", "datacenter-gpu-manager-4-proprietary-cuda13"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("os", ["ubuntu24.04", "rhel9"])
+@pytest.mark.parametrize("branch", FIXTURE_BRANCHES)
+def test_dcgm_packages_follow_the_drivers_cuda_major(os: str, branch: int) -> None:
+    """The DCGM layer installs the four packages of the driver's CUDA major (apt and dnf alike)."""
+    spec = parse_spec(
+        yaml.safe_dump(
+            {
+                "cluster": {"name": "t", "scheduler": "slurm", "os": os},
+                "versions": {"driver": {"version": VERSIONS[branch], "source": "nvidia"}},
+                "node_groups": [
+                    {"name": "ctl", "hosts": "ctl1", "roles": ["controller"]},
+                    {"name": "gpu", "hosts": "gpu1", "roles": ["compute"],
+                     "hardware": {"gpu": {"model": "H100-80GB", "count": 8}}},
+                ],
+                "slurm": {"accounting": {"enabled": False}, "partitions": [{"name": "b", "nodes": "gpu"}]},
+            }
+        )
+    )  # fmt: skip
+    node = next(n for n in resolve_nodes(spec) if n.name == "gpu1")
+    host = HostFacts(gpus=("2330",) * 8, loaded_driver=VERSIONS[branch])
+    ctx = needs.Ctx.build(spec, node, host)
+    layer = dict(nv.nvidia_layers(ctx))["DCGM and dcgm-exporter"]
+    steps, _ = plan_layer(layer, LayerFacts())
+    install = next(s for s in steps if s.summary.startswith("install"))
+    words = [w.rstrip(";") for w in (install.command or "").split()]
+    want = DCGM_BY_BRANCH[branch]
+    if os == "rhel9":
+        assert [w for w in words if w.startswith("datacenter-gpu-manager")] == [f"{p}-4.2.3" for p in want]
+    else:
+        assert [w for w in words if w.startswith("datacenter-gpu-manager")][-4:] == list(want)
+
+
+def test_mig_manager_and_toolkit_repo_facts() -> None:
+    """mig-manager's release file names and the toolkit .repo options, as upstream publishes them."""
+    from gpuforge.spec import nvidia_packages as t
+
+    assert t.mig_manager_file("0.9.1", deb=True) == "nvidia-mig-manager_0.9.1-1_amd64.deb"
+    assert t.mig_manager_file("0.9.1", deb=False) == "nvidia-mig-manager-0.9.1-1.x86_64.rpm"
+    assert t.MIG_PARTED_RELEASES == "https://github.com/NVIDIA/mig-parted/releases/download"
+    assert set(t.CONTAINER_REPO_DNF_OPTIONS) == {"repo_gpgcheck=1", "gpgcheck=0"}
+    assert t.dcgm_of_exporter("4.2.3-4.1.3") == "4.2.3"
+    with pytest.raises(UnsupportedDriver, match="predates CUDA 12"):
+        t.cuda_major(470)

@@ -13,7 +13,6 @@ from gpuforge.deploy.runstate import RunState
 from gpuforge.render.files import RenderedFile
 
 STATE_DIR = "/var/lib/gpuforge"
-CDI_SPEC = "/etc/cdi/nvidia.yaml"
 CDI_MARKER = f"{STATE_DIR}/cdi.generated"
 PYXIS_MARKER = f"{STATE_DIR}/pyxis.built"
 DCGM_EXPORTER_MARKER = f"{STATE_DIR}/dcgm-exporter.version"

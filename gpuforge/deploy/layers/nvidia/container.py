@@ -7,7 +7,6 @@ import shlex
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step, StepKind
 from gpuforge.deploy.layers.nvidia.common import (
     CDI_MARKER,
-    CDI_SPEC,
     STATE_DIR,
     apt_install,
     dnf_install,
@@ -21,6 +20,7 @@ from gpuforge.deploy.needs import (
 )
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import (
+    CDI_SPEC,
     CONTAINERD_CONFIG,
     CONTAINERD_DROPIN_DIR,
     CONTAINERD_NVIDIA_DROPIN,

@@ -17,8 +17,8 @@ from gpuforge.deploy.layers.nvidia.common import (
 )
 from gpuforge.deploy.layers.nvidia.driver import gpu_service_state
 from gpuforge.deploy.needs import (
-    DCGM_PACKAGES,
     Ctx,
+    dcgm_packages,
     dcgm_wanted,
 )
 from gpuforge.render import nvidia_sources as src
@@ -52,19 +52,20 @@ def dcgm_layer(ctx: Ctx) -> Layer:
                 "dcgm-exporter", running=ready, restart_on=(DCGM_EXPORTER_UNIT, DCGM_COUNTERS_CSV, DCGM_EXPORTER_BIN)
             )
         )
-    pinned = [f"{p}-{ver}" for p in DCGM_PACKAGES]
+    names = dcgm_packages(ctx)
+    pinned = [f"{p}-{ver}" for p in names]
 
     def before(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
         if not repo.available:
             steps.append(unavailable_step(f"DCGM {ver}", repo.reason))
         else:
-            have = {p: (facts.packages.get(p) if ctx.deb else hf.packages.get(p)) for p in DCGM_PACKAGES}
+            have = {p: (facts.packages.get(p) if ctx.deb else hf.packages.get(p)) for p in names}
             if not ctx.deb and any(v is None for v in have.values()):
                 steps.append(Step(StepKind.INSTALL, f"install DCGM {ver}", dnf_install(pinned)))
             wrong = sorted({v for v in have.values() if v is not None and not src.version_matches(v, ver)})
             if wrong:
-                cmd = apt_install(list(DCGM_PACKAGES), downgrades=True) if ctx.deb else dnf_install(pinned)
+                cmd = apt_install(list(names), downgrades=True) if ctx.deb else dnf_install(pinned)
                 steps.append(Step(StepKind.UPGRADE, f"DCGM {', '.join(wrong)} -> {ver}", cmd))
         if binary is not None and not binary.available:
             steps.append(unavailable_step(f"dcgm-exporter {s.versions.dcgm_exporter}", binary.reason))
@@ -90,7 +91,7 @@ def dcgm_layer(ctx: Ctx) -> Layer:
 
     return Layer(
         "nvidia-dcgm",
-        packages=tuple(DCGM_PACKAGES) if ctx.deb and repo.available else (),
+        packages=names if ctx.deb and repo.available else (),
         directories=(Directory("/etc/dcgm-exporter"),) if exporter else (),
         files=files,
         services=tuple(services),

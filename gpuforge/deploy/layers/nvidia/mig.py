@@ -1,11 +1,23 @@
-"""Layer 7, nvidia-mig: nvidia-mig-manager and the node's MIG layout (a new layout is a rolling change)."""
+"""Layer 7, nvidia-mig: nvidia-mig-manager and the node's MIG layout (a new layout is a rolling change).
+
+nvidia-mig-manager is a release file of NVIDIA/mig-parted (.deb/.rpm), not a CUDA-repository
+package; it is fetched (or pushed from the bundle) and installed at ``versions.mig_manager``.
+"""
 
 from __future__ import annotations
 
 import shlex
 
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Step, StepKind
-from gpuforge.deploy.layers.nvidia.common import REBOOT_MARKER, STATE_DIR, dnf_install, keep_reports, unavailable_step
+from gpuforge.deploy.layers.nvidia.common import (
+    REBOOT_MARKER,
+    STATE_DIR,
+    apt_install,
+    dnf_install,
+    keep_reports,
+    unavailable_step,
+    upload_file,
+)
 from gpuforge.deploy.needs import (
     Ctx,
 )
@@ -20,7 +32,9 @@ def mig_layer(ctx: Ctx) -> Layer:
     """nvidia-mig-manager with the node's layout; a new layout waits for a drain (rolling)."""
     if not ctx.gpu_node or not ctx.node.mig_config:
         return Layer.empty("nvidia-mig")
-    repo = src.cuda_repo(ctx.spec, ctx.os)
+    ver = ctx.spec.versions.mig_manager
+    release = src.mig_manager_artifact(ctx.spec, ctx.os)
+    pushed = [upload_file(release.node_path, src.bundle_files_single(release.local))] if release.local else []
     files = ctx.file(MIG_CONFIG) + ctx.file(MIG_MANAGER_DROPIN)
     name = ctx.node.mig_config
     later = f"MIG layout {name} waits for the next boot (nvidia-mig-manager applies it)"
@@ -40,19 +54,28 @@ def mig_layer(ctx: Ctx) -> Layer:
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
-        if not repo.available:
-            steps.append(unavailable_step("nvidia-mig-manager", repo.reason))
-        installed = facts.packages.get("nvidia-mig-manager") if ctx.deb else ctx.host.packages.get("nvidia-mig-manager")
-        if repo.available and installed is None:
-            if not ctx.deb:
-                steps.append(Step(StepKind.INSTALL, "install nvidia-mig-manager", dnf_install(["nvidia-mig-manager"])))
+        installed = ctx.host.packages.get("nvidia-mig-manager")
+        if not release.available:
+            steps.append(unavailable_step(f"nvidia-mig-manager {ver}", release.reason))
+        elif not src.version_matches(installed, ver) or release.node_path in changed:
+            install = apt_install([release.node_path], downgrades=True) if ctx.deb else dnf_install([release.node_path])
+            where = "the bundle" if release.local else release.url
+            now = f" (now: {installed})" if installed else ""
             steps.append(
                 Step(
-                    StepKind.ENABLE,
-                    "enable nvidia-mig-manager (applies the layout at every boot)",
-                    "systemctl enable nvidia-mig-manager.service",
+                    StepKind.INSTALL,
+                    f"nvidia-mig-manager {ver} from {where}{now}",
+                    f"{src.fetch_command(release)} && {install}",
                 )
             )
+            if installed is None:
+                steps.append(
+                    Step(
+                        StepKind.ENABLE,
+                        "enable nvidia-mig-manager (applies the layout at every boot)",
+                        "systemctl enable nvidia-mig-manager.service",
+                    )
+                )
         if changed & {MIG_CONFIG, MIG_MANAGER_DROPIN}:
             if ctx.host.gpu_present:
                 reason = f"MIG layout {name!r} changed"
@@ -70,7 +93,7 @@ def mig_layer(ctx: Ctx) -> Layer:
 
     return Layer(
         "nvidia-mig",
-        packages=("nvidia-mig-manager",) if ctx.deb and repo.available else (),
+        early_files=pushed,
         directories=(Directory("/etc/nvidia-mig-manager"),),
         files=files,
         after=after,
