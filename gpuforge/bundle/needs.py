@@ -9,8 +9,9 @@ from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import needs as nvneeds
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import host_dcgm_exporter, host_driver
-from gpuforge.render.nvidia_repos import driver_source, enroot_wanted, pyxis_wanted
+from gpuforge.render.nvidia_repos import docker_repo_wanted, driver_source, enroot_wanted, pyxis_wanted
 from gpuforge.spec import Spec, resolve_nodes
+from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverSource, SourceMode
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
@@ -92,6 +93,14 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
     return cuda, container, pins
 
 
+def _docker_wants(ctx: nvneeds.Ctx) -> list[Want]:
+    """RHEL nodes running containerd or docker: the engine from Docker's RHEL repository."""
+    if not docker_repo_wanted(ctx.spec, ctx.node):
+        return []
+    engine = ctx.spec.container_runtime.engine.value
+    return [Want(table.ENGINE_PACKAGES[(engine, False)], (), f"container engine {engine}")]
+
+
 def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
     s, n = ctx.spec, ctx.node
     arts: list[src.Artifact] = []
@@ -116,9 +125,11 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
         ctx = nvneeds.Ctx(s, n, name=n.name)
         cuda_w, container_w, pins = _node_wants(ctx)
         fmt = "apt" if n.os.is_deb else "rpm"
+        docker_w = _docker_wants(ctx)
         for want_list, repo in (
             (cuda_w, src.cuda_repo(s, n.os) if cuda_w else None),
             (container_w, src.container_repo(s, n.os) if container_w else None),
+            (docker_w, src.docker_repo(s) if docker_w else None),
         ):
             if repo is None:
                 continue

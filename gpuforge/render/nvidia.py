@@ -121,6 +121,11 @@ def toolkit_wanted(spec: Spec, node: Node) -> bool:
     return gpu_node(spec, node) and host_toolkit(spec) and (engine or enroot_wanted(spec, node))
 
 
+def engine_wanted(spec: Spec, node: Node) -> bool:
+    """The node runs the spec's container engine (containerd or docker) on the host."""
+    return spec.container_runtime.engine is not ContainerEngine.NONE and bool(node.roles & CONTAINER_ROLES)
+
+
 def cdi_on_host(spec: Spec, node: Node) -> bool:
     """The host's toolkit writes this node's CDI spec (the MIG manager refreshes it after a layout change)."""
     return spec.container_runtime.cdi and toolkit_wanted(spec, node)

@@ -11,6 +11,7 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.nvidia import (
     ENROOT_ROLES,
+    engine_wanted,
     enroot_wanted,
     gpu_node,
     host_driver,
@@ -72,6 +73,11 @@ def epel_wanted(spec: Spec, node: Node) -> bool:
     return driver or enroot_wanted(spec, node) or pyxis_wanted(spec, node)
 
 
+def docker_repo_wanted(spec: Spec, node: Node) -> bool:
+    """RHEL nodes running containerd or docker need Docker's repository (containerd.io, docker-ce)."""
+    return not node.os.is_deb and engine_wanted(spec, node)
+
+
 def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
     """Source lists and pins (deb) or repo files (rpm) for the node's NVIDIA packages.
 
@@ -79,7 +85,7 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
     bundle's own repository contents are pushed by the deploy, not rendered here.
     """
     del secrets  # no secrets in this layer
-    if not gpu_node(spec, node) and not epel_wanted(spec, node):
+    if not gpu_node(spec, node) and not epel_wanted(spec, node) and not docker_repo_wanted(spec, node):
         return []
     cuda = src.cuda_repo(spec, node.os) if cuda_repo_wanted(spec, node) else None
     container = src.container_repo(spec, node.os) if toolkit_wanted(spec, node) else None
@@ -101,6 +107,10 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
         if container is not None and container.available:
             text = src.dnf_repo_file(container, "gpuforge-nvidia-container", "NVIDIA container toolkit (gpuforge)")
             files.append(RenderedFile(src.CONTAINER_REPO_FILE, text))
+        docker = src.docker_repo(spec) if docker_repo_wanted(spec, node) else None
+        if docker is not None and docker.available:
+            text = src.dnf_repo_file(docker, "gpuforge-docker-ce", "Docker CE stable (gpuforge)")
+            files.append(RenderedFile(src.DOCKER_REPO_FILE, text))
         epel = src.epel_repo(spec) if epel_wanted(spec, node) else None
         if epel is not None and epel.available and epel.url != src.EPEL_RELEASE_RPM:
             files.append(

@@ -63,6 +63,8 @@ KNOWN_SHA256: dict[str, str] = {}
 
 CUDA_REPO = "nvidia-cuda"
 CONTAINER_REPO = "nvidia-container"
+DOCKER_REPO = "docker-ce"
+DOCKER_REPO_FILE = "/etc/yum.repos.d/gpuforge-docker-ce.repo"
 EPEL_REPO = "epel"
 EPEL_REPO_FILE = "/etc/yum.repos.d/gpuforge-epel.repo"
 # Fedora's EPEL release package for EL 9 (NVIDIA/ansible-role-nvidia-driver defaults/main.yml: epel_package).
@@ -181,6 +183,26 @@ def epel_repo(spec: Spec) -> Repo:
         url = mirror.rstrip("/")
         return Repo(EPEL_REPO, url=url, key_url=f"{url}/{EPEL_KEY}")
     return Repo(EPEL_REPO, url=EPEL_RELEASE_RPM)
+
+
+def docker_repo(spec: Spec) -> Repo:
+    """Docker's RHEL repository (containerd.io, docker-ce): ``nvidia_packages.SOURCES['docker-rhel']``.
+
+    A mirror URL is the repository directory itself, with Docker's ``gpg`` key beside it.
+    """
+    mode = spec.sources.mode
+    if mode is SourceMode.OFFLINE:
+        return _bundle_repo(spec, DOCKER_REPO, OsFamily.RHEL9)
+    if mode is SourceMode.MIRROR:
+        mirror = spec.sources.mirrors.docker_ce
+        if not mirror:
+            return Repo(
+                DOCKER_REPO,
+                reason="mirror mode without sources.mirrors.docker_ce: no source for containerd.io/docker-ce",
+            )
+        url = str(mirror).rstrip("/")
+        return Repo(DOCKER_REPO, url=url, key_url=f"{url}/gpg")
+    return Repo(DOCKER_REPO, url=table.DOCKER_RHEL_BASEURL, key_url=table.DOCKER_RHEL_GPGKEY)
 
 
 def apt_list_line(repo: Repo, keyring: str) -> str:

@@ -147,6 +147,11 @@ class MirrorUrls(StrictModel):
         None,
         "Mirror of EPEL 9 for RHEL nodes (dkms, enroot's parallel, slurm-devel), with RPM-GPG-KEY-EPEL-9 beside it",
     )
+    docker_ce: HttpUrl | None = live(
+        None,
+        "Mirror of Docker's RHEL 9 repository (containerd.io, docker-ce for RHEL nodes: "
+        "the directory with repodata/, Docker's 'gpg' key beside it)",
+    )
     helm: HttpUrl | None = live(None, "Helm chart repository mirror")
     registry: RegistryRef | None = live(None, "Container registry mirror for images")
 

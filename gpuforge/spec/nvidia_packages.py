@@ -155,6 +155,14 @@ SOURCES: dict[str, Citation] = {
         "after a MIG change the hooks start nvidia-cdi-refresh.service when the toolkit ships it (>= 1.18): "
         "the CDI spec must be regenerated when MIG devices change",
     ),
+    "docker-rhel": Citation(
+        "Docker documentation: Install Docker Engine on RHEL",
+        "https://docs.docker.com/engine/install/rhel/",
+        "'dnf config-manager --add-repo https://download.docker.com/linux/rhel/docker-ce.repo'; "
+        "'dnf install docker-ce docker-ce-cli containerd.io ...'; the repo file: [docker-ce-stable] "
+        "baseurl=https://download.docker.com/linux/rhel/$releasever/$basearch/stable gpgcheck=1 "
+        "gpgkey=https://download.docker.com/linux/rhel/gpg",
+    ),
     "container-toolkit-repo": Citation(
         "NVIDIA/libnvidia-container (gh-pages)",
         "github.com/NVIDIA/libnvidia-container stable/rpm/nvidia-container-toolkit.repo",
@@ -355,6 +363,17 @@ def mig_manager_file(version: str, deb: bool) -> str:
     """The release asset of nvidia-mig-manager (mig-parted-releases)."""
     return f"nvidia-mig-manager_{version}-1_amd64.deb" if deb else f"nvidia-mig-manager-{version}-1.x86_64.rpm"
 
+
+#: Docker's repository for RHEL (docker-rhel): containerd.io and docker-ce are not in RHEL's own.
+DOCKER_RHEL_BASEURL = "https://download.docker.com/linux/rhel/$releasever/$basearch/stable"
+DOCKER_RHEL_GPGKEY = "https://download.docker.com/linux/rhel/gpg"
+#: The engine packages per engine on RHEL (docker-rhel) and on Debian/Ubuntu (the distribution's own).
+ENGINE_PACKAGES = {
+    ("containerd", True): "containerd",
+    ("containerd", False): "containerd.io",
+    ("docker", True): "docker.io",
+    ("docker", False): "docker-ce",
+}
 
 #: The toolkit repository's dnf options, as NVIDIA's own .repo file has them (container-toolkit-repo).
 CONTAINER_REPO_DNF_OPTIONS = ("repo_gpgcheck=1", "gpgcheck=0")

@@ -278,7 +278,7 @@ def test_rhel_repositories_are_unsupported(served: Server, tmp_path: Path) -> No
     m = manifest(out)
     assert m["missing"] == [] and m["repositories"] == []
     unsupported = {u["repository"]: u for u in m["unsupported"]}
-    assert set(unsupported) == {"rpm/nvidia-cuda", "rpm/nvidia-container"}
+    assert set(unsupported) == {"rpm/nvidia-cuda", "rpm/nvidia-container", "rpm/docker-ce"}
     assert all("createrepo" in u["reason"] and not u["provided"] for u in unsupported.values())
     assert "nvidia-container-toolkit" in unsupported["rpm/nvidia-container"]["packages"]
     assert "unsupported rpm/nvidia-cuda" in cp.stderr
@@ -286,7 +286,7 @@ def test_rhel_repositories_are_unsupported(served: Server, tmp_path: Path) -> No
     assert (out / "artifacts" / "pyxis-0.20.0.tar.gz").is_file()
     assert (out / "artifacts" / "enroot-3.5.0-1.el8.x86_64.rpm").read_bytes() == b"fake enroot rpm\n"
     # A repository built by hand with createrepo is recorded (and checked by --verify).
-    for kind in ("nvidia-cuda", "nvidia-container"):
+    for kind in ("nvidia-cuda", "nvidia-container", "docker-ce"):
         repodata = out / "rpm" / kind / "repodata"
         repodata.mkdir(parents=True)
         (repodata / "repomd.xml").write_text("<repomd/>\n")

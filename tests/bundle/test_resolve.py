@@ -300,7 +300,10 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
         ("apt", "nvidia-container"): "https://nvidia.github.io/libnvidia-container/stable/deb/amd64",
         ("rpm", "nvidia-cuda"): "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64",
         ("rpm", "nvidia-container"): "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch",
+        ("rpm", "docker-ce"): "https://download.docker.com/linux/rhel/$releasever/$basearch/stable",  # containerd.io
     }
+    docker = next(n for (fmt, kind, _), n in needs.repos.items() if kind == "docker-ce")
+    assert list(docker.wants) == ["containerd.io"] and docker.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]
     assert needs.artifacts["pyxis-0.20.0.tar.gz"].artifact.url == (
         "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
     )

@@ -27,46 +27,54 @@ from gpuforge.render.nvidia import (
     DOCKER_DAEMON_JSON,
     host_driver,
 )
+from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import ContainerEngine
 
 
 def engine_layer(ctx: Ctx) -> Layer:
-    """containerd or docker with the rendered config; restarted only when it changes."""
+    """containerd or docker with the rendered config; restarted only when it changes.
+
+    Debian/Ubuntu: the distribution's package; RHEL: Docker's repository (``containerd.io``,
+    ``docker-ce``; ``nvidia_packages.SOURCES['docker-rhel']``), installed when missing.
+    """
     engine = ctx.spec.container_runtime.engine
     if engine is ContainerEngine.CONTAINERD:
         files = ctx.file(CONTAINERD_CONFIG) + ctx.file(CONTAINERD_NVIDIA_DROPIN)
-        pkg, unit = ("containerd", "containerd") if ctx.deb else ("containerd.io", "containerd")
+        unit = "containerd"
         dirs: tuple[Directory, ...] = (Directory("/etc/containerd"), Directory(CONTAINERD_DROPIN_DIR))
     elif engine is ContainerEngine.DOCKER:
         files = ctx.file(DOCKER_DAEMON_JSON)
-        pkg, unit = ("docker.io", "docker") if ctx.deb else ("docker-ce", "docker")
+        unit = "docker"
         dirs = (Directory("/etc/docker"),)
     else:
         return Layer.empty("container-engine")
     if not files:
         return Layer.empty("container-engine")
+    pkg = table.ENGINE_PACKAGES[(engine.value, ctx.deb)]
+    repo = None if ctx.deb else src.docker_repo(ctx.spec)
     paths = tuple(f.path for f in files)
-    engine_present = ctx.deb or ctx.host.packages.get(pkg) is not None
-    services = (Service(unit, restart_on=paths),) if engine_present else ()
+    installed = ctx.deb or ctx.host.packages.get(pkg) is not None
+    services = (Service(unit, restart_on=paths),) if installed or (repo is not None and repo.available) else ()
     nvidia_runtime = CONTAINERD_NVIDIA_DROPIN in paths or (
         DOCKER_DAEMON_JSON in paths and b'"nvidia"' in ctx.files[DOCKER_DAEMON_JSON].data
     )
 
+    def before(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        if installed or repo is None:
+            return []
+        if not repo.available:
+            return [unavailable_step(pkg, repo.reason)]
+        return [Step(StepKind.INSTALL, f"install {pkg} from Docker's RHEL repository", dnf_install([pkg]))]
+
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
-        if not engine_present:
-            steps.append(
-                unavailable_step(
-                    pkg, f"{pkg} comes from Docker's repository on {ctx.os.value}, which gpuforge does not manage"
-                )
-            )
         if nvidia_runtime and ctx.spec.container_runtime.nvidia_default:
-            repo = src.container_repo(ctx.spec, ctx.os)
-            if not repo.available:
+            tk_repo = src.container_repo(ctx.spec, ctx.os)
+            if not tk_repo.available:
                 steps.append(
                     Step(
                         StepKind.WARNING,
-                        f"nvidia is the default runtime but the container toolkit has no source ({repo.reason})",
+                        f"nvidia is the default runtime but the container toolkit has no source ({tk_repo.reason})",
                     )
                 )
         return keep_reports(ctx, "container-engine", steps)
@@ -77,6 +85,7 @@ def engine_layer(ctx: Ctx) -> Layer:
         directories=dirs,
         files=files,
         services=services,
+        before_services=before,
         after=after,
     )
 

@@ -15,14 +15,15 @@ from gpuforge.render.files import RenderedFile
 from gpuforge.render.nvidia import (
     host_driver,
 )
-from gpuforge.render.nvidia_repos import driver_source, epel_wanted, nvidia_repo_files
+from gpuforge.render.nvidia_repos import docker_repo_wanted, driver_source, epel_wanted, nvidia_repo_files
 from gpuforge.spec.model import DriverSource
 
 
 def repos_layer(ctx: Ctx) -> Layer:
     """Sources and pins for the node's NVIDIA packages; ``apt-get update`` when they change."""
     epel = src.epel_repo(ctx.spec) if epel_wanted(ctx.spec, ctx.node) else None
-    if not ctx.gpu_node and epel is None:
+    docker = src.docker_repo(ctx.spec) if docker_repo_wanted(ctx.spec, ctx.node) else None
+    if not ctx.gpu_node and epel is None and docker is None:
         return Layer.empty("nvidia-repos")
     s = ctx.spec
     files: list[RenderedFile] = []
@@ -30,7 +31,7 @@ def repos_layer(ctx: Ctx) -> Layer:
     distro = host_driver(s) and driver_source(s, ctx.node) is DriverSource.DISTRO
     cuda = src.cuda_repo(s, ctx.os) if cuda_repo_wanted(ctx) else None
     container = src.container_repo(s, ctx.os) if toolkit_wanted(ctx) else None
-    repos = [r for r in (cuda, container, epel) if r is not None and r.available]
+    repos = [r for r in (cuda, container, epel, docker) if r is not None and r.available]
     for r in repos:
         if r.bundle is not None:
             files += [upload_file(f"{r.url}/{rel}", data) for rel, data in src.bundle_files(r.bundle)]
@@ -82,6 +83,8 @@ def repos_layer(ctx: Ctx) -> Layer:
             changed.add(src.CONTAINER_KEYRING)
         if epel is not None:
             steps += epel_steps(ctx, epel, changed)
+        if docker is not None and not docker.available:
+            steps.append(unavailable_step("Docker's RHEL repository (containerd.io, docker-ce)", docker.reason))
         touched = changed & (
             repo_paths | {src.DEBIAN_NONFREE_SOURCES, src.CUDA_KEYRING, src.CONTAINER_KEYRING, src.EPEL_REPO_FILE}
         )
@@ -90,7 +93,7 @@ def repos_layer(ctx: Ctx) -> Layer:
                 steps.append(Step(StepKind.APT_UPDATE, "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
             else:
                 steps.append(
-                    Step(StepKind.DNF_MAKECACHE, "dnf makecache (NVIDIA repositories changed)", "dnf -q -y makecache")
+                    Step(StepKind.DNF_MAKECACHE, "dnf makecache (package repositories changed)", "dnf -q -y makecache")
                 )
         return keep_reports(ctx, "nvidia-repos", steps)
 
