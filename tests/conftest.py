@@ -96,3 +96,11 @@ def lab_cluster(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     result = cluster.apply()
     assert result["returncode"] == 0 and result["ok"], json.dumps(result, indent=2)
     yield cluster
+
+
+@pytest.fixture
+def upstream_data() -> Path:
+    """../shared/reference/upstream, which tests marked ``needs_upstream`` read: a failure when absent."""
+    from tests.helpers import require_upstream
+
+    return require_upstream()

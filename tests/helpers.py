@@ -14,9 +14,20 @@ from gpuforge.spec import Spec, load_spec, parse_spec
 REPO = Path(__file__).resolve().parents[1]
 INVENTORIES = REPO / "inventories"
 UPSTREAM = REPO / ".." / "shared" / "reference" / "upstream"
-needs_upstream = pytest.mark.skipif(
-    not UPSTREAM.is_dir(), reason="upstream reference data (../shared/reference/upstream) is not present"
-)
+#: Tests that read ``../shared/reference/upstream``: the data is part of the test bed, so its
+#: absence is a failure (``upstream_data`` in tests/conftest.py), never a skip.
+needs_upstream = pytest.mark.usefixtures("upstream_data")
+
+
+def require_upstream() -> Path:
+    """``UPSTREAM``, or a test failure naming what is missing."""
+    if not UPSTREAM.is_dir():
+        pytest.fail(
+            f"the upstream reference data is missing ({UPSTREAM.resolve()}): clone the project with ../shared "
+            "beside it (the test bed includes it)",
+            pytrace=False,
+        )
+    return UPSTREAM
 
 
 def inventory(name: str) -> Spec:

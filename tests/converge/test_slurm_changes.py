@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
-from gpuforge.deploy.slurm_changes import SlurmAction, classify, parse_slurm_conf, removed_nodes
+from gpuforge.deploy.slurm_changes import RESTART_KEYS, SlurmAction, classify, parse_slurm_conf, removed_nodes
 from gpuforge.render.slurm import slurm_conf
 from gpuforge.spec import load_spec, parse_spec
 
@@ -66,3 +67,25 @@ def test_parse_expands_node_ranges() -> None:
     assert params["ClusterName"] == "gflab"
     assert sorted(nodes) == ["node1", "node2", "node3"]
     assert "batch" in parts
+
+
+def _with_line(conf: str, key: str, value: str) -> str:
+    """``conf`` with ``key=value`` as a line of its own (replacing the key's line if it has one)."""
+    kept = [line for line in conf.splitlines() if not line.startswith(f"{key}=")]
+    return "\n".join([*kept, f"{key}={value}"]) + "\n"
+
+
+def _without_line(conf: str, key: str) -> str:
+    return "\n".join(line for line in conf.splitlines() if not line.startswith(f"{key}=")) + "\n"
+
+
+@pytest.mark.parametrize("key", sorted(RESTART_KEYS))
+def test_adding_or_removing_a_restart_only_key_restarts(key: str) -> None:
+    """A key the daemons read only at start (TopologyPlugin, GresTypes, ...) needs a restart when it
+    appears and when it disappears: a removal is a change too (the daemon keeps the old value)."""
+    base = _without_line(BASE, key)
+    present = _with_line(base, key, "gpuforge-test-value")
+    for old, new in ((base, present), (present, base)):
+        action, why = classify(old, new)
+        assert action is SlurmAction.RESTART, (key, why)
+        assert key in why

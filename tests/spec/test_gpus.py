@@ -33,13 +33,10 @@ import pytest
 import yaml
 
 from gpuforge.spec.gpus import COMPUTE_SLICES, GPU_MODELS, MEMORY_SLICES, GpuModel, gpu_model
+from tests.helpers import needs_upstream
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DEFAULT = REPO / ".." / "shared" / "reference" / "upstream" / "mig-parted" / "config-default.yaml"
-needs_upstream = pytest.mark.skipif(
-    not CONFIG_DEFAULT.is_file(),
-    reason="upstream reference data (../shared/reference/upstream/mig-parted/config-default.yaml) is not present",
-)
 
 MIG_MODELS = [m for m in GPU_MODELS.values() if m.supports_mig]
 
@@ -57,8 +54,7 @@ def _ids(model: GpuModel) -> set[str]:
 
 @pytest.fixture(scope="module")
 def mig_configs() -> dict[str, list[dict[str, Any]]]:
-    if not CONFIG_DEFAULT.is_file():
-        pytest.skip("upstream reference data (../shared/reference/upstream) is not present")
+    assert CONFIG_DEFAULT.is_file(), f"upstream reference data is missing: {CONFIG_DEFAULT} (part of the test bed)"
     doc = yaml.safe_load(CONFIG_DEFAULT.read_text(encoding="utf-8"))
     assert doc["version"] == "v1"
     return doc["mig-configs"]
@@ -209,5 +205,11 @@ def test_all_balanced_fits_the_slice_budget(model: GpuModel, mig_configs: dict[s
         assert compute <= COMPUTE_SLICES and memory <= MEMORY_SLICES, (compute, memory)
 
 
-def test_missing_upstream_is_a_skip_with_reason() -> None:
-    assert "../shared/reference/upstream" in needs_upstream.kwargs["reason"]
+def test_missing_upstream_is_a_failure_not_a_skip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without ../shared/reference/upstream a test that needs it fails; it is never skipped."""
+    import tests.helpers as helpers
+
+    monkeypatch.setattr(helpers, "UPSTREAM", tmp_path / "no-such-upstream")
+    with pytest.raises(pytest.fail.Exception, match="upstream reference data is missing"):
+        helpers.require_upstream()
+    assert helpers.needs_upstream.name == "usefixtures" and helpers.needs_upstream.args == ("upstream_data",)
