@@ -41,8 +41,10 @@ NVIDIA_SMI_EXIT_CODES: dict[int, str] = {
 #: Xid codes treated as serious (hardware / driver faults needing drain, reset or RMA).
 SERIOUS_XIDS: frozenset[int] = frozenset({48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120})
 
-#: PCI classes of GPUs: VGA compatible controller and 3D controller.
-GPU_PCI_CLASSES: frozenset[str] = frozenset({"0300", "0302"})
+#: PCI classes of GPUs: the display class 03 (pci.ids: VGA compatible 0300, XGA 0301, 3D controller 0302,
+#: Display controller 0380). Data-center boards report 0302, some boards 0380 (e.g. ``Display controller
+#: [0380]: NVIDIA Corporation GA107``); NVSwitches are bridges (0680), never counted here.
+GPU_PCI_CLASSES: frozenset[str] = frozenset({"0300", "0301", "0302", "0380"})
 
 
 class NvidiaSmiStatus(TypedDict):

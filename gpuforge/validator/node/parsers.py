@@ -112,7 +112,7 @@ class PciInfo:
 
 
 def _pci_kind(cls: str, dev: str, desc: str) -> str:
-    if cls in ("0300", "0302"):
+    if cls in nvidia_probe.GPU_PCI_CLASSES:
         return "gpu"
     if dev in NVSWITCH_DEVICE_IDS or "nvswitch" in desc.lower() or cls == "0680":
         return "nvswitch"
