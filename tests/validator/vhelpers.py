@@ -228,3 +228,34 @@ def lab_spec(tmp_path: Path, mutate: Any = None) -> tuple[Spec, Path]:
         lines.append(f"{n.ssh_target} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{n.name}")
     kh.write_text("\n".join(lines) + "\n")
     return spec, path
+
+
+def nvidia_gpus_on_this_machine() -> int:
+    """NVIDIA devices of PCI display class 03 on this machine's bus (sysfs), as the checks count them."""
+    import glob
+    from pathlib import Path
+
+    n = 0
+    for dev in glob.glob("/sys/bus/pci/devices/*"):
+        try:
+            vendor = Path(dev, "vendor").read_text().strip()
+            klass = Path(dev, "class").read_text().strip()
+        except OSError:
+            continue
+        n += vendor == "0x10de" and klass.startswith("0x03")
+    return n
+
+
+def munge_key_is_right_here(path: str = "/etc/munge/munge.key") -> bool:
+    """This machine's munge key exists as 0400 munge:munge (what security.munge_key passes on)."""
+    import grp
+    import os
+    import pwd
+    import stat
+
+    try:
+        st = os.stat(path)
+        owner, group = pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid).gr_name
+    except (OSError, KeyError):
+        return False
+    return stat.S_IMODE(st.st_mode) == 0o400 and (owner, group) == ("munge", "munge")
