@@ -128,8 +128,17 @@ def test_monitoring_in_the_lab(lab_cluster: LabCluster, webhook: Webhook) -> Non
         ("node2", "workers", "gflab"),
         ("node3", "workers", "gflab"),
     ]
-    jobs = {t["labels"]["job"]: t["health"] for t in query(lab_cluster, "/api/v1/targets")["activeTargets"]}
-    assert jobs == {"prometheus": "up", "alertmanager": "up", "node-exporter": "up"}
+
+    # Every job's targets up. Waited for, not read once: a scrape pool that Prometheus has just
+    # (re)created reports "unknown" until its first scrape.
+    def jobs_up() -> dict[str, set[str]]:
+        jobs: dict[str, set[str]] = {}
+        for t in query(lab_cluster, "/api/v1/targets")["activeTargets"]:
+            jobs.setdefault(t["labels"]["job"], set()).add(t["health"])
+        return jobs if all(h == {"up"} for h in jobs.values()) else {}
+
+    jobs = wait_for("every target of every job up", jobs_up, 120)
+    assert set(jobs) == {"prometheus", "alertmanager", "node-exporter"}
     # Only this job's series: the package's first start ran Debian's default config (job "node"),
     # and a restart writes no staleness markers, so those series stay visible for the 5 min lookback.
     loads = query(lab_cluster, "/api/v1/query", query='node_load1{job="node-exporter"}')["result"]
