@@ -144,27 +144,41 @@ def cuda_repo(spec: Spec, os_family: OsFamily) -> Repo:
     return Repo(CUDA_REPO, url=url, key_url=key)
 
 
+def _repo_by_mode(
+    spec: Spec,
+    kind: str,
+    os_family: OsFamily,
+    mirror: str | None,
+    setting: str,
+    what: str,
+    key_file: str,
+    upstream: Repo,
+) -> Repo:
+    """A repository by ``sources.mode``: the bundle's ``<fmt>/<kind>/``, the mirror URL of
+    ``sources.mirrors.<setting>`` (the repository directory, ``key_file`` beside it), or ``upstream``."""
+    mode = spec.sources.mode
+    if mode is SourceMode.OFFLINE:
+        return _bundle_repo(spec, kind, os_family)
+    if mode is SourceMode.MIRROR:
+        if not mirror:
+            return Repo(kind, reason=f"mirror mode without sources.mirrors.{setting}: no source for {what}")
+        url = str(mirror).rstrip("/")
+        return Repo(kind, url=url, key_url=f"{url}/{key_file}")
+    return upstream
+
+
 def container_repo(spec: Spec, os_family: OsFamily) -> Repo:
     """NVIDIA's libnvidia-container repository (the container toolkit).
 
     A mirror URL is the repository directory itself (upstream ``.../stable/deb/amd64`` or
     ``.../stable/rpm/x86_64``) with NVIDIA's ``gpgkey`` file beside the index.
     """
-    mode = spec.sources.mode
-    if mode is SourceMode.OFFLINE:
-        return _bundle_repo(spec, CONTAINER_REPO, os_family)
-    if mode is SourceMode.MIRROR:
-        mirror = spec.sources.mirrors.nvidia_container
-        if not mirror:
-            return Repo(
-                CONTAINER_REPO,
-                reason="mirror mode without sources.mirrors.nvidia_container: "
-                "no source for the NVIDIA container toolkit",
-            )
-        url = mirror.rstrip("/")
-        return Repo(CONTAINER_REPO, url=url, key_url=f"{url}/gpgkey")
     sub = "stable/deb/$(ARCH)" if os_family.is_deb else "stable/rpm/$basearch"
-    return Repo(CONTAINER_REPO, url=f"{CONTAINER_UPSTREAM}/{sub}", key_url=f"{CONTAINER_UPSTREAM}/gpgkey")
+    upstream = Repo(CONTAINER_REPO, url=f"{CONTAINER_UPSTREAM}/{sub}", key_url=f"{CONTAINER_UPSTREAM}/gpgkey")
+    mirror = spec.sources.mirrors.nvidia_container
+    return _repo_by_mode(
+        spec, CONTAINER_REPO, os_family, mirror, "nvidia_container", "the NVIDIA container toolkit", "gpgkey", upstream
+    )
 
 
 def epel_repo(spec: Spec) -> Repo:
@@ -173,16 +187,9 @@ def epel_repo(spec: Spec) -> Repo:
     Upstream: Fedora's ``epel-release`` package (``url`` is the package); mirror: a repo file
     for ``sources.mirrors.epel``; offline: an rpm repository ``rpm/epel/`` placed in the bundle.
     """
-    mode = spec.sources.mode
-    if mode is SourceMode.OFFLINE:
-        return _bundle_repo(spec, EPEL_REPO, OsFamily.RHEL9)
-    if mode is SourceMode.MIRROR:
-        mirror = spec.sources.mirrors.epel
-        if not mirror:
-            return Repo(EPEL_REPO, reason="mirror mode without sources.mirrors.epel: no source for EPEL 9")
-        url = mirror.rstrip("/")
-        return Repo(EPEL_REPO, url=url, key_url=f"{url}/{EPEL_KEY}")
-    return Repo(EPEL_REPO, url=EPEL_RELEASE_RPM)
+    upstream = Repo(EPEL_REPO, url=EPEL_RELEASE_RPM)
+    mirror = spec.sources.mirrors.epel
+    return _repo_by_mode(spec, EPEL_REPO, OsFamily.RHEL9, mirror, "epel", "EPEL 9", EPEL_KEY, upstream)
 
 
 def docker_repo(spec: Spec) -> Repo:
@@ -190,19 +197,10 @@ def docker_repo(spec: Spec) -> Repo:
 
     A mirror URL is the repository directory itself, with Docker's ``gpg`` key beside it.
     """
-    mode = spec.sources.mode
-    if mode is SourceMode.OFFLINE:
-        return _bundle_repo(spec, DOCKER_REPO, OsFamily.RHEL9)
-    if mode is SourceMode.MIRROR:
-        mirror = spec.sources.mirrors.docker_ce
-        if not mirror:
-            return Repo(
-                DOCKER_REPO,
-                reason="mirror mode without sources.mirrors.docker_ce: no source for containerd.io/docker-ce",
-            )
-        url = str(mirror).rstrip("/")
-        return Repo(DOCKER_REPO, url=url, key_url=f"{url}/gpg")
-    return Repo(DOCKER_REPO, url=table.DOCKER_RHEL_BASEURL, key_url=table.DOCKER_RHEL_GPGKEY)
+    upstream = Repo(DOCKER_REPO, url=table.DOCKER_RHEL_BASEURL, key_url=table.DOCKER_RHEL_GPGKEY)
+    mirror = spec.sources.mirrors.docker_ce
+    what = "containerd.io/docker-ce"
+    return _repo_by_mode(spec, DOCKER_REPO, OsFamily.RHEL9, mirror, "docker_ce", what, "gpg", upstream)
 
 
 def apt_list_line(repo: Repo, keyring: str) -> str:

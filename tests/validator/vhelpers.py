@@ -231,19 +231,13 @@ def lab_spec(tmp_path: Path, mutate: Any = None) -> tuple[Spec, Path]:
 
 
 def nvidia_gpus_on_this_machine() -> int:
-    """NVIDIA devices of PCI display class 03 on this machine's bus (sysfs), as the checks count them."""
-    import glob
-    from pathlib import Path
+    """NVIDIA GPUs on this machine's PCI bus, read by the project's own NvidiaHost probe (sysfs)."""
+    import subprocess
 
-    n = 0
-    for dev in glob.glob("/sys/bus/pci/devices/*"):
-        try:
-            vendor = Path(dev, "vendor").read_text().strip()
-            klass = Path(dev, "class").read_text().strip()
-        except OSError:
-            continue
-        n += vendor == "0x10de" and klass.startswith("0x03")
-    return n
+    from gpuforge.probes.nvidia_host import nvidia_host_command, parse_nvidia_host
+
+    out = subprocess.run(["bash", "-c", nvidia_host_command()], capture_output=True, text=True, timeout=60).stdout
+    return len(parse_nvidia_host(out.splitlines()).gpus)
 
 
 def munge_key_is_right_here(path: str = "/etc/munge/munge.key") -> bool:
