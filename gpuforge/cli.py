@@ -65,6 +65,29 @@ def check(spec: SpecArg, json_out: Annotated[bool, typer.Option("--json")] = Fal
 
 
 @app.command()
+def inventory(
+    spec: SpecArg,
+    fmt: Annotated[str, typer.Option("--format", help="ansible (JSON, which ansible-playbook -i reads)")] = "ansible",
+    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+) -> None:
+    """Print the spec's nodes as an inventory, to run your own playbooks against the spec."""
+    from gpuforge.extensions.ansible_inventory import ansible_inventory, vagrant_hosts
+    from gpuforge.spec import select_nodes
+
+    s = _load(spec)
+    if fmt != "ansible":
+        err.print(f"--format {fmt!r}: the formats are: ansible", markup=False, highlight=False)
+        raise typer.Exit(2)
+    try:
+        names = select_nodes(s, limit) if limit else None
+        doc = ansible_inventory(s, names, vagrant_hosts(s, str(spec.resolve().parent)))
+    except (ValueError, LookupError, RuntimeError, OSError) as e:
+        err.print(f"inventory: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    print(json.dumps(doc, indent=2))
+
+
+@app.command()
 def schema(
     output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="The Markdown spec reference instead")] = False,

@@ -149,6 +149,7 @@ class StepKind(StrEnum):
     """What a step does (plans and reports show it; ``REPORTS`` are the kinds a person must read)."""
 
     ACCOUNT = "account"
+    ANSIBLE = "ansible"
     APT_UPDATE = "apt-update"
     BUILD = "build"
     CDI = "cdi"
@@ -180,6 +181,7 @@ class StepKind(StrEnum):
     UNAVAILABLE = "unavailable"
     UPGRADE = "upgrade"
     UPLOAD = "upload"
+    USER = "user"
     VERIFY = "verify"
     WAIT = "wait"
     WARNING = "warning"

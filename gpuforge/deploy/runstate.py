@@ -52,6 +52,9 @@ class RunState:
     reports: dict[str, dict[str, list[Step]]] = field(default_factory=lambda: defaultdict(dict))
     """Per host, per key: steps a person must read (reboots, missing sources, notes)."""
     slurm: dict[str, SlurmDecision] = field(default_factory=dict)
+    layers: tuple[str, ...] | None = None
+    """The layers this pyinfra run walks (None: all of them). A run with site Ansible steps walks
+    the layers in segments, one pyinfra run each, with the steps between them."""
 
     def __copy__(self) -> RunState:
         return self

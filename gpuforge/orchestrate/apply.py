@@ -15,6 +15,7 @@ from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.rollout import RolloutPlan, plan_rollout, roll_every_node
+from gpuforge.orchestrate.site_steps import run_with_site_steps
 from gpuforge.orchestrate.state import RecordUnreadable, apply_lock, last_applied, record_applied
 from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.diff import FieldChange
@@ -36,6 +37,13 @@ def preflight(spec: Spec, spec_path: str | Path) -> None:
 
         for problem in verify_bundle(bundle)[:10]:  # nothing unverified is pushed to a node
             issues.append(SpecIssue(("sources", "bundle_dir"), f"bundle {spec.sources.bundle_dir}: {problem}"))
+    if spec.site.ansible:
+        from gpuforge.extensions.ansible_run import AnsibleMissing, ansible_playbook_binary
+
+        try:
+            ansible_playbook_binary()
+        except AnsibleMissing as exc:
+            issues.append(SpecIssue(("site", "ansible"), str(exc)))
     if issues:
         raise SpecError(issues, str(spec_path))
 
@@ -220,4 +228,7 @@ def run_deploys(
     if spec.slurm is not None:
         SecretStore(spec.cluster.name).load()  # generate once, before any host is touched
     names = select_nodes(spec, limit) if limit else None
-    return run_site(spec, spec_path, names, run if run is not None else RunState(), on_event)
+    run = run if run is not None else RunState()
+    if spec.site.ansible:
+        return run_with_site_steps(spec, spec_path, names, run, on_event)
+    return run_site(spec, spec_path, names, run, on_event)

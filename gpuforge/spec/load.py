@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuforge.spec.errors import Loc, SpecError, SpecIssue
+from gpuforge.spec.extensions import missing_site_files
 from gpuforge.spec.model import DRIVER_VERSION, NAME, SLURM_TIME, VERSION, Spec
 from gpuforge.spec.rules import check_rules
 
@@ -195,8 +196,12 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
     return SpecIssue(loc, msg, line=_line_for(lines, loc))
 
 
-def parse_spec(text: str, filename: str | None = None) -> Spec:
-    """Parse and check spec text; raise SpecError listing every problem."""
+def parse_spec(text: str, filename: str | None = None, base_dir: Path | None = None) -> Spec:
+    """Parse and check spec text; raise SpecError listing every problem.
+
+    Site paths (``site.*``) are relative to ``base_dir`` (default: the file's folder) and must
+    be there; text with neither (an apply record) is not checked for them.
+    """
     try:
         _check_shape(text)
     except _LimitError as e:
@@ -218,6 +223,9 @@ def parse_spec(text: str, filename: str | None = None) -> Spec:
         issues = [_issue_from_pydantic(err, lines) for err in e.errors()]
         raise SpecError(_dedupe(issues), filename) from None
     problems = check_rules(spec)
+    where = base_dir or (Path(filename).parent if filename else None)
+    if where is not None:
+        problems += [SpecIssue(loc, msg) for loc, msg in missing_site_files(spec.site, where)]
     if problems:
         issues = [SpecIssue(i.loc, i.message, i.node, _line_for(lines, i.loc)) for i in problems]
         raise SpecError(_dedupe(issues), filename)

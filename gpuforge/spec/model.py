@@ -13,14 +13,17 @@ import ipaddress
 import re
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
 from gpuforge.spec import hostlist
 from gpuforge.spec.dcgm import dcgm_counter
+from gpuforge.spec.extensions import Site
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.policy import live, rebuild, rolling
+from gpuforge.spec.strict import NAME as NAME
+from gpuforge.spec.strict import Name, StrictModel
 from gpuforge.spec.types import (
     DnsName,
     HostOrIp,
@@ -32,39 +35,9 @@ from gpuforge.spec.types import (
     slurm_parameter,
 )
 
-NAME = r"^[a-z][a-z0-9_-]{0,62}$"
 VERSION = r"^[0-9][0-9A-Za-z.+~:_-]*$"
 SLURM_TIME = r"^(UNLIMITED|INFINITE|(\d+-)?\d+(:\d\d){0,2})$"
 DRIVER_VERSION = r"^\d{3}\.\d+(\.\d+)?$"
-
-Name = Annotated[str, Field(pattern=NAME)]
-
-
-class StrictModel(BaseModel):
-    """Base for spec models: unknown keys are errors, values are immutable, and no string
-    anywhere in a spec holds a control character or line break (none may add a line to a file)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _no_control_characters(cls, v: object) -> object:
-        _refuse_control(v)
-        return v
-
-
-def _refuse_control(v: object) -> None:
-    if isinstance(v, str):
-        bad = next((c for c in v if ord(c) < 0x20 or ord(c) == 0x7F or c in "\u0085\u2028\u2029"), None)
-        if bad is not None:
-            raise ValueError(f"{v!r} holds a control character or line break ({bad!r}), which no field allows")
-    elif isinstance(v, list | tuple):
-        for item in v:
-            _refuse_control(item)
-    elif isinstance(v, dict):
-        for key, item in v.items():
-            _refuse_control(key)
-            _refuse_control(item)
 
 
 # --------------------------------------------------------------------------- enums
@@ -389,6 +362,19 @@ class Account(StrictModel):
         return v
 
 
+class UnixUser(StrictModel):
+    """A local Unix user made on every Slurm node with a fixed UID and GID (sites without LDAP/SSSD)."""
+
+    name: PosixUser = live(description="User name (also the name of its primary group)")
+    uid: int = live(description="UID, the same on every node", ge=1000, le=60000)
+    gid: int | None = live(None, "GID of the user's own group (default: the UID)", ge=1000, le=60000)
+    shell: Literal["/bin/bash", "/bin/sh", "/usr/sbin/nologin"] = live("/bin/bash", "Login shell")
+
+    @property
+    def group_id(self) -> int:
+        return self.gid if self.gid is not None else self.uid
+
+
 class Accounting(StrictModel):
     """slurmdbd + MariaDB accounting."""
 
@@ -452,6 +438,9 @@ class Slurm(StrictModel):
     partitions: list[Partition] = live(min_length=1, description="Partitions")
     qos: list[Qos] = live(default_factory=list, description="QOS levels")
     accounts: list[Account] = live(default_factory=list, description="Fair-share accounts and users")
+    users: list[UnixUser] = live(
+        default_factory=list, description="Local Unix users made on every Slurm node (sites with LDAP: a site role)"
+    )
     preempt_mode: PreemptMode = live(PreemptMode.REQUEUE, "Cluster PreemptMode (preempt/qos when not off)")
     accounting: Accounting = live(default_factory=Accounting, description="Accounting storage")
     priority: Priority = live(default_factory=Priority, description="Multifactor priority")
@@ -701,3 +690,4 @@ class Spec(StrictModel):
     dcgm: Dcgm = live(default_factory=Dcgm, description="DCGM and dcgm-exporter")
     monitoring: Monitoring = live(default_factory=Monitoring, description="Monitoring")
     rollout: Rollout = live(default_factory=Rollout, description="Rolling change settings")
+    site: Site = live(default_factory=Site, description="The site's own Ansible roles and testinfra checks")

@@ -461,6 +461,33 @@ def source_rules(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(("sources", "mirrors"), "mode mirror needs apt_proxy or at least one mirror URL")
 
 
+@rule
+def site_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """Site Ansible steps and testinfra checks name known roles or groups; users are unique."""
+    known = {r.value for r in Role} | {g.name for g in spec.node_groups}
+    names = [s.name for s in spec.site.ansible]
+    for name in _dupes(names):
+        yield SpecIssue(("site", "ansible"), f"step {name!r} is listed more than once")
+    for i, step in enumerate(spec.site.ansible):
+        if (step.role is None) == (step.playbook is None):
+            yield SpecIssue(("site", "ansible", i), f"{step.name}: give exactly one of role or playbook")
+        for t in step.targets:
+            if t not in known:
+                yield SpecIssue(("site", "ansible", i, "targets"), f"{t!r} is neither a node role nor a node group")
+    for i, checks in enumerate(spec.site.testinfra):
+        for t in checks.targets:
+            if t not in known:
+                yield SpecIssue(("site", "testinfra", i, "targets"), f"{t!r} is neither a node role nor a node group")
+    if spec.slurm is not None:
+        users = spec.slurm.users
+        for name in _dupes(u.name for u in users):
+            yield SpecIssue(("slurm", "users"), f"user {name} is listed more than once")
+        for uid in _dupes(str(u.uid) for u in users):
+            yield SpecIssue(("slurm", "users"), f"UID {uid} is given to more than one user")
+        for gid in _dupes(str(u.group_id) for u in users):
+            yield SpecIssue(("slurm", "users"), f"GID {gid} is given to more than one user's group")
+
+
 def check_rules(spec: Spec) -> list[SpecIssue]:
     """Every cross-field problem of ``spec``."""
     issues: list[SpecIssue] = []
