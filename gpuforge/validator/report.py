@@ -14,8 +14,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP, STATUSES
+from gpuforge.validator.node.base import BLOCKED, ERROR, FAIL, LAYERS, PASS, SKIP, STATUSES
 from gpuforge.validator.node.framework import Result
+
+#: Statuses a report counts: the node checks' and ``error`` (site checks).
+REPORT_STATUSES = (*STATUSES, ERROR)
+FAILING = (FAIL, ERROR)
 
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 SCHEMA_VERSION = 1
@@ -35,7 +39,7 @@ class NodeReport:
 
     @property
     def ok(self) -> bool:
-        return not any(r.status == FAIL for r in self.checks)
+        return not any(r.status in FAILING for r in self.checks)
 
 
 @dataclass
@@ -65,14 +69,14 @@ class Report:
         return 0 if self.ok else 1
 
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(STATUSES, 0)
+        out = dict.fromkeys(REPORT_STATUSES, 0)
         for n in self.nodes:
             for r in n.checks:
                 out[r.status] += 1
         return out
 
     def failures(self) -> list[tuple[str, Result]]:
-        return [(n.name, r) for n in self.nodes for r in n.checks if r.status == FAIL]
+        return [(n.name, r) for n in self.nodes for r in n.checks if r.status in FAILING]
 
     # ------------------------------------------------------------------ JSON
 
@@ -114,7 +118,7 @@ class Report:
             name=f"gpuforge validate {self.cluster}",
             tests=str(sum(counts.values())),
             failures=str(counts[FAIL]),
-            errors="0",
+            errors=str(counts[ERROR]),
             time=f"{self.duration_s:.3f}",
         )
         for i, n in enumerate(self.nodes):
@@ -124,7 +128,7 @@ class Report:
                 name=n.name,
                 tests=str(len(n.checks)),
                 failures=str(sum(r.status == FAIL for r in n.checks)),
-                errors="0",
+                errors=str(sum(r.status == ERROR for r in n.checks)),
                 skipped=str(sum(r.status in (SKIP, BLOCKED) for r in n.checks)),
                 time=f"{sum(r.duration_s for r in n.checks):.3f}",
                 timestamp=stamp,
@@ -134,8 +138,9 @@ class Report:
             )
             for r in n.checks:
                 case = ET.SubElement(suite, "testcase", classname=n.name, name=r.id, time=f"{r.duration_s:.3f}")
-                if r.status == FAIL:
-                    failure = ET.SubElement(case, "failure", message=r.message, type=f"{r.layer}/{r.severity}")
+                if r.status in FAILING:
+                    tag = "failure" if r.status == FAIL else "error"
+                    failure = ET.SubElement(case, tag, message=r.message, type=f"{r.layer}/{r.severity}")
                     failure.text = r.message
                 elif r.status in (SKIP, BLOCKED):
                     ET.SubElement(case, "skipped", message=f"{r.status}: {r.message}")
@@ -163,7 +168,7 @@ class Report:
                 lines.append(f"gpuforge_check_status{{{labels}}} {1 if r.status == PASS else 0}")
         lines += ["# HELP gpuforge_checks Checks per node by result.", "# TYPE gpuforge_checks gauge"]
         for n in self.nodes:
-            for status in STATUSES:
+            for status in REPORT_STATUSES:
                 count = sum(r.status == status for r in n.checks)
                 lines.append(f'gpuforge_checks{{node="{esc(n.name)}",status="{status}"}} {count}')
         lines += [
@@ -205,7 +210,7 @@ class Report:
         counts = self.counts()
         verdict = "[green]OK[/]" if self.ok else ("[red]COULD NOT RUN[/]" if self.could_not_run else "[red]FAILED[/]")
         console.print(
-            f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped, "
+            f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[ERROR]} errors, {counts[SKIP]} skipped, "
             f"{counts[BLOCKED]} blocked on {len(self.nodes)} node(s) in {self.duration_s:.1f} s"
         )
 
@@ -213,7 +218,7 @@ class Report:
 def _cell(results: list[Result]) -> Text:
     if not results:
         return Text("-", style="dim")
-    failed = sum(r.status == FAIL for r in results)
+    failed = sum(r.status in FAILING for r in results)
     blocked = sum(r.status == BLOCKED for r in results)
     passed = sum(r.status == PASS for r in results)
     if failed:

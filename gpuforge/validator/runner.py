@@ -30,7 +30,7 @@ from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
-from gpuforge.validator import cluster
+from gpuforge.validator import cluster, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.node import probing
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
@@ -80,7 +80,7 @@ class SshTransport:
         ssh = self.spec.ssh
         host, port, user, key = node.ssh_target, ssh.port, ssh.user, ssh.key
         if node.connector is Connector.VAGRANT:
-            vh = self._vagrant_hosts().get(node.name)
+            vh = self.vagrant_hosts().get(node.name)
             if vh is None:
                 raise OSError(f"vagrant ssh-config has no machine {node.name}")
             host, port, user, key = vh.hostname, vh.port, vh.user, vh.identity_file or key
@@ -92,7 +92,8 @@ class SshTransport:
             argv += ["-i", os.path.expanduser(key), "-o", "IdentitiesOnly=yes"]
         return [*argv, "--", host]
 
-    def _vagrant_hosts(self) -> dict[str, Any]:
+    def vagrant_hosts(self) -> dict[str, Any]:
+        """``vagrant ssh-config`` of the spec's folder (asked once)."""
         if self._vagrant is None:
             from gpuforge.probes.vagrant import ssh_config
 
@@ -208,6 +209,34 @@ def _partition_for(spec: Spec, node: Node) -> str | None:
     return default or (want[0] if want else None)
 
 
+SITE_TOKENS = ("site", "site.*")
+
+
+def _site_selection(
+    checks: str | Sequence[str] | None, exclude: str | Sequence[str] | None
+) -> tuple[bool, list[str] | None, list[str] | None]:
+    """(run the site checks?, the other --checks tokens, the other --exclude tokens).
+
+    Site checks (layer ``site``) are not in the registry: they come from the spec. They run when
+    every check is wanted or ``site`` is named, and not when ``site`` is excluded.
+    """
+
+    def tokens(value: str | Sequence[str] | None) -> list[str]:
+        if value is None:
+            return []
+        items = value.split(",") if isinstance(value, str) else list(value)
+        return [t.strip() for t in items if t.strip()]
+
+    want, skip = tokens(checks), tokens(exclude)
+    named = any(t in SITE_TOKENS for t in want)
+    site = (not want or named) and not any(t in SITE_TOKENS for t in skip)
+    rest = [t for t in want if t not in SITE_TOKENS]
+    if want and not rest:
+        rest = [CONNECTION.id]  # only the site checks: and the connection they rely on
+    others = [t for t in skip if t not in SITE_TOKENS]
+    return site, rest or None, others or None
+
+
 def validate(
     spec: Spec,
     spec_path: str | Path,
@@ -227,6 +256,8 @@ def validate(
     t_start = time.monotonic()
     started = time.time()
     say = on_event or (lambda _m: None)
+    want_site, checks, exclude = _site_selection(checks, exclude)
+    want_site = want_site and bool(spec.site.testinfra)
     selected = resolve(checks, exclude)
     selected_ids = {c.id for c in selected}
     all_nodes = resolve_nodes(spec)
@@ -255,7 +286,19 @@ def validate(
         slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
         kube_ns = spec.kubernetes.gpu_operator.namespace if spec.kubernetes else "gpu-operator"
         kube_f = pool.submit(tr.run, planes[0], cluster.kube_query(kube_ns)) if want_kube and planes else None
+        site_f = {}
+        if want_site:
+            spec_dir = Path(spec_path).resolve().parent
+            vagrant = getattr(tr, "vagrant_hosts", dict)
+            site_f = {
+                n.name: pool.submit(site_checks.site_results, spec, spec_dir, n, vagrant)
+                for n in nodes
+                if site_checks.checks_for(spec, n)
+            }
+            if site_f:
+                say(f"site checks (testinfra) on {len(site_f)} node(s)")
         runs = {name: f.result() for name, f in futures.items()}
+        site_runs = {name: f.result() for name, f in site_f.items()}
         slurm_done = slurm_f.result() if slurm_f else None
         kube_done = kube_f.result() if kube_f else None
 
@@ -325,6 +368,10 @@ def validate(
     reports = []
     for n in nodes:
         results = [r for cid, r in data.results[n.name].items() if cid in selected_ids]
+        site = site_runs.get(n.name, [])
+        if site and runs[n.name].connection.status != PASS:
+            site = site_checks.blocked(site, f"{CONNECTION.id} failed: {runs[n.name].connection.message}")
+        results += site
         results.sort(key=lambda r: (LAYERS.index(r.layer), order.get(r.id, 0)))
         reports.append(NodeReport(n.name, results))
     return Report(spec.cluster.name, str(spec_path), reports, started, time.monotonic() - t_start)

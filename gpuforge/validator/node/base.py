@@ -12,7 +12,11 @@ MAX_REASON = 200
 
 PASS, FAIL, SKIP, BLOCKED = "pass", "fail", "skip", "blocked"
 STATUSES = (PASS, FAIL, SKIP, BLOCKED)
-LAYERS = ("connection", "hardware", "driver", "toolkit", "container", "scheduler", "job", "monitoring", "security")
+#: A site check (testinfra) that could not judge: it counts as a failure, never as passed.
+ERROR = "error"
+LAYERS = (
+    "connection", "hardware", "driver", "toolkit", "container", "scheduler", "job", "monitoring", "security", "site",
+)  # fmt: skip
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITIES = (CRITICAL, WARNING, INFO)
 

@@ -1,4 +1,9 @@
-"""Site checks as a site writes them with testinfra (run by `gpuforge validate`, tests/extensions)."""
+"""Site checks as a site writes them with testinfra (run by `gpuforge validate`, tests/extensions).
+
+Two pass on a node the site role converged, one fails (a file nobody made), one errors (its fixture raises).
+"""
+
+import pytest
 
 
 def test_site_marker_file(host):
@@ -13,3 +18,12 @@ def test_site_sysctl_configured(host):
 
 def test_site_requires_a_file_nobody_made(host):
     assert host.file("/etc/site-required.conf").exists, "/etc/site-required.conf is missing"
+
+
+@pytest.fixture
+def site_inventory_record():
+    raise RuntimeError("the site inventory service did not answer")
+
+
+def test_site_inventory_matches(host, site_inventory_record):
+    assert site_inventory_record == host.backend.get_hostname()
