@@ -77,22 +77,11 @@ class LabCluster:
         return str(cp.stdout)
 
 
-# Slurm users must exist as Unix users before slurmctld loads their associations: it
-# resolves UIDs then (a site's LDAP/SSSD provides them; the lab adds them by hand).
-LAB_USERS = {"alice": 2001, "bob": 2002, "carol": 2003}
-
-
-def add_unix_users(cluster: LabCluster, nodes: list[str]) -> None:
-    for node in nodes:
-        cmds = "; ".join(f"id {u} >/dev/null 2>&1 || useradd -m -u {uid} {u}" for u, uid in LAB_USERS.items())
-        cluster.ssh(node, cmds)
-
-
 @pytest.fixture(scope="session")
 def lab_cluster(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    """The lab with inventories/lab.yaml applied once (real munge, MariaDB, slurmdbd, slurmctld, slurmd)."""
+    """The lab with inventories/lab.yaml applied once (real munge, MariaDB, slurmdbd, slurmctld, slurmd;
+    the spec's users alice, bob and carol made on every node)."""
     cluster = LabCluster(lab, tmp_path_factory.mktemp("lab-spec"), tmp_path_factory.mktemp("gpuforge-state"))
-    add_unix_users(cluster, [n.name for n in lab.state.nodes])
     result = cluster.apply()
     assert result["returncode"] == 0 and result["ok"], json.dumps(result, indent=2)
     yield cluster

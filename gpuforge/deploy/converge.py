@@ -53,11 +53,33 @@ def clear_pending(unit: str) -> str:
 
 @dataclass(frozen=True)
 class Account:
-    """A system user and group with a fixed ID."""
+    """A user and its own group with fixed IDs: a system account (no login) or a person's."""
 
     name: str
     uid: int
     home: str = "/nonexistent"
+    gid: int | None = None
+    """The group's ID (default: the UID)."""
+    shell: str = "/usr/sbin/nologin"
+    system: bool = True
+
+    def summary(self) -> str:
+        if self.system and self.gid in (None, self.uid):
+            return f"create account {self.name} (uid/gid {self.uid})"
+        return f"create user {self.name} (uid {self.uid}, gid {self.gid if self.gid is not None else self.uid})"
+
+    def create_command(self) -> str:
+        """groupadd (unless the group exists) + useradd; a person gets a home made from /etc/skel."""
+        gid = self.gid if self.gid is not None else self.uid
+        if self.system:
+            return (
+                f"getent group {self.name} >/dev/null || groupadd -r -g {gid} {self.name}; "
+                f"useradd -r -u {self.uid} -g {self.name} -d {self.home} -s {self.shell} {self.name}"
+            )
+        return (
+            f"getent group {self.name} >/dev/null || groupadd -g {gid} {self.name}; "
+            f"useradd -m -u {self.uid} -g {self.name} -d {self.home} -s {self.shell} {self.name}"
+        )
 
 
 @dataclass(frozen=True)
@@ -266,10 +288,9 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
         if have is None:
             steps.append(
                 Step(
-                    StepKind.ACCOUNT,
-                    f"create account {acct.name} (uid/gid {acct.uid})",
-                    f"getent group {acct.name} >/dev/null || groupadd -r -g {acct.uid} {acct.name}; "
-                    f"useradd -r -u {acct.uid} -g {acct.name} -d {acct.home} -s /usr/sbin/nologin {acct.name}",
+                    StepKind.ACCOUNT if acct.system else StepKind.USER,
+                    acct.summary(),
+                    acct.create_command(),
                 )
             )
         elif have != acct.uid:

@@ -14,6 +14,7 @@ folder, no cache, conftest files only from the checks' own folder down.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -97,6 +98,8 @@ def run_checks(
     spec: Spec, spec_dir: Path, node: Node, entry: TestinfraChecks, target: tuple[str, int, str, str | None]
 ) -> list[Result]:
     """One pytest-testinfra run of ``entry`` against ``node`` at ``target`` (host, port, user, key)."""
+    if importlib.util.find_spec("testinfra") is None:
+        return [_run_error(entry, "pytest-testinfra is not installed: pip install 'gpuforge[testinfra]'")]
     path = (spec_dir / entry.path).resolve()
     confcut = path if path.is_dir() else path.parent
     with tempfile.TemporaryDirectory(prefix="gpuforge-testinfra-") as tmp:

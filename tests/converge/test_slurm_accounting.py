@@ -39,9 +39,9 @@ def converged() -> dict[str, Any]:
     row = {"Cluster": "gflab", "DefaultQOS": ""}
     assoc = [
         {**row, "Account": "root", "User": "", "Share": "1", "QOS": "normal"},
-        {**row, "Account": "research", "User": "", "Share": "10", "QOS": "high,low,normal", "DefaultQOS": "normal"},
-        {**row, "Account": "research", "User": "alice", "Share": "1", "QOS": "high,low,normal"},
-        {**row, "Account": "research", "User": "bob", "Share": "1", "QOS": "high,low,normal"},
+        {**row, "Account": "research", "User": "", "Share": "10", "QOS": "low,normal", "DefaultQOS": "normal"},
+        {**row, "Account": "research", "User": "alice", "Share": "1", "QOS": "low,normal"},
+        {**row, "Account": "research", "User": "bob", "Share": "1", "QOS": "low,normal"},
         {**row, "Account": "ops", "User": "", "Share": "5", "QOS": "high,normal"},
         {**row, "Account": "ops", "User": "carol", "Share": "1", "QOS": "high,normal"},
     ]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from gpuforge.spec import parse_spec
+from gpuforge.spec.extensions import TestinfraChecks
 from gpuforge.spec.nodes import resolve_nodes
 from gpuforge.validator.runner import _site_selection
 from gpuforge.validator.site_checks import results_from_junit, ssh_config_text
@@ -56,3 +61,19 @@ def test_ssh_config_checks_host_keys_with_the_specs_known_hosts() -> None:
         '  IdentityFile "/var/lib/gpuforge/lab/gflab/id_ed25519"',
         "  IdentitiesOnly yes",
     ]
+
+
+def test_without_testinfra_each_entry_is_an_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import importlib.util
+
+    from gpuforge.validator import site_checks
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "testinfra" else real(name, *a))
+    spec = parse_spec(LAB_SPEC.read_text())
+    node = resolve_nodes(spec)[0]
+    [result] = site_checks.run_checks(spec, tmp_path, node, TestinfraChecks(path="checks"), ("h", 22, "root", None))
+    assert (result.id, result.status) == ("site.checks__run", "error")
+    assert "pip install 'gpuforge[testinfra]'" in result.message

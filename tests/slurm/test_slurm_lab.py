@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import add_unix_users, run_cli
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.lab
 
@@ -87,17 +87,21 @@ def test_tenants_are_in_slurmdbd(lab_cluster: Any) -> None:
     assoc = lab_cluster.ssh("node1", "sacctmgr -nP show assoc format=Account,User,Share,QOS where cluster=gflab")
     pairs = {tuple(r.split("|")[:2]) for r in assoc.split()}
     assert {("research", "alice"), ("research", "bob"), ("ops", "carol")} <= pairs
-    assert "research||10|high,low,normal" in assoc
+    assert "research||10|low,normal" in assoc
 
 
-def test_preemption_requeues_low_qos_job(lab_cluster: Any) -> None:
+def test_users_submit_as_themselves_and_high_qos_preempts_low(lab_cluster: Any) -> None:
+    """The spec's users (made by apply with fixed IDs): alice (research, QOS low) is preempted by
+    carol (ops, QOS high); sacct shows each under their own account; bob's account lacks QOS high."""
     c = lab_cluster
+    for node in NODES:
+        assert c.ssh(node, "id -u alice; id -g alice; id -u carol").split() == ["2001", "2001", "2003"]
     low = c.ssh(
         "node1", "su alice -c \"sbatch --parsable --chdir=/tmp -A research --qos=low -N3 --wrap 'sleep 600'\""
     ).strip()
     assert wait_for(lambda: c.ssh("node1", f"squeue -h -j {low} -o %T").strip() == "RUNNING")
     high = c.ssh(
-        "node1", "su alice -c \"sbatch --parsable --chdir=/tmp -A research --qos=high -N1 --wrap 'sleep 3'\""
+        "node1", "su carol -c \"sbatch --parsable --chdir=/tmp -A ops --qos=high -N1 --wrap 'sleep 3'\""
     ).strip()
     try:
         ran = wait_for(lambda: "COMPLETED" in c.ssh("node1", f"sacct -n -P -X -j {high} -o State"), timeout=120)
@@ -106,9 +110,15 @@ def test_preemption_requeues_low_qos_job(lab_cluster: Any) -> None:
         assert re.search(r"Restarts=[1-9]", low_info), low_info
         history = c.ssh("node1", f"sacct -n -P -j {low} -o State -D")
         assert "PREEMPTED" in history or "REQUEUED" in history, history
+        owners = c.ssh("node1", f"sacct -n -P -X -j {low},{high} -o JobID,User,Account,QOS")
+        rows = {tuple(line.split("|")) for line in owners.split()}
+        assert {(low, "alice", "research", "low"), (high, "carol", "ops", "high")} <= rows, owners
     finally:
         c.ssh("node1", f"scancel {low} {high}", check=False)
     wait_for(lambda: not c.ssh("node1", "squeue -h").strip())
+    refused = c.lab.ssh("node1", "su bob -c \"sbatch --parsable --chdir=/tmp -A research --qos=high --wrap true\"")
+    assert refused.returncode != 0, refused.stdout
+    assert "Invalid qos specification" in refused.stderr, refused.stderr
 
 
 def test_reapply_changes_nothing_and_restarts_nothing(lab_cluster: Any) -> None:
@@ -146,7 +156,6 @@ def test_partition_limit_change_is_a_live_reconfigure(lab_cluster: Any) -> None:
 def test_node_added_joins_and_removed_node_leaves(lab_cluster: Any) -> None:
     c = lab_cluster
     c.lab.up(4)
-    add_unix_users(c, ["node4"])
     grown = c.write("grown.yaml", hosts={"workers": "node[2-4]"})
     planned = c.plan(grown)
     notes = [s["summary"] for op in planned["hosts"]["node1"]["operations"] for s in op["steps"]]

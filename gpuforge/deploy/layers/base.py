@@ -1,4 +1,4 @@
-"""Base layer: /etc/hosts, the package proxy, fixed service accounts, time sync."""
+"""Base layer: /etc/hosts, the package proxy, fixed service accounts, the spec's Slurm users, time sync."""
 
 from __future__ import annotations
 
@@ -10,6 +10,17 @@ from gpuforge.deploy.operations.layer import converge
 from gpuforge.render.base import CHRONY_SOURCES, SERVICE_ACCOUNTS, base_files
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import deploys_for
+
+
+def slurm_users(s: Spec, n: Node) -> tuple[Account, ...]:
+    """The spec's local Unix users on every node that runs a Slurm daemon or client."""
+    if s.slurm is None or "slurm" not in deploys_for(n):
+        return ()
+    return tuple(
+        Account(u.name, u.uid, home=f"/home/{u.name}", gid=u.group_id, shell=u.shell, system=False)
+        for u in s.slurm.users
+    )
 
 
 def base_layer(s: Spec, n: Node) -> Layer:
@@ -21,7 +32,7 @@ def base_layer(s: Spec, n: Node) -> Layer:
     if s.time_sync.enabled:
         packages = ("chrony",)
         services = (Service("chrony", restart_on=(CHRONY_SOURCES,)),)
-    accounts = tuple(Account(name, uid) for name, uid in SERVICE_ACCOUNTS.items())
+    accounts = tuple(Account(name, uid) for name, uid in SERVICE_ACCOUNTS.items()) + slurm_users(s, n)
     return Layer("base", packages=packages, early_files=early, accounts=accounts, files=rest, services=services)
 
 
