@@ -7,11 +7,15 @@ and a re-run finishes it. The run's records (changed paths, plans, reports) live
 
 from __future__ import annotations
 
+import io
 import logging
+import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gevent
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
@@ -20,6 +24,14 @@ from pyinfra.api.operations import run_ops
 from gpuforge.deploy.inventory import inventory_groups
 from gpuforge.deploy.runstate import RunState
 from gpuforge.spec import Spec
+
+NO_OUTPUT = "failed without a word (the command was killed, or the node or the connection went away)"
+_CRASH = re.compile(r"Host\(([^)]+)\).*?failed with (\w+)")
+
+
+def lost_hosts(hub_output: str) -> dict[str, str]:
+    """Host name -> exception class, from what gevent's hub wrote about greenlets that crashed."""
+    return {m.group(1): m.group(2) for m in _CRASH.finditer(hub_output)}
 
 
 def _last_lines(text: str, n: int = 3) -> str:
@@ -85,10 +97,19 @@ def run_site(
             results[h.name].error = "unreachable over SSH (check the address, key and known_hosts)"
     say("planning and converging")
     add_deploy(state, site)
+    # A node that dies mid-run ends its greenlet with an exception (paramiko's EOFError) that
+    # gevent's hub would print as a traceback: keep it, and report it as that node's error.
+    hub = gevent.get_hub()
+    crashes = io.StringIO()
+    hub.exception_stream = crashes
     try:
         run_ops(state)
     except Exception as e:  # pyinfra raises when every host failed
         say(f"stopped: {e}")
+    finally:
+        hub.exception_stream = sys.stderr
+    lost = lost_hosts(crashes.getvalue())
+    unfinished: set[str] = set()
     for op_hash in state.get_op_order():
         meta = state.get_op_meta(op_hash)
         op_name = ", ".join(sorted(n.rsplit(" | ", 1)[-1] for n in meta.names))
@@ -98,16 +119,21 @@ def run_site(
                 continue
             om = data.operation_meta
             if not om.is_complete():
+                unfinished.add(h.name)
                 continue
             if om.did_error():
-                results[h.name].error = results[h.name].error or f"{op_name}: {_last_lines(om.stderr) or 'failed'}"
+                results[h.name].error = results[h.name].error or (f"{op_name}: {_last_lines(om.stderr) or NO_OUTPUT}")
             elif om.did_change():
                 results[h.name].changed.append(op_name)
             else:
                 results[h.name].unchanged += 1
     for h in state.inventory:
+        if h.name in lost and results[h.name].error is None:
+            results[h.name].error = f"the connection to the node was lost mid-run ({lost[h.name]}); re-run to finish it"
         if h in state.failed_hosts and results[h.name].error is None:
             results[h.name].error = "failed (see above)"
+        if h.name in unfinished and results[h.name].connected and results[h.name].error is None:
+            results[h.name].error = "the run stopped on this node before its last operation; re-run to finish it"
         # What needs a person: reboots, components with no source, notes (they change nothing).
         results[h.name].notes.extend(f"{s.kind}: {s.summary}" for s in run.report_steps(h.name))
     return ApplyResult(results)

@@ -13,7 +13,7 @@ from pathlib import Path
 from gpuforge.deploy.run import ApplyResult, HostResult, run_site
 from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
-from gpuforge.orchestrate import remote
+from gpuforge.orchestrate import node_lock, remote
 from gpuforge.orchestrate.rollout import RolloutPlan, plan_rollout, roll_every_node
 from gpuforge.orchestrate.site_steps import run_with_site_steps
 from gpuforge.orchestrate.state import RecordUnreadable, apply_lock, last_applied, record_applied
@@ -229,6 +229,17 @@ def run_deploys(
         SecretStore(spec.cluster.name).load()  # generate once, before any host is touched
     names = select_nodes(spec, limit) if limit else None
     run = run if run is not None else RunState()
-    if spec.site.ansible:
-        return run_with_site_steps(spec, spec_path, names, run, on_event)
-    return run_site(spec, spec_path, names, run, on_event)
+    runner = run_with_site_steps if spec.site.ansible else run_site
+    if run.dry_run:  # a plan changes nothing: no node lock
+        return runner(spec, spec_path, names, run, on_event)
+    wanted = names if names is not None else [n.name for n in resolve_nodes(spec)]
+    locks = node_lock.take(spec, spec_path, wanted)
+    try:
+        held = [n for n in wanted if n in locks.held]
+        result = runner(spec, spec_path, held, run, on_event) if held else ApplyResult({})
+    finally:
+        locks.release()
+    for name, why in locks.refused.items():
+        result.hosts[name] = HostResult(name, connected=not why.startswith("unreachable"), error=why)
+    result.hosts = {n: result.hosts[n] for n in wanted if n in result.hosts}
+    return result

@@ -7,13 +7,13 @@ prerequisites on every Kubernetes node.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.nvidia import LiteralStr, dump_yaml, dump_yaml_all
 from gpuforge.spec.model import K8S_ROLES, DriverFlavor, Kubernetes, ManagedBy, MigStrategy, Role, Spec, Tenant
 from gpuforge.spec.nodes import Node, nodes_with
+from gpuforge.spec.types import k8s_name
 
 MANIFEST_DIR = "/etc/gpuforge/k8s"
 GPU_OPERATOR_VALUES = f"{MANIFEST_DIR}/gpu-operator-values.yaml"
@@ -45,14 +45,6 @@ def kubernetes_section(spec: Spec) -> Kubernetes:
     if spec.kubernetes is None:
         raise ValueError("spec has no kubernetes section")
     return spec.kubernetes
-
-
-def k8s_name(name: str) -> str:
-    """A spec name as a Kubernetes object name (DNS-1123: no underscores)."""
-    out = re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
-    if not out:
-        raise ValueError(f"{name!r} cannot be turned into a Kubernetes name")
-    return out
 
 
 # --------------------------------------------------------------------------- GPU Operator

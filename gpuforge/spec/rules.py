@@ -26,6 +26,7 @@ from gpuforge.spec.model import (
     Spec,
 )
 from gpuforge.spec.nodes import group_addresses, resolve_nodes
+from gpuforge.spec.types import k8s_name
 
 Rule = Callable[[Spec], Iterable[SpecIssue]]
 RULES: list[Rule] = []
@@ -439,6 +440,14 @@ def kubernetes_rules(spec: Spec) -> Iterator[SpecIssue]:
     tenants = k.batch_queue.tenants
     for name in _dupes(t.name for t in tenants):
         yield SpecIssue(("kubernetes", "batch_queue", "tenants"), f"tenant {name!r} is defined more than once")
+    for name in _dupes(k8s_name(t.name) for t in tenants):
+        same = [t.name for t in tenants if k8s_name(t.name) == name]
+        if len(set(same)) > 1:
+            yield SpecIssue(
+                ("kubernetes", "batch_queue", "tenants"),
+                f"tenants {' and '.join(repr(n) for n in same)} are the same Kubernetes name {name!r} "
+                "('_' becomes '-'): rename one",
+            )
     for ns in _dupes(t.namespace for t in tenants):
         yield SpecIssue(("kubernetes", "batch_queue", "tenants"), f"namespace {ns!r} is used by two tenants")
     if tenants and k.batch_queue.kind == "none":

@@ -157,6 +157,14 @@ def slurm_parameter(key: str, value: str) -> None:
         raise ValueError(f"{key}={value!r}: the value must be one line of 1-1024 characters without '#'")
 
 
+def k8s_name(name: str) -> str:
+    """A spec name as a Kubernetes object name (DNS-1123: no underscores)."""
+    out = re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+    if not out:
+        raise ValueError(f"{name!r} cannot be turned into a Kubernetes name")
+    return out
+
+
 def posix_user(value: str) -> str:
     if not _POSIX_USER.fullmatch(value):
         raise ValueError(f"{value!r} is not a user name (lowercase letters, digits, _ and -; 32 chars at most)")

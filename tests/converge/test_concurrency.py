@@ -84,3 +84,31 @@ def test_losing_the_creation_race_returns_the_winners_secret(tmp_path: Path, mon
     monkeypatch.setattr(os, "link", other_process_wins)
     assert store.munge_key() == winner
     assert hashlib.sha256(store.munge_key()).digest() == hashlib.sha256(winner).digest()
+
+
+def _lock_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, holder: str) -> subprocess.Popen[bytes]:
+    from gpuforge.orchestrate import node_lock
+
+    monkeypatch.setattr(node_lock, "LOCK_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(node_lock, "LOCK_FILE", str(tmp_path / "run" / "apply.lock"))
+    monkeypatch.setattr(node_lock, "HOLDER_FILE", str(tmp_path / "run" / "apply.holder"))
+    return subprocess.Popen(["sh", "-c", node_lock.lock_command(holder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def test_node_lock_shell_holds_until_stdin_closes_and_names_its_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node-side lock command, run here with its paths under tmp_path (as a node runs it)."""
+    first = _lock_shell(monkeypatch, tmp_path, "ann@ctl1 pid 7 since 2026-11-23T10:00:00Z (a.yaml)")
+    assert first.stdout is not None and first.stdout.readline() == b"gpuforge-lock: held\n"
+    second = _lock_shell(monkeypatch, tmp_path, "bo@laptop pid 9")
+    out, _ = second.communicate(timeout=10)
+    assert second.returncode == 75
+    assert out == b"gpuforge-lock: busy ann@ctl1 pid 7 since 2026-11-23T10:00:00Z (a.yaml)\n"
+    first.kill()  # the control host's SSH session dies: the lock goes with it
+    first.wait(timeout=10)
+    third = _lock_shell(monkeypatch, tmp_path, "bo@laptop pid 9")
+    assert third.stdout is not None and third.stdout.readline() == b"gpuforge-lock: held\n"
+    assert third.stdin is not None
+    third.stdin.close()  # the normal end of a run
+    assert third.wait(timeout=10) == 0

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -114,3 +115,82 @@ def test_an_interrupted_apply_leaves_nothing_half_written(lab_cluster: Any, sig:
             assert c.lab.ssh(node, f"sha256sum {path} | cut -d' ' -f1").stdout.strip() == want[node][path]
     again = c.apply()
     assert again["returncode"] == 0 and all(not h["changed"] for h in again["hosts"].values()), again
+
+
+def test_a_node_held_by_another_run_is_left_out_naming_the_holder(lab_cluster: Any) -> None:
+    """Another control host (here: an SSH session from this test) holds node2's apply lock: the apply
+    leaves node2 alone, names the holder and converges the others; once the holder's session dies
+    (killed, as a crashed control host's would), the next apply takes node2."""
+    from gpuforge.orchestrate.node_lock import HELD, lock_command
+
+    c = lab_cluster
+    remove_managed_files(c)
+    holder = "ann@ctl-b pid 4242 since 2026-11-23T10:00:00Z (other-cluster.yaml)"
+    ssh = ssh_command(c.lab.state, "node2", [lock_command(holder)])
+    other = subprocess.Popen(ssh, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert other.stdout is not None and other.stdout.readline().decode().strip() == HELD
+        result = c.apply()
+        assert result["returncode"] == 1 and not result["ok"], result
+        assert result["hosts"]["node2"]["error"] == f"another gpuforge apply holds this node: {holder}"
+        assert c.lab.ssh("node2", f"test -e {HEALTH_CONFIG}").returncode != 0, "node2 was changed"
+        for node in ("node1", "node3"):
+            assert result["hosts"][node]["error"] is None
+            assert c.ssh(node, f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
+    finally:
+        other.kill()
+        other.wait(timeout=30)
+    again = c.apply()
+    assert again["returncode"] == 0 and again["ok"], again
+    assert c.ssh("node2", f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
+    # The run let go of every node's lock at its end.
+    for node in NODES:
+        assert c.ssh(node, "flock -n /run/gpuforge/apply.lock true && echo free") == "free\n"
+
+
+def test_a_node_that_dies_mid_apply_fails_alone_and_the_rerun_finishes_it(lab_cluster: Any) -> None:
+    """node3 powers off while the apply is writing its files: node3 fails, named; node1 and node2
+    converge; once node3 is back (``lab up`` repairs it) the next apply finishes it."""
+    import time
+
+    c = lab_cluster
+    remove_managed_files(c)
+    cmd = [sys.executable, "-m", "gpuforge.cli", "apply", str(c.spec_path), "--json"]
+    apply = subprocess.Popen(
+        cmd, cwd=REPO, env={**os.environ, **c.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # node3's first layer is written: the run is under way there
+            if c.lab.ssh("node3", f"test -e {APT_PROXY_CONF}").returncode == 0:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the apply never reached node3")
+        c.lab.ssh("node3", "systemctl poweroff --force --force")
+        out, err = apply.communicate(timeout=600)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+    assert "Traceback" not in err, err
+    result = json.loads(out)
+    assert apply.returncode == 1 and not result["ok"], result
+    # Where the node went away decides the words: mid-command, while connecting, or between commands.
+    error = result["hosts"]["node3"]["error"] or ""
+    assert any(
+        words in error for words in ("connection to the node was lost mid-run", "unreachable", "failed without a word")
+    ), result["hosts"]["node3"]
+    for node in ("node1", "node2"):
+        assert result["hosts"][node]["error"] is None, result["hosts"][node]
+        assert c.ssh(node, f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
+
+    from gpuforge.lab import node as lab_node
+
+    deadline = time.monotonic() + 120
+    while lab_node.nspawn_pid(c.lab.name, "node3") is not None and time.monotonic() < deadline:
+        time.sleep(0.5)  # the container is gone before the lab repairs it
+    c.lab.up()  # node3 boots again
+    assert c.lab.ssh("node3", "true").returncode == 0
+    again = c.apply()
+    assert again["returncode"] == 0 and again["ok"], again
+    assert c.ssh("node3", f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"

@@ -15,6 +15,7 @@ from gpuforge.render import kubernetes as k8s
 from gpuforge.render.files import Secrets
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.model import Spec
+from gpuforge.spec.types import k8s_name
 from tests import helpers
 from tests.helpers import UPSTREAM, inventory, needs_upstream
 
@@ -294,9 +295,9 @@ def test_volcano_queues_validate_against_crd() -> None:
 
 
 def test_k8s_names() -> None:
-    assert k8s.k8s_name("team_a") == "team-a"
+    assert k8s_name("team_a") == "team-a"
     with pytest.raises(ValueError):
-        k8s.k8s_name("___")
+        k8s_name("___")
 
 
 # --------------------------------------------------------------------------- files per node

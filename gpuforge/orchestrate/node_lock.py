@@ -1,0 +1,114 @@
+"""One apply per node at a time, across spec files and control hosts.
+
+The control host's lock (``state.apply_lock``) stops a second apply of the same spec file. A node
+can still be reached from a second spec file, or from a colleague's laptop: so each apply also
+holds a lock on every node it changes, for the whole run. The lock is an ``flock`` on
+``/run/gpuforge/apply.lock`` held by a shell on the node that lives as long as the SSH session
+that started it: the control host keeps that session's stdin open and closes it at the end. When
+the control host's process dies, its SSH session ends, the shell exits and the kernel drops the
+lock, so a crash never leaves a node locked (and /run is empty after a reboot).
+
+A node whose lock is held is left out of the run with the holder named (user, host, pid, time,
+spec); the other nodes converge. A node that cannot be reached is left out with the SSH reason.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import select
+import shlex
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuforge.orchestrate.remote import ssh_argv
+from gpuforge.spec import Spec
+
+LOCK_DIR = "/run/gpuforge"
+LOCK_FILE = f"{LOCK_DIR}/apply.lock"
+HOLDER_FILE = f"{LOCK_DIR}/apply.holder"
+HELD, BUSY = "gpuforge-lock: held", "gpuforge-lock: busy"
+TAKE_TIMEOUT_S = 30.0
+
+
+def holder_text(spec_path: str | Path) -> str:
+    """Who holds the lock: user@host, pid, UTC start time and spec file."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    user = getpass.getuser()
+    return f"{user}@{socket.gethostname()} pid {os.getpid()} since {stamp} ({Path(spec_path).name})"
+
+
+def lock_command(holder: str) -> str:
+    """Shell run on the node: take the lock without waiting and hold it until stdin closes.
+
+    Prints ``HELD`` once the lock is taken, or ``BUSY <holder>`` (exit 75) when another run has it.
+    """
+    h = shlex.quote(holder)
+    return (
+        f"mkdir -p -m 0755 {LOCK_DIR} && exec 9>>{LOCK_FILE} && "
+        f"if flock -n 9; then printf '%s\\n' {h} > {HOLDER_FILE}; echo '{HELD}'; exec cat >/dev/null; "
+        f'else echo "{BUSY} $(cat {HOLDER_FILE} 2>/dev/null)"; exit 75; fi'
+    )
+
+
+@dataclass
+class NodeLocks:
+    """Locks held on nodes for one run (release them with ``release``)."""
+
+    held: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def release(self) -> None:
+        for proc in self.held.values():
+            try:
+                if proc.stdin:
+                    proc.stdin.close()
+                proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+        self.held.clear()
+
+
+def _first_line(proc: subprocess.Popen[bytes], deadline: float) -> str:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+    return proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
+
+
+def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
+    """Take the lock on every node in ``names`` at once (one SSH session each)."""
+    from gpuforge.validator.runner import explain_ssh_failure
+
+    locks = NodeLocks()
+    command = lock_command(holder_text(spec_path))
+    started: dict[str, subprocess.Popen[bytes]] = {}
+    for name in names:
+        try:
+            argv = ssh_argv(spec, spec_path, name, command)
+            started[name] = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        except (OSError, RuntimeError) as exc:
+            locks.refused[name] = f"cannot reach the node to take its lock: {exc}"
+    deadline = time.monotonic() + TAKE_TIMEOUT_S
+    for name, proc in started.items():
+        line = _first_line(proc, deadline)
+        if line == HELD:
+            locks.held[name] = proc
+            continue
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate()
+        if line.startswith(BUSY):
+            holder = line[len(BUSY) :].strip() or "another gpuforge run (holder unknown)"
+            locks.refused[name] = f"another gpuforge apply holds this node: {holder}"
+        elif proc.returncode == 255:
+            locks.refused[name] = f"unreachable over SSH: {explain_ssh_failure(err.decode('utf-8', 'replace'), 255)}"
+        else:
+            why = " ".join(err.decode("utf-8", "replace").split())[-300:] or line or "no answer in time"
+            locks.refused[name] = f"could not take the node's apply lock: {why}"
+    return locks
