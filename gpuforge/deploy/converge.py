@@ -122,6 +122,9 @@ class Layer:
     """Layer-specific steps between file changes and service (re)starts."""
     after: Callable[[LayerFacts, set[str]], list[Step]] | None = None
     """Layer-specific steps computed from the facts and the changed paths."""
+    hold_pins: bool = False
+    """Packages given as ``name=version`` are moved to that version when another one is installed
+    (upgrade or downgrade), and the layer's services restart as after an install."""
 
     @classmethod
     def empty(cls, name: str) -> Layer:
@@ -235,6 +238,14 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _off_pin(pkg: str, facts: LayerFacts) -> bool:
+    """``name=version`` installed at another version."""
+    if "=" not in pkg:
+        return False
+    have = facts.packages.get(package_name(pkg))
+    return have is not None and have != pkg.split("=", 1)[1]
+
+
 def package_name(spec: str) -> str:
     """``nvidia-driver=535.261.03-1`` -> ``nvidia-driver``."""
     return spec.split("=", 1)[0]
@@ -304,6 +315,14 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
     missing = [p for p in layer.packages if facts.packages.get(package_name(p)) is None]
     if missing:
         steps.append(Step(StepKind.INSTALL, f"install {', '.join(missing)}", install_command(missing)))
+    off_pin = [p for p in layer.packages if layer.hold_pins and p not in missing and _off_pin(p, facts)]
+    if off_pin:
+        moves = ", ".join(
+            f"{package_name(p)} {facts.packages[package_name(p)]} -> {p.split('=', 1)[1]}" for p in off_pin
+        )
+        steps.append(
+            Step(StepKind.UPGRADE, f"to the pinned version: {moves}", install_command(off_pin, downgrades=True))
+        )
     for d in layer.directories:
         found = facts.files.get(d.path)
         if (
@@ -323,7 +342,7 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
         steps.append(Step(StepKind.DAEMON_RELOAD, "systemctl daemon-reload", "systemctl daemon-reload"))
     if layer.before_services is not None:
         steps.extend(layer.before_services(facts, changed))
-    steps.extend(service_steps(layer.services, facts, changed, installed=bool(missing)))
+    steps.extend(service_steps(layer.services, facts, changed, installed=bool(missing or off_pin)))
     if layer.after is not None:
         steps.extend(layer.after(facts, changed))
     return steps, changed

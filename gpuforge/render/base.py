@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuforge.render.files import RenderedFile, header, per_spec, render_template
+from gpuforge.render.slurm import slurm_apt_pin
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
 
@@ -48,6 +49,7 @@ def base_files(spec: Spec, node: Node) -> list[RenderedFile]:
         files.append(RenderedFile("/etc/hosts", hosts_file(spec)))
     if spec.sources.apt_proxy and node.os.is_deb:
         files.append(RenderedFile("/etc/apt/apt.conf.d/01gpuforge-proxy", apt_proxy_conf(spec.sources.apt_proxy)))
+    files += slurm_apt_pin(spec, node)  # before any Slurm package is installed
     if spec.time_sync.enabled and spec.time_sync.servers:
         files.append(RenderedFile(CHRONY_SOURCES, chrony_sources(spec.time_sync.servers)))
     return files

@@ -325,3 +325,32 @@ def slurm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
             )
         )
     return files
+
+
+SLURM_PIN = "/etc/apt/preferences.d/gpuforge-slurm"
+#: Binary packages of Debian's slurm-wlm source that must move together.
+SLURM_PIN_PACKAGES = "slurm* libslurm* libpmi0 libpmi2-0 sview"
+
+
+def slurm_version_pin(spec: Spec) -> str | None:
+    """The package version ``versions.slurm`` holds, or None for 'distro'."""
+    v = spec.versions.slurm
+    return None if v == "distro" else v
+
+
+def slurm_package(spec: Spec, name: str) -> str:
+    """``slurmd`` or ``slurmd=<versions.slurm>`` (apt's form) when Slurm is held at a version."""
+    v = slurm_version_pin(spec)
+    return f"{name}={v}" if v else name
+
+
+def slurm_apt_pin(spec: Spec, node: Node) -> list[RenderedFile]:
+    """apt preferences that hold every Slurm package at ``versions.slurm`` (Slurm nodes, apt only)."""
+    v = slurm_version_pin(spec)
+    if v is None or spec.slurm is None or not node.os.is_deb or "slurm" not in deploys_for(node):
+        return []
+    text = (
+        f"# gpuforge: Slurm is held at versions.slurm ({v}); apt upgrades leave it there.\n"
+        f"Package: {SLURM_PIN_PACKAGES}\nPin: version {v}\nPin-Priority: 1001\n"
+    )
+    return [RenderedFile(SLURM_PIN, text)]

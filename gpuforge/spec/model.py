@@ -185,7 +185,12 @@ class Versions(StrictModel):
     mig_manager: str = live(
         "0.9.1", "nvidia-mig-manager release (NVIDIA/mig-parted's .deb/.rpm release files)", pattern=VERSION
     )
-    slurm: str = rolling("distro", "Slurm: 'distro' (the OS packages) or an exact version")
+    slurm: str = rolling(
+        "distro",
+        "Slurm: 'distro' (the OS's packages, as apt upgrades them) or the exact Debian/Ubuntu package version "
+        "to install and hold (e.g. 22.05.8-4+deb12u3)",
+        pattern=r"^(distro|[0-9][0-9A-Za-z.+~:_-]*)$",
+    )
     kubernetes: str = rolling("1.31.4", "Kubernetes version", pattern=r"^\d+\.\d+\.\d+$")
     gpu_operator: str = live("v26.7.0", "NVIDIA GPU Operator chart version", pattern=r"^v?\d+\.\d+\.\d+$")
 

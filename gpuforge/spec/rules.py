@@ -487,6 +487,16 @@ def site_rules(spec: Spec) -> Iterator[SpecIssue]:
         for t in checks.targets:
             if t not in known:
                 yield SpecIssue(("site", "testinfra", i, "targets"), f"{t!r} is neither a node role nor a node group")
+    if spec.slurm is not None and spec.versions.slurm != "distro":
+        from gpuforge.spec.roles import deploys_for
+
+        rpm = sorted(n.name for n in resolve_nodes(spec) if not n.os.is_deb and "slurm" in deploys_for(n))
+        if rpm:
+            yield SpecIssue(
+                ("versions", "slurm"),
+                f"an exact Slurm version is held with apt (Debian/Ubuntu); {hostlist.compress(rpm)} run RHEL: "
+                "use 'distro' there",
+            )
     if spec.slurm is not None:
         users = spec.slurm.users
         for name in _dupes(u.name for u in users):

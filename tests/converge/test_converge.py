@@ -34,6 +34,7 @@ def build_layer(d: dict[str, Any]) -> Layer:
         accounts=tuple(Account(**a) for a in d.get("accounts", ())),
         directories=tuple(Directory(**x) for x in d.get("directories", ())),
         files=[RenderedFile(**f) for f in d.get("files", ())],
+        hold_pins=d.get("hold_pins", False),
         services=tuple(
             Service(
                 s["unit"],

@@ -221,3 +221,33 @@ def test_rebuild_only_change_is_refused_before_any_host_is_touched(lab_cluster: 
     finally:
         c.write("spec.yaml")
     assert main_pids(c) == before
+
+
+def test_slurm_held_at_versions_slurm_and_released_by_distro(lab_cluster: Any) -> None:
+    """versions.slurm = the installed version: apt preferences hold every Slurm package there and
+    nothing else changes; an unknown version fails with apt's own words; 'distro' removes the hold."""
+    c = lab_cluster
+    installed = c.ssh("node2", "dpkg-query -W -f='${Version}' slurmd").strip()
+    before = main_pids(c)
+
+    def held(version: str) -> Any:
+        return lambda d: d["versions"].update(slurm=version)
+
+    result = c.apply(c.write("held.yaml", mutate=held(installed)))
+    assert result["returncode"] == 0 and result["ok"], result
+    for node in NODES:
+        assert result["hosts"][node]["changed"] == ["base: hosts, proxy, accounts, time sync"], result["hosts"][node]
+        policy = c.ssh(node, "apt-cache policy slurmd")
+        assert f"Candidate: {installed}" in policy and "1001" in policy, policy
+    assert main_pids(c) == before  # holding the installed version restarts nothing
+
+    bogus = c.apply(c.write("bogus.yaml", mutate=held("99.0.0-1")))
+    assert bogus["returncode"] == 1 and not bogus["ok"], bogus
+    error = bogus["hosts"]["node2"]["error"] or ""
+    assert "Version '99.0.0-1' for 'slurmd' was not found" in error, error
+
+    again = c.apply()  # versions.slurm: distro (the lab spec)
+    assert again["returncode"] == 0 and again["ok"], again
+    for node in NODES:
+        assert c.lab.ssh(node, "test -e /etc/apt/preferences.d/gpuforge-slurm").returncode != 0
+    assert main_pids(c) == before

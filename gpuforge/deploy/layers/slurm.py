@@ -33,7 +33,7 @@ from gpuforge.deploy.operations.slurm_accounting import sync_accounting
 from gpuforge.deploy.runstate import RunState, SlurmDecision
 from gpuforge.deploy.slurm_changes import SlurmAction, classify, removed_nodes
 from gpuforge.render.files import RenderedFile, Secrets
-from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurmdbd_conf
+from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurm_package, slurmdbd_conf
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
@@ -74,7 +74,8 @@ def accounting_layer(s: Spec, sec: Secrets) -> Layer:
 
     return Layer(
         "slurm-accounting",
-        packages=("mariadb-server", "slurmdbd"),
+        packages=("mariadb-server", slurm_package(s, "slurmdbd")),
+        hold_pins=True,
         directories=(Directory("/var/log/slurm", "0755", "slurm", "slurm"),),
         files=[conf],
         services=(Service("mariadb"), Service("slurmdbd", restart_on=(SLURMDBD_CONF,))),
@@ -101,13 +102,13 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
     packages: list[str] = []
     dirs = [Directory("/var/log/slurm", "0755", "slurm", "slurm"), Directory(SLURM_ETC, "0755")]
     if n.has(Role.CONTROLLER):
-        packages += ["slurmctld", "slurm-client"]
+        packages += [slurm_package(s, "slurmctld"), slurm_package(s, "slurm-client")]
         dirs.append(Directory("/var/lib/slurm/slurmctld", "0755", "slurm", "slurm"))
     if n.has(Role.COMPUTE):
-        packages += ["slurmd", "slurm-client"]
+        packages += [slurm_package(s, "slurmd"), slurm_package(s, "slurm-client")]
         dirs.append(Directory("/var/lib/slurm/slurmd", "0755", "root", "root"))
     if n.has(Role.LOGIN):
-        packages += ["slurm-client"]
+        packages += [slurm_package(s, "slurm-client")]
     files = [f for f in slurm_files(s, n, sec) if f.path != SLURMDBD_CONF]
     new_conf = next((f.content for f in files if f.path == SLURM_CONF), None)
 
@@ -145,6 +146,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
         read_paths=(SLURM_CONF,) if new_conf is not None else (),
         before_files=owe,
         after=decide,
+        hold_pins=True,
     )
 
 
