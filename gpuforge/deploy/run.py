@@ -34,9 +34,22 @@ def lost_hosts(hub_output: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _CRASH.finditer(hub_output)}
 
 
+#: apt/dnf lines that say which package could not be had: kept even when later lines (a retried
+#: ``apt-get update`` failing too) would push them out of the last few.
+_PACKAGE_ERROR = re.compile(
+    r"(Failed to fetch \S+\.(deb|rpm)\b|Unable to locate package|Version '[^']*' for '[^']*' was not found"
+    r"|has no installation candidate|No match for argument)"
+)
+
+
 def _last_lines(text: str, n: int = 3) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return " / ".join(lines[-n:])
+    """The last ``n`` lines of a failed command's stderr, led by the first line naming a package."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    tail = lines[-n:]
+    key = next((ln for ln in lines if _PACKAGE_ERROR.search(ln)), None)
+    if key is not None and key not in tail:
+        tail = [key, *tail[1:]]
+    return " / ".join(tail)
 
 
 @dataclass

@@ -205,3 +205,25 @@ def test_healthy_states_do_not_trigger_the_repair(node: Path) -> None:
     (node / "statuses").write_text("ii \nhi \nrc \nun \n")
     r = run(apt.install_command(["munge"]), node)
     assert r.returncode == 0 and "dpkg --configure -a" not in r.calls, r
+
+
+def test_a_failed_install_is_reported_by_the_line_naming_its_package() -> None:
+    """apt's fetch failure of the .deb comes first, then a retried update fails too: the report keeps
+    the package line in front of the last lines (a mirror stopped mid-apply, issue 14)."""
+    from gpuforge.deploy.run import _last_lines
+
+    stderr = (
+        "W: some warning\n"
+        "E: Failed to fetch http://deb.debian.org/debian/pool/main/p/prometheus-node-exporter/"
+        "prometheus-node-exporter_1.5.0-1+b6_amd64.deb  Unable to connect to 10.213.9.1:3142:\n"
+        "E: Unable to fetch some archives, maybe run apt-get update or try with --fix-missing?\n"
+        "E: Failed to fetch http://deb.debian.org/debian/dists/bookworm-updates/InRelease  Unable to connect\n"
+        "E: Some index files failed to download. They have been ignored, or old ones used instead.\n"
+    )
+    assert _last_lines(stderr).split(" / ") == [
+        "E: Failed to fetch http://deb.debian.org/debian/pool/main/p/prometheus-node-exporter/"
+        "prometheus-node-exporter_1.5.0-1+b6_amd64.deb  Unable to connect to 10.213.9.1:3142:",
+        "E: Failed to fetch http://deb.debian.org/debian/dists/bookworm-updates/InRelease  Unable to connect",
+        "E: Some index files failed to download. They have been ignored, or old ones used instead.",
+    ]
+    assert _last_lines("a\nb\nc\nd\n") == "b / c / d"  # nothing names a package: the last lines

@@ -194,3 +194,30 @@ def test_a_node_that_dies_mid_apply_fails_alone_and_the_rerun_finishes_it(lab_cl
     again = c.apply()
     assert again["returncode"] == 0 and again["ok"], again
     assert c.ssh("node3", f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
+
+
+def test_a_stopped_site_mirror_fails_the_node_that_needs_it_naming_the_package(lab_cluster: Any) -> None:
+    """The site mirror is down while node3 needs a package (its apt cache emptied): node3 fails with
+    apt's own words naming the package; node1 and node2, which need nothing from it, converge; with
+    the mirror back (``lab up`` repairs it) the next apply installs it."""
+    from gpuforge.lab.core import LabPaths
+    from gpuforge.lab.mirror import stop_mirror
+
+    c = lab_cluster
+    c.ssh("node3", "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q prometheus-node-exporter && apt-get clean")
+    remove_managed_files(c, ("node1", "node2"))
+    assert stop_mirror(LabPaths(c.lab.name).mirror_dir), "the lab's mirror was not running"
+    try:
+        result = c.apply()
+    finally:
+        c.lab.up()  # the mirror again
+    assert result["returncode"] == 1 and not result["ok"], result
+    error = result["hosts"]["node3"]["error"] or ""
+    assert "prometheus-node-exporter" in error and ("Failed to fetch" in error or "Unable to" in error), error
+    for node in ("node1", "node2"):
+        assert result["hosts"][node]["error"] is None, result["hosts"][node]
+        assert c.ssh(node, f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
+
+    again = c.apply()
+    assert again["returncode"] == 0 and again["ok"], again
+    assert c.ssh("node3", "systemctl is-active prometheus-node-exporter") == "active\n"

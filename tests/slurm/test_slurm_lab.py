@@ -116,7 +116,7 @@ def test_users_submit_as_themselves_and_high_qos_preempts_low(lab_cluster: Any) 
     finally:
         c.ssh("node1", f"scancel {low} {high}", check=False)
     wait_for(lambda: not c.ssh("node1", "squeue -h").strip())
-    refused = c.lab.ssh("node1", "su bob -c \"sbatch --parsable --chdir=/tmp -A research --qos=high --wrap true\"")
+    refused = c.lab.ssh("node1", 'su bob -c "sbatch --parsable --chdir=/tmp -A research --qos=high --wrap true"')
     assert refused.returncode != 0, refused.stdout
     assert "Invalid qos specification" in refused.stderr, refused.stderr
 
