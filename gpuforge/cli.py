@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuforge.progress import status_printer
 from gpuforge.spec import Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
 
 app = typer.Typer(
@@ -193,7 +194,7 @@ def apply(
     try:
         with err.status("applying") as status:
             result = run_apply(
-                spec, limit=limit, on_event=lambda m: status.update(m), force=force, allow_reboot=allow_reboot
+                spec, limit=limit, on_event=status_printer(err, status), force=force, allow_reboot=allow_reboot
             )
     except (ApplyRefused, ApplyLocked, RecordUnreadable) as e:
         err.print(str(e), markup=False, highlight=False)

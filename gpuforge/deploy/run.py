@@ -11,6 +11,7 @@ import io
 import logging
 import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,9 @@ from pyinfra.api.deploy import add_deploy
 from pyinfra.api.operations import run_ops
 
 from gpuforge.deploy.inventory import inventory_groups
+from gpuforge.deploy.progress import LayerProgress, ProgressCallback
 from gpuforge.deploy.runstate import RunState
+from gpuforge.progress import Milestone
 from gpuforge.spec import Spec
 
 NO_OUTPUT = "failed without a word (the command was killed, or the node or the connection went away)"
@@ -102,7 +105,16 @@ def run_site(
     logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
     state = build_state(spec, spec_path, names, run)
     say(f"connecting to {len(state.inventory)} node(s)")
+    t0 = time.monotonic()
     connect_all(state)
+    down = sorted(h.name for h in state.inventory if not h.connected)
+    reached = len(state.inventory) - len(down)
+    say(
+        Milestone(
+            f"connected to {reached} node(s) in {time.monotonic() - t0:.1f} s"
+            + (f"; unreachable: {', '.join(down)}" if down else "")
+        )
+    )
     results = {h.name: HostResult(h.name) for h in state.inventory}
     for h in state.inventory:
         if not h.connected:
@@ -110,6 +122,8 @@ def run_site(
             results[h.name].error = "unreachable over SSH (check the address, key and known_hosts)"
     say("planning and converging")
     add_deploy(state, site)
+    progress = LayerProgress(say)
+    state.add_callback_handler(ProgressCallback(progress))
     # A node that dies mid-run ends its greenlet with an exception (paramiko's EOFError) that
     # gevent's hub would print as a traceback: keep it, and report it as that node's error.
     hub = gevent.get_hub()
@@ -121,6 +135,7 @@ def run_site(
         say(f"stopped: {e}")
     finally:
         hub.exception_stream = sys.stderr
+        progress.finish()
     lost = lost_hosts(crashes.getvalue())
     unfinished: set[str] = set()
     for op_hash in state.get_op_order():

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from gpuforge.progress import status_printer
 from gpuforge.spec import SpecError, load_spec
 from gpuforge.validator import nodelocal
 from gpuforge.validator.node import base
@@ -34,7 +35,7 @@ def validate_cmd(
         return 2
     try:
         with err.status("validating") as status:
-            report = validate(s, spec, checks=checks, limit=limit, on_event=lambda m: status.update(m))
+            report = validate(s, spec, checks=checks, limit=limit, on_event=status_printer(err, status))
     except (UnknownCheck, ValueError) as e:
         print(f"gpuforge validate: {e}", file=sys.stderr)
         return 2

@@ -11,10 +11,13 @@ import re
 from collections.abc import Iterable, Sequence
 
 from gpuforge.validator.cluster import CLUSTER_CHECKS, CONNECTION
-from gpuforge.validator.node import framework
+from gpuforge.validator.node import execute, framework
 from gpuforge.validator.node.base import LAYERS, SEVERITIES
 from gpuforge.validator.node.framework import Check, order_checks, with_dependencies
 
+# Importing ``execute`` imports every node check module, which registers its checks in
+# ``framework.NODE_CHECKS``: the registry never depends on who imported what first.
+assert execute.NODE_CHECKS is framework.NODE_CHECKS and framework.NODE_CHECKS
 ALL_CHECKS: list[Check] = [CONNECTION, *framework.NODE_CHECKS, *CLUSTER_CHECKS]
 BY_ID: dict[str, Check] = {c.id: c for c in ALL_CHECKS}
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")

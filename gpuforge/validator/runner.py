@@ -20,11 +20,12 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuforge.progress import Milestone
 from gpuforge.render.health import health_config
 from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
@@ -212,6 +213,26 @@ def _partition_for(spec: Spec, node: Node) -> str | None:
 SITE_TOKENS = ("site", "site.*")
 
 
+def _collect(futures: dict[str, Future[NodeRun]], say: Callable[[str], None], t0: float) -> dict[str, NodeRun]:
+    """Each node's run as it finishes: a milestone per node, and who is still being read."""
+    runs: dict[str, NodeRun] = {}
+    for f in as_completed(futures.values()):
+        run = f.result()
+        runs[run.node.name] = run
+        failed = sum(r.status == FAIL for r in run.results) + (run.connection.status != PASS)
+        say(
+            Milestone(
+                f"{run.node.name}: {len(run.results)} node check(s), {failed} failed, {time.monotonic() - t0:.1f} s"
+            )
+        )
+        waiting = sorted(n for n, fu in futures.items() if not fu.done())
+        if waiting:
+            more = f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
+            say(f"{len(runs)}/{len(futures)} node(s) read; waiting for {', '.join(waiting[:3])}{more} "
+                f"({time.monotonic() - t0:.0f} s)")  # fmt: skip
+    return {name: runs[name] for name in futures}
+
+
 def _site_selection(
     checks: str | Sequence[str] | None, exclude: str | Sequence[str] | None
 ) -> tuple[bool, list[str] | None, list[str] | None]:
@@ -297,7 +318,7 @@ def validate(
             }
             if site_f:
                 say(f"site checks (testinfra) on {len(site_f)} node(s)")
-        runs = {name: f.result() for name, f in futures.items()}
+        runs = _collect(futures, say, time.monotonic())
         site_runs = {name: f.result() for name, f in site_f.items()}
         slurm_done = slurm_f.result() if slurm_f else None
         kube_done = kube_f.result() if kube_f else None
