@@ -255,7 +255,7 @@ def file_differs(want: RenderedFile, have: dict[str, Any] | None) -> tuple[bool,
     """(content differs, attributes differ)."""
     if have is None or have.get("type") not in (None, "file"):
         return True, True
-    content = have.get("sha256") != sha256(want.data)
+    content = have.get("sha256") != want.sha256
     attrs = (have.get("mode"), have.get("owner"), have.get("group")) != (want.mode, want.owner, want.group)
     return content, attrs
 
@@ -270,7 +270,7 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
             content, attrs = file_differs(f, facts.files.get(f.path))
             if content:
                 changed.add(f.path)
-                what = "secret content (not shown)" if f.secret else f"{len(f.data)} bytes"
+                what = "secret content (not shown)" if f.secret else f"{f.size} bytes"
                 steps.append(Step(StepKind.UPLOAD, f"write {f.path} ({what}, {f.mode} {f.owner}:{f.group})", upload=f))
             elif attrs:
                 steps.append(

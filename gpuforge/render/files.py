@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
+import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, BinaryIO, ParamSpec, TypeVar
 
 import jinja2
 
@@ -17,11 +20,41 @@ REDACTED = "<redacted: kept in the gpuforge secrets store>"
 
 
 @dataclass(frozen=True)
-class RenderedFile:
-    """A file as it must be on a node."""
+class LocalSource:
+    """A control-host file pushed as it is (an offline bundle's packages and release files).
+
+    Streamed: its digest is computed reading 1 MiB at a time (once per run and file version) and
+    the upload reads from the open file, so a bundle of any size is never held in memory.
+    """
 
     path: str
-    content: str | bytes
+
+    @property
+    def size(self) -> int:
+        return os.stat(self.path).st_size
+
+    @property
+    def sha256(self) -> str:
+        st = os.stat(self.path)
+        return _file_sha256(self.path, st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    del mtime_ns, size  # cache key only: a changed file is hashed again
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """A file as it must be on a node: rendered text or bytes, or a control-host file (streamed)."""
+
+    path: str
+    content: str | bytes | LocalSource
     mode: str = "0644"
     owner: str = "root"
     group: str = "root"
@@ -30,7 +63,30 @@ class RenderedFile:
 
     @property
     def data(self) -> bytes:
+        """The whole content in memory (rendered files; avoid for a LocalSource)."""
+        if isinstance(self.content, LocalSource):
+            return Path(self.content.path).read_bytes()
         return self.content.encode() if isinstance(self.content, str) else self.content
+
+    @property
+    def streamed(self) -> bool:
+        return isinstance(self.content, LocalSource)
+
+    @property
+    def size(self) -> int:
+        return self.content.size if isinstance(self.content, LocalSource) else len(self.data)
+
+    @property
+    def sha256(self) -> str:
+        if isinstance(self.content, LocalSource):
+            return self.content.sha256
+        return hashlib.sha256(self.data).hexdigest()
+
+    def open(self) -> BinaryIO:
+        """The content as a file object: the control-host file itself for a LocalSource."""
+        if isinstance(self.content, LocalSource):
+            return open(self.content.path, "rb")
+        return io.BytesIO(self.data)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ import shlex
 import stat
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from gpuforge.render.aptsources import parse_apt_sources
+from gpuforge.render.files import LocalSource
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import OsFamily, SourceMode, Spec
 
@@ -227,7 +227,7 @@ def dnf_repo_file(repo: Repo, name: str, description: str) -> str:
 
 
 @cache
-def _bundle_files(directory: str, mtime: float) -> tuple[tuple[str, bytes], ...]:
+def _bundle_files(directory: str, mtime: float) -> tuple[tuple[str, LocalSource], ...]:
     del mtime  # cache key only
     out = []
     for root, _, names in os.walk(directory, followlinks=False):
@@ -235,26 +235,22 @@ def _bundle_files(directory: str, mtime: float) -> tuple[tuple[str, bytes], ...]
             full = os.path.join(root, name)
             if not _regular_file(full):  # verify_bundle refuses these before any host is touched
                 raise ValueError(f"{full}: not a regular file")
-            out.append((os.path.relpath(full, directory), Path(full).read_bytes()))
-    return tuple(sorted(out))
+            out.append((os.path.relpath(full, directory), LocalSource(full)))
+    return tuple(sorted(out, key=lambda e: e[0]))
 
 
-def bundle_files(local_dir: str) -> tuple[tuple[str, bytes], ...]:
-    """(relative path, bytes) of every file under a bundle directory (read once per run)."""
+def bundle_files(local_dir: str) -> tuple[tuple[str, LocalSource], ...]:
+    """(relative path, file) of every file under a bundle directory: streamed to nodes, never read whole."""
     return _bundle_files(local_dir, os.stat(local_dir).st_mtime)
 
 
-@cache
-def _read_file(path: str, mtime: float) -> bytes:
-    del mtime  # cache key only
-    return Path(path).read_bytes()
-
-
-def bundle_files_single(path: str | None) -> bytes:
-    """The bytes of one bundle file (read once per run, however many nodes push it)."""
+def bundle_files_single(path: str | None) -> LocalSource:
+    """One bundle file (streamed to nodes, however many push it)."""
     if path is None:
         raise ValueError("no bundle file")
-    return _read_file(path, os.stat(path).st_mtime)
+    if not _regular_file(path):
+        raise ValueError(f"{path}: not a regular file")
+    return LocalSource(path)
 
 
 # --------------------------------------------------------------------------- Debian non-free

@@ -100,7 +100,8 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     assert src.apt_list_line(repo, src.CONTAINER_KEYRING) == (
         "deb [trusted=yes] file:/var/lib/gpuforge/bundle/apt/nvidia-container ./\n"
     )
-    assert src.bundle_files(repo.bundle) == (("Packages", b"Package: x\n"),)
+    [(rel, packages)] = src.bundle_files(repo.bundle)
+    assert rel == "Packages" and Path(packages.path).read_bytes() == b"Package: x\n"
     assert not src.cuda_repo(s, OsFamily.UBUNTU2404).available  # not in the bundle
     pyxis = src.pyxis_artifact(s)
     assert pyxis.local is not None and pyxis.node_path == "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import io
 from collections.abc import Generator
 from typing import Any
 
@@ -64,7 +63,7 @@ def step_commands(steps: list[Step], via_user: str | None = None) -> Generator[A
                 staged_dir = True
             staged, install = upload_commands(step.upload)
             temp = sudo_upload_temp(staged) if via_user else None
-            yield FileUploadCommand(io.BytesIO(step.upload.data), staged, remote_temp_filename=temp)
+            yield FileUploadCommand(step.upload.open(), staged, remote_temp_filename=temp)
             yield StringCommand(install)
         elif step.command:
             yield StringCommand(step.command)
@@ -94,7 +93,7 @@ def converge(layer: Layer) -> Generator[Any, None, None]:
         planned = PlannedOp(layer.name, steps)
         for step in steps:
             f = step.upload
-            if f is not None and not f.secret:
+            if f is not None and not f.secret and not f.streamed:  # bundle files: binary, shown by size
                 old = host.get_fact(FileContents, path=f.path)
                 planned.diffs[f.path] = file_diff(f.path, old, f.data)
         run.record_planned(host.name, planned)

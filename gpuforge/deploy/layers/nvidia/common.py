@@ -10,7 +10,7 @@ from gpuforge.deploy.needs import (
     Ctx,
 )
 from gpuforge.deploy.runstate import RunState
-from gpuforge.render.files import RenderedFile
+from gpuforge.render.files import LocalSource, RenderedFile
 
 STATE_DIR = "/var/lib/gpuforge"
 CDI_MARKER = f"{STATE_DIR}/cdi.generated"
@@ -74,5 +74,5 @@ def mark_reboot(reasons: list[str], marker: str | None) -> list[Step]:
     return steps
 
 
-def upload_file(path: str, data: bytes, mode: str = "0644") -> RenderedFile:
+def upload_file(path: str, data: bytes | LocalSource, mode: str = "0644") -> RenderedFile:
     return RenderedFile(path, data, mode=mode)
