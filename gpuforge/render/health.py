@@ -59,6 +59,9 @@ def health_config(spec: Spec, node: Node) -> dict[str, Any]:
             "gres_type": model.gres_type,
             "pci_device_ids": [d.lower() for d in model.pci_device_ids],
             "nvswitch": node.hardware.nvswitch,
+            # The catalog's MIG-capable models are data-center GPUs with ECC memory: ECC reported
+            # off or unreadable on them is a fault (gpu.ecc), not a reason to skip.
+            "ecc_expected": model.supports_mig,
         }
         if node.mig_config:
             cfg["mig"] = {"config": node.mig_config, "file": MIG_CONFIG}

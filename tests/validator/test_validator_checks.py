@@ -409,3 +409,89 @@ def test_nodelocal_runs_on_python_3_9(tmp_path: Path) -> None:
     assert cp.returncode in (0, 1), cp.stderr
     doc = json.loads(cp.stdout)
     assert {r["id"] for r in doc["results"]} == {c.id for c in framework.NODE_CHECKS}
+
+
+# -- paths that must not pass quietly (issue 17)
+
+
+def test_unreadable_kernel_log_fails_xid_instead_of_skipping() -> None:
+    r = run(gpu_cfg(), hgx_outputs(xid=["__source=none"]), ["gpu.xid"])
+    assert (r["gpu.xid"].status, r["gpu.xid"].message) == (
+        FAIL,
+        "cannot read the kernel log (dmesg and journalctl -k failed): serious Xids cannot be ruled out",
+    )
+
+
+def _smi_ecc_na() -> list[str]:
+    return [
+        line.replace(", 81559, 0, 16, 16,", ", 81559, [N/A], 16, 16,") for line in output("nvidia/smi_gpus_8x_h100_hgx")
+    ]
+
+
+def test_ecc_off_on_a_data_center_gpu_fails_and_on_others_skips() -> None:
+    r = run(gpu_cfg(ecc_expected=True), hgx_outputs(smi=_smi_ecc_na()), ["gpu.ecc"])
+    assert r["gpu.ecc"].status == FAIL
+    assert r["gpu.ecc"].message.startswith("ECC is off or unreadable on all 8 GPU(s), but the spec's H100-80GB")
+    r = run(gpu_cfg(ecc_expected=False), hgx_outputs(smi=_smi_ecc_na()), ["gpu.ecc"])
+    assert (r["gpu.ecc"].status, r["gpu.ecc"].message) == (
+        SKIP,
+        "no GPU reports ECC counters (ECC off or not supported)",
+    )
+
+
+def test_health_config_expects_ecc_on_mig_capable_models_only() -> None:
+    from gpuforge.render.health import health_config
+    from gpuforge.spec import load_spec, resolve_nodes
+    from tests.conftest import REPO
+
+    spec = load_spec(REPO / "inventories" / "slurm-h100.yaml")
+    gpu_nodes = [n for n in resolve_nodes(spec) if n.hardware.gpu_count]
+    assert gpu_nodes and all(health_config(spec, n)["gpu"]["ecc_expected"] is True for n in gpu_nodes)
+
+
+def test_gpus_on_the_bus_that_the_spec_does_not_declare_fail() -> None:
+    r = run(gpu_cfg(count=0), hgx_outputs(), ["hardware.gpu_count"])
+    assert (r["hardware.gpu_count"].status, r["hardware.gpu_count"].message) == (
+        FAIL,
+        "8 NVIDIA GPU(s) on the PCI bus, but the spec declares none for this node",
+    )
+
+
+def test_nvidia_smi_listing_fewer_gpus_than_the_spec_fails() -> None:
+    smi = output("nvidia/smi_gpus_8x_h100_hgx")
+    six = [line for line in smi if not line.startswith(("6, ", "7, "))]
+    r = run(gpu_cfg(), hgx_outputs(smi=six), ["driver.smi"])
+    assert (r["driver.smi"].status, r["driver.smi"].message) == (
+        FAIL,
+        "nvidia-smi lists 6 of the 8 GPUs the spec declares",
+    )
+
+
+def test_unreadable_proc_modules_fails_nouveau() -> None:
+    r = run(gpu_cfg(), hgx_outputs(modules=["__rc=1"]), ["driver.nouveau"])
+    assert (r["driver.nouveau"].status, r["driver.nouveau"].message) == (FAIL, "cannot read /proc/modules")
+
+
+def test_dcgmi_missing_timed_out_or_erroring_fails() -> None:
+    cfg = gpu_cfg()
+    cfg["dcgm"]["diag_level"] = 2
+    cases = {
+        "dcgmi not found (DCGM not installed)": ["__missing=dcgmi"],
+        "dcgmi diag -r 2 did not finish within 900 s": ["__timeout=900"],
+        "dcgmi diag -r 2: Error: unable to establish a connection to the host engine": [
+            "Error: unable to establish a connection to the host engine",
+            "__rc=226",
+        ],
+        "dcgmi diag -r 2: no JSON output from dcgmi": ["__rc=226"],
+    }
+    for message, out in cases.items():
+        r = run(cfg, hgx_outputs(dcgm_diag=out), ["gpu.dcgm_diag"])
+        assert (r["gpu.dcgm_diag"].status, r["gpu.dcgm_diag"].message) == (FAIL, message), out
+
+
+def test_mig_parted_missing_or_timed_out_fails() -> None:
+    cfg = gpu_cfg(mig={"config": "all-1g.10gb", "file": "/etc/nvidia-mig-manager/gpuforge.yaml"})
+    r = run(cfg, hgx_outputs(mig=["__missing=nvidia-mig-parted"]), ["gpu.mig"])
+    assert (r["gpu.mig"].status, r["gpu.mig"].message) == (FAIL, "nvidia-mig-parted not found")
+    r = run(cfg, hgx_outputs(mig=["__timeout=30"]), ["gpu.mig"])
+    assert (r["gpu.mig"].status, r["gpu.mig"].message) == (FAIL, "nvidia-mig-parted assert did not finish")

@@ -24,7 +24,8 @@ def test_gpu_node_config_from_the_h100_spec() -> None:
     cfg = health_config(spec, node(spec, "gpu061"))
     assert cfg["node"] == "gpu061" and cfg["cluster"] == "hopper"
     assert cfg["gpu"] == {"count": 8, "model": "H100-80GB", "gres_type": "h100",
-                          "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": True}  # fmt: skip
+                          "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": True,
+                          "ecc_expected": True}  # fmt: skip
     assert cfg["driver_version"] == "550.163.01"
     assert cfg["mig"] == {"config": "inference", "file": "/etc/nvidia-mig-manager/gpuforge.yaml"}
     assert cfg["container"]["engine"] == "containerd" and cfg["container"]["toolkit_on_host"]

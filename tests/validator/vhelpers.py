@@ -33,13 +33,15 @@ def gpu_cfg(
     model: str = "H100-80GB",
     nvswitch: bool = True,
     driver: str | None = "550.127.05",
+    ecc_expected: bool = True,
     **extra: Any,
 ) -> dict[str, Any]:
     """A GPU compute node's health config (as health_config would write it)."""
     cfg: dict[str, Any] = {
         "node": "gpu001",
         "gpu": {"count": count, "model": model, "gres_type": "h100",
-                "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": nvswitch},
+                "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": nvswitch,
+                "ecc_expected": ecc_expected},
         "driver_version": driver,
         "slurm": None,
         "dcgm": {"enabled": True, "diag_level": 0, "exporter": False, "exporter_port": 9400, "counters": []},

@@ -248,6 +248,12 @@ def _ecc(ctx: NodeContext) -> Outcome:
     gpus = ctx.smi().gpus
     counted = [g for g in gpus if g.ecc_uncorrected is not None]
     if not counted:
+        gpu = ctx.cfg.get("gpu") or {}
+        if gpu.get("ecc_expected"):
+            return FAIL, (
+                f"ECC is off or unreadable on all {len(gpus)} GPU(s), but the spec's {gpu.get('model')} has ECC "
+                "memory: uncorrected errors would go unseen (nvidia-smi -e 1, then reset the GPUs)"
+            )
         return SKIP, "no GPU reports ECC counters (ECC off or not supported)"
     bad = [f"GPU {g.index}: {g.ecc_uncorrected}" for g in counted if (g.ecc_uncorrected or 0) > 0]
     if bad:
@@ -285,8 +291,8 @@ def _remapped(ctx: NodeContext) -> Outcome:
 @check("gpu.xid", "hardware", CRITICAL, "No serious Xid errors in the kernel log", needs=("xid",), gate=gate_gpu)
 def _xid(ctx: NodeContext) -> Outcome:
     source, events = parse_xid(ctx.out("xid"))
-    if source is None:
-        return SKIP, "kernel log not readable (dmesg and journalctl -k failed)"
+    if source is None:  # no evidence is not a pass: a fallen-off GPU would go unseen
+        return FAIL, "cannot read the kernel log (dmesg and journalctl -k failed): serious Xids cannot be ruled out"
     serious = [e for e in events if e[0] in SERIOUS_XIDS]
     if serious:
         seen = []
