@@ -169,6 +169,9 @@ def run_step(
         data = ev.get("event_data") or {}
         if ev.get("event") in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             say(f"ansible {step.name}: {data.get('host')}: {data.get('task')} failed")
+        elif ev.get("event") == "runner_on_ok":
+            done = "changed" if (data.get("res") or {}).get("changed") else "ok"
+            say(f"ansible {step.name}: {data.get('host')}: {data.get('task')} {done}")
         return False  # keep nothing on disk beyond what ansible-runner needs
 
     envvars = {

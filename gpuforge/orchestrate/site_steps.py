@@ -17,6 +17,7 @@ from gpuforge.deploy.run import ApplyResult, HostResult, run_site
 from gpuforge.deploy.runstate import PlannedOp, RunState
 from gpuforge.extensions.ansible_inventory import vagrant_hosts
 from gpuforge.extensions.ansible_run import HostOutcome, StepOutcome, run_step
+from gpuforge.progress import Milestone
 from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec.extensions import AnsibleStep
 from gpuforge.spec.roles import LAYER_ORDER
@@ -56,6 +57,18 @@ def _merge(into: dict[str, HostResult], part: ApplyResult) -> None:
         have.unchanged += h.unchanged
         have.error = have.error or h.error
         have.notes = list(dict.fromkeys([*have.notes, *h.notes]))
+
+
+def step_summary(outcome: StepOutcome, check: bool) -> Milestone:
+    """One line per finished step: nodes ok (how many changed or would change) and failed."""
+    failed = sorted(n for n, o in outcome.hosts.items() if o.failed)
+    changed = sum(1 for o in outcome.hosts.values() if o.changed and not o.failed)
+    verb = "would change" if check else "changed"
+    text = (
+        f"ansible {outcome.step}: {len(outcome.hosts) - len(failed)} node(s) ok ({changed} {verb}), "
+        f"{len(failed)} failed"
+    )
+    return Milestone(text + (f" ({', '.join(failed)})" if failed else ""))
 
 
 def _record_step(results: dict[str, HostResult], run: RunState, outcome: StepOutcome) -> None:
@@ -109,5 +122,6 @@ def run_with_site_steps(
             except LookupError as exc:  # a vagrant machine that is not up
                 outcome = StepOutcome(step.name, {n: HostOutcome(failed=str(exc)) for n in targets})
             _record_step(results, run, outcome)
+            say(step_summary(outcome, run.dry_run))
             alive = [n for n in alive if results[n].ok]
     return ApplyResult(results)

@@ -136,3 +136,22 @@ def test_inventory_command_prints_the_ansible_inventory() -> None:
     assert inv == ansible_inventory(_spec())
     cp = run_cli("inventory", str(EXAMPLE), "--format", "ansible", "--limit", "workers")
     assert sorted(json.loads(cp.stdout)["all"]["hosts"]) == ["node2", "node3"]
+
+
+def test_each_step_ends_with_a_milestone_line() -> None:
+    from gpuforge.extensions.ansible_run import HostOutcome, StepOutcome
+    from gpuforge.orchestrate.site_steps import step_summary
+    from gpuforge.progress import Milestone
+
+    outcome = StepOutcome(
+        "sssd",
+        {
+            "node1": HostOutcome(ok=5, changed=["sssd.conf"]),
+            "node2": HostOutcome(ok=5),
+            "node3": HostOutcome(ok=2, failed="start sssd: failed"),
+        },
+    )
+    line = step_summary(outcome, check=False)
+    assert isinstance(line, Milestone)
+    assert line == "ansible sssd: 2 node(s) ok (1 changed), 1 failed (node3)"
+    assert step_summary(outcome, check=True) == "ansible sssd: 2 node(s) ok (1 would change), 1 failed (node3)"
