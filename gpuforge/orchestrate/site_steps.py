@@ -20,6 +20,7 @@ from gpuforge.extensions.ansible_run import HostOutcome, StepOutcome, run_step
 from gpuforge.progress import Milestone
 from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec.extensions import AnsibleStep
+from gpuforge.spec.nodes import targeted
 from gpuforge.spec.roles import LAYER_ORDER
 
 Segment = tuple[tuple[str, ...], list[AnsibleStep]]
@@ -42,11 +43,7 @@ def segments(steps: list[AnsibleStep]) -> list[Segment]:
 
 def step_nodes(spec: Spec, step: AnsibleStep) -> set[str]:
     """Nodes a step targets (roles or node groups; every node when it names none)."""
-    nodes = resolve_nodes(spec)
-    if not step.targets:
-        return {n.name for n in nodes}
-    wanted = set(step.targets)
-    return {n.name for n in nodes if n.group in wanted or any(r.value in wanted for r in n.roles)}
+    return {n.name for n in resolve_nodes(spec) if targeted(n, step.targets)}
 
 
 def _merge(into: dict[str, HostResult], part: ApplyResult) -> None:

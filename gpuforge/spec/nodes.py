@@ -100,6 +100,11 @@ def nodes_with(spec: Spec, role: Role) -> list[Node]:
     return [n for n in resolve_nodes(spec) if n.has(role)]
 
 
+def targeted(node: Node, targets: list[str]) -> bool:
+    """Whether ``targets`` (role or node-group names; none = every node) include ``node``."""
+    return not targets or node.group in targets or any(r.value in targets for r in node.roles)
+
+
 def select_nodes(spec: Spec, selector: str) -> list[str]:
     """Node names for a selector: comma-separated group names and/or hostlists."""
     groups = {g.name: g.hostnames for g in spec.node_groups}

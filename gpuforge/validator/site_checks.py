@@ -28,7 +28,7 @@ from gpuforge.probes.vagrant import VagrantHost
 from gpuforge.spec import Spec
 from gpuforge.spec.extensions import TestinfraChecks
 from gpuforge.spec.model import Connector
-from gpuforge.spec.nodes import Node
+from gpuforge.spec.nodes import Node, targeted
 from gpuforge.validator.node.base import BLOCKED, ERROR, FAIL, PASS, SKIP
 from gpuforge.validator.node.framework import Result
 
@@ -39,11 +39,7 @@ _NOT_ID = re.compile(r"[^a-z0-9_]+")
 
 def checks_for(spec: Spec, node: Node) -> list[TestinfraChecks]:
     """The site.testinfra entries that target ``node`` (all of them name no target: every node)."""
-    wanted = []
-    for entry in spec.site.testinfra:
-        if not entry.targets or node.group in entry.targets or any(r.value in entry.targets for r in node.roles):
-            wanted.append(entry)
-    return wanted
+    return [entry for entry in spec.site.testinfra if targeted(node, entry.targets)]
 
 
 def ssh_config_text(spec: Spec, node: Node, host: str, port: int, user: str, key: str | None) -> str:
