@@ -246,6 +246,7 @@ def bundle(
 ) -> None:
     """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
     from gpuforge.bundle.build import build_bundle
+    from gpuforge.bundle.signing import gpg_tools_missing
     from gpuforge.bundle.verify import verify_bundle
 
     if verify is not None:
@@ -262,6 +263,15 @@ def bundle(
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR", markup=False)
         raise typer.Exit(2)
     s = _load(spec)
+    missing_tools = gpg_tools_missing()
+    if missing_tools:
+        err.print(
+            f"gpuforge bundle checks and makes repository signatures with {', '.join(missing_tools)}, "
+            "which this host lacks: apt-get install gnupg (dnf install gnupg2)",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2)
     try:
         result = build_bundle(s, spec, output, log=lambda m: err.print(m, markup=False, highlight=False))
     except OSError as e:
@@ -281,7 +291,12 @@ def bundle(
         )
         for r in m["repositories"]:
             ext = len(r["external"])
-            out.print(f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies", soft_wrap=True)
+            signers = sorted({src["signed_by"] for src in r["sources"] if src.get("signed_by")})
+            signed = f", index signed by {', '.join(signers)}" if signers else ""
+            line = f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies{signed}"
+            out.print(line, soft_wrap=True, markup=False, highlight=False)
+        if m["signing"]:
+            out.print(f"  signed with bundle key {m['signing']['fingerprint']} ({m['signing']['key']})", soft_wrap=True)
         for miss in m["missing"]:
             err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
         for u in m["unsupported"]:

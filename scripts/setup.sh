@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything gpuforge and its tests need on a fresh Debian 12 machine (run as root).
 # Debian packages for the lab (systemd-nspawn, mmdebstrap, apt-cacher-ng, ssh, vagrant and its libvirt
-# provider, which `vagrant validate` needs),
+# provider, which `vagrant validate` needs; gnupg: `gpuforge bundle` checks and makes repository signatures),
 # then a virtualenv in .venv with gpuforge and its development tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ fi
 APT_PACKAGES=(
   python3 python3-venv python3-pip
   systemd-container mmdebstrap apt-cacher-ng iproute2 openssh-client
-  ca-certificates vagrant vagrant-libvirt stress-ng
+  ca-certificates gnupg vagrant vagrant-libvirt stress-ng
   prometheus prometheus-alertmanager
 )
 missing=()

@@ -43,10 +43,17 @@ def variant(name: str, change: Callable[[dict[str, Any]], None]) -> Spec:
 
 
 def write_bundle_manifest(bundle: Path, complete: bool = True) -> dict[str, str]:
-    """A manifest listing every regular file of a test bundle (path -> sha256 returned)."""
+    """A manifest listing every regular file of a test bundle (path -> sha256 returned); its apt
+    repositories signed first, as ``gpuforge bundle`` signs them."""
     import hashlib
     import json
 
+    from gpuforge.bundle.layout import FORMAT
+    from gpuforge.bundle.trust import sign_repositories
+
+    repos = sorted(p.parent.relative_to(bundle).as_posix() for p in bundle.glob("apt/*/Packages"))
+    if repos:
+        sign_repositories(bundle, repos, "test", lambda rel, data: (bundle / rel).write_bytes(data))
     files = sorted(p for p in bundle.rglob("*") if p.is_file() and not p.is_symlink() and p.name != "manifest.json")
     entries = [
         {
@@ -56,5 +63,6 @@ def write_bundle_manifest(bundle: Path, complete: bool = True) -> dict[str, str]
         }
         for p in files
     ]
-    (bundle / "manifest.json").write_text(json.dumps({"files": entries, "complete": complete}))
+    manifest = {"format": FORMAT, "files": entries, "complete": complete}
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
     return {e["path"]: e["sha256"] for e in entries}

@@ -17,6 +17,12 @@ installs on the spec's nodes, in the layout ``gpuforge.render.nvidia_sources`` r
   built by hand under ``rpm/<repo>/`` is recorded, as is a release file placed by hand
   where nothing publishes it, e.g. dcgm-exporter outside a mirror).
 
+Signatures (``gpuforge.bundle.trust``): an index is used only once the repository's
+``InRelease`` verifies with its key (from upstream: NVIDIA's key with its cited fingerprint)
+and lists the index's SHA256. Each bundled repository gets its own ``InRelease``, signed with
+a key made for the build whose secret half is never stored; nodes trust its public half,
+``apt/gpuforge-bundle.gpg``, through ``signed-by`` (no ``[trusted=yes]``).
+
 Downloads land in ``DIR/.partial/`` and are renamed into place only once their checksum
 matches the repository index (release files: ``KNOWN_SHA256`` when it lists them, else
 the checksum is recorded). A re-run keeps every file whose checksum still matches; an

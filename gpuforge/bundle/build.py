@@ -18,6 +18,8 @@ from gpuforge.bundle.fetch import Fetcher, FetchError, hash_file, index_sums
 from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL, SAFE_DEB, Log
 from gpuforge.bundle.needs import ArtifactNeed, RepoNeed, fetch_spec, spec_needs
 from gpuforge.bundle.resolve import resolve
+from gpuforge.bundle.signing import BUNDLE_KEY, RELEASE, SignatureError
+from gpuforge.bundle.trust import UntrustedIndex, sign_repositories, signed_index
 from gpuforge.spec import Spec
 
 
@@ -45,6 +47,7 @@ class _Builder:
         self.missing: list[dict[str, Any]] = []
         self.downloaded = 0
         self.reused = 0
+        self.keys: dict[str, bytes] = {}  # repository key files by URL
         self.previous = _previous_manifest(out)
         self.previous_files: dict[str, str] = {
             str(f.get("path")): str(f.get("sha256")) for f in self.previous.get("files", []) if isinstance(f, dict)
@@ -105,15 +108,15 @@ def _repo_bundle(b: _Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any
             index_failed = True
             continue
         try:
-            index_url, text = b.fetcher.index(need.url)
-        except FetchError as e:
+            index = signed_index(b.fetcher, need, b.keys)
+        except (FetchError, UntrustedIndex) as e:
             b.miss(f"{path}: Packages index", e.url, e.reason)
             index_failed = True
             continue
-        source["index"] = index_url
-        res = resolve(PackageIndex(parse_packages(text)), need.wants.values(), need.pins)
+        source.update(index=index.url, signed_by=index.fingerprint, key=index.key_url)
+        res = resolve(PackageIndex(parse_packages(index.text)), need.wants.values(), need.pins)
         for problem in res.problems:
-            b.miss(f"{path}: {problem.split(' ', 1)[0]}", index_url, problem)
+            b.miss(f"{path}: {problem.split(' ', 1)[0]}", index.url, problem)
         for name, s in res.selected.items():
             prev = chosen.get(name)
             if prev is not None and _identity(prev[0]) != _identity(s):
@@ -132,7 +135,8 @@ def _repo_bundle(b: _Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any
         for rel, sha in sorted(b.previous_files.items()):
             if rel.startswith(f"{path}/") and (b.out / rel).is_file():
                 if hash_file(b.out / rel, ["sha256"])["sha256"] == sha:
-                    b.add_file(rel, sha, None, "kept from the previous run (the index was not reachable)")
+                    why = "kept from the previous run (the index could not be fetched or verified)"
+                    b.add_file(rel, sha, None, why)
                 else:
                     b.miss(rel, None, "changed since the previous run, and the index is not reachable to refetch it")
         for old in b.previous.get("repositories", []):
@@ -240,6 +244,7 @@ def build_bundle(
             repos.append(record)
         for name in sorted(needs.artifacts):
             _artifact(b, needs.artifacts[name])
+        signing = _sign(b, spec.cluster.name, [r["path"] for r in repos if (out / r["path"] / "Packages").is_file()])
     finally:
         shutil.rmtree(out / PARTIAL, ignore_errors=True)
     removed = _prune(out, set(b.files), kept_dirs)
@@ -254,12 +259,31 @@ def build_bundle(
         "fetched_from": fetch_spec(spec).sources.mode.value,
         "complete": not b.missing and all(u["provided"] for u in unsupported),
         "files": [b.files[k] for k in sorted(b.files)],
+        "signing": signing,
         "repositories": repos,
         "missing": b.missing,
         "unsupported": unsupported,
     }
     _write_atomic(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return BundleResult(manifest, b.downloaded, b.reused, removed)
+
+
+def _sign(b: _Builder, name: str, repos: list[str]) -> dict[str, Any]:
+    """Sign the bundled apt repositories (gpuforge.bundle.trust); the manifest's ``signing`` record."""
+    if not repos:
+        return {}
+
+    def write(rel: str, data: bytes) -> None:
+        _write_atomic(b.out / rel, data)
+
+    try:
+        fingerprint = sign_repositories(b.out, repos, name, write)
+    except SignatureError as e:
+        b.miss("apt signatures", None, f"cannot sign the bundle's repositories: {e}")
+        return {}
+    for rel in (BUNDLE_KEY, *(f"{path}/{RELEASE}" for path in repos)):
+        b.add_file(rel, hash_file(b.out / rel, ["sha256"])["sha256"], None, "generated (bundle signature)")
+    return {"key": BUNDLE_KEY, "fingerprint": fingerprint, "repositories": repos}
 
 
 def _rpm_repo(b: _Builder, need: RepoNeed) -> dict[str, Any]:

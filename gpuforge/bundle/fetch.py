@@ -28,6 +28,12 @@ class FetchError(Exception):
         self.unreachable = unreachable
 
 
+#: Index file names a flat repository may serve, preferred first.
+INDEX_NAMES = ("Packages.gz", "Packages.xz", "Packages")
+#: The most an index, Release file or key may weigh.
+SMALL_LIMIT = 256 << 20
+
+
 _NET_ERRORS = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)
 
 
@@ -60,27 +66,33 @@ class Fetcher:
                 self.dead[host] = _describe(e)
             raise FetchError(url, _describe(e), unreachable=True) from None
 
-    def index(self, base: str) -> tuple[str, str]:
-        """(URL, text) of a flat repository's ``Packages`` index (``.gz``, ``.xz`` or plain)."""
+    def index(self, base: str) -> tuple[str, str, bytes]:
+        """(URL, file name, bytes as served) of a flat repository's ``Packages`` index
+        (``.gz``, ``.xz`` or plain); ``decode_index`` gives its text."""
         last: FetchError | None = None
-        for name, decode in (
-            ("Packages.gz", gzip.decompress),
-            ("Packages.xz", lzma.decompress),
-            ("Packages", bytes),
-        ):
+        for name in INDEX_NAMES:
             url = f"{base.rstrip('/')}/{name}"
             try:
-                with self.open(url) as r:
-                    data = r.read()
-                return url, decode(data).decode("utf-8", "replace")
+                return url, name, self.small(url)
             except FetchError as e:
                 if e.unreachable:
                     raise
                 last = e
-            except (*_NET_ERRORS, EOFError, lzma.LZMAError) as e:
-                raise FetchError(url, f"unreadable index: {_describe(e)}") from None
         assert last is not None
         raise FetchError(f"{base.rstrip('/')}/Packages", f"no Packages index ({last.reason})")
+
+    def small(self, url: str, limit: int = SMALL_LIMIT) -> bytes:
+        """A whole file of at most ``limit`` bytes (indexes, Release files, keys)."""
+        try:
+            with self.open(url) as r:
+                data: bytes = r.read(limit + 1)
+        except FetchError:
+            raise
+        except _NET_ERRORS as e:
+            raise FetchError(url, _describe(e)) from None
+        if len(data) > limit:
+            raise FetchError(url, f"larger than {limit} bytes")
+        return data
 
     def download(self, url: str, dest: Path, partial: Path, expect: dict[str, str], size: int | None) -> str:
         """Fetch ``url`` to ``dest`` through a temp file in ``partial``; its sha256.
@@ -111,6 +123,18 @@ class Fetcher:
         finally:
             tmp.unlink(missing_ok=True)
         return hs["sha256"].hexdigest()
+
+
+def decode_index(url: str, name: str, data: bytes) -> str:
+    """The text of an index file as served (decompressed by its name)."""
+    try:
+        if name.endswith(".gz"):
+            data = gzip.decompress(data)
+        elif name.endswith(".xz"):
+            data = lzma.decompress(data)
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        raise FetchError(url, f"unreadable index: {_describe(e)}") from None
+    return data.decode("utf-8", "replace")
 
 
 def hash_file(path: Path, algos: Iterable[str]) -> dict[str, str]:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 MANIFEST = "manifest.json"
-FORMAT = "gpuforge-bundle/1"
+FORMAT = "gpuforge-bundle/2"  # 2: apt repositories signed (InRelease, apt/gpuforge-bundle.gpg)
 PARTIAL = ".partial"
 ARCHES = ("amd64", "all")
 # Where a repository URL names the architecture (libnvidia-container's ``stable/deb/$(ARCH)``).

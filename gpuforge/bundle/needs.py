@@ -29,6 +29,8 @@ class RepoNeed:
     wants: dict[str, Want] = field(default_factory=dict)
     pins: list[Pin] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    key_url: str | None = None  # the key that signs its InRelease (apt)
+    fingerprint: str | None = None  # the primary key fingerprint required of that signature
 
     @property
     def path(self) -> str:
@@ -138,6 +140,8 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
             need = needs.repos.get(key)
             if need is None:
                 need = RepoNeed(repo.kind, fmt, url, repo.reason, src.cuda_distro(n.os))
+                if fmt == "apt":
+                    need.key_url, need.fingerprint = src.apt_release_key(s, repo)
                 needs.repos[key] = need
             for w in want_list:
                 need.wants.setdefault(w.package, w)

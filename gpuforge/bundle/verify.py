@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.bundle.fetch import hash_file
-from gpuforge.bundle.layout import MANIFEST, PARTIAL
+from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL
+from gpuforge.bundle.signing import BUNDLE_KEY, RELEASE, SignatureError, release_text, verify_inrelease
 
 #: Folders pushed to nodes: nothing in them may be unlisted.
 PUSHED = ("apt", "rpm", "artifacts")
@@ -59,6 +60,29 @@ def _tree_problems(out: Path) -> tuple[list[str], dict[str, int]]:
     return problems, files
 
 
+def _signature_problems(out: Path, files: dict[str, int]) -> list[str]:
+    """Every apt repository's InRelease must verify with the bundle key and cover its Packages."""
+    repos = sorted(rel.rsplit("/", 1)[0] for rel in files if rel.startswith("apt/") and rel.endswith("/Packages"))
+    if not repos:
+        return []
+    if BUNDLE_KEY not in files:
+        return [f"{BUNDLE_KEY}: missing (nodes check the repositories' signatures with it)"]
+    keyring = (out / BUNDLE_KEY).read_bytes()
+    problems: list[str] = []
+    for path in repos:
+        if f"{path}/{RELEASE}" not in files:
+            problems.append(f"{path}/{RELEASE}: missing (the repository is not signed)")
+            continue
+        try:
+            signed = verify_inrelease((out / path / RELEASE).read_bytes(), keyring)
+        except SignatureError as e:
+            problems.append(f"{path}/{RELEASE}: {e}")
+            continue
+        if signed.text != release_text(path, {"Packages": (out / path / "Packages").read_bytes()}):
+            problems.append(f"{path}/{RELEASE}: does not cover {path}/Packages as it is")
+    return problems
+
+
 def verify_bundle(bundle_dir: str | Path) -> list[str]:
     """Problems of a bundle against its manifest (empty: every file is there, intact, listed)."""
     out = Path(bundle_dir)
@@ -69,6 +93,11 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
             raise TypeError("files is not a list")
     except (OSError, ValueError, KeyError, TypeError) as err:
         return [f"{out / MANIFEST}: cannot read the manifest ({err})"]
+    if manifest.get("format") != FORMAT:
+        return [
+            f"{out / MANIFEST}: format {manifest.get('format')!r}, this gpuforge reads {FORMAT!r} "
+            "(run gpuforge bundle again to rebuild it)"
+        ]
     problems, files = _tree_problems(out)
     listed: set[str] = set()
     for i, e in enumerate(entries):
@@ -87,6 +116,8 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
     for rel in sorted(files):
         if rel.split("/", 1)[0] in PUSHED and rel not in listed:
             problems.append(f"{rel}: not in the manifest (it would be pushed to the nodes unchecked)")
+    if not problems:
+        problems += _signature_problems(out, files)
     if (out / PARTIAL).exists():
         problems.append(f"{PARTIAL}/: an interrupted run left partial downloads")
     if not manifest.get("complete", False):

@@ -42,6 +42,7 @@ CUDA_KEYRING_DEB = "cuda-keyring_1.1-1_all.deb"
 CUDA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 # The key NVIDIA signs its CUDA rpm repositories with (file name in the repository).
 CUDA_RPM_KEY = "D42D0685.pub"
+CUDA_APT_KEY = "3bf863cc.pub"  # the InRelease key beside each deb repository (cuda-repo-key)
 CONTAINER_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.asc"  # armored: no gpg needed
 
 CUDA_LIST = "/etc/apt/sources.list.d/gpuforge-nvidia-cuda.list"
@@ -55,6 +56,9 @@ DEBIAN_SUITE = "bookworm"
 NONFREE_COMPONENTS = ("contrib", "non-free", "non-free-firmware")
 
 BUNDLE_ON_NODE = "/var/lib/gpuforge/bundle"
+# The public key of the offline bundle's own signature (its apt/gpuforge-bundle.gpg), on nodes.
+BUNDLE_KEYRING = "/etc/apt/keyrings/gpuforge-bundle.gpg"
+BUNDLE_KEY_FILE = "apt/gpuforge-bundle.gpg"
 DOWNLOAD_DIR = "/var/lib/gpuforge/downloads"
 
 # Checksums of release files gpuforge knows (file name -> sha256). A download whose name is
@@ -97,7 +101,7 @@ class Repo:
     """A package repository as a node uses it, or why there is none.
 
     ``url`` is the repository base; ``key_url`` where its signing key comes from (None: the
-    repository is a pushed offline bundle, trusted because its files are checksummed);
+    repository is a pushed offline bundle, signed with the bundle's own key, ``BUNDLE_KEYRING``);
     ``bundle`` the control-host directory whose files are pushed in offline mode.
     """
 
@@ -207,8 +211,8 @@ def apt_list_line(repo: Repo, keyring: str) -> str:
     """One-line apt source for a flat NVIDIA repository (``<url> /``)."""
     if repo.url is None:
         raise ValueError(f"{repo.kind}: {repo.reason}")
-    if repo.bundle is not None:
-        return f"deb [trusted=yes] file:{repo.url} ./\n"
+    if repo.bundle is not None:  # signed by the bundle's key (gpuforge.bundle.signing)
+        return f"deb [signed-by={BUNDLE_KEYRING}] file:{repo.url} ./\n"
     return f"deb [signed-by={keyring}] {repo.url}/ /\n"
 
 
@@ -242,6 +246,28 @@ def _bundle_files(directory: str, mtime: float) -> tuple[tuple[str, LocalSource]
 def bundle_files(local_dir: str) -> tuple[tuple[str, LocalSource], ...]:
     """(relative path, file) of every file under a bundle directory: streamed to nodes, never read whole."""
     return _bundle_files(local_dir, os.stat(local_dir).st_mtime)
+
+
+def bundle_key(spec: Spec) -> LocalSource | None:
+    """The offline bundle's public key on the control host (None: not offline, or no key)."""
+    if spec.sources.mode is not SourceMode.OFFLINE or not spec.sources.bundle_dir:
+        return None
+    path = os.path.join(os.path.expanduser(spec.sources.bundle_dir), BUNDLE_KEY_FILE)
+    return LocalSource(path) if _regular_file(path) else None
+
+
+def apt_release_key(spec: Spec, repo: Repo) -> tuple[str | None, str | None]:
+    """(URL of the key, fingerprint required) to check an apt repository's InRelease with.
+
+    Upstream: NVIDIA's key and its cited fingerprint; a mirror: the key beside it (as the
+    nodes use it), any fingerprint (a re-signing mirror has its own).
+    """
+    if repo.url is None or repo.bundle is not None:
+        return None, None
+    required = table.APT_REPO_FINGERPRINTS.get(repo.kind) if spec.sources.mode is SourceMode.UPSTREAM else None
+    if repo.kind == CUDA_REPO:
+        return f"{repo.url}/{CUDA_APT_KEY}", required
+    return repo.key_url, required
 
 
 def bundle_files_single(path: str | None) -> LocalSource:

@@ -169,6 +169,22 @@ SOURCES: dict[str, Citation] = {
         "[nvidia-container-toolkit] baseurl=.../stable/rpm/$basearch repo_gpgcheck=1 gpgcheck=0 enabled=1 "
         "gpgkey=https://nvidia.github.io/libnvidia-container/gpgkey (the metadata is signed, the packages are not)",
     ),
+    "cuda-repo-key": Citation(
+        "NVIDIA CUDA repositories (Debian/Ubuntu), the key beside each repository",
+        "https://developer.download.nvidia.com/compute/cuda/repos/<distro>/x86_64/3bf863cc.pub",
+        "the flat repositories publish a signed InRelease (apt on ubuntu1804/x86_64: 'NO_PUBKEY A4B469963BF863CC'; "
+        "debian12/x86_64/InRelease: 'Policy will reject signature within a year'); key 3bf863cc.pub, primary "
+        "fingerprint EB693B3035CD5710E231E123A4B469963BF863CC as pinned by public installers next to that URL; "
+        "cuda-keyring ships the same key as /usr/share/keyrings/cuda-archive-keyring.gpg",
+    ),
+    "container-repo-key": Citation(
+        "NVIDIA Container Toolkit install guide; NVIDIA/libnvidia-container gh-pages",
+        "https://nvidia.github.io/libnvidia-container/gpgkey",
+        "'curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | gpg --dearmor -o "
+        "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg'; stable/deb/amd64 has a signed InRelease "
+        "(apt: 'stable/deb/amd64 InRelease ... NO_PUBKEY DDCAE044F796ECB0'); primary fingerprint "
+        "C95B321B61E88C1809C4F759DDCAE044F796ECB0 (pinned by public installers and Puppet apt::key resources)",
+    ),
 }
 
 #: Where sources disagree, which one gpuforge follows and why.
@@ -373,6 +389,13 @@ ENGINE_PACKAGES = {
     ("containerd", False): "containerd.io",
     ("docker", True): "docker.io",
     ("docker", False): "docker-ce",
+}
+
+#: The primary key fingerprint upstream's InRelease must be signed with, per apt repository kind
+#: (cuda-repo-key, container-repo-key). Mirrors may sign with their own key (recorded, not required).
+APT_REPO_FINGERPRINTS: dict[str, str] = {
+    "nvidia-cuda": "EB693B3035CD5710E231E123A4B469963BF863CC",
+    "nvidia-container": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
 }
 
 #: The toolkit repository's dnf options, as NVIDIA's own .repo file has them (container-toolkit-repo).

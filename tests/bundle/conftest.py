@@ -158,18 +158,59 @@ def build_deb(workdir: Path, name: str, version: str, depends: str = "", provide
     return out
 
 
-def flat_repo(repo: Path, debs: list[Deb], work: Path, gz: bool) -> None:
-    """An upstream-style flat repository: ``pool/*.deb`` and a ``Packages`` (+ ``.gz``) index."""
+class RepoKey:
+    """An "upstream" repository signing key in its own 0700 GnuPG home (gpg, as NVIDIA's repositories)."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        self.home = home
+        home.mkdir(mode=0o700)
+        self.gpg("--quick-gen-key", f"{name} <{name}@example.org>", "ed25519", "sign", "never")
+        self.fingerprint = next(
+            line.split(":")[9]
+            for line in self.gpg("--with-colons", "--list-keys").decode().splitlines()
+            if line.startswith("fpr:")
+        )
+
+    def gpg(self, *args: str, data: bytes | None = None) -> bytes:
+        env = {**os.environ, "GNUPGHOME": str(self.home)}
+        cmd = ["gpg", "--batch", "--quiet", "--passphrase", "", "--pinentry-mode", "loopback", *args]
+        return subprocess.run(cmd, input=data, env=env, check=True, capture_output=True).stdout
+
+    def armored(self) -> bytes:
+        return self.gpg("--armor", "--export")
+
+    def clearsign(self, text: str) -> bytes:
+        return self.gpg("--clearsign", data=text.encode())
+
+    def close(self) -> None:
+        env = {**os.environ, "GNUPGHOME": str(self.home)}
+        subprocess.run(["gpgconf", "--kill", "all"], env=env, check=False, capture_output=True)
+
+
+def sign_repo(repo: Path, key: RepoKey) -> None:
+    """``InRelease`` over the repository's index files, as a flat upstream repository has it."""
+    lines = ["Origin: test upstream", f"Label: {repo.name}", "Date: Sat, 01 Nov 2025 00:00:00 UTC", "SHA256:"]
+    for name in ("Packages", "Packages.gz"):
+        if (repo / name).is_file():
+            data = (repo / name).read_bytes()
+            lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+    (repo / "InRelease").write_bytes(key.clearsign("\n".join(lines) + "\n"))
+
+
+def flat_repo(repo: Path, debs: list[Deb], work: Path, gz: bool, key: RepoKey, key_file: str) -> None:
+    """An upstream-style flat repository: ``pool/*.deb``, a ``Packages`` (+ ``.gz``) index, its
+    signed ``InRelease`` and the key (armored, as NVIDIA publishes it) in ``key_file``."""
     pool = repo / "pool"
     pool.mkdir(parents=True)
     for name, version, depends, provides in debs:
         deb = build_deb(work, name, version, depends, provides)
         shutil.move(deb, pool / deb.name)
-    index_repo(repo, gz)
+    (repo / key_file).write_bytes(key.armored())
+    index_repo(repo, gz, key)
 
 
-def index_repo(repo: Path, gz: bool) -> None:
-    """(Re)write the ``Packages`` index of ``repo/pool/*.deb`` (only ``Packages.gz`` when ``gz``)."""
+def index_repo(repo: Path, gz: bool, key: RepoKey) -> None:
+    """(Re)write the ``Packages`` index of ``repo/pool/*.deb`` (only ``Packages.gz`` when ``gz``), signed."""
     stanzas = []
     for deb in sorted((repo / "pool").glob("*.deb")):
         data = deb.read_bytes()
@@ -186,6 +227,7 @@ def index_repo(repo: Path, gz: bool) -> None:
         (repo / "Packages.gz").write_bytes(gzip.compress(text.encode()))
     else:
         (repo / "Packages").write_text(text)
+    sign_repo(repo, key)
 
 
 @dataclass
@@ -227,14 +269,25 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Served tree: ``container/`` (plain Packages), ``cuda/`` (Packages.gz), ``artifacts/``."""
+def repo_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RepoKey]:
+    """The key the test upstream signs its repositories with."""
+    key = RepoKey(tmp_path_factory.mktemp("gnupg") / "home", "test-upstream")
+    try:
+        yield key
+    finally:
+        key.close()
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory: pytest.TempPathFactory, repo_key: RepoKey) -> Path:
+    """Served tree: ``container/`` (plain Packages, key ``gpgkey``), ``cuda/`` (Packages.gz, key
+    ``3bf863cc.pub``), both signed by ``repo_key``; ``artifacts/``."""
     if shutil.which("dpkg-deb") is None:
         pytest.skip("dpkg-deb is not installed")
     root = tmp_path_factory.mktemp("upstream")
     work = tmp_path_factory.mktemp("debs")
-    flat_repo(root / "container", CONTAINER_DEBS, work, gz=False)
-    flat_repo(root / "cuda", CUDA_DEBS, work, gz=True)
+    flat_repo(root / "container", CONTAINER_DEBS, work, gz=False, key=repo_key, key_file="gpgkey")
+    flat_repo(root / "cuda", CUDA_DEBS, work, gz=True, key=repo_key, key_file="3bf863cc.pub")
     (root / "artifacts").mkdir()
     for name, data in ARTIFACTS.items():
         (root / "artifacts" / name).write_bytes(data)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuforge.bundle.layout import FORMAT
 from tests.conftest import REPO, run_cli
 
 
@@ -17,7 +18,7 @@ def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> 
     good = b"enroot package bytes"
     (bundle / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"tampered bytes!!!!!!")
     manifest = {
-        "format": "gpuforge-bundle/1",
+        "format": FORMAT,
         "complete": True,
         "files": [
             {

@@ -12,9 +12,19 @@ from typing import Any
 import pytest
 
 from gpuforge.bundle.debian import PackageIndex, parse_packages
+from gpuforge.bundle.signing import BUNDLE_KEY, release_sums, release_text, verify_inrelease
 from gpuforge.bundle.verify import verify_bundle
 from gpuforge.render import nvidia_sources as src
-from tests.bundle.conftest import ARTIFACTS, Server, build_deb, cli_env, index_repo, mirror_spec, run_bundle
+from tests.bundle.conftest import (
+    ARTIFACTS,
+    RepoKey,
+    Server,
+    build_deb,
+    cli_env,
+    index_repo,
+    mirror_spec,
+    run_bundle,
+)
 
 CONTAINER = "apt/nvidia-container"
 CUDA = "apt/nvidia-cuda"
@@ -76,14 +86,17 @@ def write_spec(tmp_path: Path, base: str, name: str = "cluster.yaml") -> Path:
     return path
 
 
+SIGNED_META = ("/Packages", "/InRelease", "/Release", "/gpgkey", "/3bf863cc.pub")
+
+
 def fetched(server: Server) -> list[str]:
-    """Package and artifact files the server sent (indexes excluded)."""
-    return [p for p in server.requests if "/Packages" not in p]
+    """Package and artifact files the server sent (indexes, Release files and keys excluded)."""
+    return [p for p in server.requests if not any(m in p for m in SIGNED_META)]
 
 
-def check_complete_bundle(out: Path, spec_file: Path) -> None:
+def check_complete_bundle(out: Path, spec_file: Path, upstream_key: str) -> None:
     m = manifest(out)
-    assert m["format"] == "gpuforge-bundle/1"
+    assert m["format"] == "gpuforge-bundle/2"
     assert m["spec"] == {"name": "offl", "file": spec_file.name, "sha256": sha256(spec_file)}
     assert m["complete"] is True and m["missing"] == [] and m["unsupported"] == []
     assert m["fetched_from"] == "mirror"
@@ -122,16 +135,25 @@ def check_complete_bundle(out: Path, spec_file: Path) -> None:
         assert {p["package"]: p["version"] for p in repos[path]["packages"]} == pinned
         assert {e["dependency"]: e["required_by"] for e in repos[path]["external"]} == EXTERNAL[path]
         assert PackageIndex(stanzas).by_name.keys() == pinned.keys()
+        # Upstream's index was read only once its InRelease verified with the repository's key.
+        assert [x["signed_by"] for x in repos[path]["sources"]] == [upstream_key]
+        # The bundle's repository is signed by the bundle key, over exactly its Packages.
+        signed = verify_inrelease((out / path / "InRelease").read_bytes(), (out / BUNDLE_KEY).read_bytes())
+        assert signed.fingerprint == m["signing"]["fingerprint"] != upstream_key
+        packages = out / path / "Packages"
+        assert release_sums(signed.text) == {"Packages": (sha256(packages), packages.stat().st_size)}
+    assert m["signing"]["key"] == BUNDLE_KEY and sorted(m["signing"]["repositories"]) == sorted(PINNED)
+    assert b"PRIVATE KEY" not in b"".join((out / rel).read_bytes() for rel in listed)
     no_leftovers(out)
 
 
-def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
+def test_bundle_mirror_end_to_end(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
     spec_file = write_spec(tmp_path, served.url)
     out = tmp_path / "bundle"
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "complete" in cp.stdout and "INCOMPLETE" not in cp.stdout
-    check_complete_bundle(out, spec_file)
+    check_complete_bundle(out, spec_file, repo_key.fingerprint)
     # Only what is needed was fetched: no older or newer version, no unrelated package.
     got = fetched(served)
     assert len(got) == len(PINNED[CONTAINER]) + len(PINNED[CUDA]) + len(ARTIFACTS)
@@ -159,9 +181,9 @@ def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
     assert "INCOMPLETE" in cp.stdout
     m = manifest(out)
     assert m["complete"] is False
-    assert [(x["what"], x["url"]) for x in m["missing"]] == [
-        (f"{CONTAINER}: Packages index", f"{served.url}/container/Packages.gz"),
-        (f"{CUDA}: Packages index", f"{served.url}/cuda/Packages.gz"),
+    assert [(x["what"], x["url"]) for x in m["missing"]] == [  # the repository key is fetched first
+        (f"{CONTAINER}: Packages index", f"{served.url}/container/gpgkey"),
+        (f"{CUDA}: Packages index", f"{served.url}/cuda/3bf863cc.pub"),
     ]
     assert all("unreachable" in x["error"] and "refused" in x["error"].lower() for x in m["missing"])
     assert "missing apt/nvidia-cuda: Packages index" in cp.stderr
@@ -184,7 +206,7 @@ def test_bundle_mirror_end_to_end(served: Server, tmp_path: Path) -> None:
         assert fetched(again) == []
     finally:
         again.stop()
-    check_complete_bundle(out, spec2)
+    check_complete_bundle(out, spec2, repo_key.fingerprint)
 
     # --verify notices a changed file, and a stray file in a pushed repository.
     deb = next((out / CONTAINER).glob("nvidia-container-toolkit_*.deb"))
@@ -253,10 +275,13 @@ def test_changed_pin_replaces_stale_packages(served: Server, tmp_path: Path) -> 
     spec_file = write_spec(tmp_path, served.url)
     out = tmp_path / "bundle"
     assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
+    first_key = manifest(out)["signing"]["fingerprint"]
     spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.17.8", "container_toolkit: 1.18.0"))
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "4 stale removed" in cp.stdout
+    # The index changed: a new build key signs every repository again (the old one is gone for good).
+    assert manifest(out)["signing"]["fingerprint"] != first_key
     debs = sorted(p.name for p in (out / CONTAINER).glob("*.deb"))
     assert debs == [
         "libnvidia-container-tools_1.18.0-1_amd64.deb",
@@ -296,22 +321,11 @@ def test_rhel_repositories_are_unsupported(served: Server, tmp_path: Path) -> No
     assert "rpm/nvidia-cuda/repodata/repomd.xml" in {f["path"] for f in m["files"]}
 
 
-@pytest.mark.skipif(shutil.which("apt-get") is None, reason="apt-get is not installed")
-def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
-    """apt reads the regenerated indexes through the deploy's own source lines and pins,
-    resolves the pinned packages with the OS's libc6 and checks every .deb's checksum."""
-    spec_file = write_spec(tmp_path, served.url)
-    out = tmp_path / "bundle"
-    assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
-    root = tmp_path / "apt"
+def private_apt(root: Path, sources: str) -> dict[str, str]:
+    """An apt configuration of its own under ``root`` (sources, pins, state, cache): its environment."""
     for d in ("etc/preferences.d", "etc/sources.list.d", "state/lists/partial", "cache/archives/partial"):
-        (root / d).mkdir(parents=True)
-    lines = [
-        src.apt_list_line(src.Repo(kind, url=str(out / "apt" / kind), bundle=str(out / "apt" / kind)), "")
-        for kind in ("nvidia-container", "nvidia-cuda")
-    ]
-    assert all(line.startswith("deb [trusted=yes] file:") for line in lines)
-    (root / "etc/sources.list").write_text("".join(lines))
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "etc/sources.list").write_text(sources)
     (root / "etc/preferences.d/driver").write_text(src.driver_pin("550.163.01"))
     (root / "etc/preferences.d/dcgm").write_text(src.dcgm_pin("4.2.3"))
     os_packages = {"libc6": "2.39-0ubuntu8", "libseccomp2": "2.5.5-1ubuntu3", "dkms": "3.0.11-1ubuntu13"}
@@ -332,8 +346,38 @@ def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
         f'Dir::Cache "{root}/cache";\nAPT::Architecture "amd64";\nAPT::Architectures {{ "amd64"; }};\n'
         'APT::Sandbox::User "root";\nDebug::NoLocking "true";\nAcquire::Languages "none";\n'
     )
-    env = {**cli_env(), "APT_CONFIG": str(conf)}
-    update = subprocess.run(["apt-get", "-q", "update"], capture_output=True, text=True, env=env)
+    return {**cli_env(), "APT_CONFIG": str(conf)}
+
+
+def apt_update(env: dict[str, str], fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """``apt-get update``; ``fresh``: as on a node that has no lists yet (apt refetches no index
+    whose InRelease it already has unchanged)."""
+    if fresh:
+        lists = Path(env["APT_CONFIG"]).parent / "state" / "lists"
+        for p in lists.glob("*"):
+            if p.is_file():
+                p.unlink()
+    return subprocess.run(["apt-get", "-q", "update"], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="apt-get is not installed")
+def test_apt_installs_from_the_bundle(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
+    """apt reads the regenerated indexes through the deploy's own source lines and pins, checks
+    the bundle's signature with the bundle key, resolves the pinned packages with the OS's libc6
+    and checks every .deb's checksum."""
+    spec_file = write_spec(tmp_path, served.url)
+    out = tmp_path / "bundle"
+    assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
+    lines = [
+        src.apt_list_line(src.Repo(kind, url=str(out / "apt" / kind), bundle=str(out / "apt" / kind)), "")
+        for kind in ("nvidia-container", "nvidia-cuda")
+    ]
+    assert all(line.startswith(f"deb [signed-by={src.BUNDLE_KEYRING}] file:") for line in lines)
+    assert not any("trusted" in line for line in lines)
+    # The key where the deploy puts it on a node: here, the bundle's own copy.
+    sources = "".join(lines).replace(src.BUNDLE_KEYRING, str(out / BUNDLE_KEY))
+    env = private_apt(tmp_path / "apt", sources)
+    update = apt_update(env)
     assert update.returncode == 0, update.stdout + update.stderr
     assert "W:" not in update.stdout + update.stderr
     toolkit = [f"{p}=1.17.8-1" for p in PINNED[CONTAINER]]
@@ -356,6 +400,19 @@ def test_apt_installs_from_the_bundle(served: Server, tmp_path: Path) -> None:
     inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert inst.returncode != 0
     assert "Hash Sum mismatch" in inst.stdout + inst.stderr or "Size mismatch" in inst.stdout + inst.stderr
+
+    # apt checks the signature: an index changed after signing is refused ...
+    packages = out / CONTAINER / "Packages"
+    packages.write_text(packages.read_text().replace("1.17.8-1", "1.17.9-1", 1))
+    update = apt_update(env, fresh=True)
+    assert update.returncode != 0
+    assert "Hash Sum mismatch" in update.stdout + update.stderr or "unexpected size" in update.stdout + update.stderr
+    # ... and so is an InRelease over that index signed by another key (the upstream test key here).
+    resigned = repo_key.clearsign(release_text(CONTAINER, {"Packages": packages.read_bytes()}))
+    (out / CONTAINER / "InRelease").write_bytes(resigned)
+    update = apt_update(env, fresh=True)
+    assert update.returncode != 0
+    assert "NO_PUBKEY" in update.stdout + update.stderr and "is not signed" in update.stdout + update.stderr
 
 
 def test_release_files_without_a_source_can_be_placed_by_hand(served: Server, tmp_path: Path) -> None:
@@ -394,7 +451,7 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
     assert report["ok"] is False and "cannot read the manifest" in report["problems"][0]
 
 
-def test_two_distros_with_different_builds_conflict(served: Server, tmp_path: Path) -> None:
+def test_two_distros_with_different_builds_conflict(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
     """One apt/nvidia-cuda/ serves every node: a package built differently per distro is reported."""
     shutil.copytree(served.root / "cuda", served.root / "cuda-ubuntu2404")
     debian = served.root / "cuda-debian12"
@@ -408,7 +465,7 @@ def test_two_distros_with_different_builds_conflict(served: Server, tmp_path: Pa
     ):
         deb = build_deb(tmp_path, name, "550.163.01-1", deps)
         shutil.move(deb, debian / "pool" / deb.name)
-    index_repo(debian, gz=True)
+    index_repo(debian, gz=True, key=repo_key)
     text = write_spec(tmp_path, served.url).read_text()
     text = text.replace(f"{served.url}/cuda\n", f"{served.url}/cuda-{{distro}}\n")
     text = text.replace(

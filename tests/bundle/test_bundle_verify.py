@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuforge.bundle.layout import FORMAT
 from gpuforge.bundle.verify import verify_bundle
 from tests.helpers import write_bundle_manifest
 
@@ -86,7 +87,7 @@ def test_what_must_not_reach_a_node_is_refused(tmp_path: Path, mutate: Callable[
 )
 def test_a_malformed_manifest_is_reported_not_a_crash(tmp_path: Path, entries: list[object], expected: str) -> None:
     b = bundle(tmp_path)
-    (b / "manifest.json").write_text(json.dumps({"files": entries, "complete": True}))
+    (b / "manifest.json").write_text(json.dumps({"format": FORMAT, "files": entries, "complete": True}))
     assert any(p.startswith(expected) for p in verify_bundle(b)), verify_bundle(b)
 
 

@@ -76,9 +76,12 @@ def test_fresh_node_installs_everything_from_the_bundle(bundle: Path) -> None:
             data = pushed[f"{ON_NODE}/{rel}"]
             assert data == (bundle / rel).read_bytes()
             assert hashlib.sha256(data).hexdigest() == sums[rel]
-    assert uploads[src.CUDA_LIST] == f"deb [trusted=yes] file:{ON_NODE}/apt/nvidia-cuda ./\n".encode()
-    assert uploads[src.CONTAINER_LIST] == f"deb [trusted=yes] file:{ON_NODE}/apt/nvidia-container ./\n".encode()
-    assert not any(s.kind == "keyring" for s in plans["nvidia-repos"])  # a pushed bundle needs no key
+    signed = f"deb [signed-by={src.BUNDLE_KEYRING}] file:{ON_NODE}"
+    assert uploads[src.CUDA_LIST] == f"{signed}/apt/nvidia-cuda ./\n".encode()
+    assert uploads[src.CONTAINER_LIST] == f"{signed}/apt/nvidia-container ./\n".encode()
+    # The bundle's own key goes where signed-by names it; no key is downloaded from anywhere.
+    assert uploads[src.BUNDLE_KEYRING] == (bundle / "apt" / "gpuforge-bundle.gpg").read_bytes()
+    assert not any(s.kind == "keyring" for s in plans["nvidia-repos"])
     assert [s.kind for s in plans["nvidia-repos"]][-1] == "apt-update"
 
     # Release files: pushed from artifacts/ and installed from where they were pushed.

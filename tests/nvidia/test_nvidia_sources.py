@@ -98,10 +98,13 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     repo = src.container_repo(s, OsFamily.UBUNTU2404)
     assert repo.url == "/var/lib/gpuforge/bundle/apt/nvidia-container" and repo.bundle is not None
     assert src.apt_list_line(repo, src.CONTAINER_KEYRING) == (
-        "deb [trusted=yes] file:/var/lib/gpuforge/bundle/apt/nvidia-container ./\n"
+        "deb [signed-by=/etc/apt/keyrings/gpuforge-bundle.gpg] file:/var/lib/gpuforge/bundle/apt/nvidia-container ./\n"
     )
-    [(rel, packages)] = src.bundle_files(repo.bundle)
-    assert rel == "Packages" and Path(packages.path).read_bytes() == b"Package: x\n"
+    pushed = dict(src.bundle_files(repo.bundle))
+    assert sorted(pushed) == ["InRelease", "Packages"]  # the index and the bundle's signature over it
+    assert Path(pushed["Packages"].path).read_bytes() == b"Package: x\n"
+    bundle_key = src.bundle_key(s)
+    assert bundle_key is not None and bundle_key.path == str(tmp_path / "apt" / "gpuforge-bundle.gpg")
     assert not src.cuda_repo(s, OsFamily.UBUNTU2404).available  # not in the bundle
     pyxis = src.pyxis_artifact(s)
     assert pyxis.local is not None and pyxis.node_path == "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"

@@ -35,6 +35,9 @@ def repos_layer(ctx: Ctx) -> Layer:
     for r in repos:
         if r.bundle is not None:
             files += [upload_file(f"{r.url}/{rel}", data) for rel, data in src.bundle_files(r.bundle)]
+    bundle_key = src.bundle_key(s)
+    if ctx.deb and bundle_key is not None and any(r.bundle is not None for r in repos):
+        files.append(upload_file(src.BUNDLE_KEYRING, bundle_key))  # what the bundle's InRelease is checked with
     files += nvidia_repo_files(s, ctx.node)
     if ctx.deb:
         if cuda is not None and cuda.available and cuda.bundle is None:

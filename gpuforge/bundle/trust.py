@@ -1,0 +1,125 @@
+"""The bundle's chain of trust: upstream's signed index in, the bundle's own signature out.
+
+In: ``signed_index`` fetches a flat repository's ``Packages`` index only together with its
+``InRelease`` (or ``Release`` + ``Release.gpg``) and the repository key, checks the signature
+(and, from upstream, the key's cited fingerprint) and the index's SHA256 against the signed
+text. Out: ``sign_repositories`` writes each bundled repository's ``InRelease`` signed by a key
+made for the build and the public key at ``apt/gpuforge-bundle.gpg``, keeping both as they are
+when nothing they cover changed (a re-run with no change rewrites nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuforge.bundle.fetch import Fetcher, FetchError, decode_index
+from gpuforge.bundle.needs import RepoNeed
+from gpuforge.bundle.signing import (
+    BUNDLE_KEY,
+    RELEASE,
+    BundleSigner,
+    SignatureError,
+    Signed,
+    check_index,
+    release_text,
+    verify_detached,
+    verify_inrelease,
+)
+
+
+class UntrustedIndex(Exception):
+    """An index that is not signed, or not by the repository's key, or not what was signed."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class VerifiedIndex:
+    """A Packages index whose signature and checksum were checked."""
+
+    url: str
+    text: str
+    fingerprint: str
+    key_url: str
+
+
+def _signed_release(fetcher: Fetcher, base: str, keyring: bytes) -> Signed:
+    """``InRelease``, else ``Release`` with ``Release.gpg``, verified with ``keyring``."""
+    try:
+        inrelease = fetcher.small(f"{base}/InRelease")
+    except FetchError as e:
+        if e.unreachable:
+            raise
+        try:
+            release = fetcher.small(f"{base}/Release")
+            detached = fetcher.small(f"{base}/Release.gpg")
+        except FetchError as e2:
+            if e2.unreachable:
+                raise
+            raise UntrustedIndex(
+                f"{base}/InRelease", "the repository publishes no InRelease nor Release.gpg: it is not signed"
+            ) from None
+        return verify_detached(release, detached, keyring)
+    return verify_inrelease(inrelease, keyring)
+
+
+def signed_index(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> VerifiedIndex:
+    """The repository's Packages index, read only once its signature and checksum check out.
+
+    ``keys`` caches key files by URL. Raises FetchError (not fetched) or UntrustedIndex.
+    """
+    assert need.url is not None
+    base = need.url.rstrip("/")
+    if need.key_url is None:
+        raise UntrustedIndex(base, "no signing key is known for this repository")
+    if need.key_url not in keys:
+        keys[need.key_url] = fetcher.small(need.key_url, 1 << 20)
+    try:
+        signed = _signed_release(fetcher, base, keys[need.key_url])
+        if need.fingerprint is not None and signed.fingerprint != need.fingerprint:
+            raise SignatureError(f"signed by key {signed.fingerprint}, not by the repository's key {need.fingerprint}")
+        url, name, data = fetcher.index(base)
+        check_index(signed, name, data)
+    except SignatureError as e:
+        raise UntrustedIndex(f"{base}/InRelease", f"{e} (key {need.key_url})") from None
+    return VerifiedIndex(url, decode_index(url, name, data), signed.fingerprint, need.key_url)
+
+
+def _current(out: Path, repos: list[str]) -> bool:
+    """Do the key and every repository's InRelease still cover the Packages beside them?"""
+    key = out / BUNDLE_KEY
+    if not key.is_file():
+        return False
+    keyring = key.read_bytes()
+    for path in repos:
+        inrelease = out / path / RELEASE
+        if not inrelease.is_file():
+            return False
+        try:
+            signed = verify_inrelease(inrelease.read_bytes(), keyring)
+        except SignatureError:
+            return False
+        if signed.text != release_text(path, {"Packages": (out / path / "Packages").read_bytes()}):
+            return False
+    return True
+
+
+def sign_repositories(out: Path, repos: list[str], bundle_name: str, write: Callable[[str, bytes], None]) -> str:
+    """Sign every bundled apt repository (``apt/<kind>`` with a ``Packages``); the key's fingerprint.
+
+    ``write(rel, data)`` writes one bundle file atomically. When the existing key and
+    signatures still cover the indexes nothing is written; otherwise a new key signs all.
+    Raises SignatureError when gpg cannot sign.
+    """
+    if not _current(out, repos):
+        with BundleSigner(f"gpuforge bundle {bundle_name}") as signer:
+            write(BUNDLE_KEY, signer.public_key())
+            for path in repos:
+                text = release_text(path, {"Packages": (out / path / "Packages").read_bytes()})
+                write(f"{path}/{RELEASE}", signer.clearsign(text))
+    return verify_inrelease((out / repos[0] / RELEASE).read_bytes(), (out / BUNDLE_KEY).read_bytes()).fingerprint
