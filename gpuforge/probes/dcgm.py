@@ -182,9 +182,12 @@ def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
     """Parse ``dcgmi diag -r N -j``.
 
     DCGM 3.x: ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
-    "results": [{"gpu_ids"|"gpu_id", "status", "warnings", "info"}]}]}]}}``.
-    DCGM 4.x renamed the root to ``"DCGM Diagnostic"`` and adds a per-test ``test_summary``;
-    both are accepted (best effort for 4.x until captured on hardware).
+    "results": [{"gpu_ids"|"gpu_id", "status", "warnings", "info"}]}]}], "version"}}``.
+    DCGM 4.x (dcgmi/Diag.cpp ``HelperJsonBuildOutput``; DCGM's testing/python3/dcgm_diag_schema.json):
+    root ``"DCGM Diagnostic"``; a result per entity (``entity_group`` "GPU"/"CPU"/..., ``entity_id``)
+    with ``warnings`` as objects (``warning``, ``error_id``, ...); a per-test ``test_summary`` whose
+    status is the test's verdict (it also holds the errors no entity owns); ``metadata``
+    (``version``, ``Driver Version Detected``) and ``entity_groups`` at the top level.
     """
     out = split_guarded(lines)
     info = _empty_diag(out.available, out.rc)
@@ -205,9 +208,11 @@ def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
     root = data.get("DCGM GPU Diagnostic") or data.get("DCGM Diagnostic") or data if isinstance(data, dict) else {}
     if not isinstance(root, dict):
         root = {}
-    for key in ("version", "driver_version_detected", "Driver Version Detected"):
-        if key in root and isinstance(root[key], str):
-            info["metadata"][key] = root[key]
+    top_metadata = data.get("metadata") if isinstance(data, dict) else None
+    for source in (root, top_metadata if isinstance(top_metadata, dict) else {}):
+        for key in ("version", "driver_version_detected", "Driver Version Detected"):
+            if key in source and isinstance(source[key], str):
+                info["metadata"][key] = source[key]
     runtime_error = root.get("runtime_error") or (data.get("runtime_error") if isinstance(data, dict) else None)
     if runtime_error:
         info["error"] = str(runtime_error)
@@ -224,15 +229,20 @@ def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
                 if not isinstance(result, dict):
                     continue
                 gpu = result.get("gpu_ids", result.get("gpu_id", result.get("entity_id")))
+                group = str(result.get("entity_group", "GPU"))
                 status = diag_status(str(result.get("status", "")))
                 if gpu is not None:
-                    for gpu_id in str(gpu).split(","):
-                        per_gpu[gpu_id.strip()] = status
+                    for gpu_id in str(gpu).split(","):  # other entities (CPU) keep their group's name
+                        per_gpu[gpu_id.strip() if group == "GPU" else f"{group}{gpu_id.strip()}"] = status
                 for kind, key in (("warning", "warnings"), ("info", "info"), ("error", "errors")):
                     messages.extend(DiagMessage(kind=kind, text=text) for text in _json_messages(result, key))
             summary = test.get("test_summary")
             if isinstance(summary, dict) and summary.get("status"):
                 overall = diag_status(str(summary["status"]))
+                for kind, key in (("warning", "warnings"), ("info", "info")):
+                    known = {m["text"] for m in messages}
+                    texts = _json_messages(summary, key)
+                    messages.extend(DiagMessage(kind=kind, text=t) for t in texts if t not in known)
             else:
                 statuses = set(per_gpu.values())
                 overall = next((s for s in ("fail", "warn", "pass", "skip", "not_run") if s in statuses), "unknown")
