@@ -1,0 +1,124 @@
+"""Simulated nodes for the whole pyinfra path, without a lab: a connector that records every
+command and upload a run sends, and answers with scripted output (a fresh node: no output).
+
+``simulated(monkeypatch, ...)`` makes every host the deploys build use ``SimulatedConnector``;
+node locks are taken by running the real lock command locally on a lock file under the test's
+directory (no SSH). Nothing leaves this process but that local shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyinfra.api import StringCommand
+from pyinfra.api.exceptions import ConnectError
+from pyinfra.api.util import get_file_io
+from pyinfra.connectors.base import BaseConnector
+from pyinfra.connectors.util import CommandOutput, OutputLine
+
+#: (host, command) -> (ok, output lines) or None for the default (success, no output).
+Responder = Callable[[str, str], "tuple[bool, list[str]] | None"]
+
+
+@dataclass
+class SimulatedCluster:
+    """What the simulated nodes were sent, per host, in order."""
+
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    uploads: dict[str, list[tuple[str, bytes]]] = field(default_factory=dict)
+    unreachable: set[str] = field(default_factory=set)
+    responders: list[Responder] = field(default_factory=list)
+
+    def respond(self, pattern: str, lines: list[str], ok: bool = True, host: str | None = None) -> None:
+        """Answer commands matching ``pattern`` (a regex searched in the command) with ``lines``."""
+        regex = re.compile(pattern)
+
+        def responder(h: str, command: str) -> tuple[bool, list[str]] | None:
+            if (host is None or h == host) and regex.search(command):
+                return ok, lines
+            return None
+
+        self.responders.insert(0, responder)
+
+    def answer(self, host: str, command: str) -> tuple[bool, list[str]]:
+        self.commands.setdefault(host, []).append(command)
+        for responder in self.responders:
+            got = responder(host, command)
+            if got is not None:
+                return got
+        return True, []
+
+
+class SimulatedConnector(BaseConnector):
+    """A pyinfra connector whose host is a ``SimulatedCluster`` entry."""
+
+    handles_execution = True
+    cluster: SimulatedCluster = SimulatedCluster()
+
+    @staticmethod
+    def make_names_data(name: str | None = None) -> Any:  # pragma: no cover - hosts are built by gpuforge
+        yield name, {}, []
+
+    def connect(self) -> None:
+        if self.host.name in self.cluster.unreachable:
+            raise ConnectError(f"{self.host.name}: no route to host (simulated)")
+
+    def run_shell_command(
+        self, command: StringCommand, print_output: bool = False, print_input: bool = False, **arguments: Any
+    ) -> tuple[bool, CommandOutput]:
+        text = command.get_raw_value() if isinstance(command, StringCommand) else str(command)
+        ok, lines = self.cluster.answer(self.host.name, text)
+        stream = "stdout" if ok else "stderr"
+        return ok, CommandOutput([OutputLine(stream, line) for line in lines])
+
+    def put_file(
+        self,
+        filename_or_io: Any,
+        remote_filename: str,
+        remote_temp_filename: str | None = None,
+        print_output: bool = False,
+        print_input: bool = False,
+        **arguments: Any,
+    ) -> bool:
+        with get_file_io(filename_or_io) as f:
+            data = f.read()
+        data = data.encode() if isinstance(data, str) else data
+        self.cluster.uploads.setdefault(self.host.name, []).append((remote_filename, data))
+        return True
+
+    def get_file(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+
+def simulated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimulatedCluster:
+    """Route every pyinfra host to a fresh ``SimulatedCluster``; node locks taken locally."""
+    import pyinfra.api.inventory as pyinfra_inventory
+
+    from gpuforge.orchestrate import node_lock
+
+    cluster = SimulatedCluster()
+    monkeypatch.setattr(SimulatedConnector, "cluster", cluster)
+    connectors = {"ssh": SimulatedConnector, "vagrant": SimulatedConnector}
+    monkeypatch.setattr(pyinfra_inventory, "get_execution_connectors", lambda: connectors)
+    monkeypatch.setattr(pyinfra_inventory, "get_all_connectors", lambda: connectors)
+    locks = tmp_path / "node-locks"
+
+    def local_lock(spec: Any, spec_path: Any, name: str, command: str) -> list[str]:
+        if name in cluster.unreachable:
+            return ["sh", "-c", "echo 'ssh: connect to host: No route to host' >&2; exit 255"]
+        where = locks / name
+        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(where)))]
+
+    monkeypatch.setattr(node_lock, "ssh_argv", local_lock)
+    return cluster
+
+
+def run_local(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
