@@ -122,6 +122,61 @@ def parse_nvidia_smi_list(lines: list[str]) -> MigDevicesInfo:
     return info
 
 
+# --------------------------------------------------------------------------- GPU instance profiles
+
+
+class GpuInstanceProfile(TypedDict):
+    """One row of ``nvidia-smi mig -lgip``: a profile a GPU offers, and how many are free."""
+
+    gpu: int
+    name: str  # without the "MIG " prefix: 1g.10gb, 1g.12gb+me, ...
+    id: int
+    free: int
+    total: int
+    memory_gib: float
+
+
+class GpuInstanceProfilesInfo(NvidiaSmiStatus):
+    """Result of :class:`MigGpuInstanceProfiles`; ``profiles`` is empty when no GPU has MIG on."""
+
+    profiles: list[GpuInstanceProfile]
+
+
+#: ``|   0  MIG 1g.12gb       19     7/7        10.75      No     16     1     0   |`` (the row's
+#: second line, CE/JPEG/OFA, carries no profile name and is skipped).
+_LGIP_RE = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+MIG\s+(?P<name>\S+)\s+(?P<id>\d+)\s+(?P<free>\d+)/(?P<total>\d+)\s+(?P<mem>[\d.]+)\s"
+)
+
+
+def parse_mig_lgip(lines: list[str]) -> GpuInstanceProfilesInfo:
+    """Parse ``nvidia-smi mig -lgip`` (the GPU instance profiles table, every MIG-enabled GPU)."""
+    out = split_guarded(lines)
+    info = GpuInstanceProfilesInfo(
+        available=out.available,
+        rc=out.rc,
+        error=explain_nvidia_smi_rc(out.rc, out.available),
+        messages=[],
+        profiles=[],
+    )
+    for line in out.lines:
+        row = _LGIP_RE.match(line)
+        if row:
+            info["profiles"].append(
+                GpuInstanceProfile(
+                    gpu=int(row.group("gpu")),
+                    name=row.group("name"),
+                    id=int(row.group("id")),
+                    free=int(row.group("free")),
+                    total=int(row.group("total")),
+                    memory_gib=float(row.group("mem")),
+                )
+            )
+        elif line.strip() and not line.lstrip().startswith(("+", "|")):
+            info["messages"].append(line.strip())  # e.g. "No MIG-enabled devices found."
+    return info
+
+
 # --------------------------------------------------------------------------- mig-parted assert
 
 

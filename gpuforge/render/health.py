@@ -64,7 +64,9 @@ def health_config(spec: Spec, node: Node) -> dict[str, Any]:
             "ecc_expected": model.supports_mig,
         }
         if node.mig_config:
-            cfg["mig"] = {"config": node.mig_config, "file": MIG_CONFIG}
+            layout = spec.mig.configs.get(node.mig_config, [])
+            profiles = sorted({name for entry in layout for name in entry.mig_devices})
+            cfg["mig"] = {"config": node.mig_config, "file": MIG_CONFIG, "profiles": profiles}
         cfg["dcgm"] = {
             "enabled": spec.dcgm.enabled,
             "diag_level": spec.dcgm.diag_level,

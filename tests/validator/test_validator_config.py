@@ -27,7 +27,11 @@ def test_gpu_node_config_from_the_h100_spec() -> None:
                           "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": True,
                           "ecc_expected": True}  # fmt: skip
     assert cfg["driver_version"] == "550.163.01"
-    assert cfg["mig"] == {"config": "inference", "file": "/etc/nvidia-mig-manager/gpuforge.yaml"}
+    assert cfg["mig"] == {
+        "config": "inference",
+        "file": "/etc/nvidia-mig-manager/gpuforge.yaml",
+        "profiles": ["1g.10gb", "2g.20gb", "3g.40gb"],  # what mig.configs.inference names
+    }
     assert cfg["container"]["engine"] == "containerd" and cfg["container"]["toolkit_on_host"]
     assert cfg["slurm"]["compute"] and not cfg["slurm"]["controller"]
     ctl = health_config(spec, node(spec, "ctl01"))

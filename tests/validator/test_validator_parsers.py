@@ -45,6 +45,7 @@ def ids(paths: list[Path]) -> list[str]:
         ("xid", "nvidia.XidErrors"),
         ("modules", "nvidia.KernelModules"),
         ("driver", "nvidia.NvidiaDriverVersion"),
+        ("mig_profiles", "mig.MigGpuInstanceProfiles"),
     ],
 )
 def test_probe_commands_are_the_facts_commands(probe: str, fact: str) -> None:
@@ -247,3 +248,45 @@ def test_smi_exit_codes_match_the_facts_table() -> None:
 class _Ctx(framework.NodeContext):
     def _run(self, key: str) -> list[str]:
         raise AssertionError(key)
+
+
+# gpu.mig_profiles on real nvidia-smi mig -lgip output ------------------------------------------
+
+NVL = fixtures("mig.MigGpuInstanceProfiles")[0]
+MIG_OFF = next(p for p in fixtures("mig.MigGpuInstanceProfiles") if "no_mig" in p.stem)
+
+
+def _profiles(out: list[str], wanted: list[str]) -> tuple[str, str]:
+    cfg = {"gpu": {"count": 1}, "mig": {"config": "inference", "file": "/f", "profiles": wanted}}
+    return checks_gpu._mig_profiles(_Ctx(cfg, {"mig_profiles": out}))
+
+
+def test_mig_profiles_of_the_layout_are_offered() -> None:
+    assert NVL.stem == "mig_lgip_h100_nvl_94gb"
+    out, _ = load(NVL)
+    assert _profiles(out, ["1g.12gb", "3g.47gb"]) == (
+        base.PASS,
+        "every profile of layout inference is offered (1g.12gb, 3g.47gb)",
+    )
+
+
+def test_a_layout_for_80_gb_cards_on_a_94_gb_h100_is_named() -> None:
+    out, _ = load(NVL)
+    assert _profiles(out, ["1g.10gb", "1g.12gb", "3g.40gb"]) == (
+        base.FAIL,
+        "layout inference names 1g.10gb, 3g.40gb, which these GPUs do not offer (they offer 1g.12gb, "
+        "1g.12gb+me, 1g.24gb, 2g.24gb, 3g.47gb, 4g.47gb, 7g.94gb)",
+    )
+
+
+def test_mig_off_is_left_to_gpu_mig_and_a_missing_or_failing_nvidia_smi_fails() -> None:
+    out, _ = load(MIG_OFF)
+    assert _profiles(out, ["1g.10gb"]) == (
+        base.SKIP,
+        "No MIG-enabled devices found. (MIG mode is off: gpu.mig says why)",
+    )
+    assert _profiles(["__missing=nvidia-smi"], ["1g.10gb"]) == (base.FAIL, "nvidia-smi not found")
+    assert _profiles(["__rc=9"], ["1g.10gb"]) == (
+        base.FAIL,
+        "nvidia-smi exit code 9: NVIDIA driver is not loaded (nvidia-smi could not communicate with the NVIDIA driver)",
+    )

@@ -9,9 +9,11 @@ from pyinfra.api import FactBase
 from gpuforge.probes._common import guarded
 from gpuforge.probes.mig import (
     MIG_MODE_FIELDS,
+    GpuInstanceProfilesInfo,
     MigDevicesInfo,
     MigModeInfo,
     MigPartedAssertInfo,
+    parse_mig_lgip,
     parse_mig_mode,
     parse_mig_parted_assert,
     parse_nvidia_smi_list,
@@ -44,6 +46,20 @@ class MigDevices(FactBase[MigDevicesInfo]):
 
     def process(self, output: list[str]) -> MigDevicesInfo:
         return parse_nvidia_smi_list(output)
+
+
+class MigGpuInstanceProfiles(FactBase[GpuInstanceProfilesInfo]):
+    """The MIG profiles each MIG-enabled GPU offers, with free/total counts (``nvidia-smi mig -lgip``)."""
+
+    def command(self) -> str:
+        return guarded("nvidia-smi", "nvidia-smi mig -lgip")
+
+    @staticmethod
+    def default() -> GpuInstanceProfilesInfo:
+        return GpuInstanceProfilesInfo(available=False, rc=None, error=None, messages=[], profiles=[])
+
+    def process(self, output: list[str]) -> GpuInstanceProfilesInfo:
+        return parse_mig_lgip(output)
 
 
 class MigPartedAssert(FactBase[MigPartedAssertInfo]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from gpuforge.probes.mig import parse_mig_lgip
 from gpuforge.probes.nvidia import SERIOUS_XIDS
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, WARNING, Config, Outcome
 from gpuforge.validator.node.framework import NodeContext, check
@@ -384,6 +385,36 @@ def _mig(ctx: NodeContext) -> Outcome:
     last = next((line for line in reversed(m.lines) if line.strip()), "")
     msg = re.search(r'msg="((?:[^"\\]|\\.)*)"', last)
     return FAIL, f"MIG layout {name} not applied: {(msg.group(1) if msg else last.strip()) or f'exit {m.rc}'}"
+
+
+@check(
+    "gpu.mig_profiles",
+    "hardware",
+    CRITICAL,
+    "The GPUs offer every MIG profile the node's layout names (nvidia-smi mig -lgip)",
+    depends_on=("driver.smi",),
+    needs=("mig_profiles",),
+    gate=gate_mig,
+)
+def _mig_profiles(ctx: NodeContext) -> Outcome:
+    """A layout written for another memory size (1g.10gb on a 94 GB H100, which offers 1g.12gb)
+    is named here, instead of mig-parted's failure to create an unknown profile."""
+    info = parse_mig_lgip(ctx.out("mig_profiles"))
+    wanted = [str(p) for p in (ctx.cfg.get("mig") or {}).get("profiles") or []]
+    if not info["available"]:
+        return FAIL, "nvidia-smi not found"
+    if not info["profiles"]:
+        if info["messages"]:
+            return SKIP, f"{info['messages'][0]} (MIG mode is off: gpu.mig says why)"
+        return FAIL, info["error"] or "nvidia-smi mig -lgip listed no profile"
+    offered = sorted({p["name"] for p in info["profiles"]})
+    missing = [p for p in wanted if p not in offered]
+    if missing:
+        return FAIL, (
+            f"layout {ctx.cfg['mig']['config']} names {', '.join(missing)}, which these GPUs do not offer "
+            f"(they offer {', '.join(offered)})"
+        )
+    return PASS, f"every profile of layout {ctx.cfg['mig']['config']} is offered ({', '.join(wanted)})"
 
 
 def gate_diag(cfg: Config) -> str | None:

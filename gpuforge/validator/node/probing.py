@@ -273,6 +273,7 @@ PROBES: dict[str, Probe] = {
         Probe("munge", sh=lambda cfg: guarded("munge", "munge -n | unmunge")),
         Probe("srun_help", sh=lambda cfg: guarded("srun", "srun --help")),
         Probe("mig", sh=_mig_command, timeout=lambda cfg: 30.0),
+        Probe("mig_profiles", sh=lambda cfg: guarded("nvidia-smi", "nvidia-smi mig -lgip")),
         Probe(
             "dcgm_diag",
             sh=_diag_command,
