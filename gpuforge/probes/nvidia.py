@@ -408,6 +408,57 @@ def parse_nvlink_status(lines: list[str]) -> NvlinkInfo:
     return NvlinkInfo(**status, gpus=gpus, inactive_links=inactive)
 
 
+# --------------------------------------------------------------------------- nvidia-smi topo -m
+
+
+class TopologyInfo(NvidiaSmiStatus):
+    """``nvidia-smi topo -m``: how each pair of GPUs is connected (``NV18``, ``SYS``, ``PIX``, ...)
+    and each GPU's CPU and NUMA affinity. ``links`` maps ``"GPU0-GPU1"`` (lower index first)."""
+
+    gpus: list[str]
+    links: dict[str, str]
+    cpu_affinity: dict[str, str]
+    numa_affinity: dict[str, str]
+
+
+def parse_topology_matrix(lines: list[str]) -> TopologyInfo:
+    """Parse ``nvidia-smi topo -m`` (tab-separated: a header of device columns, then one row per
+    device; NIC rows and columns and the legend are read past)."""
+    out = split_guarded(lines)
+    info = TopologyInfo(
+        available=out.available,
+        rc=out.rc,
+        error=explain_nvidia_smi_rc(out.rc, out.available),
+        messages=[],
+        gpus=[],
+        links={},
+        cpu_affinity={},
+        numa_affinity={},
+    )
+    header: list[str] | None = None
+    for line in out.lines:
+        cells = [c.strip() for c in line.split("\t")]
+        if header is None:
+            if len(cells) > 1 and cells[0] == "" and cells[1].startswith("GPU"):
+                header = cells[1:]
+            elif line.strip():
+                info["messages"].append(line.strip())
+            continue
+        if not cells[0].startswith("GPU") or not cells[0][3:].isdigit():
+            continue  # NIC rows, the blank line and the legend
+        row, values = cells[0], cells[1:]
+        info["gpus"].append(row)
+        for column, value in zip(header, values, strict=False):
+            if column.startswith("GPU") and column[3:].isdigit() and column != row:
+                pair = "-".join(sorted((row, column), key=lambda g: int(g[3:])))
+                info["links"][pair] = value
+            elif column == "CPU Affinity":
+                info["cpu_affinity"][row] = value
+            elif column == "NUMA Affinity":
+                info["numa_affinity"][row] = value
+    return info
+
+
 # --------------------------------------------------------------------------- Xid errors
 
 

@@ -46,6 +46,7 @@ def ids(paths: list[Path]) -> list[str]:
         ("modules", "nvidia.KernelModules"),
         ("driver", "nvidia.NvidiaDriverVersion"),
         ("mig_profiles", "mig.MigGpuInstanceProfiles"),
+        ("topo", "nvidia.GpuTopology"),
     ],
 )
 def test_probe_commands_are_the_facts_commands(probe: str, fact: str) -> None:
@@ -290,3 +291,34 @@ def test_mig_off_is_left_to_gpu_mig_and_a_missing_or_failing_nvidia_smi_fails() 
         base.FAIL,
         "nvidia-smi exit code 9: NVIDIA driver is not loaded (nvidia-smi could not communicate with the NVIDIA driver)",
     )
+
+
+# gpu.topology on real nvidia-smi topo -m output -------------------------------------------------
+
+TOPO = {p.stem: p for p in fixtures("nvidia.GpuTopology")}
+
+
+def _topology(out: list[str]) -> tuple[str, str]:
+    return checks_gpu._topology(_Ctx({"gpu": {"count": 8, "nvswitch": True}}, {"topo": out}))
+
+
+@pytest.mark.parametrize("name", ["topo_hgx_h100_nv18_all_pairs", "topo_hgx_h100_twelve_nics_two_numa"])
+def test_every_pair_over_nvlink_passes(name: str) -> None:
+    out, _ = load(TOPO[name])
+    assert _topology(out) == (base.PASS, "all 28 GPU pairs joined by NVLink (NV18)")
+
+
+def test_a_pair_over_pcie_fails_naming_it() -> None:
+    out, _ = load(TOPO["topo_gpu3_gpu5_over_pcie"])
+    assert _topology(out) == (base.FAIL, "1 of 28 GPU pairs not joined by NVLink: GPU3-GPU5 (SYS)")
+
+
+def test_topology_without_nvidia_smi_or_driver_fails() -> None:
+    assert _topology(["__missing=nvidia-smi"]) == (base.FAIL, "nvidia-smi not found")
+    status, message = _topology(["__rc=9"])
+    assert status == base.FAIL and message.startswith("nvidia-smi exit code 9: NVIDIA driver is not loaded")
+
+
+def test_topology_is_only_checked_on_nvswitch_nodes() -> None:
+    assert checks_gpu.gate_nvswitch({"gpu": {"count": 8, "nvswitch": False}}) == "the spec declares no NVSwitch"
+    assert checks_gpu.gate_nvswitch({"gpu": {"count": 8, "nvswitch": True}}) is None

@@ -96,6 +96,7 @@ def hgx_outputs(**override: list[str]) -> dict[str, list[str]]:
         "modules": output("nvidia/kernel_modules_nvidia_stack"),
         "remapped": remapped_ok(),
         "nvlink": output("nvidia/nvlink_h100_hgx_all_active"),
+        "topo": output("nvidia/topo_hgx_h100_nv18_all_pairs"),
         "xid": output("nvidia/xid_none"),
         "units": units({"nvidia-fabricmanager.service": "active"}),
     }

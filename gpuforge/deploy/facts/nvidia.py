@@ -17,6 +17,7 @@ from gpuforge.probes.nvidia import (
     NvlinkInfo,
     NvswitchInfo,
     RemappedRowsInfo,
+    TopologyInfo,
     XidInfo,
     parse_driver_version,
     parse_gpu_query,
@@ -25,6 +26,7 @@ from gpuforge.probes.nvidia import (
     parse_nvswitch_devices,
     parse_proc_modules,
     parse_remapped_rows,
+    parse_topology_matrix,
     parse_xid_errors,
 )
 from gpuforge.probes.nvidia_host import HostFacts, nvidia_host_command, parse_nvidia_host
@@ -104,6 +106,22 @@ class NvlinkStatus(FactBase[NvlinkInfo]):
 
     def process(self, output: list[str]) -> NvlinkInfo:
         return parse_nvlink_status(output)
+
+
+class GpuTopology(FactBase[TopologyInfo]):
+    """How each GPU pair is connected (``NV18`` through NVSwitch, ``SYS``/``NODE``/``PIX`` over PCIe)."""
+
+    def command(self) -> str:
+        return guarded("nvidia-smi", "nvidia-smi topo -m")
+
+    @staticmethod
+    def default() -> TopologyInfo:
+        return TopologyInfo(
+            available=False, rc=None, error=None, messages=[], gpus=[], links={}, cpu_affinity={}, numa_affinity={}
+        )
+
+    def process(self, output: list[str]) -> TopologyInfo:
+        return parse_topology_matrix(output)
 
 
 class XidErrors(FactBase[XidInfo]):

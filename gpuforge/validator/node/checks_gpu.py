@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from gpuforge.probes.mig import parse_mig_lgip
-from gpuforge.probes.nvidia import SERIOUS_XIDS
+from gpuforge.probes.nvidia import SERIOUS_XIDS, parse_topology_matrix
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, WARNING, Config, Outcome
 from gpuforge.validator.node.framework import NodeContext, check
 from gpuforge.validator.node.parsers import (
@@ -231,6 +231,31 @@ def gate_nvswitch(cfg: Config) -> str | None:
 def _fabric_manager(ctx: NodeContext) -> Outcome:
     active, text = unit_state_outcome(ctx, "nvidia-fabricmanager.service")
     return (PASS if active else FAIL), text
+
+
+@check(
+    "gpu.topology",
+    "hardware",
+    CRITICAL,
+    "Every GPU pair of an NVSwitch node is joined by NVLink (nvidia-smi topo -m)",
+    depends_on=("driver.smi",),
+    needs=("topo",),
+    gate=gate_nvswitch,
+)
+def _topology(ctx: NodeContext) -> Outcome:
+    """On an NVSwitch system each GPU reaches each other one through the switches (``NV<links>``);
+    a pair over PCIe (``SYS``, ``NODE``, ``PHB``, ``PXB``, ``PIX``) has lost its NVLink path."""
+    info = parse_topology_matrix(ctx.out("topo"))
+    if not info["available"]:
+        return FAIL, "nvidia-smi not found"
+    if not info["links"]:
+        return FAIL, info["error"] or "; ".join(info["messages"]) or "nvidia-smi topo -m listed no GPU pair"
+    slow = {pair: how for pair, how in info["links"].items() if not how.startswith("NV")}
+    if slow:
+        listed = ", ".join(f"{pair} ({how})" for pair, how in sorted(slow.items()))
+        return FAIL, f"{len(slow)} of {len(info['links'])} GPU pairs not joined by NVLink: {listed}"
+    kinds = ", ".join(sorted(set(info["links"].values())))
+    return PASS, f"all {len(info['links'])} GPU pairs joined by NVLink ({kinds})"
 
 
 # -- GPU health (hardware layer)

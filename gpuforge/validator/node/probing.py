@@ -266,6 +266,7 @@ PROBES: dict[str, Probe] = {
             ),
         ),
         Probe("nvlink", sh=lambda cfg: guarded("nvidia-smi", "nvidia-smi nvlink -s")),
+        Probe("topo", sh=lambda cfg: guarded("nvidia-smi", "nvidia-smi topo -m")),
         Probe("xid", sh=lambda cfg: XID_COMMAND),
         Probe("modules", sh=lambda cfg: 'cat /proc/modules 2>/dev/null; echo "__rc=$?"'),
         Probe("driver", sh=lambda cfg: DRIVER_COMMAND),
