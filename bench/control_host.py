@@ -41,13 +41,10 @@ def spec_for(gpu_nodes: int, where: Path) -> Path:
     for part in data["slurm"]["partitions"]:
         if part["name"] == "debug":
             part["nodes"] = "gpu001"
-    (where / "id").write_text("simulated\n")
-    (where / "known_hosts").write_text("")
-    data["ssh"]["key"] = str(where / "id")
-    data["ssh"]["known_hosts"] = str(where / "known_hosts")
-    path = where / "bench.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    sys.path.insert(0, str(REPO))
+    from tests.converge.simulated import write_simulated_spec
+
+    return write_simulated_spec(data, where, "bench.yaml")
 
 
 def one(gpu_nodes: int) -> dict[str, float]:

@@ -7,7 +7,7 @@ from typing import TypedDict
 
 from gpuforge.probes._common import na_to_none, split_csv, split_guarded, to_int
 
-from .nvidia import NvidiaSmiStatus, explain_nvidia_smi_rc
+from .nvidia import NvidiaSmiStatus, _smi_status, explain_nvidia_smi_rc
 
 # --------------------------------------------------------------------------- MIG mode
 
@@ -151,15 +151,9 @@ _LGIP_RE = re.compile(
 
 def parse_mig_lgip(lines: list[str]) -> GpuInstanceProfilesInfo:
     """Parse ``nvidia-smi mig -lgip`` (the GPU instance profiles table, every MIG-enabled GPU)."""
-    out = split_guarded(lines)
-    info = GpuInstanceProfilesInfo(
-        available=out.available,
-        rc=out.rc,
-        error=explain_nvidia_smi_rc(out.rc, out.available),
-        messages=[],
-        profiles=[],
-    )
-    for line in out.lines:
+    status, body = _smi_status(lines)
+    info: GpuInstanceProfilesInfo = {**status, "profiles": []}
+    for line in body:
         row = _LGIP_RE.match(line)
         if row:
             info["profiles"].append(

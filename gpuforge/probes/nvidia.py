@@ -424,19 +424,10 @@ class TopologyInfo(NvidiaSmiStatus):
 def parse_topology_matrix(lines: list[str]) -> TopologyInfo:
     """Parse ``nvidia-smi topo -m`` (tab-separated: a header of device columns, then one row per
     device; NIC rows and columns and the legend are read past)."""
-    out = split_guarded(lines)
-    info = TopologyInfo(
-        available=out.available,
-        rc=out.rc,
-        error=explain_nvidia_smi_rc(out.rc, out.available),
-        messages=[],
-        gpus=[],
-        links={},
-        cpu_affinity={},
-        numa_affinity={},
-    )
+    status, body = _smi_status(lines)
+    info: TopologyInfo = {**status, "gpus": [], "links": {}, "cpu_affinity": {}, "numa_affinity": {}}
     header: list[str] | None = None
-    for line in out.lines:
+    for line in body:
         cells = [c.strip() for c in line.split("\t")]
         if header is None:
             if len(cells) > 1 and cells[0] == "" and cells[1].startswith("GPU"):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,5 +119,15 @@ def simulated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimulatedClust
     return cluster
 
 
-def run_local(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
+def write_simulated_spec(data: dict[str, Any], where: Path, name: str) -> Path:
+    """Write spec ``data`` under ``where`` with placeholder SSH key and known_hosts files there
+    (preflight wants them readable; nothing connects over SSH to simulated nodes)."""
+    import yaml
+
+    (where / "id").write_text("not a key: nothing connects over SSH here\n")
+    (where / "known_hosts").write_text("")
+    data["ssh"]["key"] = str(where / "id")
+    data["ssh"]["known_hosts"] = str(where / "known_hosts")
+    path = where / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -23,7 +23,7 @@ from gpuforge.orchestrate.apply import ApplyRefused, apply, run_deploys
 from gpuforge.orchestrate.plan import plan
 from gpuforge.orchestrate.state import last_applied
 from tests.conftest import REPO
-from tests.converge.simulated import SimulatedCluster, simulated
+from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
 
 GOLDEN = Path(__file__).parent / "fixtures" / "plan_fresh"
 NODES = "ctl01,db01,mon01,login01,gpu001"
@@ -33,12 +33,7 @@ NODES = "ctl01,db01,mon01,login01,gpu001"
 def spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """inventories/slurm-h100.yaml with its SSH files under tmp_path; state under tmp_path."""
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
-    (tmp_path / "id").write_text("not a key: nothing connects over SSH here\n")
-    (tmp_path / "known_hosts").write_text("")
-    data["ssh"]["key"] = str(tmp_path / "id")
-    data["ssh"]["known_hosts"] = str(tmp_path / "known_hosts")
-    path = tmp_path / "hopper.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path = write_simulated_spec(data, tmp_path, "hopper.yaml")
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     return path
 

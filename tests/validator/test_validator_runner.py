@@ -23,7 +23,7 @@ from gpuforge.validator.registry import ALL_CHECKS, UnknownCheck, registry_probl
 from gpuforge.validator.report import Report
 from gpuforge.validator.runner import Completed, SshTransport, explain_ssh_failure, validate
 
-from .vhelpers import INVENTORIES, FakeCluster, lab_spec, node, output, spec_from, units
+from .vhelpers import INVENTORIES, FakeCluster, lab_spec, node, nvidia_gpus_on_this_machine, output, spec_from, units
 
 SCHED_JOB_SECURITY = ("scheduler", "job", "security")
 
@@ -342,8 +342,28 @@ def test_real_nodelocal_over_the_real_command_line(lab: Any) -> None:
                       transport=LocalTransport())  # fmt: skip
     r = results(report)["node2"]
     assert r["connection.ssh"].status == PASS, r["connection.ssh"].message
-    assert r["hardware.gpu_count"].status in (SKIP, FAIL)  # this machine's real PCI bus
-    assert r["security.munge_key"].status in (PASS, FAIL)
+    # This machine's real PCI bus and munge key decide: the lab spec declares no GPU for node2.
+    assert r["hardware.gpu_count"].status == (SKIP if nvidia_gpus_on_this_machine() == 0 else FAIL)
+    assert (r["security.munge_key"].status, r["security.munge_key"].message) == local_munge_key_outcome()
+
+
+def local_munge_key_outcome() -> tuple[str, str]:
+    """What security.munge_key must say of this machine's /etc/munge/munge.key."""
+    import grp
+    import os
+    import pwd
+    import stat
+
+    path = "/etc/munge/munge.key"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return FAIL, f"{path} missing"
+    owner = pwd.getpwuid(st.st_uid).pw_name
+    group = grp.getgrgid(st.st_gid).gr_name
+    if (f"{stat.S_IMODE(st.st_mode):04o}", owner, group) == ("0400", "munge", "munge"):
+        return PASS, f"{path} is 0400 munge:munge"
+    return FAIL, f"{path} is {stat.S_IMODE(st.st_mode):04o} {owner}:{group}, want 0400 munge:munge"
 
 
 def test_exclude_drops_checks_for_a_rolling_apply(lab: Any) -> None:
