@@ -86,8 +86,6 @@ class Fetcher:
         try:
             with self.open(url) as r:
                 data: bytes = r.read(limit + 1)
-        except FetchError:
-            raise
         except _NET_ERRORS as e:
             raise FetchError(url, _describe(e)) from None
         if len(data) > limit:

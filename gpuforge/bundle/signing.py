@@ -165,6 +165,20 @@ def release_text(label: str, files: dict[str, bytes]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def inrelease_problem(out: Path, repo: str, keyring: bytes) -> str | None:
+    """Why ``out/repo/InRelease`` does not vouch for ``out/repo/Packages`` under ``keyring`` (None: it does)."""
+    inrelease = out / repo / RELEASE
+    if not inrelease.is_file():
+        return "missing (the repository is not signed)"
+    try:
+        signed = verify_inrelease(inrelease.read_bytes(), keyring)
+    except SignatureError as e:
+        return str(e)
+    if signed.text != release_text(repo, {"Packages": (out / repo / "Packages").read_bytes()}):
+        return f"does not cover {repo}/Packages as it is"
+    return None
+
+
 class BundleSigner:
     """A signing key made for one bundle build; its secret half is gone when the ``with`` ends.
 

@@ -23,6 +23,7 @@ from gpuforge.bundle.signing import (
     SignatureError,
     Signed,
     check_index,
+    inrelease_problem,
     release_text,
     verify_detached,
     verify_inrelease,
@@ -96,17 +97,7 @@ def _current(out: Path, repos: list[str]) -> bool:
     if not key.is_file():
         return False
     keyring = key.read_bytes()
-    for path in repos:
-        inrelease = out / path / RELEASE
-        if not inrelease.is_file():
-            return False
-        try:
-            signed = verify_inrelease(inrelease.read_bytes(), keyring)
-        except SignatureError:
-            return False
-        if signed.text != release_text(path, {"Packages": (out / path / "Packages").read_bytes()}):
-            return False
-    return True
+    return all(inrelease_problem(out, path, keyring) is None for path in repos)
 
 
 def sign_repositories(out: Path, repos: list[str], bundle_name: str, write: Callable[[str, bytes], None]) -> str:

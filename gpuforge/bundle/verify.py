@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuforge.bundle.fetch import hash_file
 from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL
-from gpuforge.bundle.signing import BUNDLE_KEY, RELEASE, SignatureError, release_text, verify_inrelease
+from gpuforge.bundle.signing import BUNDLE_KEY, RELEASE, inrelease_problem
 
 #: Folders pushed to nodes: nothing in them may be unlisted.
 PUSHED = ("apt", "rpm", "artifacts")
@@ -68,19 +68,8 @@ def _signature_problems(out: Path, files: dict[str, int]) -> list[str]:
     if BUNDLE_KEY not in files:
         return [f"{BUNDLE_KEY}: missing (nodes check the repositories' signatures with it)"]
     keyring = (out / BUNDLE_KEY).read_bytes()
-    problems: list[str] = []
-    for path in repos:
-        if f"{path}/{RELEASE}" not in files:
-            problems.append(f"{path}/{RELEASE}: missing (the repository is not signed)")
-            continue
-        try:
-            signed = verify_inrelease((out / path / RELEASE).read_bytes(), keyring)
-        except SignatureError as e:
-            problems.append(f"{path}/{RELEASE}: {e}")
-            continue
-        if signed.text != release_text(path, {"Packages": (out / path / "Packages").read_bytes()}):
-            problems.append(f"{path}/{RELEASE}: does not cover {path}/Packages as it is")
-    return problems
+    problems = ((path, inrelease_problem(out, path, keyring)) for path in repos)
+    return [f"{path}/{RELEASE}: {why}" for path, why in problems if why is not None]
 
 
 def verify_bundle(bundle_dir: str | Path) -> list[str]:

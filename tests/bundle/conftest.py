@@ -314,14 +314,14 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def run_bundle(*args: str) -> subprocess.CompletedProcess[str]:
-    """``gpuforge bundle ARGS`` as a subprocess."""
+def run_bundle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``gpuforge bundle ARGS`` as a subprocess (``env``: instead of ``cli_env()``)."""
     return subprocess.run(
         [sys.executable, "-m", "gpuforge.cli", "bundle", *args],
         capture_output=True,
         text=True,
         timeout=300,
-        env=cli_env(),
+        env=env if env is not None else cli_env(),
         cwd=REPO,
         stdin=subprocess.DEVNULL,
     )

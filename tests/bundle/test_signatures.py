@@ -7,7 +7,6 @@ import json
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec import parse_spec
 from gpuforge.spec.model import OsFamily
-from tests.bundle.conftest import REPO, RepoKey, Server, cli_env, mirror_spec, offline_spec, run_bundle
+from tests.bundle.conftest import RepoKey, Server, cli_env, mirror_spec, offline_spec, run_bundle
 
 CONTAINER = "apt/nvidia-container"
 CUDA = "apt/nvidia-cuda"
@@ -183,15 +182,7 @@ def test_bundle_without_gpg_is_refused_before_fetching(served: Server, tmp_path:
     spec.write_text(mirror_spec(served.url))
     bare = tmp_path / "bin"
     bare.mkdir()
-    env = {**cli_env(), "PATH": str(bare)}
-    cp = subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", "bundle", str(spec), "-o", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-    )
+    cp = run_bundle(str(spec), "-o", str(tmp_path / "out"), env={**cli_env(), "PATH": str(bare)})
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "gpg, gpgv, gpgconf, which this host lacks: apt-get install gnupg" in cp.stderr
     assert "Traceback" not in cp.stderr
