@@ -1,10 +1,11 @@
 """apt command lines for Debian and Ubuntu nodes: bounded network waits, unbounded dpkg, self-repair.
 
 Invariants:
-- A time bound ends only a network wait. ``apt-get update`` runs under ``timeout`` with apt's
-  binary caches switched off (``Dir::Cache::pkgcache=``): apt moves verified index files into
-  place by rename once a whole Release transaction checks out, so ending it leaves the old or the
-  new lists, never a half-written file. Nothing that runs dpkg is ever under a time bound.
+- A time bound ends only a network wait. ``apt-get update`` runs under ``timeout`` and a watchdog
+  that ends it after a minute without download progress, with apt's binary caches switched off
+  (``Dir::Cache::pkgcache=``): apt moves verified index files into place by rename once a whole
+  Release transaction checks out, so ending it leaves the old or the new lists, never a
+  half-written file. Nothing that runs dpkg is ever under a time bound.
 - A partial update is an error (``--error-on=any``): an install never runs on lists that are
   missing an index, so "Unable to locate package" cannot follow a mirror's failure.
 - Every install first repairs what an interrupted run left: lists apt cannot parse are dropped
@@ -26,14 +27,39 @@ LOCK_WAIT = "-o DPkg::Lock::Timeout=600"
 DPKG_CONF = "-o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef"
 APT_INSTALL = f"{APT_ENV} apt-get -q -y {APT_NET} {LOCK_WAIT} {DPKG_CONF} install --no-install-recommends"
 
-#: Seconds one ``apt-get update`` may wait on the network before it is ended (then KILLed 30 s later).
-UPDATE_BOUND_S = 180
+#: Seconds ``apt-get update`` may go without download progress before it is ended. apt's own
+#: timeouts do not end every stall: through apt-cacher-ng with 24 nodes updating at once, apt-get
+#: update was seen waiting for ever on a method that had given up, with no connection open.
+UPDATE_STALL_S = 60
+#: Seconds one ``apt-get update`` may take in all, progress or not (then KILLed 30 s later).
+UPDATE_BOUND_S = 900
+#: The shell function that runs one watched update (defined where it is used).
+UPDATE_FUNCTION = "gf_apt_update"
 _UPDATE_ONCE = (
     f"timeout -k 30 {UPDATE_BOUND_S} apt-get -q {APT_NET} {LOCK_WAIT} "
-    "-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= --error-on=any update"
+    "-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Status-Fd=3 --error-on=any update"
+)
+#: apt reports download progress (``dlstatus:<file>:<percent>:...``) on fd 3 about twice a second;
+#: the watchdog ends the update when that line has not changed for UPDATE_STALL_S seconds while
+#: files are still being fetched (at 100% apt only parses the lists: CPU, not network).
+_UPDATE_WATCHED = (
+    f"{UPDATE_FUNCTION}() {{ "
+    "s=$(mktemp) || return 1; "
+    f'{_UPDATE_ONCE} 3>"$s" & p=$!; '
+    "last=; idle=0; "
+    'while kill -0 "$p" 2>/dev/null; do sleep 1; cur=$(tail -n 1 "$s"); '
+    'if [ "$cur" != "$last" ]; then last=$cur; idle=0; '
+    'else case "$cur" in *:100.0000:*) ;; *) idle=$((idle + 1)) ;; esac; fi; '
+    f'if [ "$idle" -ge {UPDATE_STALL_S} ]; then '
+    f"echo 'gpuforge: apt-get update made no progress for {UPDATE_STALL_S} s: ended it' >&2; "
+    'kill "$p" 2>/dev/null; idle=0; fi; '
+    'done; wait "$p"; rc=$?; rm -f "$s"; return "$rc"; }'
 )
 #: Three tries with backoff: a mirror that keeps a stalled connection alive defeats apt's own timeout.
-APT_UPDATE = f"{{ {_UPDATE_ONCE} || {{ sleep 5; {_UPDATE_ONCE}; }} || {{ sleep 15; {_UPDATE_ONCE}; }}; }}"
+APT_UPDATE = (
+    f"{{ {_UPDATE_WATCHED}; {UPDATE_FUNCTION} || {{ sleep 5; {UPDATE_FUNCTION}; }} "
+    f"|| {{ sleep 15; {UPDATE_FUNCTION}; }}; }}"
+)
 
 #: True (exit 0) when an earlier dpkg run was interrupted: entries in dpkg's journal, or a package in
 #: one of dpkg's in-between states (half-installed H, unpacked U, half-configured F, triggers-awaited W,

@@ -24,7 +24,12 @@ FAKE_TOOL = r"""#!/bin/sh
 BODIES = {
     "apt-get": r"""
 case "$*" in
-  *" update") n=$(cat "$SCEN/update_failures" 2>/dev/null || echo 0)
+  *" update") s=$(cat "$SCEN/update_stalls" 2>/dev/null || echo 0)
+              if [ "$s" -gt 0 ]; then  # some progress on fd 3, then none: a hung apt
+                echo $((s - 1)) > "$SCEN/update_stalls"; echo "dlstatus:1:0.0000:Retrieving file 1 of 3" >&3
+                exec /bin/sleep 600
+              fi
+              n=$(cat "$SCEN/update_failures" 2>/dev/null || echo 0)
               if [ "$n" -gt 0 ]; then
                 echo $((n - 1)) > "$SCEN/update_failures"; echo "E: Failed to fetch" >&2; exit 100
               fi
@@ -45,7 +50,8 @@ exit 0""",
     "dpkg-query": r"""cat "$SCEN/statuses" 2>/dev/null || printf 'ii \nrc \n'""",
     # timeout BOUND [-k N] CMD...: record the bound, run the command.
     "timeout": r"""while [ "$1" = "-k" ]; do shift 2; done; shift; BOUNDED=1 exec "$@" """,
-    "sleep": "exit 0",
+    # Backoff and the update watchdog's ticks pass in a hundredth of a second.
+    "sleep": "exec /bin/sleep 0.01",
 }
 
 
@@ -79,12 +85,15 @@ def run(command: str, scen: Path) -> Run:
     cp = subprocess.run(["sh", "-c", redirected], env=env, capture_output=True, text=True, timeout=60)
     calls_file = scen / "calls"
     calls = calls_file.read_text().splitlines() if calls_file.exists() else []
-    return Run(cp.returncode, [_short(c) for c in calls], cp.stderr)
+    # The watchdog's one-second ticks depend on timing: left out; the backoff sleeps stay.
+    return Run(cp.returncode, [_short(c) for c in calls if c != "sleep 1"], cp.stderr)
 
 
 def _short(call: str) -> str:
     """``apt-get -q -y -o X=1 install --no-install-recommends munge`` -> ``apt-get install munge``."""
     words = call.split()
+    if words[:1] == ["sleep"]:
+        return call
     noise = {"-q", "-y", "-W", "--no-install-recommends", "--error-on=any", "--allow-downgrades"}
     kept = [
         w
@@ -165,7 +174,7 @@ def test_update_retries_with_backoff_and_a_failed_update_never_installs(node: Pa
     (node / "update_failures").write_text("2")
     r = run(apt.install_command(["munge"], update_first=True), node)
     assert r.returncode == 0, r.stderr
-    assert r.calls.count("timeout apt-get update") == 3 and r.calls.count("sleep") == 2
+    assert r.calls.count("timeout apt-get update") == 3 and r.calls.count("sleep 5") == r.calls.count("sleep 15") == 1
     assert r.calls[-1] == "apt-get install munge"
 
     (node / "update_failures").write_text("3")
@@ -175,13 +184,31 @@ def test_update_retries_with_backoff_and_a_failed_update_never_installs(node: Pa
     assert "apt-get install munge" not in r.calls
 
 
+def test_a_stalled_update_is_ended_and_retried(node: Path) -> None:
+    """apt-get update that stops making progress (seen through apt-cacher-ng at 24 nodes: asleep for
+    ever, no connection open) is ended by the watchdog after UPDATE_STALL_S ticks, then retried."""
+    (node / "update_stalls").write_text("1")
+    r = run(apt.install_command(["munge"], update_first=True), node)
+    assert r.returncode == 0, r.stderr
+    assert r.calls == [
+        "apt-cache policy",
+        "dpkg-query",
+        "timeout apt-get update",
+        "sleep 5",
+        "timeout apt-get update",
+        "apt-get install munge",
+    ]
+    assert f"gpuforge: apt-get update made no progress for {apt.UPDATE_STALL_S} s: ended it" in r.stderr
+    assert not list(node.glob("tmp*")), "the watchdog's status file is removed"
+
+
 def test_a_time_bound_ends_only_network_waits() -> None:
     """``timeout`` wraps ``apt-get update`` (with apt's caches off) and nothing that runs dpkg."""
     command = apt.install_command(["munge"], update_first=True) + "; " + apt.REPAIR
     bounded = re.findall(r"timeout ([^;|&{}]*)", command)
     assert bounded, command
     for b in bounded:
-        assert b.rstrip().endswith(" update") and "--error-on=any" in b, b
+        assert b.removesuffix(' 3>"$s" ').endswith(" update") and "--error-on=any" in b, b  # fd 3: the watchdog
         assert "-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=" in b, b
     for unbounded in ("dpkg --force-confold --force-confdef --configure -a", "install --no-install-recommends"):
         assert unbounded in command
@@ -192,10 +219,12 @@ def test_a_time_bound_ends_only_network_waits() -> None:
 def test_fakes_cover_every_tool_the_commands_call() -> None:
     """If the commands start calling another package tool, the fakes (and this test) must learn it."""
     command = apt.install_command(["x"], update_first=True) + "; " + apt.REPAIR
-    command = re.sub(r"\$\{[^}]*\}", "", command)  # parameter expansions are no commands
-    segments = re.split(r"[;&|{}()]|\$\(|\b(?:if|then|else|fi)\b", command)
-    words = {m.group(1) for seg in segments if (m := re.match(r"\s*(?:!\s*)?(?:[A-Z_]+=\S+\s+)*([a-z][a-z-]*)", seg))}
-    shell = {"echo", "ls", "find", "rm", "true", "cut", "grep"}
+    command = re.sub(r"\$\{[^}]*\}|\$\(\([^)]*\)\)", "", command)  # parameter and arithmetic expansions
+    command = command.replace(apt.UPDATE_FUNCTION + "()", "").replace(apt.UPDATE_FUNCTION, "true")
+    segments = re.split(r"[;&|{}()]|\$\(|\b(?:if|then|else|fi|while|do|done|case|in|esac)\b", command)
+    command_word = r"\s*(?:!\s*)?(?:[A-Z_]+=\S+\s+)*([a-z][a-z-]*)(?![=\w])"  # not a variable assignment
+    words = {m.group(1) for seg in segments if (m := re.match(command_word, seg))}
+    shell = {"echo", "ls", "find", "rm", "true", "cut", "grep", "mktemp", "tail", "kill", "wait", "return"}
     assert words - shell == set(BODIES), words
 
 
