@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 from gpuforge.deploy.apt import APT_ENV, APT_UPDATE  # noqa: E402
 from gpuforge.lab import core  # noqa: E402
 from gpuforge.lab.spec import lab_spec_data  # noqa: E402
+from gpuforge.lab.state import LabPaths  # noqa: E402
 from gpuforge.lab.system import children, rss_kib  # noqa: E402
 
 NAME, SUBNET = "gfscale", "10.213.20.0/24"
@@ -51,6 +52,13 @@ SPECS = {"minimal": REPO / "inventories" / "lab-slurm-minimal.yaml", "lab": REPO
 RESULTS = REPO / "bench" / "results"
 TARGETS = {"apply_over_floor": 1.2, "noop_s": 6.0, "validate_s": 8.0, "up_s": 30.0}
 QUIET = lambda m: None  # noqa: E731
+LEGEND = """\
+up s: lab up of fresh nodes; idle MB: RSS of one idle node's processes; floor s: apt-get update + install of
+each node's packages on all nodes at once; apply s: the first gpuforge apply; ratio: apply / floor; failed: nodes
+failed in the floor or the apply; m.err: lines apt-cacher-ng added to its error log meanwhile; ctl MB / ctl cpu:
+the apply's peak RSS and CPU seconds on this machine; no-op s, its ctl cpu and all cpu (every process here, lab
+nodes included, during the no-op); chg: changes the no-op made; valid s / ok: gpuforge validate; node MB: RSS of
+one node running the stack."""
 
 
 @dataclass
@@ -61,10 +69,15 @@ class Row:
     idle_node_mb: float = 0.0
     floor_s: float = 0.0
     floor_failed: int = 0
+    floor_mirror_errors: int = 0
     apply_s: float = 0.0
     apply_failed: list[str] = field(default_factory=list)
+    apply_mirror_errors: int = 0
     apply_rss_mb: float = 0.0
+    apply_cpu_s: float = 0.0
     noop_s: float = 0.0
+    noop_cpu_s: float = 0.0
+    noop_host_cpu_s: float = 0.0
     noop_changes: int = 0
     validate_s: float = 0.0
     validate_ok: bool = False
@@ -82,11 +95,21 @@ class Timed:
     out: str
     err: str
     max_rss_mb: float
+    cpu_s: float  # the gpuforge process's own CPU (user + system)
+    host_cpu_s: float  # CPU every process on this machine used meanwhile (lab nodes included)
+
+
+def busy_cpu_s() -> float:
+    """CPU seconds this machine has spent busy since boot, all cores (/proc/stat: all but idle, iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def gpuforge(*args: str, env: dict[str, str]) -> Timed:
-    """Run the CLI; its time, exit status, output and peak RSS (from the kernel's rusage)."""
+    """Run the CLI; its time, exit status, output, peak RSS and CPU (from the kernel's rusage)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        busy = busy_cpu_s()
         start = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpuforge.cli", *args],
@@ -98,10 +121,14 @@ def gpuforge(*args: str, env: dict[str, str]) -> Timed:
         )
         _, status, usage = os.wait4(proc.pid, 0)
         took = time.monotonic() - start
+        host_cpu = busy_cpu_s() - busy
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return Timed(took, proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss / 1024)
+        own_cpu = usage.ru_utime + usage.ru_stime
+        return Timed(
+            took, proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss / 1024, own_cpu, host_cpu
+        )
 
 
 def lab_spec(spec: str, state: Any, workdir: Path, nodes: int) -> Path:
@@ -141,6 +168,15 @@ def ssh_all(state: Any, commands: dict[str, str]) -> tuple[float, list[str]]:
     return time.monotonic() - start, [node for node, rc in results if rc != 0]
 
 
+def mirror_errors() -> int:
+    """Lines in the lab mirror's error log (apt-cacher-ng's failures so far)."""
+    try:
+        with open(os.path.join(LabPaths(NAME).mirror_dir, "log", "apt-cacher.err")) as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
 def node_memory_mb() -> float:
     """Mean RSS of one lab node's processes (its systemd and everything below)."""
     pids = core.node_pids(NAME)
@@ -163,10 +199,12 @@ def measure(spec: str, nodes: int, workdir: Path) -> Row:
     if ssh_all(state, {"node1": warm + " && apt-get clean"})[1]:
         raise SystemExit("warming the mirror failed")
     install = f"{APT_ENV} apt-get -q -y --no-install-recommends install"
+    errors = mirror_errors()
     row.floor_s, failed = ssh_all(
         state, {n: f"{APT_UPDATE} && {install} {' '.join(names)}" for n, names in packages.items()}
     )
     row.floor_failed = len(failed)
+    row.floor_mirror_errors = mirror_errors() - errors
 
     core.down(NAME, log=QUIET)
     start = time.monotonic()
@@ -175,15 +213,17 @@ def measure(spec: str, nodes: int, workdir: Path) -> Row:
     time.sleep(5)
     row.idle_node_mb = node_memory_mb()
 
+    errors = mirror_errors()
     first = gpuforge("apply", str(path), "--json", env=env)
-    row.apply_s, row.apply_rss_mb = first.seconds, first.max_rss_mb
+    row.apply_mirror_errors = mirror_errors() - errors
+    row.apply_s, row.apply_rss_mb, row.apply_cpu_s = first.seconds, first.max_rss_mb, first.cpu_s
     result = json.loads(first.out) if first.out.strip() else {}
     row.apply_failed = sorted(h for h, r in result.get("hosts", {}).items() if not r.get("ok"))
     if first.rc != 0 and not row.apply_failed:
         row.apply_failed = [f"exit {first.rc}: {first.err.strip().splitlines()[-1:]}"]
     row.stack_node_mb = node_memory_mb()
     noop = gpuforge("apply", str(path), "--json", env=env)
-    row.noop_s = noop.seconds
+    row.noop_s, row.noop_cpu_s, row.noop_host_cpu_s = noop.seconds, noop.cpu_s, noop.host_cpu_s
     row.noop_changes = int(json.loads(noop.out).get("changes", -1)) if noop.out.strip() else -1
     checked = gpuforge("validate", str(path), env=env)
     row.validate_s, row.validate_ok = checked.seconds, checked.rc == 0
@@ -193,14 +233,17 @@ def measure(spec: str, nodes: int, workdir: Path) -> Row:
 def table(rows: list[Row]) -> str:
     head = (
         f"{'spec':8} {'N':>3} {'up s':>6} {'idle MB':>7} {'floor s':>7} {'apply s':>7} {'ratio':>5} "
-        f"{'failed':>6} {'ctl MB':>6} {'no-op s':>7} {'chg':>3} {'valid s':>7} {'ok':>3} {'node MB':>7}"
+        f"{'failed':>6} {'m.err':>5} {'ctl MB':>6} {'ctl cpu':>7} {'no-op s':>7} {'ctl cpu':>7} {'all cpu':>7} "
+        f"{'chg':>3} {'valid s':>7} {'ok':>3} {'node MB':>7}"
     )
-    lines = [head, "-" * len(head)]
+    lines = [LEGEND, head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r.spec:8} {r.nodes:3d} {r.up_s:6.1f} {r.idle_node_mb:7.1f} {r.floor_s:7.1f} {r.apply_s:7.1f} "
-            f"{r.ratio:5.2f} {len(r.apply_failed) + r.floor_failed:6d} {r.apply_rss_mb:6.0f} {r.noop_s:7.1f} "
-            f"{r.noop_changes:3d} {r.validate_s:7.1f} {'yes' if r.validate_ok else 'NO':>3} {r.stack_node_mb:7.1f}"
+            f"{r.ratio:5.2f} {len(r.apply_failed) + r.floor_failed:6d} "
+            f"{r.floor_mirror_errors + r.apply_mirror_errors:5d} {r.apply_rss_mb:6.0f} {r.apply_cpu_s:7.1f} "
+            f"{r.noop_s:7.1f} {r.noop_cpu_s:7.1f} {r.noop_host_cpu_s:7.1f} {r.noop_changes:3d} "
+            f"{r.validate_s:7.1f} {'yes' if r.validate_ok else 'NO':>3} {r.stack_node_mb:7.1f}"
         )
     return "\n".join(lines)
 
@@ -269,7 +312,7 @@ def main() -> int:
             for spec in specs:
                 for nodes in sizes:
                     rows.append(measure(spec, nodes, Path(tmp)))
-                    print(table(rows[-1:]).splitlines()[-1], flush=True)
+                    print(table(rows[-1:]).splitlines()[-1], flush=True)  # the row alone
         finally:
             core.down(NAME, log=QUIET)
     print(table(rows))

@@ -238,3 +238,49 @@ def test_lab_spec_fits_the_base_spec_to_a_lab() -> None:
     assert data["node_groups"][1]["addresses"] == ["10.213.7.12", "10.213.7.13", "10.213.7.14"]
     with pytest.raises(ValueError, match="node5"):
         lab_spec_data(base, state, {"workers": "node[2-5]"})
+
+
+def test_a_new_mirror_is_asked_for_every_suite_index_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prime_indexes asks for exactly the InRelease files the nodes' sources name, one at a time,
+    straight to the mirror (no proxy from the environment), and names what failed."""
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Mirror(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            code = 404 if self.path.endswith("-updates/InRelease") else 200
+            self.send_response(code)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mirror)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("http_proxy", "http://192.0.2.1:9")  # must not be used
+    said: list[str] = []
+    try:
+        failed = mirror.prime_indexes("127.0.0.1", "bookworm", said.append, port=server.server_address[1])
+    finally:
+        server.shutdown()
+    node_suites = [
+        suite
+        for line in sources.node_sources(
+            sources.HostMirrors("http://d/debian", "http://d/debian-security")
+        ).splitlines()
+        if line.startswith("Suites:")
+        for suite in line.split()[1:]
+    ]
+    assert [p.split("/dists/")[1].removesuffix("/InRelease") for p in mirror.index_paths("bookworm")] == node_suites
+    assert asked == [
+        "/debian/dists/bookworm/InRelease",
+        "/debian/dists/bookworm-updates/InRelease",
+        "/debian-security/dists/bookworm-security/InRelease",
+    ]
+    assert len(failed) == 1 and failed[0].startswith("/debian/dists/bookworm-updates/InRelease: HTTP Error 404")
+    assert said == [f"site mirror could not fetch {failed[0]} (the nodes will retry)"]
