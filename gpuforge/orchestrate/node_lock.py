@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import resource
 import select
 import shlex
 import socket
@@ -32,6 +33,27 @@ LOCK_FILE = f"{LOCK_DIR}/apply.lock"
 HOLDER_FILE = f"{LOCK_DIR}/apply.holder"
 HELD, BUSY = "gpuforge-lock: held", "gpuforge-lock: busy"
 TAKE_TIMEOUT_S = 30.0
+#: Open files the control host holds per node during an apply: the lock session's three pipes,
+#: pyinfra's SSH socket, and room for the transfers' temporary files.
+FILES_PER_NODE = 8
+FILES_BASE = 256
+
+
+def raise_open_files_limit(nodes: int) -> int:
+    """Raise this process's soft open-files limit to what ``nodes`` need (never above the hard
+    limit, never lowered); return the soft limit now in force.
+
+    Per node the run holds the lock session's three pipes and pyinfra's SSH socket: the usual soft
+    limit of 1024 would run out at about 250 nodes, with EMFILE in the middle of a run.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = FILES_BASE + FILES_PER_NODE * nodes
+    if soft != resource.RLIM_INFINITY and soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        if new > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+    return soft
 
 
 def holder_text(spec_path: str | Path) -> str:
@@ -84,6 +106,7 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
     from gpuforge.validator.runner import explain_ssh_failure
 
     locks = NodeLocks()
+    raise_open_files_limit(len(names))
     command = lock_command(holder_text(spec_path))
     started: dict[str, subprocess.Popen[bytes]] = {}
     for name in names:

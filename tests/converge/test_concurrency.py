@@ -112,3 +112,25 @@ def test_node_lock_shell_holds_until_stdin_closes_and_names_its_holder(
     assert third.stdin is not None
     third.stdin.close()  # the normal end of a run
     assert third.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "nodes", "want"),
+    [
+        (1024, 524288, 48, None),  # enough: left alone
+        (1024, 524288, 300, 256 + 8 * 300),  # raised to the need
+        (1024, 2000, 300, 2000),  # never above the hard limit
+        (65536, 524288, 300, None),  # never lowered
+    ],
+)
+def test_open_files_limit_grows_with_the_node_count(
+    monkeypatch: pytest.MonkeyPatch, soft: int, hard: int, nodes: int, want: int | None
+) -> None:
+    from gpuforge.orchestrate import node_lock
+
+    made: list[tuple[int, int]] = []
+    monkeypatch.setattr(node_lock.resource, "getrlimit", lambda which: (soft, hard))
+    monkeypatch.setattr(node_lock.resource, "setrlimit", lambda which, limits: made.append(limits))
+    now = node_lock.raise_open_files_limit(nodes)
+    assert made == ([] if want is None else [(want, hard)])
+    assert now == (soft if want is None else want)
