@@ -111,7 +111,6 @@ def up(
             log(f"bridge {state.bridge} {state.bridge_address}")
         if restart_all or not mirror.mirror_ok(state.bridge_address, paths.mirror_dir):
             mirror.start_mirror(state.bridge_address, mirrors, paths.mirror_cache, paths.mirror_dir)
-            mirror.prime_indexes(state.bridge_address, SUITE, log)
             log(f"site mirror {state.mirror_url} (apt-cacher-ng)")
 
         # Shrink: nodes beyond the wanted count go away entirely.

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-import urllib.request
-from collections.abc import Callable
 
 from . import plan
 from .sources import HostMirrors, as_http, host_path
@@ -128,38 +126,6 @@ def start_mirror(address: str, mirrors: HostMirrors, cache_dir: str, mirror_dir:
         f"site mirror (apt-cacher-ng) did not start listening on {address}:{plan.MIRROR_PORT}; "
         f"is port {plan.MIRROR_PORT} taken (`ss -ltnp`)? See {out} and {os.path.join(mirror_dir, 'log')}"
     )
-
-
-def index_paths(suite: str) -> list[str]:
-    """The top index of every suite the nodes use (``sources.node_sources``), as mirror paths."""
-    return [
-        f"/debian/dists/{suite}/InRelease",
-        f"/debian/dists/{suite}-updates/InRelease",
-        f"/debian-security/dists/{suite}-security/InRelease",
-    ]
-
-
-def prime_indexes(
-    address: str, suite: str, log: Callable[[str], None], port: int = plan.MIRROR_PORT, timeout: float = 60
-) -> list[str]:
-    """Fetch each suite's InRelease through a freshly started mirror, one at a time; return the failures.
-
-    A new apt-cacher-ng re-checks every index upstream on its first request. When many nodes ask
-    for the same InRelease within that second, it fails some of them ("Failure to move file ...
-    out of the way", seen at 12 and 24 nodes) and apt-get update can then hang. Asked once here,
-    the indexes are fresh for FreshIndexMaxAge and the nodes' first burst is served from the cache.
-    """
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to the mirror
-    failed = []
-    for path in index_paths(suite):
-        try:
-            with opener.open(f"http://{address}:{port}{path}", timeout=timeout) as reply:
-                reply.read()
-        except OSError as exc:
-            failed.append(f"{path}: {exc}")
-    if failed:
-        log(f"site mirror could not fetch {'; '.join(failed)} (the nodes will retry)")
-    return failed
 
 
 def stop_mirror(mirror_dir: str) -> list[int]:
