@@ -324,7 +324,7 @@ def main() -> int:
     )
     if not args.no_plot:
         plot(rows, RESULTS / "scale.png")
-        print(f"wrote {RESULTS / 'scale.json'} and {RESULTS / 'scale.png'}")
+        print(f"wrote {(RESULTS / 'scale.json').relative_to(REPO)} and {(RESULTS / 'scale.png').relative_to(REPO)}")
     return 0 if all(line.endswith("OK") for line in verdicts(rows)) else 1
 
 
