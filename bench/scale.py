@@ -36,14 +36,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gpuforge.deploy.apt import APT_ENV, APT_UPDATE  # noqa: E402
 from gpuforge.lab import core  # noqa: E402
-from gpuforge.lab.spec import lab_spec_data  # noqa: E402
+from gpuforge.lab.spec import write_lab_spec  # noqa: E402
 from gpuforge.lab.state import LabPaths  # noqa: E402
 from gpuforge.lab.system import children, rss_kib  # noqa: E402
 
@@ -132,11 +130,8 @@ def gpuforge(*args: str, env: dict[str, str]) -> Timed:
 
 
 def lab_spec(spec: str, state: Any, workdir: Path, nodes: int) -> Path:
-    base = yaml.safe_load(SPECS[spec].read_text())
-    data = lab_spec_data(base, state, {"workers": f"node[2-{nodes}]" if nodes > 2 else "node2"})
-    path = workdir / f"{spec}-{nodes}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    workers = f"node[2-{nodes}]" if nodes > 2 else "node2"
+    return write_lab_spec(SPECS[spec], state, workdir / f"{spec}-{nodes}.yaml", {"workers": workers})
 
 
 def package_sets(plan: dict[str, Any]) -> dict[str, list[str]]:

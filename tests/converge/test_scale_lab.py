@@ -8,17 +8,15 @@ Its own lab (``gflab-t24``, 10.213.21.0/24) beside the session lab, always torn 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.lab import core
-from gpuforge.lab.spec import lab_spec_data
+from gpuforge.lab.pytest_plugin import Lab
+from gpuforge.lab.spec import write_lab_spec
 from tests.conftest import REPO, run_cli
 
 NAME, SUBNET, NODES = "gflab-t24", "10.213.21.0/24", 24
@@ -26,34 +24,25 @@ MINIMAL = REPO / "inventories" / "lab-slurm-minimal.yaml"
 
 
 @pytest.fixture
-def lab24() -> Iterator[Any]:
+def lab24() -> Iterator[Lab]:
     core.down(NAME, log=lambda m: None)
     try:
-        yield core.up(NAME, NODES, SUBNET, log=print)
+        yield Lab(NAME, NODES, SUBNET, core.up(NAME, NODES, SUBNET, log=print))
     finally:
         core.down(NAME, log=lambda m: None)
 
 
-def run_ssh(state: Any, node: str, cmd: str) -> str:
-    cp = subprocess.run(
-        core.ssh_command(state, node, [cmd]), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-    )
-    assert cp.returncode == 0, f"{node}: {cmd}: rc={cp.returncode}\n{cp.stdout}\n{cp.stderr}"
-    return cp.stdout
-
-
-def _sinfo(state: Any) -> dict[str, str]:
+def _sinfo(lab: Lab) -> dict[str, str]:
     """Each Slurm node's state, as slurmctld on node1 sees it."""
-    out = run_ssh(state, "node1", "sinfo -h -N -o '%N %t'")
-    return dict(line.split() for line in out.splitlines() if line.strip())
+    cp = lab.ssh("node1", "sinfo -h -N -o '%N %t'", timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    return dict(line.split() for line in cp.stdout.splitlines() if line.strip())
 
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_24_nodes_converge_in_one_apply(lab24: Any, tmp_path: Path) -> None:
-    data = lab_spec_data(yaml.safe_load(MINIMAL.read_text()), lab24, {"workers": f"node[2-{NODES}]"})
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+def test_24_nodes_converge_in_one_apply(lab24: Lab, tmp_path: Path) -> None:
+    spec = write_lab_spec(MINIMAL, lab24.state, tmp_path / "spec.yaml", {"workers": f"node[2-{NODES}]"})
     env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state")}
 
     first = run_cli("apply", str(spec), "--json", env=env)
