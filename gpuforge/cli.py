@@ -246,7 +246,7 @@ def bundle(
 ) -> None:
     """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
     from gpuforge.bundle.build import build_bundle
-    from gpuforge.bundle.signing import gpg_tools_missing
+    from gpuforge.bundle.build import tools_missing as bundle_tools_missing
     from gpuforge.bundle.verify import verify_bundle
 
     if verify is not None:
@@ -263,11 +263,11 @@ def bundle(
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR", markup=False)
         raise typer.Exit(2)
     s = _load(spec)
-    missing_tools = gpg_tools_missing()
+    missing_tools = bundle_tools_missing(s)
     if missing_tools:
         err.print(
             f"gpuforge bundle checks and makes repository signatures with {', '.join(missing_tools)}, "
-            "which this host lacks: apt-get install gnupg (dnf install gnupg2)",
+            "which this host lacks: apt-get install gnupg rpm (dnf install gnupg2 rpm)",
             markup=False,
             highlight=False,
         )
@@ -292,19 +292,18 @@ def bundle(
         for r in m["repositories"]:
             ext = len(r["external"])
             signers = sorted({src["signed_by"] for src in r["sources"] if src.get("signed_by")})
+            checked = sorted(
+                {src["checked"] for src in r["sources"] if src.get("checked") and not src.get("signed_by")}
+            )
             signed = f", index signed by {', '.join(signers)}" if signers else ""
+            signed += f", checked: {', '.join(checked)}" if checked else ""
             line = f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies{signed}"
             out.print(line, soft_wrap=True, markup=False, highlight=False)
         if m["signing"]:
             out.print(f"  signed with bundle key {m['signing']['fingerprint']} ({m['signing']['key']})", soft_wrap=True)
         for miss in m["missing"]:
             err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
-        for u in m["unsupported"]:
-            if not u["provided"]:
-                err.print(f"unsupported {u['repository']}: {u['reason']}", markup=False, highlight=False)
-        out.print(
-            "complete" if result.complete else "INCOMPLETE: see manifest.json (missing, unsupported)", soft_wrap=True
-        )
+        out.print("complete" if result.complete else "INCOMPLETE: see manifest.json (missing)", soft_wrap=True)
     raise typer.Exit(0 if result.complete else 1)
 
 

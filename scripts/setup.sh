@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install everything gpuforge and its tests need on a fresh Debian 12 machine (run as root).
 # Debian packages for the lab (systemd-nspawn, mmdebstrap, apt-cacher-ng, ssh, vagrant and its libvirt
-# provider, which `vagrant validate` needs; gnupg: `gpuforge bundle` checks and makes repository signatures),
+# provider, which `vagrant validate` needs; gnupg: `gpuforge bundle` checks and makes repository signatures;
+# rpm: it checks rpm packages' signatures; createrepo-c and dnf: the RHEL bundle tests build real rpm-md
+# repositories and read the bundle with dnf),
 # then a virtualenv in .venv with gpuforge and its development tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ APT_PACKAGES=(
   systemd-container mmdebstrap apt-cacher-ng iproute2 openssh-client
   ca-certificates gnupg vagrant vagrant-libvirt stress-ng
   prometheus prometheus-alertmanager
+  rpm createrepo-c dnf
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import urllib.error
 import urllib.parse
@@ -13,14 +12,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuforge.bundle.builder import Builder, keep_previous, write_atomic
 from gpuforge.bundle.debian import PackageIndex, Stanza, parse_packages, render_packages
 from gpuforge.bundle.fetch import Fetcher, FetchError, hash_file, index_sums
 from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL, SAFE_DEB, Log
 from gpuforge.bundle.needs import ArtifactNeed, RepoNeed, fetch_spec, spec_needs
 from gpuforge.bundle.resolve import resolve
-from gpuforge.bundle.signing import BUNDLE_KEY, RELEASE, SignatureError
+from gpuforge.bundle.rpm_repo import is_built, rpm_repo_bundle
+from gpuforge.bundle.rpmmd import REPOMD_SIG
+from gpuforge.bundle.rpmsig import rpm_tools_missing
+from gpuforge.bundle.signing import BUNDLE_KEY, BUNDLE_RPM_KEY, RELEASE, SignatureError, gpg_tools_missing
 from gpuforge.bundle.trust import UntrustedIndex, sign_repositories, signed_index
 from gpuforge.spec import Spec
+from gpuforge.spec.nvidia_packages import RPM_METADATA_SIGNED
 
 
 @dataclass
@@ -37,63 +41,7 @@ class BundleResult:
         return bool(self.manifest["complete"])
 
 
-class _Builder:
-    def __init__(self, out: Path, fetcher: Fetcher, log: Log) -> None:
-        self.out = out
-        self.partial = out / PARTIAL
-        self.fetcher = fetcher
-        self.log = log
-        self.files: dict[str, dict[str, Any]] = {}
-        self.missing: list[dict[str, Any]] = []
-        self.downloaded = 0
-        self.reused = 0
-        self.keys: dict[str, bytes] = {}  # repository key files by URL
-        self.previous = _previous_manifest(out)
-        self.previous_files: dict[str, str] = {
-            str(f.get("path")): str(f.get("sha256")) for f in self.previous.get("files", []) if isinstance(f, dict)
-        }
-
-    def add_file(self, rel: str, sha: str, source: str | None, checksum: str) -> None:
-        size = (self.out / rel).stat().st_size
-        self.files[rel] = {"path": rel, "sha256": sha, "size": size, "source": source, "checksum": checksum}
-
-    def miss(self, what: str, url: str | None, error: str) -> None:
-        self.missing.append({"what": what, "url": url, "error": error})
-
-    def get(self, rel: str, url: str, expect: dict[str, str], size: int | None) -> str | None:
-        """sha256 of ``rel`` in the bundle: kept when it matches what is known of it, else downloaded.
-
-        Known: the published checksums (``expect``), else the sha256 an earlier run recorded.
-        """
-        dest = self.out / rel
-        checks = dict(expect)
-        if "sha256" not in checks and rel in self.previous_files:
-            checks["sha256"] = self.previous_files[rel]
-        if checks and dest.is_file() and (size is None or dest.stat().st_size == size):
-            have = hash_file(dest, {"sha256", *checks})
-            if all(have[a] == v.lower() for a, v in checks.items()):
-                self.reused += 1
-                return have["sha256"]
-        self.log(f"download {url}")
-        try:
-            sha = self.fetcher.download(url, dest, self.partial, expect, size)
-        except FetchError as e:
-            self.miss(rel, url, e.reason)
-            return None
-        self.downloaded += 1
-        return sha
-
-
-def _previous_manifest(out: Path) -> dict[str, Any]:
-    """An existing manifest (empty when there is none or it is unreadable)."""
-    try:
-        data = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _repo_bundle(b: _Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any]:
+def _repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any]:
     """Resolve, fetch and index one ``apt/<repo>/``; its manifest record."""
     record: dict[str, Any] = {"path": path, "sources": [], "packages": [], "external": []}
     chosen: dict[str, tuple[Stanza, str, str]] = {}  # package -> (stanza, source URL, required by)
@@ -131,20 +79,7 @@ def _repo_bundle(b: _Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any
         for dep, parents in res.external.items():
             external.setdefault(dep, set()).update(parents)
     if index_failed and not chosen:
-        # Keep what an earlier run fetched: an unreachable mirror does not empty a good bundle.
-        for rel, sha in sorted(b.previous_files.items()):
-            if rel.startswith(f"{path}/") and (b.out / rel).is_file():
-                if hash_file(b.out / rel, ["sha256"])["sha256"] == sha:
-                    why = "kept from the previous run (the index could not be fetched or verified)"
-                    b.add_file(rel, sha, None, why)
-                else:
-                    b.miss(rel, None, "changed since the previous run, and the index is not reachable to refetch it")
-        for old in b.previous.get("repositories", []):
-            if isinstance(old, dict) and old.get("path") == path:
-                record["packages"] = old.get("packages", [])
-                record["external"] = old.get("external", [])
-        record["kept"] = True
-        return record
+        return keep_previous(b, path, record)
     stanzas: list[Stanza] = []
     wanted_files: set[str] = set()
     for name in sorted(chosen):
@@ -175,7 +110,7 @@ def _repo_bundle(b: _Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any
     repo_dir = b.out / path
     repo_dir.mkdir(parents=True, exist_ok=True)
     index_rel = f"{path}/Packages"
-    _write_atomic(b.out / index_rel, render_packages(stanzas).encode())
+    write_atomic(b.out / index_rel, render_packages(stanzas).encode())
     b.add_file(index_rel, hash_file(b.out / index_rel, ["sha256"])["sha256"], None, "generated")
     b.files[index_rel]["source"] = "generated from " + ", ".join(
         s["index"] for s in record["sources"] if s.get("index")
@@ -187,22 +122,13 @@ def _identity(s: Stanza) -> tuple[str, str, str]:
     return s.version, s.arch, s.get("SHA256") or s.get("MD5sum")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def _prune(out: Path, keep: set[str], kept_dirs: set[str], tops: list[str]) -> int:
+    """Remove files under ``apt/`` and the rpm repositories built here that the new manifest does not list.
 
-
-def _prune(out: Path, keep: set[str], kept_dirs: set[str]) -> int:
-    """Remove files under ``apt/`` that the new manifest does not list.
-
-    The deploys push a repository directory whole, so a stale ``.deb`` must not stay there.
+    The deploys push a repository directory whole, so a stale package must not stay there.
     """
     removed = 0
-    for top in ("apt",):
+    for top in ("apt", *tops):
         base = out / top
         if not base.is_dir():
             continue
@@ -217,6 +143,17 @@ def _prune(out: Path, keep: set[str], kept_dirs: set[str]) -> int:
     return removed
 
 
+def tools_missing(spec: Spec) -> list[str]:
+    """Programs this host lacks that building ``spec``'s bundle needs: gpg always (signatures),
+    rpm's ``rpmkeys``/``rpm`` for rpm repositories that sign their packages rather than their metadata."""
+    missing = gpg_tools_missing()
+    rpm_checks = any(
+        n.fmt == "rpm" and n.url is not None and n.kind not in RPM_METADATA_SIGNED
+        for n in spec_needs(spec).repos.values()
+    )
+    return missing + (rpm_tools_missing() if rpm_checks else [])
+
+
 def build_bundle(
     spec: Spec, spec_file: Path, out: Path, *, timeout: float = 60.0, log: Log | None = None
 ) -> BundleResult:
@@ -224,30 +161,28 @@ def build_bundle(
     say: Log = log or (lambda _m: None)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
-    b = _Builder(out, Fetcher(timeout), say)
+    b = Builder(out, Fetcher(timeout), say)
     needs = spec_needs(spec)
     repos: list[dict[str, Any]] = []
-    unsupported: list[dict[str, Any]] = []
     kept_dirs: set[str] = set()
     try:
         by_path: dict[str, list[RepoNeed]] = {}
         for need in needs.repos.values():
-            if need.fmt == "rpm":
-                unsupported.append(_rpm_repo(b, need))
-                continue
             by_path.setdefault(need.path, []).append(need)
         for path, group in sorted(by_path.items()):
             say(f"resolve {path}")
-            record = _repo_bundle(b, path, group)
+            record = rpm_repo_bundle(b, path, group) if group[0].fmt == "rpm" else _repo_bundle(b, path, group)
             if record.pop("kept", False):
                 kept_dirs.add(path)
             repos.append(record)
         for name in sorted(needs.artifacts):
             _artifact(b, needs.artifacts[name])
-        signing = _sign(b, spec.cluster.name, [r["path"] for r in repos if (out / r["path"] / "Packages").is_file()])
+        apt = [r["path"] for r in repos if r.get("format") != "rpm" and (out / r["path"] / "Packages").is_file()]
+        rpm = [r["path"] for r in repos if r.get("format") == "rpm" and is_built(out, r["path"])]
+        signing = _sign(b, spec.cluster.name, apt, rpm)
     finally:
         shutil.rmtree(out / PARTIAL, ignore_errors=True)
-    removed = _prune(out, set(b.files), kept_dirs)
+    removed = _prune(out, set(b.files), kept_dirs, [r["path"] for r in repos if r.get("format") == "rpm"])
     manifest = {
         "format": FORMAT,
         "spec": {
@@ -257,58 +192,40 @@ def build_bundle(
         },
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "fetched_from": fetch_spec(spec).sources.mode.value,
-        "complete": not b.missing and all(u["provided"] for u in unsupported),
+        "complete": not b.missing,
         "files": [b.files[k] for k in sorted(b.files)],
         "signing": signing,
         "repositories": repos,
         "missing": b.missing,
-        "unsupported": unsupported,
     }
-    _write_atomic(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    write_atomic(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return BundleResult(manifest, b.downloaded, b.reused, removed)
 
 
-def _sign(b: _Builder, name: str, repos: list[str]) -> dict[str, Any]:
-    """Sign the bundled apt repositories (gpuforge.bundle.trust); the manifest's ``signing`` record."""
-    if not repos:
+def _sign(b: Builder, name: str, repos: list[str], rpm_repos: list[str]) -> dict[str, Any]:
+    """Sign the bundled apt and rpm repositories (gpuforge.bundle.trust); the manifest's ``signing`` record."""
+    if not repos and not rpm_repos:
         return {}
 
     def write(rel: str, data: bytes) -> None:
-        _write_atomic(b.out / rel, data)
+        (b.out / rel).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(b.out / rel, data)
 
     try:
-        fingerprint = sign_repositories(b.out, repos, name, write)
+        fingerprint = sign_repositories(b.out, repos, name, write, rpm_repos)
     except SignatureError as e:
-        b.miss("apt signatures", None, f"cannot sign the bundle's repositories: {e}")
+        b.miss("repository signatures", None, f"cannot sign the bundle's repositories: {e}")
         return {}
-    for rel in (BUNDLE_KEY, *(f"{path}/{RELEASE}" for path in repos)):
+    signed = [f"{path}/{RELEASE}" for path in repos] + [f"{path}/{REPOMD_SIG}" for path in rpm_repos]
+    for rel in (BUNDLE_KEY, *([BUNDLE_RPM_KEY] if rpm_repos else []), *signed):
         b.add_file(rel, hash_file(b.out / rel, ["sha256"])["sha256"], None, "generated (bundle signature)")
-    return {"key": BUNDLE_KEY, "fingerprint": fingerprint, "repositories": repos}
-
-
-def _rpm_repo(b: _Builder, need: RepoNeed) -> dict[str, Any]:
-    """An rpm repository gpuforge cannot build; one placed in the bundle by hand is recorded."""
-    record: dict[str, Any] = {
-        "repository": need.path,
-        "url": need.url,
-        "packages": sorted(need.wants),
-        "nodes": len(need.nodes),
-        "reason": "RHEL nodes need an rpm repository with repodata/ generated by createrepo, which "
-        f"gpuforge bundle does not build: mirror the repository (mode: mirror), or build {need.path}/ "
-        "with createrepo and re-run to record it",
-        "provided": False,
-    }
-    repo = b.out / need.path
-    if (repo / "repodata" / "repomd.xml").is_file():
-        for p in sorted(repo.rglob("*")):
-            if p.is_file():
-                rel = p.relative_to(b.out).as_posix()
-                b.add_file(rel, hash_file(p, ["sha256"])["sha256"], None, "placed in the bundle by hand")
-        record["provided"] = True
+    record: dict[str, Any] = {"key": BUNDLE_KEY, "fingerprint": fingerprint, "repositories": repos + rpm_repos}
+    if rpm_repos:
+        record["rpm_key"] = BUNDLE_RPM_KEY
     return record
 
 
-def _artifact(b: _Builder, an: ArtifactNeed) -> None:
+def _artifact(b: Builder, an: ArtifactNeed) -> None:
     a = an.artifact
     rel = f"artifacts/{a.name}"
     expect = {"sha256": a.sha256} if a.sha256 else {}

@@ -6,11 +6,16 @@ import re
 from collections.abc import Callable
 
 MANIFEST = "manifest.json"
-FORMAT = "gpuforge-bundle/2"  # 2: apt repositories signed (InRelease, apt/gpuforge-bundle.gpg)
+# 2: apt repositories signed (InRelease, apt/gpuforge-bundle.gpg); 3: rpm repositories built
+# and signed (repodata/repomd.xml.asc, rpm/gpuforge-bundle.asc)
+FORMAT = "gpuforge-bundle/3"
 PARTIAL = ".partial"
 ARCHES = ("amd64", "all")
 # Where a repository URL names the architecture (libnvidia-container's ``stable/deb/$(ARCH)``).
 ARCH_IN_URL = "amd64"
+# What dnf substitutes for ``$basearch`` and ``$releasever`` on the RHEL 9 nodes the bundle serves.
+RPM_ARCH = "x86_64"
+RPM_RELEASEVER = "9"
 CHUNK = 1 << 20
 SAFE_DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._~%-]*\.deb$")
 # Checksum fields of a Packages stanza, strongest first, with their hashlib names.

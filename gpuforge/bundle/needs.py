@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuforge.bundle.layout import ARCH_IN_URL
+from gpuforge.bundle.layout import ARCH_IN_URL, RPM_ARCH, RPM_RELEASEVER
 from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import needs as nvneeds
 from gpuforge.render import nvidia_sources as src
@@ -29,8 +29,9 @@ class RepoNeed:
     wants: dict[str, Want] = field(default_factory=dict)
     pins: list[Pin] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
-    key_url: str | None = None  # the key that signs its InRelease (apt)
+    key_url: str | None = None  # the key that signs its InRelease (apt), its metadata or packages (rpm)
     fingerprint: str | None = None  # the primary key fingerprint required of that signature
+    module_streams: set[tuple[str, str]] = field(default_factory=set)  # rpm: (module, stream) the nodes enable
 
     @property
     def path(self) -> str:
@@ -58,12 +59,13 @@ def fetch_spec(spec: Spec) -> Spec:
     return spec.model_copy(update={"sources": spec.sources.model_copy(update={"mode": SourceMode.UPSTREAM})})
 
 
-def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
-    """(CUDA repository wants, container repository wants, apt pins) of one node."""
+def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin], set[tuple[str, str]]]:
+    """(CUDA repository wants, container repository wants, apt pins, dnf module streams) of one node."""
     s, n = ctx.spec, ctx.node
     cuda: list[Want] = []
     container: list[Want] = []
     pins: list[Pin] = []
+    streams: set[tuple[str, str]] = set()
     ver = ctx.driver_version
     if ctx.gpu_node and host_driver(s):
         pins.append(Pin(tuple(src.DRIVER_PIN_PACKAGES.split()), (f"{ver}-*",)))
@@ -73,6 +75,8 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
         if host_driver(s):
             if driver_source(s, n) is DriverSource.NVIDIA:
                 row = nvneeds.driver_install(ctx)
+                if row.dnf_stream:
+                    streams.add(("nvidia-driver", row.dnf_stream))
                 why = f"driver {ver}" if ctx.deb else f"driver {ver} (dnf module nvidia-driver:{row.dnf_stream})"
                 # NVIDIA's pinning packages carry the branch, not the driver's version
                 cuda += [
@@ -92,7 +96,7 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin]]:
     if nvneeds.toolkit_wanted(ctx):
         tv = s.versions.container_toolkit
         container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nvneeds.TOOLKIT_PACKAGES]
-    return cuda, container, pins
+    return cuda, container, pins, streams
 
 
 def _docker_wants(ctx: nvneeds.Ctx) -> list[Want]:
@@ -117,6 +121,13 @@ def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
     return arts
 
 
+def _fetch_url(url: str) -> str:
+    """A repository URL as the bundle fetches it: the architecture and release the nodes would substitute."""
+    for var, value in (("$(ARCH)", ARCH_IN_URL), ("$basearch", RPM_ARCH), ("$releasever", RPM_RELEASEVER)):
+        url = url.replace(var, value)
+    return url
+
+
 def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
     """What the NVIDIA deploy installs on the spec's nodes, with the URLs to fetch it from."""
     s = fetch_spec(spec)
@@ -125,7 +136,7 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
         if "nvidia" not in deploys_for(n):
             continue
         ctx = nvneeds.Ctx(s, n, name=n.name)
-        cuda_w, container_w, pins = _node_wants(ctx)
+        cuda_w, container_w, pins, streams = _node_wants(ctx)
         fmt = "apt" if n.os.is_deb else "rpm"
         docker_w = _docker_wants(ctx)
         for want_list, repo in (
@@ -135,14 +146,18 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
         ):
             if repo is None:
                 continue
-            url = repo.url.replace("$(ARCH)", ARCH_IN_URL) if repo.url else None
+            url = _fetch_url(repo.url) if repo.url else None
             key = (fmt, repo.kind, url)
             need = needs.repos.get(key)
             if need is None:
                 need = RepoNeed(repo.kind, fmt, url, repo.reason, src.cuda_distro(n.os))
                 if fmt == "apt":
                     need.key_url, need.fingerprint = src.apt_release_key(s, repo)
+                else:
+                    need.key_url, need.fingerprint = src.rpm_repo_key(s, repo)
                 needs.repos[key] = need
+            if repo.kind == src.CUDA_REPO:
+                need.module_streams |= streams
             for w in want_list:
                 need.wants.setdefault(w.package, w)
             for p in pins:

@@ -27,6 +27,8 @@ from debian.deb822 import Release
 
 #: Where the bundle's public key is, relative to the bundle (binary keyring: apt's gpgv reads no armor).
 BUNDLE_KEY = "apt/gpuforge-bundle.gpg"
+#: The same key ASCII-armored for dnf (``gpgkey=file://...``), beside the rpm repositories.
+BUNDLE_RPM_KEY = "rpm/gpuforge-bundle.asc"
 RELEASE = "InRelease"
 _GPG_TIMEOUT = 60.0
 _BAD_STATUS = ("BADSIG", "ERRSIG", "EXPSIG", "EXPKEYSIG", "REVKEYSIG", "NO_PUBKEY")
@@ -233,6 +235,14 @@ class BundleSigner:
     def public_key(self) -> bytes:
         """The public key as a binary keyring (what ``signed-by`` names)."""
         return self._gpg(["--export"])
+
+    def public_key_armored(self) -> bytes:
+        """The public key ASCII-armored (what dnf's ``gpgkey=`` imports)."""
+        return self._gpg(["--armor", "--export"])
+
+    def detach_sign(self, data: bytes) -> bytes:
+        """An ASCII-armored detached signature of ``data`` (an rpm-md ``repomd.xml.asc``), SHA-512."""
+        return self._gpg(["--digest-algo", "SHA512", "--armor", "--detach-sign"], data)
 
     def clearsign(self, text: str) -> bytes:
         """``text`` clear-signed (an ``InRelease``), SHA-512."""

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from gpuforge.bundle.fetch import Fetcher, FetchError, decode_index
 from gpuforge.bundle.needs import RepoNeed
+from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
 from gpuforge.bundle.signing import (
     BUNDLE_KEY,
+    BUNDLE_RPM_KEY,
     RELEASE,
     BundleSigner,
     SignatureError,
@@ -91,26 +93,84 @@ def signed_index(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> Ve
     return VerifiedIndex(url, decode_index(url, name, data), signed.fingerprint, need.key_url)
 
 
-def _current(out: Path, repos: list[str]) -> bool:
-    """Do the key and every repository's InRelease still cover the Packages beside them?"""
+def signed_repomd(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> VerifiedIndex:
+    """An rpm-md repository's ``repodata/repomd.xml``, read only once ``repomd.xml.asc`` verifies
+    with the repository key (and, from upstream, its cited fingerprint). Raises FetchError or
+    UntrustedIndex; ``text`` is repomd.xml."""
+    assert need.url is not None
+    base = need.url.rstrip("/")
+    if need.key_url is None:
+        raise UntrustedIndex(base, "no signing key is known for this repository")
+    if need.key_url not in keys:
+        keys[need.key_url] = fetcher.small(need.key_url, 1 << 20)
+    url = f"{base}/{REPOMD}"
+    data = fetcher.small(url)
+    try:
+        signature = fetcher.small(f"{base}/{REPOMD_SIG}", 1 << 20)
+    except FetchError as e:
+        if e.unreachable:
+            raise
+        raise UntrustedIndex(f"{base}/{REPOMD_SIG}", "missing: the repository's metadata is not signed") from None
+    try:
+        signed = verify_detached(data, signature, keys[need.key_url])
+        if need.fingerprint is not None and signed.fingerprint != need.fingerprint:
+            raise SignatureError(f"signed by key {signed.fingerprint}, not by the repository's key {need.fingerprint}")
+    except SignatureError as e:
+        raise UntrustedIndex(f"{base}/{REPOMD_SIG}", f"{e} (key {need.key_url})") from None
+    return VerifiedIndex(url, data.decode("utf-8", "replace"), signed.fingerprint, need.key_url)
+
+
+def repomd_problem(out: Path, repo: str, keyring: bytes) -> str | None:
+    """Why ``out/repo/repodata/repomd.xml.asc`` does not vouch for repomd.xml under ``keyring`` (None: it does)."""
+    sig = out / repo / REPOMD_SIG
+    if not sig.is_file():
+        return "missing (the repository is not signed)"
+    try:
+        verify_detached((out / repo / REPOMD).read_bytes(), sig.read_bytes(), keyring)
+    except (OSError, SignatureError) as e:
+        return str(e)
+    return None
+
+
+def _current(out: Path, repos: list[str], rpm_repos: list[str]) -> bool:
+    """Do the keys and every repository's signature still cover the indexes beside them?"""
     key = out / BUNDLE_KEY
-    if not key.is_file():
+    if not key.is_file() or (rpm_repos and not (out / BUNDLE_RPM_KEY).is_file()):
         return False
     keyring = key.read_bytes()
-    return all(inrelease_problem(out, path, keyring) is None for path in repos)
+    return all(inrelease_problem(out, path, keyring) is None for path in repos) and all(
+        repomd_problem(out, path, keyring) is None for path in rpm_repos
+    )
 
 
-def sign_repositories(out: Path, repos: list[str], bundle_name: str, write: Callable[[str, bytes], None]) -> str:
-    """Sign every bundled apt repository (``apt/<kind>`` with a ``Packages``); the key's fingerprint.
+def sign_repositories(
+    out: Path,
+    repos: list[str],
+    bundle_name: str,
+    write: Callable[[str, bytes], None],
+    rpm_repos: list[str] | None = None,
+) -> str:
+    """Sign every bundled repository: apt (``apt/<kind>`` with a ``Packages``: ``InRelease``) and
+    rpm-md (``rpm/<kind>``: ``repodata/repomd.xml.asc``); the key's fingerprint.
 
-    ``write(rel, data)`` writes one bundle file atomically. When the existing key and
+    ``write(rel, data)`` writes one bundle file atomically. When the existing keys and
     signatures still cover the indexes nothing is written; otherwise a new key signs all.
     Raises SignatureError when gpg cannot sign.
     """
-    if not _current(out, repos):
+    rpms = list(rpm_repos or [])
+    if not _current(out, repos, rpms):
         with BundleSigner(f"gpuforge bundle {bundle_name}") as signer:
             write(BUNDLE_KEY, signer.public_key())
+            if rpms:
+                write(BUNDLE_RPM_KEY, signer.public_key_armored())
             for path in repos:
                 text = release_text(path, {"Packages": (out / path / "Packages").read_bytes()})
                 write(f"{path}/{RELEASE}", signer.clearsign(text))
-    return verify_inrelease((out / repos[0] / RELEASE).read_bytes(), (out / BUNDLE_KEY).read_bytes()).fingerprint
+            for path in rpms:
+                write(f"{path}/{REPOMD_SIG}", signer.detach_sign((out / path / REPOMD).read_bytes()))
+    keyring = (out / BUNDLE_KEY).read_bytes()
+    if repos:
+        return verify_inrelease((out / repos[0] / RELEASE).read_bytes(), keyring).fingerprint
+    return verify_detached(
+        (out / rpms[0] / REPOMD).read_bytes(), (out / rpms[0] / REPOMD_SIG).read_bytes(), keyring
+    ).fingerprint

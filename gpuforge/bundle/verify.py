@@ -18,7 +18,9 @@ from typing import Any
 
 from gpuforge.bundle.fetch import hash_file
 from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL
-from gpuforge.bundle.signing import BUNDLE_KEY, RELEASE, inrelease_problem
+from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
+from gpuforge.bundle.signing import BUNDLE_KEY, BUNDLE_RPM_KEY, RELEASE, dearmor, inrelease_problem
+from gpuforge.bundle.trust import repomd_problem
 
 #: Folders pushed to nodes: nothing in them may be unlisted.
 PUSHED = ("apt", "rpm", "artifacts")
@@ -61,15 +63,24 @@ def _tree_problems(out: Path) -> tuple[list[str], dict[str, int]]:
 
 
 def _signature_problems(out: Path, files: dict[str, int]) -> list[str]:
-    """Every apt repository's InRelease must verify with the bundle key and cover its Packages."""
+    """Every apt repository's InRelease must verify with the bundle key and cover its Packages;
+    every rpm repository's repomd.xml.asc must verify with it (repomd.xml lists each file's checksum)."""
     repos = sorted(rel.rsplit("/", 1)[0] for rel in files if rel.startswith("apt/") and rel.endswith("/Packages"))
-    if not repos:
+    rpm_repos = sorted(
+        rel.removesuffix(f"/{REPOMD}") for rel in files if rel.startswith("rpm/") and rel.endswith(f"/{REPOMD}")
+    )
+    if not repos and not rpm_repos:
         return []
     if BUNDLE_KEY not in files:
         return [f"{BUNDLE_KEY}: missing (nodes check the repositories' signatures with it)"]
+    if rpm_repos and BUNDLE_RPM_KEY not in files:
+        return [f"{BUNDLE_RPM_KEY}: missing (dnf checks the rpm repositories' signatures with it)"]
     keyring = (out / BUNDLE_KEY).read_bytes()
-    problems = ((path, inrelease_problem(out, path, keyring)) for path in repos)
-    return [f"{path}/{RELEASE}: {why}" for path, why in problems if why is not None]
+    problems = [(f"{path}/{RELEASE}", inrelease_problem(out, path, keyring)) for path in repos]
+    problems += [(f"{path}/{REPOMD_SIG}", repomd_problem(out, path, keyring)) for path in rpm_repos]
+    if rpm_repos and dearmor((out / BUNDLE_RPM_KEY).read_bytes()) != dearmor(keyring):
+        problems.append((BUNDLE_RPM_KEY, f"not the key in {BUNDLE_KEY}"))
+    return [f"{rel}: {why}" for rel, why in problems if why is not None]
 
 
 def verify_bundle(bundle_dir: str | Path) -> list[str]:
@@ -110,8 +121,5 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
     if (out / PARTIAL).exists():
         problems.append(f"{PARTIAL}/: an interrupted run left partial downloads")
     if not manifest.get("complete", False):
-        problems.append(
-            f"the manifest records an incomplete bundle ({len(manifest.get('missing', []))} missing, "
-            f"{len(manifest.get('unsupported', []))} unsupported)"
-        )
+        problems.append(f"the manifest records an incomplete bundle ({len(manifest.get('missing', []))} missing)")
     return problems

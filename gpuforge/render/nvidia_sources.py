@@ -59,6 +59,7 @@ BUNDLE_ON_NODE = "/var/lib/gpuforge/bundle"
 # The public key of the offline bundle's own signature (its apt/gpuforge-bundle.gpg), on nodes.
 BUNDLE_KEYRING = "/etc/apt/keyrings/gpuforge-bundle.gpg"
 BUNDLE_KEY_FILE = "apt/gpuforge-bundle.gpg"
+BUNDLE_RPM_KEY_FILE = "rpm/gpuforge-bundle.asc"  # the same key armored, for dnf
 DOWNLOAD_DIR = "/var/lib/gpuforge/downloads"
 
 # Checksums of release files gpuforge knows (file name -> sha256). A download whose name is
@@ -221,8 +222,9 @@ def dnf_repo_file(repo: Repo, name: str, description: str) -> str:
     if repo.url is None:
         raise ValueError(f"{repo.kind}: {repo.reason}")
     lines = [f"[{name}]", f"name={description}"]
-    if repo.bundle is not None:
-        lines += [f"baseurl=file://{repo.url}", "enabled=1", "gpgcheck=0"]
+    if repo.bundle is not None:  # metadata signed by the bundle's key; it covers every package's checksum
+        key = f"file://{BUNDLE_ON_NODE}/{BUNDLE_RPM_KEY_FILE}"
+        lines += [f"baseurl=file://{repo.url}", "enabled=1", "repo_gpgcheck=1", "gpgcheck=0", f"gpgkey={key}"]
     elif repo.kind == CONTAINER_REPO:  # as NVIDIA's own .repo file: signed metadata, unsigned packages
         lines += [f"baseurl={repo.url}", "enabled=1", *table.CONTAINER_REPO_DNF_OPTIONS, f"gpgkey={repo.key_url}"]
     else:
@@ -248,11 +250,12 @@ def bundle_files(local_dir: str) -> tuple[tuple[str, LocalSource], ...]:
     return _bundle_files(local_dir, os.stat(local_dir).st_mtime)
 
 
-def bundle_key(spec: Spec) -> LocalSource | None:
-    """The offline bundle's public key on the control host (None: not offline, or no key)."""
+def bundle_key(spec: Spec, deb: bool = True) -> LocalSource | None:
+    """The offline bundle's public key on the control host, as apt (binary) or dnf (armored)
+    reads it (None: not offline, or no key)."""
     if spec.sources.mode is not SourceMode.OFFLINE or not spec.sources.bundle_dir:
         return None
-    path = os.path.join(os.path.expanduser(spec.sources.bundle_dir), BUNDLE_KEY_FILE)
+    path = os.path.join(os.path.expanduser(spec.sources.bundle_dir), BUNDLE_KEY_FILE if deb else BUNDLE_RPM_KEY_FILE)
     return LocalSource(path) if _regular_file(path) else None
 
 
@@ -267,6 +270,15 @@ def apt_release_key(spec: Spec, repo: Repo) -> tuple[str | None, str | None]:
     required = table.APT_REPO_FINGERPRINTS.get(repo.kind) if spec.sources.mode is SourceMode.UPSTREAM else None
     if repo.kind == CUDA_REPO:
         return f"{repo.url}/{CUDA_APT_KEY}", required
+    return repo.key_url, required
+
+
+def rpm_repo_key(spec: Spec, repo: Repo) -> tuple[str | None, str | None]:
+    """(URL of the key, fingerprint required) an rpm repository's metadata or packages are
+    checked with (upstream: the cited fingerprint where one is known; a mirror: any)."""
+    if repo.url is None or repo.bundle is not None:
+        return None, None
+    required = table.RPM_REPO_FINGERPRINTS.get(repo.kind) if spec.sources.mode is SourceMode.UPSTREAM else None
     return repo.key_url, required
 
 

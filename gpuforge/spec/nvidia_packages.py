@@ -169,6 +169,13 @@ SOURCES: dict[str, Citation] = {
         "[nvidia-container-toolkit] baseurl=.../stable/rpm/$basearch repo_gpgcheck=1 gpgcheck=0 enabled=1 "
         "gpgkey=https://nvidia.github.io/libnvidia-container/gpgkey (the metadata is signed, the packages are not)",
     ),
+    "cuda-rpm-repo": Citation(
+        "NVIDIA CUDA repositories (RHEL), the .repo file beside each repository",
+        "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo (rhel9 alike); "
+        "NVIDIA/yum-packaging-precompiled-kmod README 'Sign RPM packages', 'Generate metadata'",
+        "[cuda-rhel8-x86_64] baseurl=.../rhel8/x86_64 enabled=1 gpgcheck=1 gpgkey=.../D42D0685.pub (packages "
+        "signed with 'rpm --addsign', metadata from 'createrepo_c' and 'modifyrepo_c modules.yaml', not signed)",
+    ),
     "cuda-repo-key": Citation(
         "NVIDIA CUDA repositories (Debian/Ubuntu), the key beside each repository",
         "https://developer.download.nvidia.com/compute/cuda/repos/<distro>/x86_64/3bf863cc.pub",
@@ -397,6 +404,13 @@ APT_REPO_FINGERPRINTS: dict[str, str] = {
     "nvidia-cuda": "EB693B3035CD5710E231E123A4B469963BF863CC",
     "nvidia-container": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
 }
+
+#: rpm repositories whose metadata upstream signs (``repodata/repomd.xml.asc``, ``repo_gpgcheck=1``:
+#: container-toolkit-repo); the others sign each package (``gpgcheck=1``: cuda-rpm-repo, docker-rhel).
+RPM_METADATA_SIGNED = frozenset({"nvidia-container"})
+#: The primary key fingerprint upstream's signed rpm metadata must carry: the toolkit's one
+#: ``gpgkey`` file serves its deb and rpm repositories (container-toolkit-repo, container-repo-key).
+RPM_REPO_FINGERPRINTS: dict[str, str] = {"nvidia-container": APT_REPO_FINGERPRINTS["nvidia-container"]}
 
 #: The toolkit repository's dnf options, as NVIDIA's own .repo file has them (container-toolkit-repo).
 CONTAINER_REPO_DNF_OPTIONS = ("repo_gpgcheck=1", "gpgcheck=0")

@@ -28,7 +28,6 @@ def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> 
             },
         ],
         "missing": [],
-        "unsupported": [],
     }
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())

@@ -299,9 +299,13 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
         ("apt", "nvidia-cuda"): "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64",
         ("apt", "nvidia-container"): "https://nvidia.github.io/libnvidia-container/stable/deb/amd64",
         ("rpm", "nvidia-cuda"): "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64",
-        ("rpm", "nvidia-container"): "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch",
-        ("rpm", "docker-ce"): "https://download.docker.com/linux/rhel/$releasever/$basearch/stable",  # containerd.io
+        # $basearch and $releasever as the RHEL 9 x86_64 nodes substitute them
+        ("rpm", "nvidia-container"): "https://nvidia.github.io/libnvidia-container/stable/rpm/x86_64",
+        ("rpm", "docker-ce"): "https://download.docker.com/linux/rhel/9/x86_64/stable",  # containerd.io
     }
+    cuda = next(n for (fmt, kind, _), n in needs.repos.items() if (fmt, kind) == ("rpm", "nvidia-cuda"))
+    assert cuda.module_streams == {("nvidia-driver", "550-open")}  # what the nodes' dnf enables (driver 550, open)
+    assert cuda.key_url == "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub"
     docker = next(n for (fmt, kind, _), n in needs.repos.items() if kind == "docker-ce")
     assert list(docker.wants) == ["containerd.io"] and docker.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]
     assert needs.artifacts["pyxis-0.20.0.tar.gz"].artifact.url == (

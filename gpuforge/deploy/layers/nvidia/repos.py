@@ -35,9 +35,11 @@ def repos_layer(ctx: Ctx) -> Layer:
     for r in repos:
         if r.bundle is not None:
             files += [upload_file(f"{r.url}/{rel}", data) for rel, data in src.bundle_files(r.bundle)]
-    bundle_key = src.bundle_key(s)
-    if ctx.deb and bundle_key is not None and any(r.bundle is not None for r in repos):
-        files.append(upload_file(src.BUNDLE_KEYRING, bundle_key))  # what the bundle's InRelease is checked with
+    bundle_key = src.bundle_key(s, ctx.deb)
+    if bundle_key is not None and any(r.bundle is not None for r in repos):
+        # what the bundle's InRelease (apt) or repomd.xml.asc (dnf's gpgkey=) is checked with
+        key_path = src.BUNDLE_KEYRING if ctx.deb else f"{src.BUNDLE_ON_NODE}/{src.BUNDLE_RPM_KEY_FILE}"
+        files.append(upload_file(key_path, bundle_key))
     files += nvidia_repo_files(s, ctx.node)
     if ctx.deb:
         if cuda is not None and cuda.available and cuda.bundle is None:

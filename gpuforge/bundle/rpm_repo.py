@@ -1,0 +1,202 @@
+"""One ``rpm/<repo>/`` of the bundle: resolved against upstream's rpm-md, fetched, re-indexed.
+
+Upstream's ``repodata/repomd.xml`` names ``primary`` (and ``filelists``, ``other``,
+``modules``); each is fetched and checked against the checksum repomd.xml gives. Trust:
+where upstream signs its metadata (the toolkit's ``repomd.xml.asc``) that signature is
+checked before anything is read; where it signs its packages instead (CUDA, Docker) every
+``.rpm`` is checked with ``rpmkeys`` against the repository key and must be the package the
+metadata names. The bundle's repository holds the chosen packages at the top and
+``repodata/`` with ``primary``/``filelists``/``other`` reduced to them, the ``modules.yaml``
+documents of the module streams the nodes enable, and repomd.xml, which
+``gpuforge.bundle.trust.sign_repositories`` signs with the bundle key (``repomd.xml.asc``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import urllib.parse
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from gpuforge.bundle.builder import Builder, keep_previous, write_atomic
+from gpuforge.bundle.fetch import FetchError, hash_file
+from gpuforge.bundle.needs import RepoNeed
+from gpuforge.bundle.rpm_resolve import RpmIndex, hidden_by_modules, resolve_rpm
+from gpuforge.bundle.rpmmd import (
+    CARRIED,
+    REPOMD,
+    SAFE_RPM,
+    MdRecord,
+    MetadataError,
+    compress_md,
+    decompress,
+    filter_metadata,
+    filter_modules,
+    module_artifacts,
+    parse_primary,
+    parse_repomd,
+    render_repomd,
+)
+from gpuforge.bundle.rpmsig import RpmKeyring
+from gpuforge.bundle.signing import SignatureError
+from gpuforge.bundle.trust import UntrustedIndex, signed_repomd
+from gpuforge.spec import nvidia_packages as table
+
+#: rpm-md's checksum type names -> hashlib's.
+_ALGOS = {"sha": "sha1", "sha1": "sha1", "sha256": "sha256", "sha384": "sha384", "sha512": "sha512", "md5": "md5"}
+
+
+def _algo(kind: str) -> str:
+    if kind not in _ALGOS:
+        raise MetadataError(f"unknown checksum type {kind!r}")
+    return _ALGOS[kind]
+
+
+class _Upstream:
+    """Upstream's metadata, checked: repomd.xml (signed or not) and each file it lists."""
+
+    def __init__(self, b: Builder, need: RepoNeed) -> None:
+        assert need.url is not None
+        self.base = need.url.rstrip("/")
+        self.signed_metadata = need.kind in table.RPM_METADATA_SIGNED
+        self.fingerprint: str | None = None
+        if self.signed_metadata:
+            verified = signed_repomd(b.fetcher, need, b.keys)
+            self.repomd = verified.text.encode()
+            self.fingerprint = verified.fingerprint
+        else:
+            self.repomd = b.fetcher.small(f"{self.base}/{REPOMD}")
+            if need.key_url is None:
+                raise UntrustedIndex(self.base, "no signing key is known for this repository's packages")
+            if need.key_url not in b.keys:
+                b.keys[need.key_url] = b.fetcher.small(need.key_url, 1 << 20)
+        self.key = b.keys.get(need.key_url or "", b"")
+        self.records = parse_repomd(self.repomd)
+        self.plain: dict[str, bytes] = {}
+        for kind in CARRIED:
+            if kind in self.records:
+                self.plain[kind] = self._fetch(b, self.records[kind])
+
+    def _fetch(self, b: Builder, rec: MdRecord) -> bytes:
+        url = f"{self.base}/{rec.href}"
+        data = b.fetcher.small(url)
+        got = hashlib.new(_algo(rec.checksum_type), data).hexdigest()
+        if got != rec.checksum.lower() or (rec.size is not None and len(data) != rec.size):
+            raise UntrustedIndex(url, f"{rec.checksum_type} {got} ({len(data)} bytes) is not what repomd.xml lists")
+        return decompress(rec.href, data)
+
+
+def rpm_repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any]:
+    """Resolve, fetch, check and index one ``rpm/<repo>/``; its manifest record (``kept`` when
+    upstream could not be read and the previous run's files stay)."""
+    record: dict[str, Any] = {"path": path, "format": "rpm", "sources": [], "packages": [], "external": []}
+    need = needs[0]
+    for other in needs[1:]:
+        b.miss(f"{path}", other.url, f"one {path}/ cannot serve {need.url} and {other.url} at once")
+    source: dict[str, Any] = {"url": need.url, "distro": need.distro, "nodes": len(need.nodes)}
+    record["sources"].append(source)
+    if need.url is None:
+        for w in need.wants.values():
+            b.miss(f"{path}: {w.package}", None, need.reason or "no source")
+        return keep_previous(b, path, record)
+    try:
+        up = _Upstream(b, need)
+        artifacts = module_artifacts(up.plain["modules"]) if "modules" in up.plain else {}
+        packages = parse_primary(up.plain["primary"])
+    except (FetchError, UntrustedIndex, MetadataError) as e:
+        url = getattr(e, "url", f"{need.url}/{REPOMD}")
+        b.miss(f"{path}: repodata", url, getattr(e, "reason", str(e)))
+        return keep_previous(b, path, record)
+    source.update(index=f"{up.base}/{REPOMD}", signed_by=up.fingerprint, key=need.key_url)
+    source["checked"] = "repomd.xml.asc" if up.signed_metadata else "each package's signature (rpmkeys)"
+    for module, stream in sorted(need.module_streams - set(artifacts)):
+        b.miss(f"{path}: module {module}:{stream}", source["index"], "the repository's modules.yaml has no such stream")
+    idx = RpmIndex.build(packages, hidden_by_modules(artifacts, need.module_streams))
+    res = resolve_rpm(idx, need.wants.values())
+    for problem in res.problems:
+        b.miss(f"{path}: {problem.split(' ', 1)[0]}", source["index"], problem)
+    hrefs = _fetch_packages(b, path, up, res.selected, res.required_by, record)
+    record["external"] = [{"dependency": d, "required_by": sorted(p)} for d, p in sorted(res.external.items())]
+    _write_repodata(b, path, up, hrefs, need.module_streams)
+    return record
+
+
+def _fetch_packages(
+    b: Builder, path: str, up: _Upstream, selected: dict[str, Any], required_by: dict[str, str], record: dict[str, Any]
+) -> dict[str, str]:
+    """Download the chosen packages (checksum from primary; signature where upstream signs
+    packages); pkgid -> file name of those now in the bundle."""
+    hrefs: dict[str, str] = {}
+    with ExitStack() as stack:
+        keyring: RpmKeyring | None = None
+        if not up.signed_metadata:
+            try:
+                keyring = stack.enter_context(RpmKeyring(up.key))
+            except SignatureError as e:
+                b.miss(f"{path}: package signatures", None, str(e))
+                return hrefs
+        for name in sorted(selected):
+            p = selected[name]
+            fname = p.href.rsplit("/", 1)[-1]
+            rel = f"{path}/{fname}"
+            if not SAFE_RPM.match(fname) or fname in hrefs.values():
+                b.miss(f"{path}: {name}", up.base, f"bad or duplicate location {p.href!r} in primary")
+                continue
+            url = urllib.parse.urljoin(up.base + "/", p.href)
+            try:
+                expect = {_algo(p.checksum_type): p.pkgid}
+            except MetadataError as e:
+                b.miss(f"{path}: {name}", url, str(e))
+                continue
+            sha = b.get(rel, url, expect, p.size)
+            if sha is None:
+                continue
+            if keyring is not None:
+                try:
+                    keyring.check(b.out / rel, p.nevra)
+                except SignatureError as e:
+                    (b.out / rel).unlink(missing_ok=True)
+                    b.miss(f"{path}: {name}", url, str(e))
+                    continue
+            hrefs[p.pkgid] = fname
+            b.add_file(rel, sha, url, "index" + (" and package signature" if keyring else ""))
+            record["packages"].append(
+                {
+                    "package": name,
+                    "version": p.version,
+                    "architecture": p.arch,
+                    "path": rel,
+                    "required_by": required_by[name],
+                }
+            )
+    return hrefs
+
+
+def _write_repodata(b: Builder, path: str, up: _Upstream, hrefs: dict[str, str], streams: set[tuple[str, str]]) -> None:
+    written = []
+    for kind in ("primary", "filelists", "other"):
+        if kind in up.plain:
+            written.append(compress_md(kind, filter_metadata(kind, up.plain[kind], hrefs)))
+    if "modules" in up.plain and streams:
+        modules = filter_modules(up.plain["modules"], streams)
+        if modules is not None:
+            written.append(compress_md("modules", modules))
+    repodata = b.out / path / "repodata"
+    repodata.mkdir(parents=True, exist_ok=True)
+    for md, _, _ in written:
+        rel = f"{path}/repodata/{md.name}"
+        if not (b.out / rel).is_file() or (b.out / rel).read_bytes() != md.data:
+            write_atomic(b.out / rel, md.data)
+        b.add_file(rel, hash_file(b.out / rel, ["sha256"])["sha256"], None, "generated")
+    repomd_rel = f"{path}/{REPOMD}"
+    data = render_repomd(written)
+    if not (b.out / repomd_rel).is_file() or (b.out / repomd_rel).read_bytes() != data:
+        write_atomic(b.out / repomd_rel, data)
+    b.add_file(repomd_rel, hash_file(b.out / repomd_rel, ["sha256"])["sha256"], None, "generated")
+    b.files[repomd_rel]["source"] = f"generated from {up.base}/{REPOMD}"
+
+
+def is_built(out: Path, path: str) -> bool:
+    """Has ``rpm/<repo>/`` an index to sign?"""
+    return (out / path / REPOMD).is_file()
