@@ -11,17 +11,20 @@ installs on the spec's nodes, in the layout ``gpuforge.render.nvidia_sources`` r
   SHA256). Dependencies the repository does not carry come from the node's OS archive and
   are listed as ``external`` in the manifest. Recommends are not followed: the deploys
   install with ``--no-install-recommends``;
-* ``manifest.json``: every file with its sha256, size and source, what could not be
-  fetched (``missing``) and what the bundle cannot carry (``unsupported``: the rpm
-  repositories of RHEL nodes, which need ``repodata/`` generated with createrepo; one
-  built by hand under ``rpm/<repo>/`` is recorded, as is a release file placed by hand
-  where nothing publishes it, e.g. dcgm-exporter outside a mirror).
+* ``rpm/<repo>/`` for RHEL nodes (``nvidia-cuda``, ``nvidia-container``, ``docker-ce``,
+  ``epel``): the chosen ``.rpm`` files and ``repodata/`` written for them
+  (``gpuforge.bundle.rpm_repo``), resolved as dnf would with the nodes' module streams;
+* ``manifest.json``: every file with its sha256, size and source, and what could not be
+  fetched (``missing``), e.g. a release file nothing publishes (dcgm-exporter outside a
+  mirror) unless placed by hand.
 
 Signatures (``gpuforge.bundle.trust``): an index is used only once the repository's
 ``InRelease`` verifies with its key (from upstream: NVIDIA's key with its cited fingerprint)
-and lists the index's SHA256. Each bundled repository gets its own ``InRelease``, signed with
-a key made for the build whose secret half is never stored; nodes trust its public half,
-``apt/gpuforge-bundle.gpg``, through ``signed-by`` (no ``[trusted=yes]``).
+and lists the index's SHA256 (rpm: ``repomd.xml.asc``, or each package's own signature).
+Each bundled repository gets its own ``InRelease`` (rpm: ``repodata/repomd.xml.asc``),
+signed with a key made for the build whose secret half is never stored; nodes trust its
+public half, ``apt/gpuforge-bundle.gpg`` through ``signed-by`` (no ``[trusted=yes]``),
+``rpm/gpuforge-bundle.asc`` through ``repo_gpgcheck=1``.
 
 Downloads land in ``DIR/.partial/`` and are renamed into place only once their checksum
 matches the repository index (release files: ``KNOWN_SHA256`` when it lists them, else

@@ -9,7 +9,13 @@ from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import needs as nvneeds
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import host_dcgm_exporter, host_driver
-from gpuforge.render.nvidia_repos import docker_repo_wanted, driver_source, enroot_wanted, pyxis_wanted
+from gpuforge.render.nvidia_repos import (
+    docker_repo_wanted,
+    driver_source,
+    enroot_wanted,
+    epel_wanted,
+    pyxis_wanted,
+)
 from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverSource, SourceMode
@@ -107,6 +113,24 @@ def _docker_wants(ctx: nvneeds.Ctx) -> list[Want]:
     return [Want(table.ENGINE_PACKAGES[(engine, False)], (), f"container engine {engine}")]
 
 
+def _epel_wants(ctx: nvneeds.Ctx) -> list[Want]:
+    """RHEL nodes: what they install from EPEL 9 (nvidia_repos.epel_wanted): dkms for the
+    driver's DKMS streams, enroot's ``parallel``, ``slurm-devel`` for the pyxis build."""
+    s, n = ctx.spec, ctx.node
+    if not epel_wanted(s, n):
+        return []
+    wants: list[Want] = []
+    if ctx.gpu_node and host_driver(s) and driver_source(s, n) is DriverSource.NVIDIA:
+        row = nvneeds.driver_install(ctx)
+        if row.needs_epel:
+            wants += [Want(p, (), "the driver's DKMS") for p in row.prerequisites if p == "dkms"]
+    if enroot_wanted(s, n):
+        wants.append(Want("parallel", (), "enroot"))
+    if pyxis_wanted(s, n):
+        wants.append(Want("slurm-devel", (), "the pyxis build"))
+    return wants
+
+
 def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
     s, n = ctx.spec, ctx.node
     arts: list[src.Artifact] = []
@@ -139,10 +163,12 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
         cuda_w, container_w, pins, streams = _node_wants(ctx)
         fmt = "apt" if n.os.is_deb else "rpm"
         docker_w = _docker_wants(ctx)
+        epel_w = _epel_wants(ctx)
         for want_list, repo in (
             (cuda_w, src.cuda_repo(s, n.os) if cuda_w else None),
             (container_w, src.container_repo(s, n.os) if container_w else None),
             (docker_w, src.docker_repo(s) if docker_w else None),
+            (epel_w, src.epel_fetch_repo(s) if epel_w else None),
         ):
             if repo is None:
                 continue

@@ -197,6 +197,16 @@ def epel_repo(spec: Spec) -> Repo:
     return _repo_by_mode(spec, EPEL_REPO, OsFamily.RHEL9, mirror, "epel", "EPEL 9", EPEL_KEY, upstream)
 
 
+def epel_fetch_repo(spec: Spec) -> Repo:
+    """EPEL 9 as the offline bundle fetches it: the mirror of ``sources.mirrors.epel`` (key
+    ``RPM-GPG-KEY-EPEL-9`` beside it) in mirror mode, else Fedora's repository (epel-repo)."""
+    if spec.sources.mode is SourceMode.MIRROR:
+        return _repo_by_mode(
+            spec, EPEL_REPO, OsFamily.RHEL9, spec.sources.mirrors.epel, "epel", "EPEL 9", EPEL_KEY, Repo(EPEL_REPO)
+        )
+    return Repo(EPEL_REPO, url=table.EPEL_BASEURL, key_url=table.EPEL_GPGKEY)
+
+
 def docker_repo(spec: Spec) -> Repo:
     """Docker's RHEL repository (containerd.io, docker-ce): ``nvidia_packages.SOURCES['docker-rhel']``.
 

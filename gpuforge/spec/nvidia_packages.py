@@ -176,6 +176,13 @@ SOURCES: dict[str, Citation] = {
         "[cuda-rhel8-x86_64] baseurl=.../rhel8/x86_64 enabled=1 gpgcheck=1 gpgkey=.../D42D0685.pub (packages "
         "signed with 'rpm --addsign', metadata from 'createrepo_c' and 'modifyrepo_c modules.yaml', not signed)",
     ),
+    "epel-repo": Citation(
+        "Fedora EPEL: epel-release's /etc/yum.repos.d/epel.repo",
+        "https://dl.fedoraproject.org/pub/epel/ (epel-release-latest-9.noarch.rpm, RPM-GPG-KEY-EPEL-9)",
+        "[epel] #baseurl=https://download.example/pub/epel/$releasever/Everything/$basearch/ "
+        "metalink=https://mirrors.fedoraproject.org/metalink?repo=epel-$releasever&arch=$basearch... "
+        "gpgcheck=1 gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-$releasever (signed packages)",
+    ),
     "cuda-repo-key": Citation(
         "NVIDIA CUDA repositories (Debian/Ubuntu), the key beside each repository",
         "https://developer.download.nvidia.com/compute/cuda/repos/<distro>/x86_64/3bf863cc.pub",
@@ -397,6 +404,11 @@ ENGINE_PACKAGES = {
     ("docker", True): "docker.io",
     ("docker", False): "docker-ce",
 }
+
+#: EPEL 9 as the offline bundle fetches it (epel-repo): Fedora's primary download site in the
+#: layout epel.repo's commented baseurl names, and the key epel-release installs.
+EPEL_BASEURL = "https://dl.fedoraproject.org/pub/epel/9/Everything/$basearch"
+EPEL_GPGKEY = "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9"
 
 #: The primary key fingerprint upstream's InRelease must be signed with, per apt repository kind
 #: (cuda-repo-key, container-repo-key). Mirrors may sign with their own key (recorded, not required).

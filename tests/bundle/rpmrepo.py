@@ -91,6 +91,13 @@ CONTAINER_RPMS = [
     Rpm("libnvidia-container1", "1.17.8-1", 0, (), ("libnvidia-container1(x86-64) = 1.17.8-1",)),
     Rpm("libnvidia-container1", "1.18.0-1", 0, (), ("libnvidia-container1(x86-64) = 1.18.0-1",)),
 ]
+EPEL_RPMS = [
+    Rpm("dkms", "3.1.5-1.el9", 0, ("gcc", "kmod")),
+    Rpm("parallel", "20241022-1.el9", 0, ("perl-interpreter",)),
+    Rpm("slurm-devel", "22.05.9-1.el9", 0, ("slurm = 22.05.9-1.el9",)),
+    Rpm("slurm", "22.05.9-1.el9", 0, ("munge-libs",)),
+    Rpm("htop", "3.3.0-1.el9"),  # in EPEL, not needed: not bundled
+]
 DOCKER_RPMS = [Rpm("containerd.io", "1.7.27-3.1.el9", 0, ("container-selinux",))]
 
 SPEC = """\

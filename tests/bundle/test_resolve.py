@@ -302,7 +302,11 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
         # $basearch and $releasever as the RHEL 9 x86_64 nodes substitute them
         ("rpm", "nvidia-container"): "https://nvidia.github.io/libnvidia-container/stable/rpm/x86_64",
         ("rpm", "docker-ce"): "https://download.docker.com/linux/rhel/9/x86_64/stable",  # containerd.io
+        ("rpm", "epel"): "https://dl.fedoraproject.org/pub/epel/9/Everything/x86_64",  # dkms, parallel, slurm-devel
     }
+    epel = next(n for (fmt, kind, _), n in needs.repos.items() if kind == "epel")
+    assert list(epel.wants) == ["dkms", "parallel", "slurm-devel"]
+    assert epel.key_url == "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9"
     cuda = next(n for (fmt, kind, _), n in needs.repos.items() if (fmt, kind) == ("rpm", "nvidia-cuda"))
     assert cuda.module_streams == {("nvidia-driver", "550-open")}  # what the nodes' dnf enables (driver 550, open)
     assert cuda.key_url == "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub"

@@ -3,6 +3,7 @@ signed rpm-md bundle out, read by the real ``dnf`` (module streams, ``repo_gpgch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -15,12 +16,18 @@ import pytest
 from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
 from gpuforge.bundle.signing import BUNDLE_RPM_KEY
 from gpuforge.bundle.verify import verify_bundle
+from gpuforge.deploy import needs
+from gpuforge.deploy.converge import LayerFacts, plan_layer
+from gpuforge.deploy.layers import nvidia as nv
+from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
-from tests.bundle.conftest import ARTIFACTS, RepoKey, Server, run_bundle
+from gpuforge.spec import parse_spec, resolve_nodes
+from tests.bundle.conftest import ARTIFACTS, RepoKey, Server, cli_env, run_bundle
 from tests.bundle.rpmrepo import (
     CONTAINER_RPMS,
     CUDA_RPMS,
     DOCKER_RPMS,
+    EPEL_RPMS,
     Rpm,
     build_rpm,
     require_rpm_tools,
@@ -30,6 +37,7 @@ from tests.bundle.rpmrepo import (
 CUDA = "rpm/nvidia-cuda"
 CONTAINER = "rpm/nvidia-container"
 DOCKER = "rpm/docker-ce"
+EPEL = "rpm/epel"
 RHEL_ARTIFACTS = ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm")
 
 SPEC = """\
@@ -82,6 +90,12 @@ PINNED = {
         "libnvidia-container1": "1.17.8-1",  # wanted at the pin, which also meets the tools' ">="
     },
     DOCKER: {"containerd.io": "1.7.27-3.1.el9"},
+    EPEL: {
+        "dkms": "3.1.5-1.el9",
+        "parallel": "20241022-1.el9",
+        "slurm-devel": "22.05.9-1.el9",
+        "slurm": "22.05.9-1.el9",
+    },
 }
 EXTERNAL = {
     CUDA: {
@@ -91,19 +105,22 @@ EXTERNAL = {
     },
     CONTAINER: {"libc.so.6()(64bit)": ["libnvidia-container-tools"]},
     DOCKER: {"container-selinux": ["containerd.io"]},
+    EPEL: {"gcc": ["dkms"], "kmod": ["dkms"], "perl-interpreter": ["parallel"], "munge-libs": ["slurm"]},
 }
 
 
 @pytest.fixture(scope="session")
 def rpm_upstream(tmp_path_factory: pytest.TempPathFactory, repo_key: RepoKey) -> Path:
     """``cuda/`` (signed packages, modules.yaml, key D42D0685.pub), ``container/`` (signed
-    repomd.xml, key gpgkey), ``docker/`` (signed packages, key gpg), ``artifacts/``."""
+    repomd.xml, key gpgkey), ``docker/`` (signed packages, key gpg), ``epel/`` (signed packages,
+    key RPM-GPG-KEY-EPEL-9), ``artifacts/``."""
     require_rpm_tools()
     root = tmp_path_factory.mktemp("rpm-upstream")
     work = tmp_path_factory.mktemp("rpms")
     rpm_repo(root / "cuda", CUDA_RPMS, work, repo_key, src.CUDA_RPM_KEY, sign="packages")
     rpm_repo(root / "container", CONTAINER_RPMS, work, repo_key, "gpgkey", sign="metadata")
     rpm_repo(root / "docker", DOCKER_RPMS, work, repo_key, "gpg", sign="packages")
+    rpm_repo(root / "epel", EPEL_RPMS, work, repo_key, src.EPEL_KEY, sign="packages")
     (root / "artifacts").mkdir()
     for name, data in ARTIFACTS.items():
         (root / "artifacts" / name).write_bytes(data)
@@ -141,7 +158,7 @@ def dnf(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     repos = root / "yum.repos.d"
     if not repos.is_dir():
         repos.mkdir(parents=True)
-        for kind in ("nvidia-cuda", "nvidia-container", "docker-ce"):
+        for kind in ("nvidia-cuda", "nvidia-container", "docker-ce", "epel"):
             repo = src.Repo(kind, url=str(out / "rpm" / kind), bundle=str(out / "rpm" / kind))
             text = src.dnf_repo_file(repo, f"gpuforge-{kind}", kind).replace(src.BUNDLE_ON_NODE, str(out))
             (repos / f"{kind}.repo").write_text(text)
@@ -160,7 +177,7 @@ def test_rhel_bundle_resolves_fetches_and_signs_rpm_repositories(rpm_served: Ser
     m = manifest(out)
     assert m["complete"] is True and m["missing"] == [], m["missing"]
     repos = {r["path"]: r for r in m["repositories"]}
-    assert set(repos) == {CUDA, CONTAINER, DOCKER}
+    assert set(repos) == {CUDA, CONTAINER, DOCKER, EPEL}
     for path, pinned in PINNED.items():
         got = {p["package"]: p["version"] for p in repos[path]["packages"]}
         assert got == pinned, path
@@ -170,7 +187,7 @@ def test_rhel_bundle_resolves_fetches_and_signs_rpm_repositories(rpm_served: Ser
     # Trust: the toolkit's signed repomd.xml; CUDA's and Docker's signed packages.
     checked = {path: r["sources"][0]["checked"] for path, r in repos.items()}
     assert checked[CONTAINER] == "repomd.xml.asc" and repos[CONTAINER]["sources"][0]["signed_by"]
-    assert checked[CUDA] == checked[DOCKER] == "each package's signature (rpmkeys)"
+    assert checked[CUDA] == checked[DOCKER] == checked[EPEL] == "each package's signature (rpmkeys)"
     assert "checked: each package's signature (rpmkeys)" in cp.stdout
     # The bundle's own metadata: signed with the bundle key, covering every file.
     assert m["signing"]["rpm_key"] == BUNDLE_RPM_KEY and (out / BUNDLE_RPM_KEY).is_file()
@@ -277,3 +294,91 @@ def test_a_rerun_with_no_change_rewrites_nothing(rpm_served: Server, tmp_path: P
     after = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"}
     assert after == before
     assert manifest(out)["signing"]["fingerprint"] == first
+
+
+def test_a_fresh_rhel_node_installs_the_nvidia_stack_from_the_bundle(rpm_served: Server, tmp_path: Path) -> None:
+    """Offline mode on the RHEL bundle: every repository is the pushed bundle, checked with the
+    bundle key; every NVIDIA/EPEL package the plan installs is in it at the planned version."""
+    out, cp = build(rpm_served, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    spec = parse_spec(
+        SPEC.format(base=rpm_served.url).replace("  mode: mirror\n", f"  mode: offline\n  bundle_dir: {out}\n")
+    )
+    node = next(x for x in resolve_nodes(spec) if x.name == "gpu01")
+    host = HostFacts(gpus=["2330"] * 8, package_tool="rpm", kernel_release="5.14.0-503.el9.x86_64")
+    ctx = needs.Ctx.build(spec, node, host, name="test-gpu01")
+    plans = {layer.name: plan_layer(layer, LayerFacts())[0] for _, layer in nv.nvidia_layers(ctx)}
+    steps = [s for layer in plans.values() for s in layer]
+    assert [s.summary for s in steps if s.kind == "unavailable"] == []
+    for s in steps:
+        assert "http://" not in (s.command or "") and "https://" not in (s.command or ""), s
+    uploads = {s.upload.path: s.upload.data for s in steps if s.upload is not None}
+    # Every repository file: the bundle, metadata signed by the bundle key.
+    key = f"gpgkey=file://{src.BUNDLE_ON_NODE}/{BUNDLE_RPM_KEY}"
+    for path, kind in (
+        (src.CUDA_REPO_FILE, "nvidia-cuda"),
+        (src.CONTAINER_REPO_FILE, "nvidia-container"),
+        (src.DOCKER_REPO_FILE, "docker-ce"),
+        (src.EPEL_REPO_FILE, "epel"),
+    ):
+        text = uploads[path].decode()
+        assert f"baseurl=file://{src.BUNDLE_ON_NODE}/rpm/{kind}\n" in text, path
+        assert "\nrepo_gpgcheck=1\n" in text and f"\n{key}\n" in text, path
+    assert uploads[f"{src.BUNDLE_ON_NODE}/{BUNDLE_RPM_KEY}"] == (out / BUNDLE_RPM_KEY).read_bytes()
+    for kind in ("nvidia-cuda", "nvidia-container", "docker-ce", "epel"):
+        for f in (out / "rpm" / kind).rglob("*"):
+            if f.is_file():
+                rel = f.relative_to(out).as_posix()
+                assert uploads[f"{src.BUNDLE_ON_NODE}/{rel}"] == f.read_bytes(), rel
+    # The driver stream dnf enables is the one the bundle carries; the pinned packages are there.
+    commands = " ".join(s.command or "" for s in steps)
+    assert "dnf -y module enable nvidia-driver:550-open" in commands
+    bundled = {p["package"]: p["version"] for r in manifest(out)["repositories"] for p in r["packages"]}
+    assert "nvidia-open-550.163.01" in commands and bundled["nvidia-open"].startswith("3:550.163.01-")
+    for name in ("dkms", "datacenter-gpu-manager-4-core", "nvidia-container-toolkit"):
+        assert name in commands and name in bundled, name
+
+
+def test_a_rhel_bundle_without_rpmkeys_is_refused_before_fetching(rpm_served: Server, tmp_path: Path) -> None:
+    """gpg is there, rpm's tools are not: RHEL nodes' package signatures could not be checked."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("gpg", "gpgv", "gpgconf"):
+        (bare / tool).symlink_to(shutil.which(tool) or tool)
+    spec_file = tmp_path / "cluster.yaml"
+    spec_file.write_text(SPEC.format(base=rpm_served.url))
+    cp = run_bundle(str(spec_file), "-o", str(tmp_path / "out"), env={**cli_env(), "PATH": str(bare)})
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "rpmkeys, rpm, which this host lacks" in cp.stderr
+    assert rpm_served.requests == [] and not (tmp_path / "out").exists()
+
+
+def _relist(out: Path, rel: str, data: bytes | None) -> None:
+    """Change (or, with None, remove) one bundle file and list it in the manifest as it now is."""
+    m = manifest(out)
+    m["files"] = [f for f in m["files"] if f["path"] != rel]
+    if data is None:
+        (out / rel).unlink()
+    else:
+        (out / rel).write_bytes(data)
+        m["files"].append({"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
+    (out / "manifest.json").write_text(json.dumps(m))
+
+
+def test_verify_checks_the_rpm_signatures_not_only_the_manifest(rpm_served: Server, tmp_path: Path) -> None:
+    """A bundle whose manifest was rewritten to match is still refused: the signatures do not."""
+    out, cp = build(rpm_served, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    _relist(out, f"{EPEL}/{REPOMD_SIG}", None)
+    assert verify_bundle(out) == [f"{EPEL}/{REPOMD_SIG}: missing (the repository is not signed)"]
+    other = RepoKey(tmp_path / "other-gnupg", "someone-else")
+    try:
+        _relist(
+            out, f"{EPEL}/{REPOMD_SIG}", other.gpg("--armor", "--detach-sign", data=(out / EPEL / REPOMD).read_bytes())
+        )
+        _relist(out, BUNDLE_RPM_KEY, other.armored())
+    finally:
+        other.close()
+    problems = verify_bundle(out)
+    assert problems[0].startswith(f"{EPEL}/{REPOMD_SIG}: the signature does not verify")
+    assert problems[1:] == [f"{BUNDLE_RPM_KEY}: not the key in apt/gpuforge-bundle.gpg"]
