@@ -13,7 +13,6 @@ documents of the module streams the nodes enable, and repomd.xml, which
 
 from __future__ import annotations
 
-import hashlib
 import urllib.parse
 from contextlib import ExitStack
 from pathlib import Path
@@ -30,10 +29,10 @@ from gpuforge.bundle.rpmmd import (
     MdRecord,
     MetadataError,
     compress_md,
-    decompress,
     filter_metadata,
     filter_modules,
     module_artifacts,
+    open_md,
     parse_primary,
     parse_repomd,
     render_repomd,
@@ -59,6 +58,7 @@ class _Upstream:
     def __init__(self, b: Builder, need: RepoNeed) -> None:
         assert need.url is not None
         self.base = need.url.rstrip("/")
+        self.kind = need.kind
         self.signed_metadata = need.kind in table.RPM_METADATA_SIGNED
         self.fingerprint: str | None = None
         if self.signed_metadata:
@@ -73,18 +73,28 @@ class _Upstream:
                 b.keys[need.key_url] = b.fetcher.small(need.key_url, 1 << 20)
         self.key = b.keys.get(need.key_url or "", b"")
         self.records = parse_repomd(self.repomd)
-        self.plain: dict[str, bytes] = {}
+        #: Each metadata file, downloaded into .partial/ and checked against repomd.xml: large ones
+        #: are read as streams from there.
+        self.files: dict[str, Path] = {}
         for kind in CARRIED:
             if kind in self.records:
-                self.plain[kind] = self._fetch(b, self.records[kind])
+                self.files[kind] = self._fetch(b, self.records[kind])
 
-    def _fetch(self, b: Builder, rec: MdRecord) -> bytes:
+    def _fetch(self, b: Builder, rec: MdRecord) -> Path:
         url = f"{self.base}/{rec.href}"
-        data = b.fetcher.small(url)
-        got = hashlib.new(_algo(rec.checksum_type), data).hexdigest()
-        if got != rec.checksum.lower() or (rec.size is not None and len(data) != rec.size):
-            raise UntrustedIndex(url, f"{rec.checksum_type} {got} ({len(data)} bytes) is not what repomd.xml lists")
-        return decompress(rec.href, data)
+        dest = b.partial / "repodata" / self.kind / rec.href.rsplit("/", 1)[1]
+        try:
+            b.fetcher.download(url, dest, b.partial, {_algo(rec.checksum_type): rec.checksum}, rec.size)
+        except FetchError as e:
+            if e.unreachable:
+                raise
+            raise UntrustedIndex(url, f"{e.reason} (repomd.xml lists it)") from None
+        return dest
+
+    def small(self, kind: str) -> bytes:
+        """A small metadata file (modules.yaml), whole and decompressed."""
+        with open_md(self.files[kind]) as f:
+            return f.read()
 
 
 def rpm_repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any]:
@@ -102,8 +112,9 @@ def rpm_repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, A
         return keep_previous(b, path, record)
     try:
         up = _Upstream(b, need)
-        artifacts = module_artifacts(up.plain["modules"]) if "modules" in up.plain else {}
-        packages = parse_primary(up.plain["primary"])
+        modules = up.small("modules") if "modules" in up.files else None
+        artifacts = module_artifacts(modules) if modules is not None else {}
+        packages = parse_primary(up.files["primary"])
     except (FetchError, UntrustedIndex, MetadataError) as e:
         url = getattr(e, "url", f"{need.url}/{REPOMD}")
         b.miss(f"{path}: repodata", url, getattr(e, "reason", str(e)))
@@ -118,7 +129,7 @@ def rpm_repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, A
         b.miss(f"{path}: {problem.split(' ', 1)[0]}", source["index"], problem)
     hrefs = _fetch_packages(b, path, up, res.selected, res.required_by, record)
     record["external"] = [{"dependency": d, "required_by": sorted(p)} for d, p in sorted(res.external.items())]
-    _write_repodata(b, path, up, hrefs, need.module_streams)
+    _write_repodata(b, path, up, hrefs, modules, need.module_streams)
     return record
 
 
@@ -173,15 +184,21 @@ def _fetch_packages(
     return hrefs
 
 
-def _write_repodata(b: Builder, path: str, up: _Upstream, hrefs: dict[str, str], streams: set[tuple[str, str]]) -> None:
+def _write_repodata(
+    b: Builder,
+    path: str,
+    up: _Upstream,
+    hrefs: dict[str, str],
+    modules: bytes | None,
+    streams: set[tuple[str, str]],
+) -> None:
     written = []
     for kind in ("primary", "filelists", "other"):
-        if kind in up.plain:
-            written.append(compress_md(kind, filter_metadata(kind, up.plain[kind], hrefs)))
-    if "modules" in up.plain and streams:
-        modules = filter_modules(up.plain["modules"], streams)
-        if modules is not None:
-            written.append(compress_md("modules", modules))
+        if kind in up.files:
+            written.append(compress_md(kind, filter_metadata(kind, up.files[kind], hrefs)))
+    kept = filter_modules(modules, streams) if modules is not None and streams else None
+    if kept is not None:
+        written.append(compress_md("modules", kept))
     repodata = b.out / path / "repodata"
     repodata.mkdir(parents=True, exist_ok=True)
     for md, _, _ in written:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from gpuforge.bundle.resolve import Want
@@ -28,8 +28,9 @@ class RpmIndex:
     files: dict[str, list[RpmPackage]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, packages: Iterable[RpmPackage], hidden: set[str] = frozenset()) -> RpmIndex:  # type: ignore[assignment]
+    def build(cls, packages: Iterable[RpmPackage], hidden: Collection[str] = ()) -> RpmIndex:
         idx = cls()
+        hidden = set(hidden)
         for p in packages:
             if p.arch not in ARCHES or p.nevra in hidden:
                 continue

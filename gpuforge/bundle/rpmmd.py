@@ -24,7 +24,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, Any, cast
 
 import yaml
 
@@ -168,20 +169,22 @@ class RpmPackage:
 # --------------------------------------------------------------------------- reading
 
 
-def decompress(name: str, data: bytes) -> bytes:
-    """A metadata file's bytes by its name's suffix (gz, xz, bz2, or none)."""
-    try:
-        if name.endswith(".gz"):
-            return gzip.decompress(data)
-        if name.endswith(".xz"):
-            return lzma.decompress(data)
-        if name.endswith(".bz2"):
-            return bz2.decompress(data)
-    except (OSError, EOFError, lzma.LZMAError, ValueError) as e:
-        raise MetadataError(f"{name}: cannot decompress ({e})") from None
+def open_md(path: Path) -> IO[bytes]:
+    """A downloaded metadata file, decompressed as it is read (by its name's suffix): large
+    ``primary``/``filelists`` files are streamed, never held whole."""
+    name = path.name
     if name.endswith((".zst", ".zck")):
         raise MetadataError(f"{name}: zstd/zchunk compression is not read by gpuforge (gz, xz, bz2 are)")
-    return data
+    opener: Any = next((o for suffix, o in _OPENERS.items() if name.endswith(suffix)), open)
+    return cast(IO[bytes], opener(path, "rb"))
+
+
+_OPENERS: dict[str, Any] = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
+Source = bytes | Path  # uncompressed bytes, or a downloaded (compressed) file
+
+
+def _open(src: Source) -> IO[bytes]:
+    return io.BytesIO(src) if isinstance(src, bytes) else open_md(src)
 
 
 @dataclass(frozen=True)
@@ -253,24 +256,26 @@ def _package(el: ET.Element) -> RpmPackage:
     )
 
 
-def _elements(stream: IO[bytes], tag: str) -> Iterator[ET.Element]:
+def _elements(src: Source, tag: str) -> Iterator[ET.Element]:
     """Each ``tag`` element of a large document, cleared once the caller is done with it."""
     try:
-        context = ET.iterparse(stream, events=("start", "end"))
-        root: ET.Element | None = None
-        for event, el in context:
-            if root is None:
-                root = el
-            if event == "end" and el.tag == tag:
-                yield el
-                root.clear()
+        with _open(src) as stream:
+            root: ET.Element | None = None
+            for event, el in ET.iterparse(stream, events=("start", "end")):
+                if root is None:
+                    root = el
+                if event == "end" and el.tag == tag:
+                    yield el
+                    root.clear()
     except ET.ParseError as e:
         raise MetadataError(f"not XML ({e})") from None
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        raise MetadataError(f"cannot decompress ({e})") from None
 
 
-def parse_primary(data: bytes) -> list[RpmPackage]:
-    """Every package of an (uncompressed) primary.xml."""
-    return [_package(el) for el in _elements(io.BytesIO(data), f"{{{COMMON_NS}}}package")]
+def parse_primary(src: Source) -> list[RpmPackage]:
+    """Every package of a primary.xml (uncompressed bytes, or a downloaded file)."""
+    return [_package(el) for el in _elements(src, f"{{{COMMON_NS}}}package")]
 
 
 # --------------------------------------------------------------------------- writing
@@ -289,7 +294,7 @@ _ROOTS = {
 }
 
 
-def filter_metadata(kind: str, data: bytes, hrefs: dict[str, str]) -> bytes:
+def filter_metadata(kind: str, src: Source, hrefs: dict[str, str]) -> bytes:
     """``primary``/``filelists``/``other`` reduced to the packages in ``hrefs`` (pkgid -> new
     location, a file name beside repodata/), in the upstream order, uncompressed."""
     tag, ns, extra = _ROOTS[kind]
@@ -298,7 +303,7 @@ def filter_metadata(kind: str, data: bytes, hrefs: dict[str, str]) -> bytes:
         ET.register_namespace(prefix, uri)
     root = ET.Element(f"{{{ns}}}{tag}")
     kept = 0
-    for el in _elements(io.BytesIO(data), f"{{{ns}}}package"):
+    for el in _elements(src, f"{{{ns}}}package"):
         pid = _pkgid(kind, el)
         if pid not in hrefs:
             continue

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import lzma
+from pathlib import Path
 
 import pytest
 import yaml
@@ -14,7 +17,6 @@ from gpuforge.bundle.rpmmd import (
     Evr,
     MetadataError,
     RpmPackage,
-    decompress,
     evr_cmp,
     filter_metadata,
     filter_modules,
@@ -98,14 +100,6 @@ def test_repomd_lists_metadata_files_inside_repodata_only() -> None:
         parse_repomd(b"<repomd")
 
 
-def test_decompress_by_name_and_refuses_what_it_cannot_read() -> None:
-    assert decompress("x-primary.xml.gz", gzip.compress(b"<a/>")) == b"<a/>"
-    with pytest.raises(MetadataError, match="zstd"):
-        decompress("x-primary.xml.zst", b"\x28\xb5\x2f\xfd")
-    with pytest.raises(MetadataError, match="cannot decompress"):
-        decompress("x-primary.xml.gz", b"not gzip")
-
-
 PRIMARY = b"""<?xml version="1.0" encoding="UTF-8"?>
 <metadata xmlns="http://linux.duke.edu/metadata/common" xmlns:rpm="http://linux.duke.edu/metadata/rpm" packages="2">
 <package type="rpm">
@@ -157,6 +151,23 @@ def test_primary_is_read_and_reduced_with_local_locations() -> None:
     assert again[0].href == "nvidia-driver-550.163.01-1.el9.x86_64.rpm"  # xml:base gone: the bundle's own file
     assert again[0].requires == drv.requires
     assert b'packages="1"' in reduced and b"<rpm:entry" in reduced  # the rpm: prefix libsolv matches by name
+
+
+def test_metadata_files_are_read_by_their_suffix(tmp_path: Path) -> None:
+    for name, data in (
+        ("a-primary.xml.gz", gzip.compress(PRIMARY)),
+        ("b-primary.xml.xz", lzma.compress(PRIMARY)),
+        ("c-primary.xml.bz2", bz2.compress(PRIMARY)),
+        ("d-primary.xml", PRIMARY),
+    ):
+        (tmp_path / name).write_bytes(data)
+        assert [p.name for p in parse_primary(tmp_path / name)] == ["nvidia-driver", "other"], name
+    (tmp_path / "e-primary.xml.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(MetadataError, match="zstd"):
+        parse_primary(tmp_path / "e-primary.xml.zst")
+    (tmp_path / "f-primary.xml.gz").write_bytes(b"not gzip")
+    with pytest.raises(MetadataError, match="cannot decompress"):
+        parse_primary(tmp_path / "f-primary.xml.gz")
 
 
 def pkg(
