@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from . import plan
 from .sources import HostMirrors, node_sources
@@ -192,6 +193,11 @@ def orphan_inits(name: str, node: str | None = None) -> list[Proc]:
     return out
 
 
+def node_of_init(name: str, p: Proc) -> str | None:
+    """The node an orphaned container init belongs to (from its environment)."""
+    return plan.machine_node(name, environ(p.pid).get(ENV_MARK, ""))
+
+
 def _ppid(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -205,8 +211,40 @@ def nspawn_pid(name: str, node: str) -> int | None:
     return procs[0].pid if procs else None
 
 
+def running_nodes(name: str) -> dict[str, int]:
+    """node -> systemd-nspawn pid for every running node of lab ``name`` (one scan of /proc)."""
+    out: dict[str, int] = {}
+    for p in nspawn_processes(name):
+        n = node_of(name, p)
+        if n is not None:
+            out.setdefault(n, p.pid)
+    return out
+
+
 def start(paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str) -> None:
-    """Boot the node: systemd-nspawn in its own session, console appended to its log."""
+    """Boot the node and wait until its systemd-nspawn runs."""
+    spawn(paths, name, node, rootfs, netns_path)
+    wait_spawned(paths, name, [node])
+
+
+def wait_spawned(paths: LabPaths, name: str, nodes: Sequence[str], timeout: float = 10) -> None:
+    """Wait until each node's systemd-nspawn runs (``setsid --fork`` returns before the child has
+    exec'd it); one /proc scan per poll for all of them."""
+    deadline = time.monotonic() + timeout
+    pending = set(nodes)
+    while pending:
+        pending -= set(running_nodes(name))
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            node = sorted(pending, key=plan.node_index)[0]
+            log = paths.console(node)
+            raise LabError(f"{node}: systemd-nspawn did not start; console log {log}:\n" + tail(log))
+        time.sleep(0.05)
+
+
+def spawn(paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str) -> None:
+    """Start the node's systemd-nspawn in its own session, console appended to its log (no wait)."""
     os.makedirs(paths.console_dir, exist_ok=True)
     log = paths.console(node)
     if os.path.exists(log):
@@ -226,11 +264,6 @@ def start(paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str) -
         f"--setenv={ENV_MARK}={plan.machine_name(name, node)}",
     ]
     spawn_detached(cmd, log)
-    deadline = time.monotonic() + 10  # setsid --fork returns before the child has exec'd nspawn
-    while nspawn_pid(name, node) is None:
-        if time.monotonic() > deadline:
-            raise LabError(f"{node}: systemd-nspawn did not start; console log {log}:\n" + tail(log))
-        time.sleep(0.05)
 
 
 def stop(name: str, nodes: Sequence[str] | None = None, timeout: float = 20) -> list[int]:
@@ -285,20 +318,28 @@ def wait_booted(
     deadline = time.monotonic() + timeout
     pending = dict(nodes)
     while pending:
-        for node, addr in list(pending.items()):
-            if nspawn_pid(name, node) is None:
+        running = running_nodes(name)  # one /proc scan per round, not one per node
+        for node in list(pending):
+            if node not in running:
                 raise LabError(
                     f"{node}: container exited during boot; console log {paths.console(node)}:\n"
                     + tail(paths.console(node))
                 )
-            if ssh_port_open(addr, 0.5):
-                cp = subprocess.run(
-                    [*ssh_base, "--", f"root@{addr}", "true"],
-                    capture_output=True,
-                    text=True,
-                    timeout=30,
-                    stdin=subprocess.DEVNULL,
-                )
+        listening = [(n, a) for n, a in pending.items() if ssh_port_open(a, 0.5)]
+
+        def login(addr: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*ssh_base, "--", f"root@{addr}", "true"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                stdin=subprocess.DEVNULL,
+            )
+
+        if listening:  # the logins of one round at once: a 48-node lab boots them together
+            with ThreadPoolExecutor(max_workers=min(8, len(listening))) as pool:
+                results = list(pool.map(login, [a for _, a in listening]))
+            for (node, _), cp in zip(listening, results, strict=True):
                 if cp.returncode == 0:
                     del pending[node]
                 elif "REMOTE HOST IDENTIFICATION" in cp.stderr or "Host key verification" in cp.stderr:

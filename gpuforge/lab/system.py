@@ -48,10 +48,13 @@ def require_tools(tools: dict[str, str]) -> None:
         raise LabError(f"missing {', '.join(sorted(missing))}: install with `apt-get install {pkgs}`")
 
 
-def run(cmd: Sequence[str], check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run a command, capturing output; raise :class:`LabError` with its stderr on failure."""
+def run(
+    cmd: Sequence[str], check: bool = True, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a command (``stdin``: its input), capturing output; raise :class:`LabError` with its stderr on failure."""
+    feed: dict[str, object] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     try:
-        cp = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        cp = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, **feed)  # type: ignore[call-overload]
     except subprocess.TimeoutExpired as exc:
         raise LabError(f"`{' '.join(cmd)}` did not finish within {timeout} s") from exc
     if check and cp.returncode != 0:
