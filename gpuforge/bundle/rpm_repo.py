@@ -39,7 +39,7 @@ from gpuforge.bundle.rpmmd import (
 )
 from gpuforge.bundle.rpmsig import RpmKeyring
 from gpuforge.bundle.signing import SignatureError
-from gpuforge.bundle.trust import UntrustedIndex, signed_repomd
+from gpuforge.bundle.trust import UntrustedIndex, repository_key, signed_repomd
 from gpuforge.spec import nvidia_packages as table
 
 #: rpm-md's checksum type names -> hashlib's.
@@ -65,13 +65,9 @@ class _Upstream:
             verified = signed_repomd(b.fetcher, need, b.keys)
             self.repomd = verified.text.encode()
             self.fingerprint = verified.fingerprint
-        else:
+        else:  # the packages are signed: the key checks each of them (_fetch_packages)
             self.repomd = b.fetcher.small(f"{self.base}/{REPOMD}")
-            if need.key_url is None:
-                raise UntrustedIndex(self.base, "no signing key is known for this repository's packages")
-            if need.key_url not in b.keys:
-                b.keys[need.key_url] = b.fetcher.small(need.key_url, 1 << 20)
-        self.key = b.keys.get(need.key_url or "", b"")
+        self.key = repository_key(b.fetcher, need, b.keys)[2]
         self.records = parse_repomd(self.repomd)
         #: Each metadata file, downloaded into .partial/ and checked against repomd.xml: large ones
         #: are read as streams from there.

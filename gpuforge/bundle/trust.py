@@ -71,10 +71,10 @@ def _signed_release(fetcher: Fetcher, base: str, keyring: bytes) -> Signed:
     return verify_inrelease(inrelease, keyring)
 
 
-def signed_index(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> VerifiedIndex:
-    """The repository's Packages index, read only once its signature and checksum check out.
+def repository_key(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> tuple[str, str, bytes]:
+    """(the repository's base URL, its key's URL, the key file); ``keys`` caches key files by URL.
 
-    ``keys`` caches key files by URL. Raises FetchError (not fetched) or UntrustedIndex.
+    Raises FetchError, or UntrustedIndex when no key is known for the repository.
     """
     assert need.url is not None
     base = need.url.rstrip("/")
@@ -82,27 +82,35 @@ def signed_index(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> Ve
         raise UntrustedIndex(base, "no signing key is known for this repository")
     if need.key_url not in keys:
         keys[need.key_url] = fetcher.small(need.key_url, 1 << 20)
+    return base, need.key_url, keys[need.key_url]
+
+
+def _require_signer(signed: Signed, need: RepoNeed) -> None:
+    if need.fingerprint is not None and signed.fingerprint != need.fingerprint:
+        raise SignatureError(f"signed by key {signed.fingerprint}, not by the repository's key {need.fingerprint}")
+
+
+def signed_index(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> VerifiedIndex:
+    """The repository's Packages index, read only once its signature and checksum check out.
+
+    ``keys`` caches key files by URL. Raises FetchError (not fetched) or UntrustedIndex.
+    """
+    base, key_url, key = repository_key(fetcher, need, keys)
     try:
-        signed = _signed_release(fetcher, base, keys[need.key_url])
-        if need.fingerprint is not None and signed.fingerprint != need.fingerprint:
-            raise SignatureError(f"signed by key {signed.fingerprint}, not by the repository's key {need.fingerprint}")
+        signed = _signed_release(fetcher, base, key)
+        _require_signer(signed, need)
         url, name, data = fetcher.index(base)
         check_index(signed, name, data)
     except SignatureError as e:
-        raise UntrustedIndex(f"{base}/InRelease", f"{e} (key {need.key_url})") from None
-    return VerifiedIndex(url, decode_index(url, name, data), signed.fingerprint, need.key_url)
+        raise UntrustedIndex(f"{base}/InRelease", f"{e} (key {key_url})") from None
+    return VerifiedIndex(url, decode_index(url, name, data), signed.fingerprint, key_url)
 
 
 def signed_repomd(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> VerifiedIndex:
     """An rpm-md repository's ``repodata/repomd.xml``, read only once ``repomd.xml.asc`` verifies
     with the repository key (and, from upstream, its cited fingerprint). Raises FetchError or
     UntrustedIndex; ``text`` is repomd.xml."""
-    assert need.url is not None
-    base = need.url.rstrip("/")
-    if need.key_url is None:
-        raise UntrustedIndex(base, "no signing key is known for this repository")
-    if need.key_url not in keys:
-        keys[need.key_url] = fetcher.small(need.key_url, 1 << 20)
+    base, key_url, key = repository_key(fetcher, need, keys)
     url = f"{base}/{REPOMD}"
     data = fetcher.small(url)
     try:
@@ -112,12 +120,11 @@ def signed_repomd(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> V
             raise
         raise UntrustedIndex(f"{base}/{REPOMD_SIG}", "missing: the repository's metadata is not signed") from None
     try:
-        signed = verify_detached(data, signature, keys[need.key_url])
-        if need.fingerprint is not None and signed.fingerprint != need.fingerprint:
-            raise SignatureError(f"signed by key {signed.fingerprint}, not by the repository's key {need.fingerprint}")
+        signed = verify_detached(data, signature, key)
+        _require_signer(signed, need)
     except SignatureError as e:
-        raise UntrustedIndex(f"{base}/{REPOMD_SIG}", f"{e} (key {need.key_url})") from None
-    return VerifiedIndex(url, data.decode("utf-8", "replace"), signed.fingerprint, need.key_url)
+        raise UntrustedIndex(f"{base}/{REPOMD_SIG}", f"{e} (key {key_url})") from None
+    return VerifiedIndex(url, data.decode("utf-8", "replace"), signed.fingerprint, key_url)
 
 
 def repomd_problem(out: Path, repo: str, keyring: bytes) -> str | None:

@@ -22,7 +22,7 @@ from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import parse_spec, resolve_nodes
-from tests.bundle.conftest import ARTIFACTS, RepoKey, Server, cli_env, run_bundle
+from tests.bundle.conftest import ARTIFACTS, SPEC, RepoKey, Server, cli_env, run_bundle
 from tests.bundle.rpmrepo import (
     CONTAINER_RPMS,
     CUDA_RPMS,
@@ -40,35 +40,18 @@ DOCKER = "rpm/docker-ce"
 EPEL = "rpm/epel"
 RHEL_ARTIFACTS = ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm")
 
-SPEC = """\
-cluster: {{name: offl, scheduler: slurm, os: rhel9}}
-sources:
-  mode: mirror
-  mirrors:
-    nvidia_cuda: {base}/cuda
-    nvidia_container: {base}/container
-    docker_ce: {base}/docker
-    epel: {base}/epel
-    artifacts: {base}/artifacts
-versions:
-  driver: {{version: 550.163.01, flavor: open, source: nvidia}}
-  container_toolkit: 1.17.8
-  enroot: 3.5.0
-  pyxis: 0.20.0
-  dcgm: 4.2.3
-  dcgm_exporter: 4.2.3-4.1.3
-node_groups:
-  - name: ctl
-    hosts: ctl01
-    roles: [controller, accounting-db]
-  - name: gpu
-    hosts: gpu[01-02]
-    roles: [compute]
-    hardware: {{gpu: {{model: H100-80GB, count: 8}}}}
-container_runtime: {{engine: containerd, cdi: true}}
-slurm:
-  partitions: [{{name: gpu, nodes: gpu, default: true}}]
-"""
+
+def rhel_spec(base: str, sources: str = "mirror") -> str:
+    """The bundle tests' cluster (conftest.SPEC) on RHEL 9: every source on ``base`` (mirror
+    mode), or ``sources`` given whole."""
+    mirrors = (
+        "  mode: mirror\n  mirrors:\n"
+        f"    nvidia_cuda: {base}/cuda\n    nvidia_container: {base}/container\n"
+        f"    docker_ce: {base}/docker\n    epel: {base}/epel\n    artifacts: {base}/artifacts"
+    )
+    text = SPEC.format(sources=mirrors if sources == "mirror" else sources)
+    return text.replace("os: ubuntu24.04", "os: rhel9")
+
 
 #: What the RHEL nodes install, at the pins, with the closure within each repository.
 PINNED = {
@@ -148,7 +131,7 @@ def manifest(out: Path) -> dict[str, Any]:
 
 def build(served: Server, tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
     spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(SPEC.format(base=served.url))
+    spec_file.write_text(rhel_spec(served.url))
     out = tmp_path / "bundle"
     return out, run_bundle(str(spec_file), "-o", str(out))
 
@@ -301,9 +284,7 @@ def test_a_fresh_rhel_node_installs_the_nvidia_stack_from_the_bundle(rpm_served:
     bundle key; every NVIDIA/EPEL package the plan installs is in it at the planned version."""
     out, cp = build(rpm_served, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    spec = parse_spec(
-        SPEC.format(base=rpm_served.url).replace("  mode: mirror\n", f"  mode: offline\n  bundle_dir: {out}\n")
-    )
+    spec = parse_spec(rhel_spec(rpm_served.url, f"  mode: offline\n  bundle_dir: {out}"))
     node = next(x for x in resolve_nodes(spec) if x.name == "gpu01")
     host = HostFacts(gpus=["2330"] * 8, package_tool="rpm", kernel_release="5.14.0-503.el9.x86_64")
     ctx = needs.Ctx.build(spec, node, host, name="test-gpu01")
@@ -346,7 +327,7 @@ def test_a_rhel_bundle_without_rpmkeys_is_refused_before_fetching(rpm_served: Se
     for tool in ("gpg", "gpgv", "gpgconf"):
         (bare / tool).symlink_to(shutil.which(tool) or tool)
     spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(SPEC.format(base=rpm_served.url))
+    spec_file.write_text(rhel_spec(rpm_served.url))
     cp = run_bundle(str(spec_file), "-o", str(tmp_path / "out"), env={**cli_env(), "PATH": str(bare)})
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "rpmkeys, rpm, which this host lacks" in cp.stderr
