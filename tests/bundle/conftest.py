@@ -294,17 +294,22 @@ def upstream(tmp_path_factory: pytest.TempPathFactory, repo_key: RepoKey) -> Pat
     return root
 
 
-@pytest.fixture
-def served(upstream: Path, tmp_path: Path) -> Iterator[Server]:
-    """A private copy of the upstream tree, served on 127.0.0.1 (shut down after the test)."""
+def serve_copy(tree: Path, tmp_path: Path) -> Iterator[Server]:
+    """A private copy of ``tree``, served on 127.0.0.1 until the generator is closed."""
     root = tmp_path / "served"
-    shutil.copytree(upstream, root)
+    shutil.copytree(tree, root)
     server = Server(root)
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def served(upstream: Path, tmp_path: Path) -> Iterator[Server]:
+    """A private copy of the upstream tree, served on 127.0.0.1 (shut down after the test)."""
+    yield from serve_copy(upstream, tmp_path)
 
 
 def cli_env() -> dict[str, str]:

@@ -22,7 +22,7 @@ from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import parse_spec, resolve_nodes
-from tests.bundle.conftest import ARTIFACTS, SPEC, RepoKey, Server, cli_env, run_bundle
+from tests.bundle.conftest import ARTIFACTS, SPEC, RepoKey, Server, cli_env, run_bundle, serve_copy
 from tests.bundle.rpmrepo import (
     CONTAINER_RPMS,
     CUDA_RPMS,
@@ -114,14 +114,8 @@ def rpm_upstream(tmp_path_factory: pytest.TempPathFactory, repo_key: RepoKey) ->
 
 @pytest.fixture
 def rpm_served(rpm_upstream: Path, tmp_path: Path) -> Iterator[Server]:
-    root = tmp_path / "served"
-    shutil.copytree(rpm_upstream, root)
-    server = Server(root)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    """A private copy of the rpm upstream, served on 127.0.0.1."""
+    yield from serve_copy(rpm_upstream, tmp_path)
 
 
 def manifest(out: Path) -> dict[str, Any]:
