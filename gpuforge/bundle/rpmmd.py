@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import yaml
+import zstandard
 
 REPO_NS = "http://linux.duke.edu/metadata/repo"
 COMMON_NS = "http://linux.duke.edu/metadata/common"
@@ -173,8 +174,10 @@ def open_md(path: Path) -> IO[bytes]:
     """A downloaded metadata file, decompressed as it is read (by its name's suffix): large
     ``primary``/``filelists`` files are streamed, never held whole."""
     name = path.name
-    if name.endswith((".zst", ".zck")):
-        raise MetadataError(f"{name}: zstd/zchunk compression is not read by gpuforge (gz, xz, bz2 are)")
+    if name.endswith(".zck"):
+        raise MetadataError(f"{name}: zchunk files are not read by gpuforge (gz, xz, bz2, zst are)")
+    if name.endswith(".zst"):
+        return cast(IO[bytes], zstandard.ZstdDecompressor().stream_reader(path.open("rb"), closefd=True))
     opener: Any = next((o for suffix, o in _OPENERS.items() if name.endswith(suffix)), open)
     return cast(IO[bytes], opener(path, "rb"))
 
@@ -269,7 +272,7 @@ def _elements(src: Source, tag: str) -> Iterator[ET.Element]:
                     root.clear()
     except ET.ParseError as e:
         raise MetadataError(f"not XML ({e})") from None
-    except (OSError, EOFError, lzma.LZMAError) as e:
+    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as e:
         raise MetadataError(f"cannot decompress ({e})") from None
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+import zstandard
 
 from gpuforge.bundle.resolve import Want
 from gpuforge.bundle.rpm_resolve import RpmIndex, hidden_by_modules, resolve_rpm
@@ -159,12 +160,16 @@ def test_metadata_files_are_read_by_their_suffix(tmp_path: Path) -> None:
         ("b-primary.xml.xz", lzma.compress(PRIMARY)),
         ("c-primary.xml.bz2", bz2.compress(PRIMARY)),
         ("d-primary.xml", PRIMARY),
+        ("g-primary.xml.zst", zstandard.ZstdCompressor().compress(PRIMARY)),  # createrepo_c >= 1.0 can write it
     ):
         (tmp_path / name).write_bytes(data)
         assert [p.name for p in parse_primary(tmp_path / name)] == ["nvidia-driver", "other"], name
-    (tmp_path / "e-primary.xml.zst").write_bytes(b"\x28\xb5\x2f\xfd")
-    with pytest.raises(MetadataError, match="zstd"):
-        parse_primary(tmp_path / "e-primary.xml.zst")
+    (tmp_path / "e-primary.xml.zck").write_bytes(b"\x00ZCK1")
+    with pytest.raises(MetadataError, match="zchunk"):
+        parse_primary(tmp_path / "e-primary.xml.zck")
+    (tmp_path / "h-primary.xml.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage")
+    with pytest.raises(MetadataError, match="cannot decompress"):
+        parse_primary(tmp_path / "h-primary.xml.zst")
     (tmp_path / "f-primary.xml.gz").write_bytes(b"not gzip")
     with pytest.raises(MetadataError, match="cannot decompress"):
         parse_primary(tmp_path / "f-primary.xml.gz")
