@@ -130,6 +130,21 @@ def build(served: Server, tmp_path: Path) -> tuple[Path, subprocess.CompletedPro
     return out, run_bundle(str(spec_file), "-o", str(out))
 
 
+@pytest.fixture
+def dnf_root(tmp_path: Path) -> Iterator[Path]:
+    """The install root of ``dnf`` runs; afterwards the gpg-agents dnf started for its key rings
+    (one per repository, under the root) are stopped, and none may be left."""
+    root = tmp_path / "dnf"
+    try:
+        yield root
+    finally:
+        for home in sorted(root.rglob("pubring")):
+            if home.is_dir():
+                subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False)
+    left = subprocess.run(["pgrep", "-f", f"gpg-agent --homedir {root}"], capture_output=True, text=True).stdout
+    assert left == "", f"gpg-agents left running: {left}"
+
+
 def dnf(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real dnf in an install root of its own, with the bundle's repositories as a RHEL node gets them."""
     repos = root / "yum.repos.d"
@@ -177,10 +192,10 @@ def test_rhel_bundle_resolves_fetches_and_signs_rpm_repositories(rpm_served: Ser
         assert (out / "artifacts" / name).is_file()
 
 
-def test_dnf_reads_the_bundle_as_a_rhel_node_does(rpm_served: Server, tmp_path: Path) -> None:
+def test_dnf_reads_the_bundle_as_a_rhel_node_does(rpm_served: Server, tmp_path: Path, dnf_root: Path) -> None:
     out, cp = build(rpm_served, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    root = tmp_path / "dnf"
+    root = dnf_root
     listed = dnf(root, out, "module", "list", "nvidia-driver")
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert "550-open" in listed.stdout and "575-open" not in listed.stdout
@@ -200,12 +215,12 @@ def test_dnf_reads_the_bundle_as_a_rhel_node_does(rpm_served: Server, tmp_path: 
     }
 
 
-def test_dnf_refuses_a_changed_bundle_index(rpm_served: Server, tmp_path: Path) -> None:
+def test_dnf_refuses_a_changed_bundle_index(rpm_served: Server, tmp_path: Path, dnf_root: Path) -> None:
     out, cp = build(rpm_served, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     repomd = out / CONTAINER / REPOMD
     repomd.write_bytes(repomd.read_bytes().replace(b"<revision>", b"<revision>1"))
-    refused = dnf(tmp_path / "dnf", out, "--disablerepo=*", "--enablerepo=gpuforge-nvidia-container", "makecache")
+    refused = dnf(dnf_root, out, "--disablerepo=*", "--enablerepo=gpuforge-nvidia-container", "makecache")
     assert refused.returncode != 0
     assert "GPG signature verification error" in refused.stdout + refused.stderr
     assert any(p.startswith(f"{CONTAINER}/{REPOMD}: ") for p in verify_bundle(out))
@@ -357,3 +372,25 @@ def test_verify_checks_the_rpm_signatures_not_only_the_manifest(rpm_served: Serv
     problems = verify_bundle(out)
     assert problems[0].startswith(f"{EPEL}/{REPOMD_SIG}: the signature does not verify")
     assert problems[1:] == [f"{BUNDLE_RPM_KEY}: not the key in apt/gpuforge-bundle.gpg"]
+
+
+def test_a_new_pin_replaces_the_old_packages_and_metadata(rpm_served: Server, tmp_path: Path) -> None:
+    """The deploys push rpm/<repo>/ whole: after a pin change no old package or index file stays."""
+    out, cp = build(rpm_served, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    old = {p.relative_to(out).as_posix() for p in (out / CONTAINER).rglob("*") if p.is_file()}
+    spec_file = tmp_path / "cluster.yaml"
+    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.17.8", "container_toolkit: 1.18.0"))
+    cp = run_bundle(str(spec_file), "-o", str(out))
+    # libnvidia-container1 and -tools are not in the test repository at 1.18.0: the rest moves on
+    new = {p.relative_to(out).as_posix() for p in (out / CONTAINER).rglob("*") if p.is_file()}
+    rpms = sorted(r.rsplit("/", 1)[1] for r in new if r.endswith(".rpm"))
+    assert rpms == [
+        "libnvidia-container1-1.18.0-1.x86_64.rpm",
+        "nvidia-container-toolkit-1.18.0-1.x86_64.rpm",
+        "nvidia-container-toolkit-base-1.18.0-1.x86_64.rpm",
+    ], cp.stdout + cp.stderr
+    stale = {r for r in old - new if "/repodata/" in r}
+    assert stale and not (stale & new)  # the old primary/filelists/other are gone, not left beside
+    listed = {f["path"] for f in manifest(out)["files"]}
+    assert {r for r in new} <= listed
