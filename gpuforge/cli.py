@@ -163,6 +163,7 @@ def plan(
 ) -> None:
     """Show what apply would change on each host (nothing is changed; secrets redacted)."""
     from gpuforge.orchestrate.plan import plan as make_plan
+    from gpuforge.probes.vagrant import VagrantError
 
     _load(spec)
     try:
@@ -170,6 +171,9 @@ def plan(
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
+    except VagrantError as e:  # the spec is fine; its vagrant machines are not up
+        err.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(1) from None
     if json_out:
         print(json.dumps(result.as_dict(), indent=2))
     else:
@@ -189,6 +193,7 @@ def apply(
     from gpuforge.orchestrate.apply import ApplyRefused
     from gpuforge.orchestrate.apply import apply as run_apply
     from gpuforge.orchestrate.state import ApplyLocked, RecordUnreadable
+    from gpuforge.probes.vagrant import VagrantError
 
     _load(spec)
     try:
@@ -202,6 +207,9 @@ def apply(
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
+    except VagrantError as e:  # the spec is fine; its vagrant machines are not up
+        err.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(1) from None
     if json_out:
         print(
             json.dumps(

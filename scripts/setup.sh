@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything gpuforge and its tests need on a fresh Debian 12 machine (run as root).
 # Debian packages for the lab (systemd-nspawn, mmdebstrap, apt-cacher-ng, ssh, vagrant and its libvirt
-# provider, which `vagrant validate` needs; gnupg: `gpuforge bundle` checks and makes repository signatures;
+# provider, which `vagrant validate` needs, with libvirt, qemu, dnsmasq and socat: the Vagrant test boots a VM
+# under software emulation inside a network namespace; gnupg: `gpuforge bundle` checks and makes repository signatures;
 # rpm: it checks rpm packages' signatures; createrepo-c and dnf: the RHEL bundle tests build real rpm-md
 # repositories and read the bundle with dnf),
 # then a virtualenv in .venv with gpuforge and its development tools.
@@ -17,6 +18,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-pip
   systemd-container mmdebstrap apt-cacher-ng iproute2 openssh-client
   ca-certificates gnupg vagrant vagrant-libvirt stress-ng
+  libvirt-daemon-system qemu-system-x86 qemu-utils dnsmasq-base iptables socat e2fsprogs
   prometheus prometheus-alertmanager
   rpm createrepo-c dnf
 )
@@ -37,6 +39,9 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl disable --now apt-cacher-ng >/dev/null 2>&1 || true
   # promtool/amtool are what the tests need; the lab's Prometheus runs inside its nodes.
   systemctl disable --now prometheus prometheus-alertmanager prometheus-node-exporter >/dev/null 2>&1 || true
+  # The Vagrant test runs its own libvirtd inside a network namespace, never the machine's.
+  systemctl disable --now libvirtd.service libvirtd.socket libvirtd-ro.socket libvirtd-admin.socket \
+    virtlogd.service virtlogd.socket virtlogd-admin.socket >/dev/null 2>&1 || true
 fi
 
 if [ ! -x .venv/bin/python ]; then

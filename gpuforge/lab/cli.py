@@ -127,3 +127,30 @@ def spec_cmd(
         output.write_text(text)
     else:
         typer.echo(text, nl=False)
+
+
+@app.command("box")
+def box_cmd(
+    add: Annotated[bool, typer.Option("--add", help="Also `vagrant box add` it (under VAGRANT_HOME).")] = False,
+) -> None:
+    """Build (once; then cached) a Vagrant box for the libvirt provider from the lab's Debian 12 rootfs."""
+    import subprocess
+
+    from .system import require_root
+    from .vagrant_box import Box, build_box
+
+    def build() -> Box:
+        require_root()
+        return build_box(log=lambda m: err.print(m, highlight=False))
+
+    box = _guard(build)
+    out.print(f"box {box.name}: {box.box_file}  (ssh key {box.private_key})", highlight=False)
+    if add:
+        argv = ["vagrant", "box", "add", "--force", "--name", box.name, box.box_file]
+        try:
+            rc = subprocess.run(argv, check=False).returncode
+        except OSError as e:
+            err.print(f"[red]error:[/red] cannot run vagrant: {e}", highlight=False)
+            raise typer.Exit(1) from None
+        raise typer.Exit(rc)
+    out.print(f"add it with: vagrant box add --name {box.name} {box.box_file}", highlight=False)

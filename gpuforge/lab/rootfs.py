@@ -59,9 +59,9 @@ def cache_key(suite: str, packages: tuple[str, ...] = PACKAGES, variant: str = V
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def cached_rootfs(suite: str, cache_dir: str = CACHE_DIR) -> str | None:
-    """Path of the cached rootfs for ``suite`` if it exists."""
-    path = os.path.join(cache_dir, cache_key(suite), "rootfs")
+def cached_rootfs(suite: str, cache_dir: str = CACHE_DIR, extra: tuple[str, ...] = ()) -> str | None:
+    """Path of the cached rootfs for ``suite`` (lab packages plus ``extra``) if it exists."""
+    path = os.path.join(cache_dir, cache_key(suite, PACKAGES + extra), "rootfs")
     return path if os.path.isfile(os.path.join(path, "etc/os-release")) else None
 
 
@@ -70,15 +70,20 @@ def ensure_rootfs(
     mirrors: HostMirrors | None = None,
     cache_dir: str = CACHE_DIR,
     log: Callable[[str], None] = print,
+    extra: tuple[str, ...] = (),
 ) -> str:
-    """Return the cached rootfs for ``suite``, building it first if needed."""
-    found = cached_rootfs(suite, cache_dir)
+    """Return the cached rootfs for ``suite``, building it first if needed.
+
+    ``extra``: packages on top of the lab's (the Vagrant box adds a kernel); another cache entry.
+    """
+    packages = PACKAGES + tuple(p for p in extra if p not in PACKAGES)
+    found = cached_rootfs(suite, cache_dir, extra)
     if found:
         return found
-    key = cache_key(suite)
+    key = cache_key(suite, packages)
     final = os.path.join(cache_dir, key)
     with file_lock(os.path.join(cache_dir, f"{key}.lock")):
-        found = cached_rootfs(suite, cache_dir)
+        found = cached_rootfs(suite, cache_dir, extra)
         if found:
             return found
         require_tools(BUILD_TOOLS)
@@ -100,7 +105,7 @@ def ensure_rootfs(
                     "--mode=root",
                     "--format=directory",
                     f"--variant={VARIANT}",
-                    f"--include={','.join(PACKAGES)}",
+                    f"--include={','.join(packages)}",
                     f"--customize-hook={_CUSTOMIZE}",
                     suite,
                     os.path.join(tmp, "rootfs"),
@@ -109,7 +114,7 @@ def ensure_rootfs(
                 timeout=1800,
             )
             with open(os.path.join(tmp, "manifest.json"), "w") as f:
-                json.dump({"suite": suite, "variant": VARIANT, "packages": list(PACKAGES), "recipe": RECIPE}, f)
+                json.dump({"suite": suite, "variant": VARIANT, "packages": list(packages), "recipe": RECIPE}, f)
             if os.path.exists(final):  # leftover without a valid tree
                 shutil.rmtree(final)
             os.rename(tmp, final)
@@ -117,7 +122,7 @@ def ensure_rootfs(
             remove_tree(tmp)
             raise
         log(f"rootfs built in {time.monotonic() - t0:.0f} s")
-    path = cached_rootfs(suite, cache_dir)
+    path = cached_rootfs(suite, cache_dir, extra)
     if path is None:
         raise LabError(f"rootfs build finished but {final}/rootfs has no etc/os-release")
     return path

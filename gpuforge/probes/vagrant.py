@@ -10,6 +10,10 @@ from dataclasses import dataclass
 _LINE = re.compile(r"^([A-Za-z]+)\s*(?:=|\s)\s*(.*)$")
 
 
+class VagrantError(RuntimeError):
+    """Vagrant could not say how to reach its machines (not installed, not up, no Vagrantfile)."""
+
+
 @dataclass(frozen=True)
 class VagrantHost:
     """How to SSH into one Vagrant machine."""
@@ -69,8 +73,22 @@ def parse_ssh_config(text: str) -> dict[str, VagrantHost]:
 
 
 def ssh_config(cwd: str = ".", timeout: float = 120) -> dict[str, VagrantHost]:
-    """Run ``vagrant ssh-config`` in ``cwd`` and parse it."""
-    cp = subprocess.run(["vagrant", "ssh-config"], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    """Run ``vagrant ssh-config`` in ``cwd`` and parse it; :class:`VagrantError` says why it could not."""
+    try:
+        cp = subprocess.run(["vagrant", "ssh-config"], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VagrantError(f"vagrant ssh-config in {cwd}: {exc}") from None
     if cp.returncode != 0:
-        raise RuntimeError(f"vagrant ssh-config failed: {cp.stderr.strip()}")
+        raise VagrantError(f"vagrant ssh-config in {cwd} failed: {' '.join(cp.stderr.split())[:300]}")
     return parse_ssh_config(cp.stdout)
+
+
+def machines_for(names: list[str], cwd: str, timeout: float = 120) -> dict[str, VagrantHost]:
+    """How to reach each of ``names`` per ``vagrant ssh-config`` in ``cwd`` (every name must be listed)."""
+    if not names:
+        return {}
+    hosts = ssh_config(cwd, timeout)
+    missing = [n for n in names if n not in hosts]
+    if missing:
+        raise VagrantError(f"'vagrant ssh-config' in {cwd} lists no machine {', '.join(missing)} (is it up?)")
+    return {n: hosts[n] for n in names}

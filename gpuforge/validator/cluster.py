@@ -55,6 +55,8 @@ class ClusterData:
     kube_pods: list[dict[str, Any]] | None = None
     ssh_strict: bool = True
     """The transport's ssh options carry StrictHostKeyChecking=yes."""
+    ssh_targets: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Per node, the (host, port) SSH connects to, where it is not the spec's (vagrant nodes)."""
 
 
 ClusterFn = Callable[[ClusterData, Node], Outcome]
@@ -558,8 +560,8 @@ def ssh_host_keys(data: ClusterData, node: Node) -> Outcome:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         return FAIL, f"cannot read {path}: {e.strerror}"
-    hosts = _host_patterns(node.ssh_target, ssh.port)
-    types = sorted({t for h in hosts for t in known_host_entries(text, h)})
+    host, port = data.ssh_targets.get(node.name, (node.ssh_target, ssh.port))
+    types = sorted({t for h in _host_patterns(host, port) for t in known_host_entries(text, h)})
     if not types:
-        return FAIL, f"{path} has no host key for {node.ssh_target}"
-    return PASS, f"{path} pins {node.ssh_target} ({', '.join(types)}); StrictHostKeyChecking=yes"
+        return FAIL, f"{path} has no host key for {host}"
+    return PASS, f"{path} pins {host} ({', '.join(types)}); StrictHostKeyChecking=yes"

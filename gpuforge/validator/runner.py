@@ -76,15 +76,25 @@ class SshTransport:
         self.spec_dir = Path(spec_path).resolve().parent
         self._vagrant: dict[str, Any] | None = None
 
-    def argv(self, node: Node) -> list[str]:
-        """ssh argv up to (and including) the destination."""
+    def _endpoint(self, node: Node) -> tuple[str, int, str, str | None]:
+        """(host, port, user, key) of the node's SSH connection (vagrant nodes: from ``vagrant ssh-config``)."""
         ssh = self.spec.ssh
-        host, port, user, key = node.ssh_target, ssh.port, ssh.user, ssh.key
         if node.connector is Connector.VAGRANT:
             vh = self.vagrant_hosts().get(node.name)
             if vh is None:
                 raise OSError(f"vagrant ssh-config has no machine {node.name}")
-            host, port, user, key = vh.hostname, vh.port, vh.user, vh.identity_file or key
+            return vh.hostname, vh.port, vh.user, vh.identity_file or ssh.key
+        return node.ssh_target, ssh.port, ssh.user, ssh.key
+
+    def target(self, node: Node) -> tuple[str, int]:
+        """The host and port SSH connects to for ``node`` (what known_hosts must pin)."""
+        host, port, _user, _key = self._endpoint(node)
+        return host, port
+
+    def argv(self, node: Node) -> list[str]:
+        """ssh argv up to (and including) the destination."""
+        ssh = self.spec.ssh
+        host, port, user, key = self._endpoint(node)
         argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10"]
         argv += ["-o", "LogLevel=ERROR", "-o", "ServerAliveInterval=10", "-p", str(port), "-l", user]
         if ssh.known_hosts:
@@ -119,6 +129,20 @@ class SshTransport:
             cp.stderr.decode("utf-8", "replace"),
             time.monotonic() - t0,
         )
+
+
+def _ssh_targets(tr: Transport, nodes: list[Node]) -> dict[str, tuple[str, int]]:
+    """Per node, the host and port the transport connects to (those it can name)."""
+    target = getattr(tr, "target", None)
+    found: dict[str, tuple[str, int]] = {}
+    if target is None:
+        return found
+    for node in nodes:
+        try:
+            found[node.name] = target(node)
+        except (OSError, RuntimeError):  # the connection check reports why
+            continue
+    return found
 
 
 def explain_ssh_failure(stderr: str, rc: int) -> str:
@@ -294,6 +318,7 @@ def validate(
 
     data = ClusterData(spec=spec, spec_path=Path(spec_path), nodes=nodes)
     data.ssh_strict = bool(getattr(tr, "strict", True))
+    data.ssh_targets = _ssh_targets(tr, nodes)
     controllers = nodes_with(spec, Role.CONTROLLER)
     want_slurm = spec.slurm is not None and any(c.id in SLURM_QUERY_CHECKS for c in cluster_checks)
     planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)

@@ -272,6 +272,20 @@ def test_ssh_host_key_check(tmp_path: Path) -> None:
     assert cluster.ssh_host_keys(data, n2) == (FAIL, "connections do not use StrictHostKeyChecking=yes")
 
 
+def test_ssh_host_key_check_looks_up_where_ssh_connects(tmp_path: Path) -> None:
+    """A vagrant node is reached at the address `vagrant ssh-config` gives: that is what must be pinned."""
+    spec, path = lab_spec(tmp_path)
+    n2 = node(spec, "node2")
+    (tmp_path / "known_hosts").write_text("[192.168.121.7]:2222 ssh-ed25519 AAAA\n10.213.0.12 ssh-rsa BBBB\n")
+    data = cluster.ClusterData(spec, path, resolve_nodes(spec), ssh_targets={"node2": ("192.168.121.7", 2222)})
+    assert cluster.ssh_host_keys(data, n2) == (
+        PASS,
+        f"{tmp_path / 'known_hosts'} pins 192.168.121.7 (ssh-ed25519); StrictHostKeyChecking=yes",
+    )
+    data.ssh_targets = {"node2": ("192.168.121.8", 22)}
+    assert cluster.ssh_host_keys(data, n2) == (FAIL, f"{tmp_path / 'known_hosts'} has no host key for 192.168.121.8")
+
+
 def test_sinfo_flags_make_nodes_unusable(tmp_path: Path) -> None:
     spec, path = lab_spec(tmp_path)
     data = cluster.ClusterData(spec, path, resolve_nodes(spec))
