@@ -7,6 +7,7 @@ and a re-run finishes it. The run's records (changed paths, plans, reports) live
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import re
@@ -20,6 +21,7 @@ import gevent
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operations import run_ops
 
 from gpuforge.deploy.inventory import inventory_groups
@@ -124,7 +126,8 @@ def run_site(
     state = build_state(spec, spec_path, names, run)
     say(f"connecting to {len(state.inventory)} node(s)")
     t0 = time.monotonic()
-    connect_all(state)
+    with contextlib.suppress(PyinfraError):  # raised when no host could be reached; each is reported below
+        connect_all(state)
     down = sorted(h.name for h in state.inventory if not h.connected)
     reached = len(state.inventory) - len(down)
     say(
@@ -138,6 +141,8 @@ def run_site(
         if not h.connected:
             results[h.name].connected = False
             results[h.name].error = "unreachable over SSH (check the address, key and known_hosts)"
+    if not reached:
+        return ApplyResult(results)
     say("planning and converging")
     add_deploy(state, site)
     progress = LayerProgress(say)

@@ -131,6 +131,18 @@ def test_an_unreachable_node_is_reported_and_the_others_converge(spec_file: Path
     assert "db01" not in cluster.commands  # nothing was sent to it
 
 
+def test_a_plan_where_no_node_answers_reports_each_one(spec_file: Path, cluster: SimulatedCluster) -> None:
+    """pyinfra raises "No hosts remaining!" when it reaches no host: a plan reports the nodes instead."""
+    cluster.unreachable.update({"db01", "mon01"})
+    result = plan(spec_file, limit="db01,mon01")
+    assert not result.ok
+    hosts = result.as_dict()["hosts"]
+    assert sorted(hosts) == ["db01", "mon01"]
+    for name in ("db01", "mon01"):
+        assert hosts[name]["error"].startswith("unreachable over SSH"), hosts[name]
+    assert cluster.commands == {}  # nothing was sent anywhere
+
+
 def test_a_node_locked_by_another_apply_is_left_out_naming_the_holder(
     spec_file: Path, cluster: SimulatedCluster
 ) -> None:
