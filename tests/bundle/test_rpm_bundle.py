@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,13 @@ def dnf_root(tmp_path: Path) -> Iterator[Path]:
         for home in sorted(root.rglob("pubring")):
             if home.is_dir():
                 subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False)
-    left = subprocess.run(["pgrep", "-f", f"gpg-agent --homedir {root}"], capture_output=True, text=True).stdout
+    # gpgconf --kill asks the agent to stop and returns; on a busy machine it exits a moment later.
+    deadline = time.monotonic() + 10
+    while True:
+        left = subprocess.run(["pgrep", "-f", f"gpg-agent --homedir {root}"], capture_output=True, text=True).stdout
+        if left == "" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert left == "", f"gpg-agents left running: {left}"
 
 
