@@ -283,10 +283,9 @@ def kubernetes_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedF
     del secrets  # no secrets in this layer
     if spec.kubernetes is None or not node.roles & K8S_ROLES:
         return []
-    files = [
-        RenderedFile(MODULES_LOAD, modules_load_conf()),
-        RenderedFile(K8S_SYSCTL, k8s_sysctl_conf()),
-    ]
+    files: list[RenderedFile] = []
+    if spec.kubernetes.kernel_setup:
+        files += [RenderedFile(MODULES_LOAD, modules_load_conf()), RenderedFile(K8S_SYSCTL, k8s_sysctl_conf())]
     control_planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
     if control_planes and control_planes[0].name == node.name:
         if gpu_operator_needed(spec):

@@ -514,6 +514,11 @@ class Kubernetes(StrictModel):
     service_cidr: str = rebuild("10.96.0.0/12", "Service CIDR")
     gpu_operator: GpuOperator = live(default_factory=GpuOperator, description="GPU Operator options")
     batch_queue: BatchQueue = live(default_factory=BatchQueue, description="Batch queue and tenants")
+    kernel_setup: bool = live(
+        True,
+        "Load overlay and br_netfilter and set the bridge and forwarding sysctls on every Kubernetes node; "
+        "false only where nodes share a kernel gpuforge must not change (containers, such as the lab)",
+    )
 
     @field_validator("pod_cidr", "service_cidr")
     @classmethod

@@ -12,7 +12,9 @@ from gpuforge.spec.model import Role, Spec
 from gpuforge.spec.nodes import Node
 
 # Global order of the layers (module names under gpuforge/deploy/layers/).
-LAYER_ORDER: tuple[str, ...] = ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health")
+LAYER_ORDER: tuple[str, ...] = (
+    "base", "packages", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health",
+)  # fmt: skip
 
 ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
     # nvidia: pyxis on configless controllers, whose plugstack.conf (served to every node) names it
@@ -21,8 +23,9 @@ ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
     Role.LOGIN: ("base", "packages", "munge", "nvidia", "slurm", "monitoring"),
     Role.ACCOUNTING_DB: ("base", "packages", "munge", "slurm", "monitoring"),
     Role.MONITORING: ("base", "packages", "monitoring"),
-    Role.K8S_CONTROL_PLANE: ("base", "packages", "monitoring"),
-    Role.K8S_WORKER: ("base", "packages", "nvidia", "monitoring"),
+    # nvidia: its container-engine layer (containerd, systemd cgroups) runs on every Kubernetes node
+    Role.K8S_CONTROL_PLANE: ("base", "packages", "nvidia", "kubernetes", "monitoring"),
+    Role.K8S_WORKER: ("base", "packages", "nvidia", "kubernetes", "monitoring"),
 }
 
 

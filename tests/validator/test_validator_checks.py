@@ -495,3 +495,14 @@ def test_mig_parted_missing_or_timed_out_fails() -> None:
     assert (r["gpu.mig"].status, r["gpu.mig"].message) == (FAIL, "nvidia-mig-parted not found")
     r = run(cfg, hgx_outputs(mig=["__timeout=30"]), ["gpu.mig"])
     assert (r["gpu.mig"].status, r["gpu.mig"].message) == (FAIL, "nvidia-mig-parted assert did not finish")
+
+
+def test_swap_on_a_kubernetes_node_fails() -> None:
+    cfg = {**slurm_cfg(), "slurm": None, "kubernetes": {"control_plane": False}}
+    on = ["Filename\tType\tSize\tUsed\tPriority", "/swap.img file 2097148 0 -2", "__rc=0"]
+    r = run(cfg, {"swaps": on}, ["scheduler.k8s_swap_off"])
+    assert r["scheduler.k8s_swap_off"].status == FAIL
+    assert r["scheduler.k8s_swap_off"].message.startswith("swap is on: /swap.img")
+    r = run(cfg, {"swaps": ["Filename\tType\tSize\tUsed\tPriority", "__rc=0"]}, ["scheduler.k8s_swap_off"])
+    assert (r["scheduler.k8s_swap_off"].status, r["scheduler.k8s_swap_off"].message) == (PASS, "swap off")
+    assert run(slurm_cfg(), {"swaps": on}, ["scheduler.k8s_swap_off"])["scheduler.k8s_swap_off"].status == SKIP

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuforge.probes.swap import active_swaps
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, WARNING, Config, Outcome
 from gpuforge.validator.node.checks_containers import gate_role, gate_slurm
 from gpuforge.validator.node.checks_gpu import gate_gpu, unit_state_outcome
@@ -61,6 +62,18 @@ def gate_kubelet(cfg: Config) -> str | None:
 def _kubelet(ctx: NodeContext) -> Outcome:
     active, text = unit_state_outcome(ctx, "kubelet.service")
     return (PASS if active else FAIL), text
+
+
+@check("scheduler.k8s_swap_off", "scheduler", CRITICAL, "swap is off (kubelet will not run with swap on)",
+       needs=("swaps",), gate=gate_kubelet)  # fmt: skip
+def _k8s_swap_off(ctx: NodeContext) -> Outcome:
+    m = split_markers(ctx.out("swaps"))
+    if m.rc not in (0, None):
+        return FAIL, "cannot read /proc/swaps"
+    on = active_swaps("\n".join(m.lines))
+    return (
+        (FAIL, f"swap is on: {', '.join(on)} (swapoff -a; gpuforge apply keeps it off)") if on else (PASS, "swap off")
+    )
 
 
 def gate_pyxis(cfg: Config) -> str | None:

@@ -269,6 +269,7 @@ PROBES: dict[str, Probe] = {
         Probe("topo", sh=lambda cfg: guarded("nvidia-smi", "nvidia-smi topo -m")),
         Probe("xid", sh=lambda cfg: XID_COMMAND),
         Probe("modules", sh=lambda cfg: 'cat /proc/modules 2>/dev/null; echo "__rc=$?"'),
+        Probe("swaps", sh=lambda cfg: 'cat /proc/swaps 2>/dev/null; echo "__rc=$?"'),
         Probe("driver", sh=lambda cfg: DRIVER_COMMAND),
         Probe("units", sh=_units_command),
         Probe("munge", sh=lambda cfg: guarded("munge", "munge -n | unmunge")),
