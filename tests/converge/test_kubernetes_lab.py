@@ -1,0 +1,68 @@
+"""Kubernetes node prerequisites on real nodes (issue 12, the part the lab can run).
+
+Its own 3-node lab (``gflab-k8s``, 10.213.22.0/24), always torn down; spec
+``inventories/lab-k8s.yaml``: containerd with the systemd cgroup driver on every node (the control
+plane too), swap off, the queue manifests on the control plane; a re-apply changes nothing. No
+kubelet, kubeadm or CNI can run here (no Kubernetes packages reachable, a shared kernel).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuforge.lab import core
+from gpuforge.lab.pytest_plugin import Lab
+from gpuforge.lab.spec import write_lab_spec
+from gpuforge.render.kubernetes import KUEUE_MANIFESTS
+from tests.conftest import REPO, run_cli
+
+NAME, SUBNET, NODES = "gflab-k8s", "10.213.22.0/24", 3
+SPEC = REPO / "inventories" / "lab-k8s.yaml"
+
+
+@pytest.fixture
+def k8s_lab() -> Iterator[Lab]:
+    core.down(NAME, log=lambda m: None)
+    try:
+        yield Lab(NAME, NODES, SUBNET, core.up(NAME, NODES, SUBNET, log=print))
+    finally:
+        core.down(NAME, log=lambda m: None)
+
+
+@pytest.mark.lab
+def test_kubernetes_nodes_get_containerd_with_systemd_cgroups_and_no_swap(k8s_lab: Lab, tmp_path: Path) -> None:
+    spec = write_lab_spec(SPEC, k8s_lab.state, tmp_path / "spec.yaml")
+    env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state")}
+
+    first = run_cli("apply", str(spec), "--json", env=env)
+    assert first.stdout.strip(), first.stderr
+    result = json.loads(first.stdout)
+    assert first.returncode == 0 and result["ok"], json.dumps(result, indent=1)[-4000:]
+    assert sorted(result["hosts"]) == ["node1", "node2", "node3"]
+    for name, host in result["hosts"].items():  # containerd on every node, the control plane too
+        assert any(op.startswith("nvidia: container engine") for op in host["changed"]), (name, host["changed"])
+
+    for node in ("node1", "node2", "node3"):
+        cp = k8s_lab.ssh(node, "systemctl is-active containerd && containerd config dump", timeout=120)
+        assert cp.returncode == 0, (node, cp.stdout, cp.stderr)
+        dump = cp.stdout
+        assert dump.startswith("active\n"), (node, dump[:200])
+        # containerd's own view of its merged config: runc with the systemd cgroup driver, CRI on.
+        assert "SystemdCgroup = true" in dump, node
+        assert "disabled_plugins = []" in dump, node  # the CRI plugin kubelet talks to is on
+        assert k8s_lab.ssh(node, "cat /proc/swaps").stdout.splitlines()[1:] == [], node
+    assert k8s_lab.ssh("node1", f"test -s {KUEUE_MANIFESTS}").returncode == 0
+    assert k8s_lab.ssh("node2", f"test -e {KUEUE_MANIFESTS}").returncode != 0  # the control plane's only
+
+    report = run_cli("validate", str(spec), "--json", "--checks", "scheduler.k8s_swap_off,connection", env=env)
+    checks = json.loads(report.stdout)
+    statuses = {(n["name"], r["id"]): r["status"] for n in checks["nodes"] for r in n["checks"]}
+    assert all(statuses[(f"node{i}", "scheduler.k8s_swap_off")] == "pass" for i in (1, 2, 3)), statuses
+
+    again = run_cli("apply", str(spec), "--json", env=env)
+    second = json.loads(again.stdout)
+    assert again.returncode == 0 and second["changes"] == 0, json.dumps(second, indent=1)[-3000:]
