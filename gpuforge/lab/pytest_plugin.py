@@ -14,6 +14,7 @@ Two test sessions on one machine take turns (a file lock) instead of tearing dow
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -87,6 +88,16 @@ class Lab:
     def pids(self) -> dict[str, int]:
         """systemd-nspawn pid per running node."""
         return core.node_pids(self.name)
+
+
+@contextlib.contextmanager
+def own_lab(name: str, nodes: int, subnet: str) -> Iterator[Lab]:
+    """A test's own lab beside the session's (another name and subnet), taken down whatever happens."""
+    core.down(name, log=lambda m: None)
+    try:
+        yield Lab(name, nodes, subnet, core.up(name, nodes, subnet, log=print))
+    finally:
+        core.down(name, log=lambda m: None)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -131,3 +131,26 @@ def write_simulated_spec(data: dict[str, Any], where: Path, name: str) -> Path:
     path = where / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def assert_golden_plan(result: Any, name: str, golden_dir: Path) -> dict[str, Any]:
+    """The plan of ``name`` (steps, not diffs) equals ``golden_dir/<name>.json``; returns it.
+
+    GPUFORGE_UPDATE_GOLDEN=1 rewrites the file instead (then review the diff).
+    """
+    import json
+    import os
+
+    assert result.ok, result.errors
+    full = result.as_dict()["hosts"][name]
+    got = {
+        "error": full["error"],
+        "operations": [{k: v for k, v in op.items() if k != "diffs"} for op in full["operations"]],
+    }
+    golden = golden_dir / f"{name}.json"
+    if os.environ.get("GPUFORGE_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(json.dumps(got, indent=1) + "\n")
+    assert golden.is_file(), f"{golden} is missing (GPUFORGE_UPDATE_GOLDEN=1 writes it)"
+    assert got == json.loads(golden.read_text())
+    return got

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.lab import core
-from gpuforge.lab.pytest_plugin import Lab
+from gpuforge.lab.pytest_plugin import Lab, own_lab
 from gpuforge.lab.spec import write_lab_spec
 from gpuforge.render.kubernetes import KUEUE_MANIFESTS
 from tests.conftest import REPO, run_cli
@@ -26,11 +25,8 @@ SPEC = REPO / "inventories" / "lab-k8s.yaml"
 
 @pytest.fixture
 def k8s_lab() -> Iterator[Lab]:
-    core.down(NAME, log=lambda m: None)
-    try:
-        yield Lab(NAME, NODES, SUBNET, core.up(NAME, NODES, SUBNET, log=print))
-    finally:
-        core.down(NAME, log=lambda m: None)
+    with own_lab(NAME, NODES, SUBNET) as lab:
+        yield lab
 
 
 @pytest.mark.lab

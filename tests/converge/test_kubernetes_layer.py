@@ -3,8 +3,6 @@ and the whole plan of fresh Kubernetes nodes (simulated, golden)."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,7 +28,7 @@ from gpuforge.spec import load_spec, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from gpuforge.spec.roles import deploys_for
 from tests.conftest import REPO
-from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
+from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
 GOLDEN = Path(__file__).parent / "fixtures" / "plan_fresh_k8s"
@@ -166,19 +164,7 @@ def test_plan_of_a_fresh_kubernetes_node_is_the_golden_one(
     k8s_spec_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
 ) -> None:
     cluster: SimulatedCluster = simulated(monkeypatch, tmp_path)
-    result = plan(k8s_spec_file, limit=name)
-    assert result.ok, result.errors
-    full = result.as_dict()["hosts"][name]
-    got = {
-        "error": full["error"],
-        "operations": [{k: v for k, v in op.items() if k != "diffs"} for op in full["operations"]],
-    }
-    golden = GOLDEN / f"{name}.json"
-    if os.environ.get("GPUFORGE_UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(json.dumps(got, indent=1) + "\n")
-    assert golden.is_file(), f"{golden} is missing (GPUFORGE_UPDATE_GOLDEN=1 writes it)"
-    assert got == json.loads(golden.read_text())
+    got = assert_golden_plan(plan(k8s_spec_file, limit=name), name, GOLDEN)
     k8s = [op for op in got["operations"] if op["layer"] == "kubernetes"]
     assert k8s, "no kubernetes layer in the plan"
     kinds = [s["kind"] for op in k8s for s in op["steps"]]

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.lab import core
-from gpuforge.lab.pytest_plugin import Lab
+from gpuforge.lab.pytest_plugin import Lab, own_lab
 from gpuforge.lab.spec import write_lab_spec
 from tests.conftest import REPO, run_cli
 
@@ -25,11 +24,8 @@ MINIMAL = REPO / "inventories" / "lab-slurm-minimal.yaml"
 
 @pytest.fixture
 def lab24() -> Iterator[Lab]:
-    core.down(NAME, log=lambda m: None)
-    try:
-        yield Lab(NAME, NODES, SUBNET, core.up(NAME, NODES, SUBNET, log=print))
-    finally:
-        core.down(NAME, log=lambda m: None)
+    with own_lab(NAME, NODES, SUBNET) as lab:
+        yield lab
 
 
 def _sinfo(lab: Lab) -> dict[str, str]:

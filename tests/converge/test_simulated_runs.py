@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from gpuforge.orchestrate.apply import ApplyRefused, apply, run_deploys
 from gpuforge.orchestrate.plan import plan
 from gpuforge.orchestrate.state import last_applied
 from tests.conftest import REPO
-from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
+from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
 
 GOLDEN = Path(__file__).parent / "fixtures" / "plan_fresh"
 NODES = "ctl01,db01,mon01,login01,gpu001"
@@ -50,19 +49,9 @@ def planned_commands(ops: list[dict[str, Any]]) -> list[str]:
 @pytest.mark.parametrize("node", NODES.split(","))
 def test_plan_of_a_fresh_node_is_exactly_the_golden_one(spec_file: Path, cluster: SimulatedCluster, node: str) -> None:
     result = plan(spec_file, limit=node)
-    assert result.ok, result.errors
-    full = result.as_dict()["hosts"][node]
     # Rendered files' diffs are checked by the render tests; the golden holds the steps.
-    got = {
-        "error": full["error"],
-        "operations": [{k: v for k, v in op.items() if k != "diffs"} for op in full["operations"]],
-    }
-    golden = GOLDEN / f"{node}.json"
-    if os.environ.get("GPUFORGE_UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(json.dumps(got, indent=1) + "\n")
-    assert golden.is_file(), f"{golden} is missing (GPUFORGE_UPDATE_GOLDEN=1 writes it)"
-    assert got == json.loads(golden.read_text())
+    got = assert_golden_plan(result, node, GOLDEN)
+    full = result.as_dict()["hosts"][node]
     # A plan reads facts and changes nothing: no planned command, no upload reaches the node.
     sent = set(cluster.commands[node])
     assert sent, "the plan read no facts"
