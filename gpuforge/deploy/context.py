@@ -48,6 +48,16 @@ def secrets() -> Secrets:
     return _secrets(spec().cluster.name)
 
 
+@cache
+def _k8s_pki(cluster: str) -> dict[str, bytes]:
+    return SecretStore(cluster).kubernetes_pki()
+
+
+def k8s_pki() -> dict[str, bytes]:
+    """The Kubernetes cluster's shared keys (CA and others; only ever uploaded as 0600 files)."""
+    return _k8s_pki(spec().cluster.name)
+
+
 def run_state() -> RunState:
     """This run's records, shared by every host of the run (put in host data by the inventory)."""
     run = host.data.get(RUN_STATE_KEY)

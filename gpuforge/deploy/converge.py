@@ -122,6 +122,11 @@ class Layer:
     """Layer-specific steps between file changes and service (re)starts."""
     after: Callable[[LayerFacts, set[str]], list[Step]] | None = None
     """Layer-specific steps computed from the facts and the changed paths."""
+    watch_packages: tuple[str, ...] = ()
+    """Packages whose installed versions the layer's own steps read (in ``LayerFacts.packages``);
+    those steps install them, ``plan_layer`` does not."""
+    rpm: bool = False
+    """The host's package database is rpm (RHEL): packages are read with ``rpm -q``."""
     hold_pins: bool = False
     """Packages given as ``name=version`` are moved to that version when another one is installed
     (upgrade or downgrade), and the layer's services restart as after an install."""
@@ -135,6 +140,7 @@ class Layer:
     def is_empty(self) -> bool:
         return not (
             self.packages
+            or self.watch_packages
             or self.early_files
             or self.accounts
             or self.directories

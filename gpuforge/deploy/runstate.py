@@ -10,12 +10,14 @@ the execute pass record the same thing.
 
 from __future__ import annotations
 
+import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuforge.deploy.converge import Step
 from gpuforge.deploy.slurm_changes import SlurmAction
+from gpuforge.spec import k8s_facts
 
 RUN_STATE_KEY = "gpuforge_run"
 
@@ -52,6 +54,10 @@ class RunState:
     reports: dict[str, dict[str, list[Step]]] = field(default_factory=lambda: defaultdict(dict))
     """Per host, per key: steps a person must read (reboots, missing sources, notes)."""
     slurm: dict[str, SlurmDecision] = field(default_factory=dict)
+    k8s_members: dict[str, bool] = field(default_factory=dict)
+    """Per Kubernetes node: already in the cluster (kubeadm init or join finished on it)."""
+    k8s_token: str | None = field(default=None, repr=False)
+    """This run's bootstrap token for joining nodes (SECRET: only ever written into 0600 files)."""
     layers: tuple[str, ...] | None = None
     """The layers this pyinfra run walks (None: all of them). A run with site Ansible steps walks
     the layers in segments, one pyinfra run each, with the steps between them."""
@@ -80,6 +86,22 @@ class RunState:
     def reboot_required(self, host: str) -> list[str]:
         """Why ``host`` needs a reboot after this run (empty: it does not)."""
         return [s.summary for s in self.report_steps(host) if s.kind == "reboot-required"]
+
+    def record_k8s_member(self, host: str, member: bool) -> None:
+        self.k8s_members[host] = member
+
+    def k8s_joining(self) -> list[str]:
+        """Kubernetes nodes not yet in the cluster (as their layers found them)."""
+        return sorted(h for h, member in self.k8s_members.items() if not member)
+
+    def join_token(self) -> str:
+        """This run's bootstrap token ``<id>.<secret>`` (bootstrap-tokens), made on first use."""
+        if self.k8s_token is None:
+            alphabet = k8s_facts.TOKEN_ALPHABET
+            token_id = "".join(secrets.choice(alphabet) for _ in range(k8s_facts.TOKEN_ID_LEN))
+            secret = "".join(secrets.choice(alphabet) for _ in range(k8s_facts.TOKEN_SECRET_LEN))
+            self.k8s_token = f"{token_id}.{secret}"
+        return self.k8s_token
 
     def record_slurm(self, host: str, decision: SlurmDecision) -> None:
         self.slurm[host] = decision

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import secrets as pysecrets
+import shutil
 import tempfile
 from pathlib import Path
 
+from gpuforge.deploy.k8s_pki import generate_pki
 from gpuforge.render.files import Secrets
 
 MUNGE_KEY_BYTES = 1024
@@ -67,6 +69,32 @@ class SecretStore:
 
     def db_password(self) -> str:
         return self._read_or_create("slurmdbd-db-password", pysecrets.token_urlsafe(24).encode()).decode()
+
+    def kubernetes_pki(self) -> dict[str, bytes]:
+        """The Kubernetes cluster's shared keys (``gpuforge.deploy.k8s_pki``), made once, as a whole:
+        generated in a private temporary directory that is renamed into place (of two processes,
+        one wins and both use its keys)."""
+        final = self.dir / "k8s-pki"
+        if not final.is_dir():
+            self._ensure_dir()
+            tmp = Path(tempfile.mkdtemp(prefix=".k8s-pki.", dir=self.dir))  # 0700
+            try:
+                for rel, data in generate_pki().items():
+                    path = tmp / rel
+                    path.parent.mkdir(mode=0o700, exist_ok=True)
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        os.fsync(f.fileno())
+                try:
+                    os.rename(tmp, final)
+                except OSError:
+                    if not final.is_dir():
+                        raise
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return {str(p.relative_to(final)): p.read_bytes() for p in sorted(final.rglob("*")) if p.is_file()}
 
     def load(self) -> Secrets:
         """The real secrets (generated on first use)."""

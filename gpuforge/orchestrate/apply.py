@@ -227,6 +227,8 @@ def run_deploys(
     preflight(spec, spec_path)
     if spec.slurm is not None:
         SecretStore(spec.cluster.name).load()  # generate once, before any host is touched
+    if spec.kubernetes is not None:
+        SecretStore(spec.cluster.name).kubernetes_pki()  # the cluster CA, before any host is touched
     names = select_nodes(spec, limit) if limit else None
     run = run if run is not None else RunState()
     runner = run_with_site_steps if spec.site.ansible else run_site

@@ -43,6 +43,19 @@ def parse_dpkg_query(lines: list[str]) -> dict[str, str | None]:
     return result
 
 
+def rpm_query_command(packages: Sequence[str] | str) -> str:
+    """``rpm -q`` of ``packages`` in the output format of :func:`dpkg_query_command` (``version-release``,
+    status ``ii``), so that ``parse_dpkg_query`` reads both."""
+    names = as_name_list(packages, "package name", DEB_NAME_RE)
+    joined = " ".join(names)
+    return (
+        f"echo '__query={joined}'; "
+        f"rpm -q --qf '%{{NAME}}\\t%{{VERSION}}-%{{RELEASE}}\\tii\\n' {joined} 2>/dev/null "
+        "| grep -v ' is not installed'; "
+        "true"
+    )
+
+
 def dpkg_query_command(packages: Sequence[str] | str) -> str:
     """The shell command whose output ``parse_dpkg_query`` reads."""
     names = as_name_list(packages, "package name", DEB_NAME_RE)

@@ -117,7 +117,7 @@ class Repo:
         return self.url is not None
 
 
-def _bundle_repo(spec: Spec, kind: str, os_family: OsFamily) -> Repo:
+def bundle_repo(spec: Spec, kind: str, os_family: OsFamily) -> Repo:
     fmt = "apt" if os_family.is_deb else "rpm"
     local = os.path.join(os.path.expanduser(spec.sources.bundle_dir or ""), fmt, kind)
     if not spec.sources.bundle_dir or not os.path.isdir(local):
@@ -134,7 +134,7 @@ def cuda_repo(spec: Spec, os_family: OsFamily) -> Repo:
     distro = cuda_distro(os_family)
     mode = spec.sources.mode
     if mode is SourceMode.OFFLINE:
-        return _bundle_repo(spec, CUDA_REPO, os_family)
+        return bundle_repo(spec, CUDA_REPO, os_family)
     if mode is SourceMode.MIRROR:
         mirror = spec.sources.mirrors.nvidia_cuda
         if not mirror:
@@ -163,7 +163,7 @@ def _repo_by_mode(
     ``sources.mirrors.<setting>`` (the repository directory, ``key_file`` beside it), or ``upstream``."""
     mode = spec.sources.mode
     if mode is SourceMode.OFFLINE:
-        return _bundle_repo(spec, kind, os_family)
+        return bundle_repo(spec, kind, os_family)
     if mode is SourceMode.MIRROR:
         if not mirror:
             return Repo(kind, reason=f"mirror mode without sources.mirrors.{setting}: no source for {what}")

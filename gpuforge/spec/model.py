@@ -125,6 +125,11 @@ class MirrorUrls(StrictModel):
         "Mirror of Docker's RHEL 9 repository (containerd.io, docker-ce for RHEL nodes: "
         "the directory with repodata/, Docker's 'gpg' key beside it)",
     )
+    kubernetes: HttpUrl | None = live(
+        None,
+        "Mirror of pkgs.k8s.io (the Kubernetes community repositories) in the same layout: "
+        "<url>/core:/stable:/v<minor>/deb/ or .../rpm/, with their signing keys",
+    )
     helm: HttpUrl | None = live(None, "Helm chart repository mirror")
     registry: RegistryRef | None = live(None, "Container registry mirror for images")
 
@@ -510,6 +515,11 @@ class BatchQueue(StrictModel):
 class Kubernetes(StrictModel):
     """Kubernetes settings (only with cluster.scheduler: kubernetes)."""
 
+    api_endpoint: HostOrIp | None = rebuild(
+        None,
+        "Stable address of the API server (a load balancer or DNS name in front of every control plane); "
+        "default: the first control plane's address. Port 6443",
+    )
     pod_cidr: str = rebuild("10.244.0.0/16", "Pod network CIDR")
     service_cidr: str = rebuild("10.96.0.0/12", "Service CIDR")
     gpu_operator: GpuOperator = live(default_factory=GpuOperator, description="GPU Operator options")

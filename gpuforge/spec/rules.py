@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
-from gpuforge.spec import hostlist, nvidia_packages
+from gpuforge.spec import hostlist, k8s_facts, nvidia_packages
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.gpus import COMPUTE_SLICES, GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.model import (
     K8S_ROLES,
     SLURM_ROLES,
     Connector,
+    ContainerEngine,
     DriverSource,
     MigStrategy,
     OsFamily,
@@ -458,6 +459,35 @@ def kubernetes_rules(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(
             ("kubernetes", "batch_queue", "tenants"),
             f"tenant GPU quotas add up to {quota}, more than the {total} GPUs on k8s-worker nodes",
+        )
+
+
+@rule
+def kubeadm_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """What kubeadm and pkgs.k8s.io need (gpuforge.spec.k8s_facts cites each)."""
+    k = spec.kubernetes
+    if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
+        return
+    version = spec.versions.kubernetes
+    if k8s_facts.minor_of(version) < k8s_facts.FIRST_MINOR:
+        yield SpecIssue(
+            ("versions", "kubernetes"),
+            f"Kubernetes {version} has no packages: pkgs.k8s.io starts at 1.{k8s_facts.FIRST_MINOR} and the "
+            f"Google-hosted repositories are gone; pick 1.{k8s_facts.FIRST_MINOR} or later",
+        )
+    planes = _role_nodes(spec, Role.K8S_CONTROL_PLANE)
+    if len(planes) > 1 and k.api_endpoint is None:
+        yield SpecIssue(
+            ("kubernetes", "api_endpoint"),
+            f"{len(planes)} control planes ({hostlist.compress(planes)}) need a stable API endpoint in front of "
+            "them (a load balancer or DNS name, kubeadm's controlPlaneEndpoint): set kubernetes.api_endpoint, "
+            "or keep one control plane",
+        )
+    if spec.container_runtime.engine is not ContainerEngine.CONTAINERD:
+        yield SpecIssue(
+            ("container_runtime", "engine"),
+            f"Kubernetes nodes need containerd (the kubelet talks CRI to {k8s_facts.CRI_SOCKET_CONTAINERD}; "
+            f"Docker Engine is no CRI runtime since Kubernetes 1.24): set engine: containerd",
         )
 
 

@@ -59,9 +59,13 @@ def node(name: str, mutate: Any = None) -> tuple[Any, Any]:
     return spec, next(n for n in resolve_nodes(spec) if n.name == name)
 
 
+PREREQUISITES = frozenset({"modules", "sysctl", "swap"})
+
+
 def steps(layer: Any, contents: dict[str, str | None]) -> list[tuple[str, str | None]]:
+    """The node-prerequisite steps (packages: tests/converge/test_kubernetes_packages.py)."""
     out = layer.after(LayerFacts(contents=dict(contents)), set())
-    return [(s.kind.value, s.command) for s in out]
+    return [(s.kind.value, s.command) for s in out if s.kind.value in PREREQUISITES]
 
 
 def test_every_kubernetes_node_runs_the_container_engine_and_this_layer() -> None:

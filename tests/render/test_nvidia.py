@@ -130,8 +130,15 @@ def test_docker_daemon_json(default: bool) -> None:
 
 
 def test_docker_without_gpu_has_no_nvidia_runtime() -> None:
-    spec = variant("k8s-gpu-operator", lambda d: d["container_runtime"].update(engine="docker", nvidia_default=True))
-    data = json.loads(files_of(spec, "kmon1")[nvidia.DOCKER_DAEMON_JSON])
+    def cpu_nodes_with_docker(d: dict[str, Any]) -> None:  # (Kubernetes refuses Docker Engine: a Slurm cluster)
+        d["container_runtime"].update(engine="docker", nvidia_default=True)
+        d["node_groups"].append(
+            {"name": "cpu", "hosts": "cpu01", "address_start": "192.0.2.250", "roles": ["compute"],
+             "leaf_switch": {"leaf2": "cpu01"}}
+        )  # fmt: skip
+
+    spec = variant("slurm-h100", cpu_nodes_with_docker)
+    data = json.loads(files_of(spec, "cpu01")[nvidia.DOCKER_DAEMON_JSON])
     assert data == {"exec-opts": ["native.cgroupdriver=systemd"]}
 
 

@@ -16,7 +16,7 @@ from pyinfra.api import FactBase
 from gpuforge.deploy.apt import DPKG_INTERRUPTED
 from gpuforge.deploy.converge import PENDING_DIR, LayerFacts, package_name
 from gpuforge.probes.files import file_digests_command, parse_file_digests
-from gpuforge.probes.packages import dpkg_query_command, parse_dpkg_query
+from gpuforge.probes.packages import dpkg_query_command, parse_dpkg_query, rpm_query_command
 from gpuforge.probes.systemd import parse_systemctl_show, unit_states_command
 
 SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg", "pending")
@@ -32,9 +32,12 @@ def layer_state_command(
     units: Sequence[str],
     accounts: Sequence[str],
     read_paths: Sequence[str],
+    rpm: bool = False,
 ) -> str:
     parts = []
-    if packages:
+    if packages and rpm:
+        parts += [_section("packages"), rpm_query_command([package_name(p) for p in packages])]
+    elif packages:
         parts += [_section("packages"), dpkg_query_command([package_name(p) for p in packages])]
         # An interrupted dpkg run (killed, power loss) must be repaired before anything installs.
         parts += [_section("dpkg"), f"if {DPKG_INTERRUPTED}; then echo interrupted; fi"]
@@ -91,8 +94,9 @@ class LayerState(FactBase[LayerFacts]):
         units: Sequence[str],
         accounts: Sequence[str],
         read_paths: Sequence[str],
+        rpm: bool = False,
     ) -> str:
-        return layer_state_command(packages, paths, units, accounts, read_paths)
+        return layer_state_command(packages, paths, units, accounts, read_paths, rpm)
 
     @staticmethod
     def default() -> LayerFacts:

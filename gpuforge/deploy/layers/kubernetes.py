@@ -6,7 +6,14 @@
   changed, so a run interrupted between writing a file and applying it is finished by the next.
 - Swap off (kubelet will not start with swap on) and kept off: the fstab entries that would turn it
   back on at boot are commented out (:mod:`gpuforge.probes.swap` parses both files).
+- The Kubernetes packages (kubelet, kubeadm, kubectl) from pkgs.k8s.io's repository of the spec's
+  minor, its mirror or the offline bundle, at the spec's patch version and held there (an apt
+  pin and ``apt-mark hold``; dnf: the repository's ``exclude=``), as ``install-kubeadm`` says
+  (:mod:`gpuforge.spec.k8s_facts`).
 - The GPU Operator values and the batch-queue manifests on the first control-plane node.
+
+The layer also records whether the node is already in the cluster (kubeadm's kubelet config
+present and no kubeadm run pending); :mod:`gpuforge.deploy.layers.kubeadm` joins the others.
 
 The container runtime (containerd with the systemd cgroup driver) is the container-engine layer
 of the ``nvidia`` deploy, which every Kubernetes node runs, control plane included.
@@ -16,19 +23,26 @@ from __future__ import annotations
 
 from pyinfra.api import deploy
 
-from gpuforge.deploy.context import node, spec
+from gpuforge.deploy.apt import APT_UPDATE, install_command
+from gpuforge.deploy.context import k8s_pki, node, run_state, spec
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.layers.kubeadm import KUBEADM_PENDING, OPERATIONS, is_member
+from gpuforge.deploy.layers.nvidia.common import quote_path, unavailable_step, upload_file
 from gpuforge.deploy.operations.layer import converge
+from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.swap import active_swaps, fstab_swap_lines
-from gpuforge.render.files import Secrets
+from gpuforge.render import k8s_packages as pkgs
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.kubernetes import K8S_MODULES, K8S_SYSCTL, K8S_SYSCTLS, MANIFEST_DIR, kubernetes_files
-from gpuforge.spec import Spec
+from gpuforge.spec import Spec, k8s_facts
 from gpuforge.spec.model import K8S_ROLES
 from gpuforge.spec.nodes import Node
 
 PROC_SWAPS = "/proc/swaps"
 FSTAB = "/etc/fstab"
 PROC_FILESYSTEMS = "/proc/filesystems"
+
 #: br_netfilter's sysctls exist only while the module is loaded.
 BRIDGE_NF = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 #: Comment out every uncommented fstab line of type swap (the same lines ``fstab_swap_lines`` finds).
@@ -83,30 +97,109 @@ def swap_steps(facts: LayerFacts) -> list[Step]:
     return steps
 
 
-def kubernetes_layer(s: Spec, n: Node) -> Layer:
-    """The node's Kubernetes prerequisites and (first control plane) manifests; empty elsewhere."""
+def key_steps(repo: src.Repo, facts: LayerFacts, changed: set[str]) -> list[Step]:
+    """pkgs.k8s.io's signing key (armored, as served) where apt needs it and it is missing."""
+    if repo.bundle is not None or facts.contents.get(pkgs.K8S_KEYRING) is not None:
+        return []
+    part = f"{pkgs.K8S_KEYRING}.part"
+    cmd = (
+        f"install -d -m 0755 /etc/apt/keyrings && curl -fsSL --retry 3 --connect-timeout 20 -o {part} "
+        f"{quote_path(repo.key_url or '')} && chmod 0644 {part} && mv {part} {pkgs.K8S_KEYRING}"
+    )
+    changed.add(pkgs.K8S_KEYRING)
+    return [Step(StepKind.KEYRING, f"Kubernetes repository key from {repo.key_url}", cmd)]
+
+
+def package_steps(s: Spec, n: Node, facts: LayerFacts, changed: set[str]) -> list[Step]:
+    """kubelet, kubeadm and kubectl at ``versions.kubernetes``, held there (and kubelet enabled)."""
+    version = s.versions.kubernetes
+    have = {p: facts.packages.get(p) for p in k8s_facts.PACKAGES}
+    off = [p for p, v in have.items() if not pkgs.version_is(v, version)]
+    if not off:
+        return []
+    moves = ", ".join(f"{p} {have[p] or '(none)'} -> {version}" for p in off)
+    wanted = pkgs.package_specs(s, n)
+    held = " ".join(k8s_facts.HELD)
+    installed = " ".join(p for p in k8s_facts.HELD if have.get(p))  # apt-mark knows installed packages only
+    sources_changed = bool(changed & {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_KEYRING, pkgs.K8S_REPO_FILE})
+    if n.os.is_deb:
+        install = install_command(wanted, downgrades=True, update_first=sources_changed)
+        unhold = f"apt-mark unhold {installed} >/dev/null && " if installed else ""
+        cmd = f"{unhold}{install} && apt-mark hold {held} && systemctl enable kubelet"
+    else:
+        names = " ".join(wanted)
+        cmd = f"dnf -y install --disableexcludes={pkgs.K8S_REPO_ID} {names} && systemctl enable kubelet"
+    return [Step(StepKind.INSTALL, f"Kubernetes packages at {version}: {moves}", cmd)]
+
+
+def packages_part(s: Spec, n: Node) -> tuple[src.Repo, list[RenderedFile], list[str]]:
+    """The repository, the files that configure it (bundle contents first) and the paths to read."""
+    repo = pkgs.kubernetes_repo(s, n.os)
+    files: list[RenderedFile] = []
+    if repo.bundle is not None:
+        files += [upload_file(f"{repo.url}/{rel}", data) for rel, data in src.bundle_files(repo.bundle)]
+        key = src.bundle_key(s, n.os.is_deb)
+        if key is not None:
+            path = src.BUNDLE_KEYRING if n.os.is_deb else f"{src.BUNDLE_ON_NODE}/{src.BUNDLE_RPM_KEY_FILE}"
+            files.append(upload_file(path, key))
+    files += pkgs.k8s_repo_files(s, n)
+    read = [pkgs.K8S_KEYRING] if n.os.is_deb and repo.available and repo.bundle is None else []
+    return repo, files, read
+
+
+def kubernetes_layer(s: Spec, n: Node, run: RunState | None = None) -> Layer:
+    """The node's Kubernetes prerequisites, packages and (first control plane) manifests; empty elsewhere."""
     if s.kubernetes is None or not n.roles & K8S_ROLES:
         return Layer.empty("kubernetes")
     files = kubernetes_files(s, n, Secrets.redacted())
     kernel = s.kubernetes.kernel_setup
-    read = [PROC_SWAPS, FSTAB]
+    repo, repo_files, key_read = packages_part(s, n)
+    read = [PROC_SWAPS, FSTAB, *key_read, k8s_facts.KUBELET_CONFIG, KUBEADM_PENDING]
     if kernel:
         read += [PROC_FILESYSTEMS, BRIDGE_NF, *(sysctl_path(k) for k, _ in K8S_SYSCTLS)]
     manifests = any(f.path.startswith(MANIFEST_DIR + "/") for f in files)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
-        return [*(kernel_steps(facts) if kernel else []), *swap_steps(facts)]
+        if run is not None and repo.available:  # a node without the packages cannot join
+            run.record_k8s_member(n.name, is_member(facts))
+        steps = [*(kernel_steps(facts) if kernel else []), *swap_steps(facts)]
+        if not repo.available:
+            missing = unavailable_step("kubelet, kubeadm and kubectl", repo.reason)
+            if run is not None:
+                run.record_report(n.name, "kubernetes", [missing])
+            return [*steps, missing]
+        if n.os.is_deb:
+            steps += key_steps(repo, facts, changed)
+        installs = package_steps(s, n, facts, changed)
+        if not installs and changed & {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_REPO_FILE}:
+            what = "Kubernetes package source changed"
+            refresh = (
+                Step(StepKind.APT_UPDATE, f"apt-get update ({what})", APT_UPDATE)
+                if n.os.is_deb
+                else Step(StepKind.DNF_MAKECACHE, f"dnf makecache ({what})", "dnf -q -y makecache")
+            )
+            installs = [refresh]
+        steps += installs
+        return steps
 
     return Layer(
         "kubernetes",
+        early_files=repo_files,
         directories=(Directory(MANIFEST_DIR, "0755"),) if manifests else (),
         files=files,
         read_paths=tuple(dict.fromkeys(read)),
+        watch_packages=k8s_facts.PACKAGES if repo.available else (),
+        rpm=not n.os.is_deb,
         after=after,
     )
 
 
 @deploy("gpuforge kubernetes")
 def kubernetes() -> None:
-    s, n = spec(), node()
-    converge(name="kubernetes: node prerequisites and manifests", layer=kubernetes_layer(s, n))
+    s, n, run = spec(), node(), run_state()
+    converge(name="kubernetes: node prerequisites, packages and manifests", layer=kubernetes_layer(s, n, run))
+    # No kubeadm where the packages have no source (the kubernetes layer reports why).
+    on = s.kubernetes is not None and bool(n.roles & K8S_ROLES) and pkgs.kubernetes_repo(s, n.os).available
+    pki = k8s_pki() if on else {}
+    for title, build in OPERATIONS:
+        converge(name=title, layer=build(s, n, run, pki) if on else Layer.empty(title))

@@ -36,11 +36,12 @@ def file_diff(path: str, old: list[str] | None, new: bytes) -> str:
 def read_layer_facts(layer: Layer) -> Any:
     return host.get_fact(
         LayerState,
-        packages=list(layer.packages),
+        packages=list(dict.fromkeys([*layer.packages, *layer.watch_packages])),
         paths=layer.fact_paths,
         units=[s.unit for s in layer.services],
         accounts=[a.name for a in layer.accounts],
         read_paths=list(layer.read_paths),
+        **({"rpm": True} if layer.rpm else {}),
     )
 
 

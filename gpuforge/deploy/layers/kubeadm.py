@@ -1,0 +1,153 @@
+"""kubeadm: the cluster's shared keys, ``kubeadm init`` on the first control plane, join tokens, joins.
+
+Three operations after the kubernetes layer (which records, per node, whether it is already in
+the cluster), in this order on every host:
+
+1. ``kubernetes-control-plane``: the shared PKI (gpuforge's cluster CA and the other keys every
+   control plane shares, :mod:`gpuforge.deploy.k8s_pki`) on every control plane; on the first
+   one the kubeadm config and, when it is not in a cluster yet, ``kubeadm init``.
+2. ``kubernetes-join-token`` (first control plane): when any node of this run still has to join,
+   a bootstrap token valid for ``TOKEN_TTL_MINUTES``, created from a 0600 manifest that is
+   removed right after; nothing when every node is in. pyinfra runs an operation on every host
+   before the next one, so the nodes' records of step 0 are complete here.
+3. ``kubernetes-join``: ``kubeadm join`` on a node that is not in the cluster, from a 0600
+   JoinConfiguration (the token; the CA pinned by its hash) removed right after.
+
+A node in the cluster gets no kubeadm command: re-runs never re-init or re-join. A kubeadm run
+that was interrupted leaves its pending marker; the next run resets the node (``kubeadm reset``
+empties the PKI directory, so the shared keys are written again) and runs it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpuforge.deploy.converge import PENDING_DIR, Directory, Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.k8s_pki import ca_cert_hash, pki_files
+from gpuforge.deploy.runstate import RunState
+from gpuforge.render import kubeadm as cfg
+from gpuforge.render.files import RenderedFile
+from gpuforge.spec import Spec, k8s_facts
+from gpuforge.spec.model import K8S_ROLES, Role
+from gpuforge.spec.nodes import Node
+
+#: A kubeadm init or join that started and has not finished (written before it, removed after).
+KUBEADM_PENDING = f"{PENDING_DIR}/kubeadm.pending"
+KUBECTL = f"kubectl --kubeconfig {k8s_facts.ADMIN_CONF}"
+PKI_DIRS = (Directory(k8s_facts.PKI_DIR, "0755"), Directory(f"{k8s_facts.PKI_DIR}/etcd", "0755"))
+
+
+def pending_run(command: str, what: str, secret_file: str | None = None) -> str:
+    """``command`` with the kubeadm pending marker written before it and removed after its success
+    (``secret_file`` is removed whatever happens)."""
+    mark = f"install -d -m 0700 {PENDING_DIR} && echo {what} > {KUBEADM_PENDING}"
+    if secret_file is None:
+        return f"{mark} && {command} && rm -f {KUBEADM_PENDING}"
+    return f"{mark} && {{ {command}; rc=$?; rm -f {secret_file}; [ $rc -eq 0 ] && rm -f {KUBEADM_PENDING}; exit $rc; }}"
+
+
+def shared_pki(pki: dict[str, bytes]) -> list[RenderedFile]:
+    """The shared keys as files; all shown as secret (the certificates are public, but the set is
+    the cluster's credentials, and plans stay the same whichever keys were generated)."""
+    return [RenderedFile(f.path, f.data, mode=f.mode, secret=True) for f in pki_files(pki)]
+
+
+def reset_steps(facts: LayerFacts, pki: list[RenderedFile]) -> list[Step]:
+    """An interrupted kubeadm init or join: reset the node, and write the shared keys again."""
+    if facts.contents.get(KUBEADM_PENDING) is None:
+        return []
+    steps = [
+        Step(StepKind.REPAIR, "kubeadm reset (an earlier kubeadm init or join was interrupted)", "kubeadm reset -f")
+    ]
+    steps += [Step(StepKind.UPLOAD, f"write {f.path} again (kubeadm reset removed it)", upload=f) for f in pki]
+    return steps
+
+
+def is_member(facts: LayerFacts) -> bool:
+    return facts.contents.get(k8s_facts.KUBELET_CONFIG) is not None and facts.contents.get(KUBEADM_PENDING) is None
+
+
+def control_plane_layer(s: Spec, n: Node, pki: dict[str, bytes]) -> Layer:
+    """Shared keys on every control plane; the kubeadm config and ``kubeadm init`` on the first."""
+    if s.kubernetes is None or not n.has(Role.K8S_CONTROL_PLANE):
+        return Layer.empty("kubernetes-control-plane")
+    first = cfg.first_control_plane(s)
+    keys = shared_pki(pki)
+    if first is None or first.name != n.name:
+        return Layer("kubernetes-control-plane", directories=PKI_DIRS, files=keys)
+    init_file = RenderedFile(cfg.KUBEADM_INIT_CONFIG, cfg.init_config(s, n))
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        if is_member(facts):
+            return []
+        init = f"kubeadm init --config {cfg.KUBEADM_INIT_CONFIG} --skip-token-print"
+        return [
+            *reset_steps(facts, keys),
+            Step(StepKind.INSTALL, f"kubeadm init of cluster {s.cluster.name} (v{s.versions.kubernetes})",
+                 pending_run(init, "init")),
+        ]  # fmt: skip
+
+    return Layer(
+        "kubernetes-control-plane",
+        directories=PKI_DIRS,
+        files=[*keys, init_file],
+        read_paths=(k8s_facts.KUBELET_CONFIG, KUBEADM_PENDING),
+        after=after,
+    )
+
+
+def join_token_layer(s: Spec, n: Node, run: RunState) -> Layer:
+    """On the first control plane: a short-lived bootstrap token when some node still joins."""
+    first = cfg.first_control_plane(s)
+    if s.kubernetes is None or first is None or first.name != n.name:
+        return Layer.empty("kubernetes-join-token")
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        joining = [h for h in run.k8s_joining() if h != first.name]
+        if not joining:
+            return []
+        manifest = RenderedFile(cfg.JOIN_TOKEN_MANIFEST, cfg.bootstrap_token_secret(run.join_token()), "0600",
+                                secret=True)  # fmt: skip
+        apply = f"{{ {KUBECTL} apply -f {manifest.path}; rc=$?; rm -f {manifest.path}; exit $rc; }}"
+        ttl = k8s_facts.TOKEN_TTL_MINUTES
+        return [
+            Step(StepKind.UPLOAD, f"write a {ttl}-minute bootstrap token for {', '.join(joining)} (secret)",
+                 upload=manifest),
+            Step(StepKind.INSTALL, "create the bootstrap token (the manifest is removed)", apply),
+        ]  # fmt: skip
+
+    return Layer("kubernetes-join-token", after=after)
+
+
+def join_layer(s: Spec, n: Node, run: RunState, pki: dict[str, bytes]) -> Layer:
+    """``kubeadm join`` of a worker or another control plane that is not in the cluster."""
+    first = cfg.first_control_plane(s)
+    if s.kubernetes is None or not n.roles & K8S_ROLES or first is None or first.name == n.name:
+        return Layer.empty("kubernetes-join")
+    keys = shared_pki(pki) if n.has(Role.K8S_CONTROL_PLANE) else []
+    ca_hash = ca_cert_hash(pki["ca.crt"])
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        if is_member(facts):
+            return []
+        join_file = RenderedFile(
+            cfg.KUBEADM_JOIN_CONFIG, cfg.join_config(s, n, run.join_token(), ca_hash), "0600", secret=True
+        )
+        join = f"kubeadm join --config {join_file.path}"
+        role = "control plane" if n.has(Role.K8S_CONTROL_PLANE) else "worker"
+        return [
+            *reset_steps(facts, keys),
+            Step(StepKind.UPLOAD, "write the join configuration (secret: token; CA pinned by its hash)",
+                 upload=join_file),
+            Step(StepKind.INSTALL, f"kubeadm join as a {role} via {cfg.api_endpoint(s)}",
+                 pending_run(join, "join", join_file.path)),
+        ]  # fmt: skip
+
+    return Layer("kubernetes-join", read_paths=(k8s_facts.KUBELET_CONFIG, KUBEADM_PENDING), after=after)
+
+
+OPERATIONS: tuple[tuple[str, Callable[[Spec, Node, RunState, dict[str, bytes]], Layer]], ...] = (
+    ("kubernetes: shared keys and kubeadm init", lambda s, n, run, pki: control_plane_layer(s, n, pki)),
+    ("kubernetes: join token", lambda s, n, run, pki: join_token_layer(s, n, run)),
+    ("kubernetes: kubeadm join", join_layer),
+)

@@ -1,0 +1,98 @@
+"""The Kubernetes packages a node gets: pkgs.k8s.io (or its mirror, or the bundle), pinned and held.
+
+Small pure functions, spec in, text out; the facts (URLs, key files, names, version spelling)
+are :mod:`gpuforge.spec.k8s_facts`. One repository per minor: changing ``versions.kubernetes``
+to another minor rewrites the source line, and the pin moves the packages to the new patch.
+"""
+
+from __future__ import annotations
+
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.files import RenderedFile
+from gpuforge.spec import k8s_facts as facts
+from gpuforge.spec.model import OsFamily, SourceMode, Spec
+from gpuforge.spec.nodes import Node
+
+K8S_REPO = "kubernetes"
+K8S_LIST = "/etc/apt/sources.list.d/gpuforge-kubernetes.list"
+K8S_PIN = "/etc/apt/preferences.d/gpuforge-kubernetes"
+K8S_REPO_FILE = "/etc/yum.repos.d/gpuforge-kubernetes.repo"
+K8S_REPO_ID = "gpuforge-kubernetes"
+#: Armored, as pkgs.k8s.io serves it: apt reads ``.asc`` keyrings, so no gpg is needed on the node.
+K8S_KEYRING = "/etc/apt/keyrings/gpuforge-kubernetes.asc"
+
+
+def kubernetes_repo(spec: Spec, os_family: OsFamily) -> src.Repo:
+    """pkgs.k8s.io's repository of the spec's minor: upstream, the site mirror
+    (``sources.mirrors.kubernetes``, same layout) or the offline bundle's ``apt|rpm/kubernetes/``."""
+    deb = os_family.is_deb
+    mode = spec.sources.mode
+    if mode is SourceMode.OFFLINE:
+        return src.bundle_repo(spec, K8S_REPO, os_family)
+    if mode is SourceMode.MIRROR:
+        mirror = spec.sources.mirrors.kubernetes
+        if not mirror:
+            return src.Repo(
+                K8S_REPO, reason="mirror mode without sources.mirrors.kubernetes: no source for kubelet/kubeadm"
+            )
+        base = str(mirror).rstrip("/")
+    else:
+        base = facts.PKGS_K8S_IO
+    url = f"{base}/{facts.repo_path(spec.versions.kubernetes, deb)}"
+    return src.Repo(K8S_REPO, url=url, key_url=f"{url}/{facts.DEB_KEY_FILE if deb else facts.RPM_KEY_FILE}")
+
+
+def apt_source_line(repo: src.Repo) -> str:
+    """The one-line apt source (install-kubeadm: ``deb [signed-by=...] <url>/ /``)."""
+    return src.apt_list_line(repo, K8S_KEYRING)
+
+
+def apt_pin(version: str) -> str:
+    """kubelet, kubeadm and kubectl held at ``version`` (any package revision)."""
+    return src.apt_pin(
+        " ".join(facts.PACKAGES), facts.deb_version_glob(version), f"Kubernetes {version} (spec versions.kubernetes)"
+    )
+
+
+def dnf_repo_file(repo: src.Repo) -> str:
+    """``/etc/yum.repos.d/gpuforge-kubernetes.repo``: upstream's file, with our repo id.
+
+    ``exclude=`` keeps ``dnf upgrade`` off the Kubernetes packages; gpuforge installs them
+    naming the repository in ``--disableexcludes`` (install-kubeadm, Red Hat-based).
+    """
+    if repo.url is None:
+        raise ValueError(f"{repo.kind}: {repo.reason}")
+    lines = [f"[{K8S_REPO_ID}]", "name=Kubernetes (gpuforge)"]
+    if repo.bundle is not None:
+        key = f"file://{src.BUNDLE_ON_NODE}/{src.BUNDLE_RPM_KEY_FILE}"
+        lines += [f"baseurl=file://{repo.url}", "enabled=1", "repo_gpgcheck=1", "gpgcheck=0", f"gpgkey={key}"]
+    else:
+        lines += [f"baseurl={repo.url}/", "enabled=1", "gpgcheck=1", f"gpgkey={repo.key_url}"]
+    lines.append(f"exclude={' '.join(facts.RPM_EXCLUDE)}")
+    return "\n".join(lines) + "\n"
+
+
+def package_specs(spec: Spec, node: Node) -> list[str]:
+    """What the package manager is asked for: ``kubelet=1.31.4-*`` (apt) or ``kubelet-1.31.4`` (dnf)."""
+    v = spec.versions.kubernetes
+    if node.os.is_deb:
+        return [f"{p}={facts.deb_version_glob(v)}" for p in facts.PACKAGES]
+    return [facts.rpm_package_spec(p, v) for p in facts.PACKAGES]
+
+
+def version_is(installed: str | None, version: str) -> bool:
+    """An installed package version (``1.31.4-1.1``, ``1.31.4-150500.1.1``) is ``version``."""
+    return installed is not None and installed.split(":", 1)[-1].split("-", 1)[0] == version
+
+
+def k8s_repo_files(spec: Spec, node: Node) -> list[RenderedFile]:
+    """The source list and pin (deb) or repo file (rpm); none where the repository is unavailable."""
+    repo = kubernetes_repo(spec, node.os)
+    if not repo.available:
+        return []
+    if node.os.is_deb:
+        return [
+            RenderedFile(K8S_LIST, apt_source_line(repo)),
+            RenderedFile(K8S_PIN, apt_pin(spec.versions.kubernetes)),
+        ]
+    return [RenderedFile(K8S_REPO_FILE, dnf_repo_file(repo))]

@@ -1,0 +1,155 @@
+"""Upstream facts of the Kubernetes path (packages, kubeadm, bootstrap tokens): one data table.
+
+Every fact names where it came from (``SOURCES``: page or file, and section). The kubernetes
+deploy, the renderers, the spec rules and the tests all read these names; nothing about
+pkgs.k8s.io or kubeadm is spelled anywhere else.
+
+Pages are the Kubernetes documentation (repository kubernetes/website, ``content/en/docs/...``)
+and kubeadm's API types (repository kubernetes/kubernetes, ``cmd/kubeadm/app/apis/kubeadm/``).
+"""
+
+from __future__ import annotations
+
+from gpuforge.spec.nvidia_packages import Citation
+
+K8S_DOCS = "https://kubernetes.io/docs"
+
+SOURCES: dict[str, Citation] = {
+    "install-kubeadm": Citation(
+        "Installing kubeadm (kubernetes/website content/en/docs/setup/production-environment/tools/kubeadm/"
+        "install-kubeadm.md)",
+        f"{K8S_DOCS}/setup/production-environment/tools/kubeadm/install-kubeadm/",
+        "Installing kubeadm, kubelet and kubectl: Debian-based: 'curl -fsSL https://pkgs.k8s.io/core:/stable:/"
+        "<minor>/deb/Release.key | gpg --dearmor -o /etc/apt/keyrings/kubernetes-apt-keyring.gpg'; "
+        '"deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] '
+        'https://pkgs.k8s.io/core:/stable:/<minor>/deb/ /"; '
+        "'apt-get install -y kubelet kubeadm kubectl'; 'apt-mark hold kubelet kubeadm kubectl'. Red Hat-based: "
+        "repo 'baseurl=https://pkgs.k8s.io/core:/stable:/<minor>/rpm/', 'gpgcheck=1', "
+        "'gpgkey=.../rpm/repodata/repomd.xml.key', 'exclude=kubelet kubeadm kubectl cri-tools kubernetes-cni'; "
+        "'yum install -y kubelet kubeadm kubectl --disableexcludes=kubernetes'; 'systemctl enable --now kubelet'. "
+        "'The same signing key is used for all repositories' (install-kubectl-linux.md, same tabs)",
+    ),
+    "pkgs-k8s-io": Citation(
+        "pkgs.k8s.io: Introducing Kubernetes Community-Owned Package Repositories (kubernetes.io blog, 2023-08-15)",
+        "https://kubernetes.io/blog/2023/08/15/pkgs-k8s-io-introduction/",
+        "'There's a dedicated package repository for each Kubernetes minor version'; 'anything before v1.24.0 "
+        "will only be available in the Google-hosted repository' (which 'went away on March 4, 2024')",
+    ),
+    "kubeadm-upgrade": Citation(
+        "Upgrading kubeadm clusters (content/en/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade.md)",
+        f"{K8S_DOCS}/tasks/administer-cluster/kubeadm/kubeadm-upgrade/",
+        "version spelling: \"apt-get install -y kubeadm='<minor>.x-*'\" and "
+        "\"yum install -y kubeadm-'<minor>.x-*' --disableexcludes=kubernetes\"",
+    ),
+    "kubeadm-config-v1beta4": Citation(
+        "kubeadm Configuration (v1beta4); kubernetes/kubernetes cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go",
+        f"{K8S_DOCS}/reference/config-api/kubeadm-config.v1beta4/",
+        "InitConfiguration (nodeRegistration.name/criSocket, localAPIEndpoint.advertiseAddress/bindPort), "
+        "ClusterConfiguration (kubernetesVersion, clusterName, controlPlaneEndpoint, networking.podSubnet/"
+        "serviceSubnet), JoinConfiguration (discovery.bootstrapToken.apiServerEndpoint/token/caCertHashes, "
+        "controlPlane.localAPIEndpoint); KubeletConfiguration kubelet.config.k8s.io/v1beta1 cgroupDriver. "
+        "v1beta3's page: 'DEPRECATED: v1beta3 is deprecated in favor of v1beta4' (v1beta4 from kubeadm 1.31)",
+    ),
+    "kubeadm-certs": Citation(
+        "Certificate Management with kubeadm (content/en/docs/tasks/administer-cluster/kubeadm/kubeadm-certs.md)",
+        f"{K8S_DOCS}/tasks/administer-cluster/kubeadm/kubeadm-certs/",
+        "Custom certificates: 'if a given certificate and private key pair both exist before running kubeadm "
+        "init, kubeadm does not overwrite them' (in /etc/kubernetes/pki)",
+    ),
+    "kubeadm-ha": Citation(
+        "Creating Highly Available Clusters with kubeadm (content/en/docs/setup/production-environment/tools/"
+        "kubeadm/high-availability.md)",
+        f"{K8S_DOCS}/setup/production-environment/tools/kubeadm/high-availability/",
+        "Manual certificate distribution: /etc/kubernetes/pki/ca.crt, ca.key, sa.key, sa.pub, front-proxy-ca.crt, "
+        "front-proxy-ca.key, etcd/ca.crt, etcd/ca.key copied to every control plane node before 'kubeadm join "
+        "--control-plane'",
+    ),
+    "kubeadm-join": Citation(
+        "kubeadm join (content/en/docs/reference/setup-tools/kubeadm/kubeadm-join.md)",
+        f"{K8S_DOCS}/reference/setup-tools/kubeadm/kubeadm-join/",
+        "Token-based discovery with CA pinning: '--discovery-token-ca-cert-hash sha256:<hex>', the hash of the "
+        "CA's Subject Public Key Info (SPKI) object ('openssl x509 -pubkey -in /etc/kubernetes/pki/ca.crt | "
+        "openssl rsa -pubin -outform der | openssl dgst -sha256 -hex')",
+    ),
+    "bootstrap-tokens": Citation(
+        "Authenticating with Bootstrap Tokens (content/en/docs/reference/access-authn-authz/bootstrap-tokens.md)",
+        f"{K8S_DOCS}/reference/access-authn-authz/bootstrap-tokens/",
+        "Token format '[a-z0-9]{6}.[a-z0-9]{16}'; Bootstrap Token Secret Format: Secret 'bootstrap-token-<token id>' "
+        "in kube-system, type 'bootstrap.kubernetes.io/token', keys token-id, token-secret, expiration (RFC3339), "
+        "usage-bootstrap-authentication, usage-bootstrap-signing, auth-extra-groups; kubeadm's group "
+        "'system:bootstrappers:kubeadm:default-node-token'",
+    ),
+    "kubeadm-init": Citation(
+        "kubeadm init (content/en/docs/reference/setup-tools/kubeadm/kubeadm-init.md)",
+        f"{K8S_DOCS}/reference/setup-tools/kubeadm/kubeadm-init/",
+        "'--config' file with InitConfiguration/ClusterConfiguration/KubeletConfiguration; "
+        "'--skip-token-print: Skip printing of the default bootstrap token generated by kubeadm init'; "
+        "admin kubeconfig /etc/kubernetes/admin.conf",
+    ),
+}
+
+# --------------------------------------------------------------------------- packages (install-kubeadm)
+
+#: pkgs.k8s.io, one repository per minor: ``{base}/core:/stable:/v<minor>/{deb|rpm}/``.
+PKGS_K8S_IO = "https://pkgs.k8s.io"
+#: The repository path below the base (a site mirror of pkgs.k8s.io keeps the same layout).
+REPO_PATH = "core:/stable:/v{minor}/{fmt}"
+#: Signing key beside each repository (armored): deb ``Release.key``, rpm ``repodata/repomd.xml.key``.
+DEB_KEY_FILE = "Release.key"
+RPM_KEY_FILE = "repodata/repomd.xml.key"
+#: Installed on every Kubernetes node (install-kubeadm installs all three everywhere).
+PACKAGES: tuple[str, ...] = ("kubelet", "kubeadm", "kubectl")
+#: Held at the version (apt-mark hold) / excluded from dnf updates unless named.
+HELD: tuple[str, ...] = PACKAGES
+RPM_EXCLUDE: tuple[str, ...] = ("kubelet", "kubeadm", "kubectl", "cri-tools", "kubernetes-cni")
+#: The first minor pkgs.k8s.io publishes (the Google-hosted repositories are gone).
+FIRST_MINOR = 24
+
+# --------------------------------------------------------------------------- kubeadm
+
+#: kubeadm's config API: v1beta4 from kubeadm 1.31, v1beta3 before (1.22 to 1.30).
+KUBEADM_V1BETA4_SINCE = 31
+KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
+CRI_SOCKET_CONTAINERD = "unix:///run/containerd/containerd.sock"
+API_SERVER_PORT = 6443
+ADMIN_CONF = "/etc/kubernetes/admin.conf"
+#: Written by kubeadm init/join on every node of the cluster (non-secret: the kubelet's config).
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+PKI_DIR = "/etc/kubernetes/pki"
+#: The shared keys every control plane needs (kubeadm-ha: manual certificate distribution).
+#: (name under PKI_DIR, kind): ``ca`` is a CA certificate + key, ``sa`` the service-account key pair.
+SHARED_PKI: tuple[tuple[str, str], ...] = (("ca", "ca"), ("front-proxy-ca", "ca"), ("etcd/ca", "ca"), ("sa", "sa"))
+#: Bootstrap tokens: ``<6>.<16>`` of [a-z0-9], the Secret in kube-system, kubeadm's node group.
+TOKEN_ID_LEN = 6
+TOKEN_SECRET_LEN = 16
+TOKEN_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+TOKEN_SECRET_TYPE = "bootstrap.kubernetes.io/token"
+TOKEN_GROUP = "system:bootstrappers:kubeadm:default-node-token"
+#: How long a join token gpuforge creates stays valid.
+TOKEN_TTL_MINUTES = 30
+
+
+def minor_of(version: str) -> int:
+    """``1.31.4`` -> 31."""
+    return int(version.split(".")[1])
+
+
+def kubeadm_api_version(version: str) -> str:
+    """The kubeadm config apiVersion kubeadm ``version`` reads (kubeadm-config-v1beta4)."""
+    return "kubeadm.k8s.io/v1beta4" if minor_of(version) >= KUBEADM_V1BETA4_SINCE else "kubeadm.k8s.io/v1beta3"
+
+
+def repo_path(version: str, deb: bool) -> str:
+    """``core:/stable:/v1.31/deb`` for 1.31.x (install-kubeadm)."""
+    major, minor = version.split(".")[:2]
+    return REPO_PATH.format(minor=f"{major}.{minor}", fmt="deb" if deb else "rpm")
+
+
+def deb_version_glob(version: str) -> str:
+    """apt's spelling of any package revision of ``version`` (kubeadm-upgrade): ``1.31.4-*``."""
+    return f"{version}-*"
+
+
+def rpm_package_spec(name: str, version: str) -> str:
+    """dnf's spelling of ``name`` at ``version`` (kubeadm-upgrade): ``kubeadm-1.31.4``."""
+    return f"{name}-{version}"

@@ -1,0 +1,275 @@
+"""kubeadm on Kubernetes nodes: facts in, exact steps out (init, join token, join, repairs), the
+rendered kubeadm configs against kubeadm's API field names, and gpuforge's cluster PKI."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from gpuforge.deploy.converge import LayerFacts, StepKind
+from gpuforge.deploy.k8s_pki import ca_cert_hash, generate_pki
+from gpuforge.deploy.layers.kubeadm import (
+    KUBEADM_PENDING,
+    control_plane_layer,
+    join_layer,
+    join_token_layer,
+    pending_run,
+)
+from gpuforge.deploy.runstate import RunState
+from gpuforge.deploy.secrets import SecretStore
+from gpuforge.render import kubeadm as cfg
+from gpuforge.spec import k8s_facts, resolve_nodes
+from gpuforge.spec.load import parse_spec
+from tests.conftest import REPO
+from tests.render.kubeadm_api_fields import KUBELET_CONFIGURATION_FIELDS, unknown_fields
+
+K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
+MEMBER = {k8s_facts.KUBELET_CONFIG: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"}
+INTERRUPTED = {**MEMBER, KUBEADM_PENDING: "join\n"}
+INIT = pending_run(f"kubeadm init --config {cfg.KUBEADM_INIT_CONFIG} --skip-token-print", "init")
+
+
+@pytest.fixture(scope="module")
+def pki() -> dict[str, bytes]:
+    return generate_pki()
+
+
+def load(mutate: Any = None) -> Any:
+    data = yaml.safe_load(K8S.read_text())
+    if mutate:
+        mutate(data)
+    return parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=K8S.parent)
+
+
+def node(spec: Any, name: str) -> Any:
+    return next(n for n in resolve_nodes(spec) if n.name == name)
+
+
+def run_after(layer: Any, contents: dict[str, str]) -> list[Any]:
+    assert layer.after is not None
+    return list(layer.after(LayerFacts(contents=dict(contents)), set()))
+
+
+def commands(steps: list[Any]) -> list[tuple[str, str | None]]:
+    return [(s.kind.value, s.command) for s in steps]
+
+
+# --------------------------------------------------------------------------- control plane
+
+
+def test_first_control_plane_gets_the_shared_keys_the_config_and_kubeadm_init(pki: dict[str, bytes]) -> None:
+    spec = load()
+    layer = control_plane_layer(spec, node(spec, "kcp1"), pki)
+    paths = {f.path: f for f in layer.files}
+    assert set(paths) == {
+        *(f"{k8s_facts.PKI_DIR}/{rel}" for rel in pki),
+        cfg.KUBEADM_INIT_CONFIG,
+    }
+    for rel in ("ca.key", "etcd/ca.key", "front-proxy-ca.key", "sa.key"):
+        assert paths[f"{k8s_facts.PKI_DIR}/{rel}"].mode == "0600" and paths[f"{k8s_facts.PKI_DIR}/{rel}"].secret
+    assert paths[f"{k8s_facts.PKI_DIR}/ca.crt"].data == pki["ca.crt"]
+    assert commands(run_after(layer, {})) == [("install", INIT)]
+
+
+def test_a_control_plane_in_the_cluster_gets_no_kubeadm(pki: dict[str, bytes]) -> None:
+    spec = load()
+    assert run_after(control_plane_layer(spec, node(spec, "kcp1"), pki), MEMBER) == []
+
+
+def test_an_interrupted_init_is_reset_and_the_keys_written_again(pki: dict[str, bytes]) -> None:
+    spec = load()
+    steps = run_after(control_plane_layer(spec, node(spec, "kcp1"), pki), INTERRUPTED)
+    assert commands(steps)[0] == ("repair", "kubeadm reset -f")
+    rewritten = [s.upload.path for s in steps if s.kind is StepKind.UPLOAD]
+    assert sorted(rewritten) == sorted(f"{k8s_facts.PKI_DIR}/{rel}" for rel in pki)
+    assert commands(steps)[-1] == ("install", INIT)
+
+
+def test_other_control_planes_get_the_keys_only(pki: dict[str, bytes]) -> None:
+    spec = load()
+    layer = control_plane_layer(spec, node(spec, "kcp2"), pki)
+    assert layer.after is None and {f.path for f in layer.files} == {f"{k8s_facts.PKI_DIR}/{r}" for r in pki}
+    assert control_plane_layer(spec, node(spec, "kgpu01"), pki).is_empty
+
+
+def test_pending_run_clears_its_marker_only_after_success(tmp_path: Path) -> None:
+    marker = tmp_path / "pending"
+    secret = tmp_path / "secret"
+    for ok in (True, False):
+        secret.write_text("token")
+        marker.unlink(missing_ok=True)
+        cmd = pending_run("true" if ok else "false", "join", str(secret))
+        cmd = cmd.replace(KUBEADM_PENDING, str(marker)).replace("/var/lib/gpuforge/pending", str(tmp_path))
+        rc = subprocess.run(["sh", "-c", cmd]).returncode
+        assert (rc == 0) is ok
+        assert not secret.exists()  # removed whatever happened
+        assert marker.exists() is (not ok)  # the next run repairs a failed one
+
+
+# --------------------------------------------------------------------------- join token
+
+
+def test_a_token_is_created_only_when_a_node_joins(pki: dict[str, bytes]) -> None:
+    spec = load()
+    run = RunState()
+    layer = join_token_layer(spec, node(spec, "kcp1"), run)
+    run.record_k8s_member("kcp1", False)  # the first control plane inits, it does not join
+    run.record_k8s_member("kgpu01", True)
+    assert run_after(layer, {}) == []
+    run.record_k8s_member("kgpu02", False)
+    upload, create = run_after(layer, {})
+    assert upload.upload.secret and upload.upload.mode == "0600" and upload.upload.path == cfg.JOIN_TOKEN_MANIFEST
+    assert "kgpu02" in upload.summary and "kcp1" not in upload.summary
+    assert create.command == (
+        f"{{ kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f {cfg.JOIN_TOKEN_MANIFEST}; rc=$?; "
+        f"rm -f {cfg.JOIN_TOKEN_MANIFEST}; exit $rc; }}"
+    )
+    secret = yaml.safe_load(upload.upload.data)
+    token_id, token_secret = run.join_token().split(".")
+    assert secret["metadata"] == {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"}
+    assert secret["type"] == "bootstrap.kubernetes.io/token"
+    data = secret["stringData"]
+    assert (data["token-id"], data["token-secret"]) == (token_id, token_secret)
+    assert data["auth-extra-groups"] == "system:bootstrappers:kubeadm:default-node-token"
+    expires = datetime.strptime(data["expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert timedelta(minutes=29) < expires - datetime.now(UTC) <= timedelta(minutes=30)
+    for step in (upload, create):  # the token is in the 0600 file only
+        assert token_secret not in step.summary and token_secret not in (step.command or "")
+    assert join_token_layer(spec, node(spec, "kcp2"), run).is_empty
+
+
+def test_a_run_has_one_token_of_the_documented_form() -> None:
+    run = RunState()
+    token = run.join_token()
+    assert token == run.join_token()
+    token_id, secret = token.split(".")
+    assert len(token_id) == 6 and len(secret) == 16
+    assert set(token_id + secret) <= set(k8s_facts.TOKEN_ALPHABET)
+    assert RunState().join_token() != token
+    assert token not in repr(run)
+
+
+# --------------------------------------------------------------------------- join
+
+
+def test_a_worker_joins_with_the_run_token_and_the_pinned_ca(pki: dict[str, bytes]) -> None:
+    spec = load()
+    run = RunState()
+    upload, join = run_after(join_layer(spec, node(spec, "kgpu01"), run, pki), {})
+    assert upload.upload.path == cfg.KUBEADM_JOIN_CONFIG and upload.upload.mode == "0600" and upload.upload.secret
+    doc = yaml.safe_load(upload.upload.data)
+    discovery = doc["discovery"]["bootstrapToken"]
+    assert discovery == {
+        "apiServerEndpoint": "198.51.100.9:6443",  # kubernetes.api_endpoint of the example
+        "token": run.join_token(),
+        "caCertHashes": [ca_cert_hash(pki["ca.crt"])],
+    }
+    assert "controlPlane" not in doc
+    assert join.command == pending_run(
+        f"kubeadm join --config {cfg.KUBEADM_JOIN_CONFIG}", "join", cfg.KUBEADM_JOIN_CONFIG
+    )
+    assert run.join_token().split(".")[1] not in (join.summary + (join.command or "") + upload.summary)
+
+
+def test_a_joined_node_gets_nothing_and_an_interrupted_join_is_reset(pki: dict[str, bytes]) -> None:
+    spec = load()
+    worker = join_layer(spec, node(spec, "kgpu01"), RunState(), pki)
+    assert run_after(worker, MEMBER) == []
+    steps = run_after(worker, INTERRUPTED)
+    assert commands(steps)[0] == ("repair", "kubeadm reset -f")
+    assert [s.upload.path for s in steps if s.upload is not None] == [cfg.KUBEADM_JOIN_CONFIG]  # no keys on workers
+    plane = run_after(join_layer(spec, node(spec, "kcp2"), RunState(), pki), INTERRUPTED)
+    assert len([s for s in plane if s.upload is not None]) == len(pki) + 1  # keys again, then the join config
+
+
+def test_a_control_plane_joins_as_one(pki: dict[str, bytes]) -> None:
+    spec = load()
+    upload, join = run_after(join_layer(spec, node(spec, "kcp3"), RunState(), pki), {})
+    doc = yaml.safe_load(upload.upload.data)
+    assert doc["controlPlane"] == {"localAPIEndpoint": {"advertiseAddress": "198.51.100.12", "bindPort": 6443}}
+    assert "as a control plane" in join.summary
+    assert join_layer(spec, node(spec, "kcp1"), RunState(), pki).is_empty  # it inits
+
+
+# --------------------------------------------------------------------------- configs
+
+
+def test_init_config_follows_the_spec_and_kubeadms_field_names() -> None:
+    spec = load(lambda d: d["kubernetes"].update(api_endpoint="k8s-api.example.org", pod_cidr="10.32.0.0/12"))
+    init, cluster, kubelet = yaml.safe_load_all(cfg.init_config(spec, node(spec, "kcp1")))
+    assert init["apiVersion"] == cluster["apiVersion"] == "kubeadm.k8s.io/v1beta4"
+    assert init["nodeRegistration"] == {"name": "kcp1", "criSocket": "unix:///run/containerd/containerd.sock"}
+    assert init["localAPIEndpoint"] == {"advertiseAddress": "198.51.100.10", "bindPort": 6443}
+    assert cluster["controlPlaneEndpoint"] == "k8s-api.example.org:6443"
+    assert cluster["kubernetesVersion"] == "v1.31.4" and cluster["clusterName"] == "kgpu"
+    assert cluster["networking"] == {"podSubnet": "10.32.0.0/12", "serviceSubnet": "10.96.0.0/12"}
+    assert kubelet == {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                       "cgroupDriver": "systemd"}  # fmt: skip
+    assert unknown_fields("InitConfiguration", init) == []
+    assert unknown_fields("ClusterConfiguration", cluster) == []
+    assert set(kubelet) <= KUBELET_CONFIGURATION_FIELDS
+    assert "token" not in cfg.init_config(spec, node(spec, "kcp1"))  # kubeadm's own token is never printed
+
+
+def test_join_config_uses_kubeadms_field_names(pki: dict[str, bytes]) -> None:
+    spec = load()
+    for name in ("kgpu01", "kcp2"):
+        doc = cfg.join_document(spec, node(spec, name), "abcdef.0123456789abcdef", ca_cert_hash(pki["ca.crt"]))
+        assert unknown_fields("JoinConfiguration", doc) == []
+
+
+def test_older_kubernetes_gets_the_v1beta3_api() -> None:
+    spec = load(lambda d: d["versions"].update(kubernetes="1.30.8"))
+    init, cluster, _ = yaml.safe_load_all(cfg.init_config(spec, node(spec, "kcp1")))
+    assert init["apiVersion"] == cluster["apiVersion"] == "kubeadm.k8s.io/v1beta3"
+
+
+def test_an_ipv6_endpoint_is_bracketed() -> None:
+    spec = load(lambda d: d["kubernetes"].update(api_endpoint="2001:db8::10"))
+    assert cfg.api_endpoint(spec) == "[2001:db8::10]:6443"
+
+
+# --------------------------------------------------------------------------- PKI
+
+
+def test_the_pki_is_what_kubeadm_expects(pki: dict[str, bytes]) -> None:
+    assert set(pki) == {"ca.crt", "ca.key", "front-proxy-ca.crt", "front-proxy-ca.key", "etcd/ca.crt",
+                        "etcd/ca.key", "sa.key", "sa.pub"}  # fmt: skip
+    for name, cn in (("ca", "kubernetes"), ("front-proxy-ca", "front-proxy-ca"), ("etcd/ca", "etcd-ca")):
+        cert = x509.load_pem_x509_certificate(pki[f"{name}.crt"])
+        assert cert.subject.rfc4514_string() == f"CN={cn}" and cert.issuer == cert.subject
+        assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+        assert cert.not_valid_after_utc - cert.not_valid_before_utc >= timedelta(days=3650)
+    assert len({pki["ca.crt"], pki["front-proxy-ca.crt"], pki["etcd/ca.crt"]}) == 3
+
+
+def test_the_ca_hash_is_the_one_openssl_computes(pki: dict[str, bytes], tmp_path: Path) -> None:
+    """kubeadm-join's documented pipeline: openssl x509 -pubkey | openssl rsa -pubin -outform der | sha256."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: the documented pipeline cannot run (the hash is tested above)")
+    crt = tmp_path / "ca.crt"
+    crt.write_bytes(pki["ca.crt"])
+    out = subprocess.run(
+        ["sh", "-c", f"openssl x509 -pubkey -in {crt} | openssl rsa -pubin -outform der 2>/dev/null "
+                     "| openssl dgst -sha256 -hex | sed 's/^.* //'"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert ca_cert_hash(pki["ca.crt"]) == f"sha256:{out}"
+
+
+def test_the_store_makes_the_pki_once_and_keeps_it_private(tmp_path: Path) -> None:
+    store = SecretStore("kgpu", root=tmp_path)
+    first = store.kubernetes_pki()
+    assert store.kubernetes_pki() == first
+    base = tmp_path / "kgpu" / "secrets"
+    assert base.stat().st_mode & 0o777 == 0o700
+    for path in (base / "k8s-pki").rglob("*"):
+        assert path.stat().st_mode & 0o077 == 0, path  # nothing readable by others, not even certificates
+    assert not [p for p in base.iterdir() if p.name.startswith(".k8s-pki.")]  # no temporary directory left
