@@ -198,6 +198,8 @@ class Versions(StrictModel):
     )
     kubernetes: str = rolling("1.31.4", "Kubernetes version", pattern=r"^\d+\.\d+\.\d+$")
     gpu_operator: str = live("v26.7.0", "NVIDIA GPU Operator chart version", pattern=r"^v?\d+\.\d+\.\d+$")
+    helm: str = live("3.16.3", "Helm version on the first control plane (installs the GPU Operator)",
+                     pattern=r"^\d+\.\d+\.\d+$")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- nodes
@@ -512,6 +514,15 @@ class BatchQueue(StrictModel):
     tenants: list[Tenant] = live(default_factory=list, description="Tenants with GPU quotas")
 
 
+class Cni(StrictModel):
+    """The pod network, applied once from the plugin's pinned manifest (re-applied when it changes)."""
+
+    plugin: Literal["flannel", "calico"] = live("flannel", "flannel or calico")
+    version: str | None = live(
+        None, "Release of the plugin (default: flannel v0.26.1, calico v3.29.1)", pattern=r"^v\d+\.\d+\.\d+$"
+    )
+
+
 class Kubernetes(StrictModel):
     """Kubernetes settings (only with cluster.scheduler: kubernetes)."""
 
@@ -521,6 +532,7 @@ class Kubernetes(StrictModel):
         "default: the first control plane's address. Port 6443",
     )
     pod_cidr: str = rebuild("10.244.0.0/16", "Pod network CIDR")
+    cni: Cni = live(default_factory=Cni, description="Pod network plugin")
     service_cidr: str = rebuild("10.96.0.0/12", "Service CIDR")
     gpu_operator: GpuOperator = live(default_factory=GpuOperator, description="GPU Operator options")
     batch_queue: BatchQueue = live(default_factory=BatchQueue, description="Batch queue and tenants")

@@ -26,6 +26,7 @@ from pyinfra.api import deploy
 from gpuforge.deploy.apt import APT_UPDATE, install_command
 from gpuforge.deploy.context import k8s_pki, node, run_state, spec
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.layers.k8s_addons import addons_layer
 from gpuforge.deploy.layers.kubeadm import KUBEADM_PENDING, OPERATIONS, is_member
 from gpuforge.deploy.layers.nvidia.common import quote_path, unavailable_step, upload_file
 from gpuforge.deploy.operations.layer import converge
@@ -203,3 +204,4 @@ def kubernetes() -> None:
     pki = k8s_pki() if on else {}
     for title, build in OPERATIONS:
         converge(name=title, layer=build(s, n, run, pki) if on else Layer.empty(title))
+    converge(name="kubernetes: cluster add-ons", layer=addons_layer(s, n) if on else Layer.empty("kubernetes-addons"))

@@ -1,0 +1,199 @@
+"""The cluster's add-ons, from the first control plane once kubeadm is done: pod network, helm, the
+NVIDIA GPU Operator, the batch-queue controller, the tenants' queues and the nodes' labels.
+
+Each add-on is applied when what it was applied from changed: a stamp file per add-on holds a
+digest of its inputs (versions, manifest and values checksums, the pod CIDR), written only after
+the add-on's command succeeded. A re-run with the same spec runs none of them; an interrupted
+run leaves the old stamp, so the next run applies again (every command here is idempotent:
+``kubectl apply``, ``helm upgrade --install``, ``kubectl label --overwrite``). Upstream facts
+(URLs, commands) are :mod:`gpuforge.spec.k8s_facts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import dataclass
+
+from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.layers.nvidia.common import unavailable_step, upload_file
+from gpuforge.render import kubeadm as cfg
+from gpuforge.render import kubernetes as k8s
+from gpuforge.render import nvidia_sources as src
+from gpuforge.render.files import RenderedFile
+from gpuforge.spec import Spec, k8s_facts
+from gpuforge.spec.model import K8S_ROLES, SourceMode
+from gpuforge.spec.nodes import Node, resolve_nodes
+
+STAMP_DIR = "/var/lib/gpuforge/k8s"
+KUBECONFIG = f"KUBECONFIG={k8s_facts.ADMIN_CONF}"
+HELM = "/usr/local/bin/helm"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+
+
+@dataclass(frozen=True)
+class AddOn:
+    """One add-on: its stamp name, what a person reads, the digest of its inputs and its command
+    (``command`` None: it has no source, ``reason`` says why)."""
+
+    name: str
+    summary: str
+    digest: str
+    command: str | None
+    reason: str | None = None
+    pushed: tuple[RenderedFile, ...] = ()
+    """Bundle files the command needs on the node (offline mode)."""
+
+    @property
+    def stamp(self) -> str:
+        return f"{STAMP_DIR}/{self.name}.applied"
+
+
+def _sha(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()[:16]
+
+
+def _fetch(a: src.Artifact) -> tuple[str | None, tuple[RenderedFile, ...]]:
+    """The command that leaves an artifact on the node (and the bundle file pushed for it)."""
+    if not a.available:
+        return None, ()
+    pushed = (upload_file(a.node_path, src.bundle_files_single(a.local)),) if a.local else ()
+    return src.fetch_command(a), pushed
+
+
+def cni_addon(s: Spec) -> AddOn:
+    k = k8s.kubernetes_section(s)
+    plugin = k.cni.plugin
+    version = k.cni.version or k8s_facts.CNI_DEFAULT_VERSIONS[plugin]
+    name, url = k8s_facts.cni_manifest(plugin, version)
+    a = src.artifact(s, name, url)
+    fetch, pushed = _fetch(a)
+    path = shlex.quote(a.node_path)
+    steps = [fetch] if fetch else []
+    if plugin == "flannel" and k.pod_cidr != k8s_facts.FLANNEL_DEFAULT_NETWORK:  # flannel README: match the pod CIDR
+        steps.append(f'sed -i \'s#"Network": "{k8s_facts.FLANNEL_DEFAULT_NETWORK}"#"Network": "{k.pod_cidr}"#\' {path}')
+    steps.append(f"{KUBECONFIG} kubectl apply -f {path}")
+    digest = f"{plugin} {version} {k.pod_cidr} {a.sha256 or '-'}"
+    command = " && ".join(steps) if fetch else None
+    return AddOn("cni", f"pod network: {plugin} {version} (pod CIDR {k.pod_cidr})", digest, command, a.reason, pushed)
+
+
+def helm_addon(s: Spec) -> AddOn:
+    name, url = k8s_facts.helm_tarball(s.versions.helm)
+    a = src.artifact(s, name, url)
+    fetch, pushed = _fetch(a)
+    command = None
+    if fetch:
+        path = shlex.quote(a.node_path)
+        command = (
+            f'{fetch} && d=$(mktemp -d) && tar -xzf {path} -C "$d" linux-amd64/helm && '
+            f'install -m 0755 "$d/linux-amd64/helm" {HELM} && rm -rf "$d"'
+        )
+    return AddOn("helm", f"helm {s.versions.helm} in {HELM}", s.versions.helm, command, a.reason, pushed)
+
+
+def gpu_operator_addon(s: Spec) -> AddOn:
+    """``helm upgrade --install`` of the pinned chart with the rendered values (upstream repository,
+    the site's chart mirror ``sources.mirrors.helm``, or the bundle's chart archive)."""
+    version = s.versions.gpu_operator
+    values = k8s.gpu_operator_values_yaml(s)
+    digest = f"{version} values:{_sha(values)}"
+    summary = f"GPU Operator {version} (helm upgrade --install, values {k8s.GPU_OPERATOR_VALUES})"
+    mode = s.sources.mode
+    pushed: tuple[RenderedFile, ...] = ()
+    if mode is SourceMode.OFFLINE:
+        a = src.artifact(s, k8s_facts.gpu_operator_chart_file(version), None)
+        fetch, pushed = _fetch(a)
+        if fetch is None:
+            return AddOn("gpu-operator", summary, digest, None, a.reason)
+        chart, repo = [a.node_path], [f"{fetch} &&"]
+    elif mode is SourceMode.MIRROR and not s.sources.mirrors.helm:
+        reason = "mirror mode without sources.mirrors.helm: no source for the GPU Operator chart"
+        return AddOn("gpu-operator", summary, digest, None, reason)
+    else:
+        url = str(s.sources.mirrors.helm).rstrip("/") if mode is SourceMode.MIRROR else k8s_facts.GPU_OPERATOR_REPO
+        chart, repo = [k8s_facts.GPU_OPERATOR_CHART_NAME, "--repo", url], []
+    argv = k8s.helm_gpu_operator_argv(s, chart=chart[0])
+    argv[0] = HELM
+    argv += [*chart[1:], "--wait", "--timeout", "15m"]
+    command = " ".join([*repo, KUBECONFIG, *(shlex.quote(x) for x in argv)])
+    return AddOn("gpu-operator", summary, digest, command, pushed=pushed)
+
+
+def queue_controller_addon(s: Spec) -> AddOn:
+    bq = k8s.kubernetes_section(s).batch_queue
+    name, url = k8s_facts.queue_controller_manifest(bq.kind, bq.version)
+    a = src.artifact(s, name, url)
+    fetch, pushed = _fetch(a)
+    ns, deployment = k8s_facts.QUEUE_CONTROLLER_DEPLOYMENTS[bq.kind]
+    command = None
+    if fetch:
+        command = (
+            f"{fetch} && {KUBECONFIG} kubectl apply --server-side -f {shlex.quote(a.node_path)} && "
+            f"{KUBECONFIG} kubectl wait deploy/{deployment} -n {ns} --for=condition=available --timeout=5m"
+        )
+    digest = f"{bq.kind} {bq.version} {a.sha256 or '-'}"
+    return AddOn("queue-controller", f"{bq.kind} {bq.version}", digest, command, a.reason, pushed)
+
+
+def queues_addon(s: Spec, manifests: RenderedFile) -> AddOn:
+    command = f"{KUBECONFIG} kubectl apply --server-side -f {manifests.path}"
+    tenants = len(k8s.kubernetes_section(s).batch_queue.tenants)
+    return AddOn("queues", f"the tenants' queues ({tenants}, {manifests.path})", manifests.sha256[:16], command)
+
+
+def node_labels(s: Spec) -> dict[str, dict[str, str]]:
+    """Labels gpuforge sets on Kubernetes nodes: the MIG layout of each node that has one."""
+    return {n.name: {MIG_CONFIG_LABEL: n.mig_config} for n in resolve_nodes(s) if n.mig_config and n.roles & K8S_ROLES}
+
+
+def labels_addon(s: Spec) -> AddOn:
+    labels = node_labels(s)
+    parts = [
+        f"{KUBECONFIG} kubectl label node {shlex.quote(name)} --overwrite "
+        + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(kv.items()))
+        for name, kv in sorted(labels.items())
+    ]
+    digest = _sha(repr(sorted((n, sorted(kv.items())) for n, kv in labels.items())))
+    return AddOn("node-labels", f"labels on {len(labels)} node(s) ({MIG_CONFIG_LABEL})", digest, " && ".join(parts))
+
+
+def addons(s: Spec) -> list[AddOn]:
+    """The add-ons of the spec's cluster, in the order they are applied."""
+    out = [cni_addon(s)]
+    if k8s.gpu_operator_needed(s):
+        out += [helm_addon(s), gpu_operator_addon(s)]
+    queues = k8s.batch_queue_file(s)
+    if queues is not None:
+        out += [queue_controller_addon(s), queues_addon(s, queues)]
+    if node_labels(s):
+        out.append(labels_addon(s))
+    return out
+
+
+def addon_steps(items: list[AddOn], facts: LayerFacts) -> list[Step]:
+    """The add-ons whose stamp differs; nothing after one that has no source (later ones may need it)."""
+    steps: list[Step] = []
+    for a in items:
+        if (facts.contents.get(a.stamp) or "").strip() == a.digest:
+            continue
+        if a.command is None:
+            steps.append(unavailable_step(a.summary, a.reason))
+            break
+        steps += [Step(StepKind.UPLOAD, f"write {f.path} (bundle)", upload=f) for f in a.pushed]
+        stamp = f"install -d -m 0755 {STAMP_DIR} && echo {shlex.quote(a.digest)} > {a.stamp}"
+        steps.append(Step(StepKind.INSTALL, f"apply {a.summary}", f"{a.command} && {stamp}"))
+    return steps
+
+
+def addons_layer(s: Spec, n: Node) -> Layer:
+    """On the first control plane: the add-ons that are not applied as the spec says."""
+    first = cfg.first_control_plane(s)
+    if s.kubernetes is None or first is None or first.name != n.name:
+        return Layer.empty("kubernetes-addons")
+    items = addons(s)
+    return Layer(
+        "kubernetes-addons",
+        read_paths=tuple(a.stamp for a in items),
+        after=lambda facts, changed: addon_steps(items, facts),
+    )
