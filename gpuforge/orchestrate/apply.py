@@ -13,7 +13,7 @@ from pathlib import Path
 from gpuforge.deploy.run import ApplyResult, HostResult, run_site
 from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
-from gpuforge.orchestrate import node_lock, remote
+from gpuforge.orchestrate import k8s_drain, node_lock, remote
 from gpuforge.orchestrate.rollout import RolloutPlan, plan_rollout, roll_every_node
 from gpuforge.orchestrate.site_steps import run_with_site_steps
 from gpuforge.orchestrate.state import RecordUnreadable, apply_lock, last_applied, record_applied
@@ -113,11 +113,24 @@ def _controller(spec: Spec) -> str | None:
     return ctl[0].name if ctl else None
 
 
+def _kubectl(spec: Spec, spec_path: str | Path, command: str, timeout: int) -> str | None:
+    """Run a kubectl command on the first control plane (error text, or None)."""
+    planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
+    if not planes:
+        return "no Kubernetes control plane in the spec"
+    cp = remote.run(spec, spec_path, planes[0].name, command, timeout=timeout)
+    return None if cp.returncode == 0 else (cp.stderr.strip()[-500:] or f"kubectl failed ({cp.returncode})")
+
+
 def drain(spec: Spec, spec_path: str | Path, nodes: list[str]) -> str | None:
-    """Drain ``nodes`` in Slurm and wait for their jobs (error text, or None)."""
+    """Drain ``nodes`` (Slurm: drain and wait for their jobs; Kubernetes: cordon and drain, PDBs
+    respected) and return the error text, or None."""
+    if spec.kubernetes is not None:
+        return _kubectl(spec, spec_path, k8s_drain.drain_command(nodes, spec.rollout.drain_timeout),
+                        spec.rollout.drain_timeout + 60)  # fmt: skip
     ctl = _controller(spec)
     if spec.slurm is None or ctl is None:
-        return None  # Kubernetes: cordon/drain is planned by the k8s layer; nothing runs here
+        return None
     names = hostlist.compress(nodes)
     wait = max(1, spec.rollout.drain_timeout // 5)
     cmd = (
@@ -131,6 +144,8 @@ def drain(spec: Spec, spec_path: str | Path, nodes: list[str]) -> str | None:
 
 def resume(spec: Spec, spec_path: str | Path, nodes: list[str]) -> str | None:
     """Resume nodes this rollout drained (never a node an operator drained for another reason)."""
+    if spec.kubernetes is not None:
+        return _kubectl(spec, spec_path, k8s_drain.resume_command(nodes), 120)
     ctl = _controller(spec)
     if spec.slurm is None or ctl is None:
         return None

@@ -1,0 +1,45 @@
+"""Cordon and drain Kubernetes nodes for a rolling change, and give back only what this took.
+
+Commands run on the first control plane with its admin kubeconfig. ``kubectl drain`` evicts
+through the eviction API, so PodDisruptionBudgets are respected (it waits, up to the rollout's
+``drain_timeout``, rather than break one); DaemonSet pods stay (``--ignore-daemonsets``). A node
+that was already unschedulable (an operator cordoned it) is drained but not marked, so the resume
+never uncordons it: only nodes carrying this rollout's annotation are uncordoned.
+(``gpuforge.spec.k8s_facts.SOURCES['safely-drain-node']``)
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from gpuforge.spec import k8s_facts
+
+KUBECTL = f"kubectl --kubeconfig {k8s_facts.ADMIN_CONF}"
+CORDONED_BY = "gpuforge.dev/cordoned-by"
+CORDON_MARK = "rolling-change"
+
+
+def drain_command(nodes: list[str], timeout_s: int) -> str:
+    """Cordon (marking the nodes this rollout cordons) and drain each node; fails if a drain times out."""
+    parts = []
+    for name in nodes:
+        n = shlex.quote(name)
+        parts.append(
+            f"if [ \"$({KUBECTL} get node {n} -o jsonpath='{{.spec.unschedulable}}')\" != true ]; then "
+            f"{KUBECTL} annotate node {n} --overwrite {CORDONED_BY}={CORDON_MARK} && {KUBECTL} cordon {n}; fi && "
+            f"{KUBECTL} drain {n} --ignore-daemonsets --delete-emptydir-data --timeout={max(1, timeout_s)}s"
+        )
+    return " && ".join(parts) or "true"
+
+
+def resume_command(nodes: list[str]) -> str:
+    """Uncordon the nodes this rollout cordoned (and drop its mark); leave every other node alone."""
+    jsonpath = "{.metadata.annotations.gpuforge\\.dev/cordoned-by}"
+    parts = []
+    for name in nodes:
+        n = shlex.quote(name)
+        parts.append(
+            f"if [ \"$({KUBECTL} get node {n} -o jsonpath='{jsonpath}')\" = {CORDON_MARK} ]; then "
+            f"{KUBECTL} uncordon {n} && {KUBECTL} annotate node {n} {CORDONED_BY}-; fi"
+        )
+    return " && ".join(parts) or "true"
