@@ -246,6 +246,23 @@ def apply(
 
 
 @app.command()
+def kubeconfig(
+    spec: SpecArg,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write it (0600)")] = None,
+) -> None:
+    """Copy the cluster's admin kubeconfig from the first control plane to this machine (0600)."""
+    from gpuforge.orchestrate.kubeconfig import KubeconfigError, fetch
+
+    loaded = _load(spec)
+    try:
+        path = fetch(loaded, spec, output)
+    except KubeconfigError as e:
+        err.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    out.print(f"KUBECONFIG={path}", markup=False, highlight=False)
+
+
+@app.command()
 def bundle(
     spec: Annotated[Path | None, typer.Argument(help="Cluster spec (YAML)", exists=False)] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory to fill")] = None,
