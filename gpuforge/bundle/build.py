@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -12,10 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpuforge.bundle.builder import Builder, keep_previous, write_atomic
 from gpuforge.bundle.debian import PackageIndex, Stanza, parse_packages, render_packages
 from gpuforge.bundle.fetch import Fetcher, FetchError, hash_file, index_sums
-from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL, SAFE_DEB, Log
+from gpuforge.bundle.images import image_list, render_image_list
+from gpuforge.bundle.layout import FORMAT, IMAGES, MANIFEST, PARTIAL, SAFE_DEB, Log
 from gpuforge.bundle.needs import ArtifactNeed, RepoNeed, fetch_spec, spec_needs
 from gpuforge.bundle.resolve import resolve
 from gpuforge.bundle.rpm_repo import is_built, rpm_repo_bundle
@@ -177,6 +181,7 @@ def build_bundle(
             repos.append(record)
         for name in sorted(needs.artifacts):
             _artifact(b, needs.artifacts[name])
+        _images(b, spec)
         apt = [r["path"] for r in repos if r.get("format") != "rpm" and (out / r["path"] / "Packages").is_file()]
         rpm = [r["path"] for r in repos if r.get("format") == "rpm" and is_built(out, r["path"])]
         signing = _sign(b, spec.cluster.name, apt, rpm)
@@ -223,6 +228,19 @@ def _sign(b: Builder, name: str, repos: list[str], rpm_repos: list[str]) -> dict
     if rpm_repos:
         record["rpm_key"] = BUNDLE_RPM_KEY
     return record
+
+
+def _images(b: Builder, spec: Spec) -> None:
+    """``images.txt``: the container images the cluster pulls (Kubernetes specs only)."""
+    if spec.kubernetes is None:
+        return
+    try:
+        text = render_image_list(spec, image_list(spec, b.out))
+    except (ValueError, OSError, tarfile.TarError, yaml.YAMLError) as e:
+        b.miss(IMAGES, None, f"cannot list the container images: {e}")
+        return
+    write_atomic(b.out / IMAGES, text.encode())
+    b.add_file(IMAGES, hash_file(b.out / IMAGES, ["sha256"])["sha256"], None, "generated (image list)")
 
 
 def _artifact(b: Builder, an: ArtifactNeed) -> None:

@@ -10,6 +10,8 @@ MANIFEST = "manifest.json"
 # and signed (repodata/repomd.xml.asc, rpm/gpuforge-bundle.asc)
 FORMAT = "gpuforge-bundle/3"
 PARTIAL = ".partial"
+#: Kubernetes specs: the container images the cluster pulls (gpuforge.bundle.images).
+IMAGES = "images.txt"
 ARCHES = ("amd64", "all")
 # Where a repository URL names the architecture (libnvidia-container's ``stable/deb/$(ARCH)``).
 ARCH_IN_URL = "amd64"

@@ -1,4 +1,4 @@
-"""What the NVIDIA deploy installs on a spec's nodes, with the URLs to fetch it from."""
+"""What the NVIDIA and Kubernetes deploys install on a spec's nodes, with the URLs to fetch it from."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from gpuforge.bundle.layout import ARCH_IN_URL, RPM_ARCH, RPM_RELEASEVER
 from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import needs as nvneeds
 from gpuforge.render import nvidia_sources as src
+from gpuforge.render.k8s_artifacts import addon_artifacts
+from gpuforge.render.k8s_packages import K8S_REPO, kubernetes_repo
+from gpuforge.render.kubeadm import first_control_plane
 from gpuforge.render.nvidia import host_dcgm_exporter, host_driver
 from gpuforge.render.nvidia_repos import (
     docker_repo_wanted,
@@ -16,7 +19,7 @@ from gpuforge.render.nvidia_repos import (
     epel_wanted,
     pyxis_wanted,
 )
-from gpuforge.spec import Spec, resolve_nodes
+from gpuforge.spec import Spec, k8s_facts, resolve_nodes
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverSource, SourceMode
 from gpuforge.spec.nodes import Node
@@ -131,6 +134,16 @@ def _epel_wants(ctx: nvneeds.Ctx) -> list[Want]:
     return wants
 
 
+def _k8s_wants(ctx: nvneeds.Ctx) -> list[Want]:
+    """Kubernetes nodes: kubelet, kubeadm and kubectl at the spec's version (their dependencies,
+    cri-tools and kubernetes-cni, come from the same repository)."""
+    s, n = ctx.spec, ctx.node
+    if s.kubernetes is None or "kubernetes" not in deploys_for(n):
+        return []
+    v = s.versions.kubernetes
+    return [Want(p, (k8s_facts.deb_version_glob(v),), f"Kubernetes {v}") for p in k8s_facts.PACKAGES]
+
+
 def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
     s, n = ctx.spec, ctx.node
     arts: list[src.Artifact] = []
@@ -142,7 +155,15 @@ def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
         arts.append(src.mig_manager_artifact(s, n.os))
     if nvneeds.dcgm_wanted(ctx) and host_dcgm_exporter(s):
         arts.append(src.dcgm_exporter_artifact(s))
+    first = first_control_plane(s) if s.kubernetes is not None else None
+    if first is not None and first.name == n.name:
+        arts += addon_artifacts(s)
     return arts
+
+
+def _k8s_pins(s: Spec) -> list[Pin]:
+    """The apt pin the nodes get (render.k8s_packages.apt_pin): the packages at the spec's patch."""
+    return [Pin(k8s_facts.PACKAGES, (k8s_facts.deb_version_glob(s.versions.kubernetes),))]
 
 
 def _fetch_url(url: str) -> str:
@@ -164,11 +185,13 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
         fmt = "apt" if n.os.is_deb else "rpm"
         docker_w = _docker_wants(ctx)
         epel_w = _epel_wants(ctx)
+        k8s_w = _k8s_wants(ctx)
         for want_list, repo in (
             (cuda_w, src.cuda_repo(s, n.os) if cuda_w else None),
             (container_w, src.container_repo(s, n.os) if container_w else None),
             (docker_w, src.docker_repo(s) if docker_w else None),
             (epel_w, src.epel_fetch_repo(s) if epel_w else None),
+            (k8s_w, kubernetes_repo(s, n.os) if k8s_w else None),
         ):
             if repo is None:
                 continue
@@ -186,7 +209,7 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
                 need.module_streams |= streams
             for w in want_list:
                 need.wants.setdefault(w.package, w)
-            for p in pins:
+            for p in [*pins, *(_k8s_pins(s) if repo.kind == K8S_REPO else [])]:
                 if p not in need.pins:
                     need.pins.append(p)
             need.nodes.append(n.name)

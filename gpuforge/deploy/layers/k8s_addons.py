@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
 from gpuforge.deploy.layers.nvidia.common import unavailable_step, upload_file
+from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render import kubernetes as k8s
 from gpuforge.render import nvidia_sources as src
@@ -64,9 +65,8 @@ def _fetch(a: src.Artifact) -> tuple[str | None, tuple[RenderedFile, ...]]:
 def cni_addon(s: Spec) -> AddOn:
     k = k8s.kubernetes_section(s)
     plugin = k.cni.plugin
-    version = k.cni.version or k8s_facts.CNI_DEFAULT_VERSIONS[plugin]
-    name, url = k8s_facts.cni_manifest(plugin, version)
-    a = src.artifact(s, name, url)
+    version = arts.cni_version(s)
+    a = arts.cni_artifact(s)
     fetch, pushed = _fetch(a)
     path = shlex.quote(a.node_path)
     steps = [fetch] if fetch else []
@@ -79,8 +79,7 @@ def cni_addon(s: Spec) -> AddOn:
 
 
 def helm_addon(s: Spec) -> AddOn:
-    name, url = k8s_facts.helm_tarball(s.versions.helm)
-    a = src.artifact(s, name, url)
+    a = arts.helm_artifact(s)
     fetch, pushed = _fetch(a)
     command = None
     if fetch:
@@ -102,7 +101,7 @@ def gpu_operator_addon(s: Spec) -> AddOn:
     mode = s.sources.mode
     pushed: tuple[RenderedFile, ...] = ()
     if mode is SourceMode.OFFLINE:
-        a = src.artifact(s, k8s_facts.gpu_operator_chart_file(version), None)
+        a = arts.gpu_operator_chart_artifact(s)
         fetch, pushed = _fetch(a)
         if fetch is None:
             return AddOn("gpu-operator", summary, digest, None, a.reason)
@@ -122,8 +121,7 @@ def gpu_operator_addon(s: Spec) -> AddOn:
 
 def queue_controller_addon(s: Spec) -> AddOn:
     bq = k8s.kubernetes_section(s).batch_queue
-    name, url = k8s_facts.queue_controller_manifest(bq.kind, bq.version)
-    a = src.artifact(s, name, url)
+    a = arts.queue_controller_artifact(s)
     fetch, pushed = _fetch(a)
     ns, deployment = k8s_facts.QUEUE_CONTROLLER_DEPLOYMENTS[bq.kind]
     command = None
