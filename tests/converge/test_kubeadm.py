@@ -128,7 +128,7 @@ def test_a_token_is_created_only_when_a_node_joins(pki: dict[str, bytes]) -> Non
     assert upload.upload.secret and upload.upload.mode == "0600" and upload.upload.path == cfg.JOIN_TOKEN_MANIFEST
     assert "kgpu02" in upload.summary and "kcp1" not in upload.summary
     assert create.command == (
-        f"{{ kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f {cfg.JOIN_TOKEN_MANIFEST}; rc=$?; "
+        f"{{ kubectl --kubeconfig /etc/kubernetes/admin.conf create -f {cfg.JOIN_TOKEN_MANIFEST}; rc=$?; "
         f"rm -f {cfg.JOIN_TOKEN_MANIFEST}; exit $rc; }}"
     )
     secret = yaml.safe_load(upload.upload.data)

@@ -108,7 +108,8 @@ def join_token_layer(s: Spec, n: Node, run: RunState) -> Layer:
             return []
         manifest = RenderedFile(cfg.JOIN_TOKEN_MANIFEST, cfg.bootstrap_token_secret(run.join_token()), "0600",
                                 secret=True)  # fmt: skip
-        apply = f"{{ {KUBECTL} apply -f {manifest.path}; rc=$?; rm -f {manifest.path}; exit $rc; }}"
+        # create, not apply: apply would keep the token in a last-applied-configuration annotation
+        apply = f"{{ {KUBECTL} create -f {manifest.path}; rc=$?; rm -f {manifest.path}; exit $rc; }}"
         ttl = k8s_facts.TOKEN_TTL_MINUTES
         return [
             Step(StepKind.UPLOAD, f"write a {ttl}-minute bootstrap token for {', '.join(joining)} (secret)",
