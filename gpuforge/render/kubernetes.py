@@ -32,6 +32,26 @@ KUEUE_LOCAL_QUEUE = "default"
 # Kueue serves and stores v1beta2 from v0.16.0 on (v1beta1 before).
 KUEUE_V1BETA2_SINCE = (0, 16)
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+#: The scheduler configuration the capacity plugin needs (volcano-sh/volcano
+#: docs/user-guide/how_to_use_capacity_plugin.md: "reclaim action is enabled", "capacity plugin is
+#: enabled and proportion plugin is removed"; "capacity and proportion plugin are in conflict").
+VOLCANO_SCHEDULER_CONFIGMAP = ("volcano-system", "volcano-scheduler-configmap", "volcano-scheduler.conf")
+VOLCANO_SCHEDULER_CONF = """\
+actions: "enqueue, allocate, backfill, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: capacity
+  - name: nodeorder
+  - name: binpack
+"""
 
 K8S_MODULES = ("overlay", "br_netfilter")
 K8S_SYSCTLS = (
@@ -81,6 +101,21 @@ def time_slicing_config(spec: Spec) -> dict[str, Any] | None:
     }
 
 
+def operator_cdi(spec: Spec) -> bool:
+    """The operator's ``cdi.enabled``: only together with the operator's own toolkit.
+
+    ``cdi.enabled`` makes the operator install the ``nvidia-cdi``/``nvidia-legacy`` runtime
+    classes and configure CDI through its toolkit container (GPU Operator docs, Install NVIDIA GPU
+    Operator, chart customization options: ``cdi.enabled``); with the host's toolkit
+    (``toolkit.enabled: false``) nothing would configure the runtime for it, so NVIDIA's Cloud
+    Native Stack sets it only with the operator's toolkit. gpuforge follows CNS: with a host
+    toolkit, the host's toolkit layer writes the CDI spec (``container_runtime.cdi``) and the
+    operator leaves CDI alone.
+    """
+    op = kubernetes_section(spec).gpu_operator
+    return spec.container_runtime.cdi and op.toolkit is ManagedBy.OPERATOR
+
+
 def gpu_operator_values(spec: Spec) -> dict[str, Any]:
     """Overrides of the GPU Operator chart's values (every key path exists in its values.yaml).
 
@@ -99,7 +134,7 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
     if op.toolkit is ManagedBy.OPERATOR:
         toolkit["version"] = f"v{spec.versions.container_toolkit}"
     values: dict[str, Any] = {
-        "cdi": {"enabled": spec.container_runtime.cdi},
+        "cdi": {"enabled": operator_cdi(spec)},
         "driver": driver,
         "toolkit": toolkit,
         "mig": {"strategy": op.mig_strategy.value},
@@ -224,7 +259,7 @@ def k8s_worker_gpus(spec: Spec) -> int:
 
 
 def volcano_manifests(spec: Spec) -> list[dict[str, Any]]:
-    """Namespaces and a Volcano Queue per tenant.
+    """Namespaces, a Volcano Queue per tenant, and the scheduler configuration that honours them.
 
     ``deserved`` is the tenant's quota; ``capability`` caps its GPUs at quota plus
     borrowing limit (all worker GPUs when no limit is given, as Kueue would allow).
@@ -247,7 +282,20 @@ def volcano_manifests(spec: Spec) -> list[dict[str, Any]]:
                 },
             }
         )
+    docs.append(volcano_scheduler_configmap())
     return docs
+
+
+def volcano_scheduler_configmap() -> dict[str, Any]:
+    """Volcano's scheduler ConfigMap with the capacity plugin: the queues' ``deserved`` quotas are
+    honoured only by it, and the default configuration runs ``proportion`` instead."""
+    namespace, name, key = VOLCANO_SCHEDULER_CONFIGMAP
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {key: LiteralStr(VOLCANO_SCHEDULER_CONF)},
+    }
 
 
 def batch_queue_file(spec: Spec) -> RenderedFile | None:

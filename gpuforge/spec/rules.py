@@ -492,6 +492,29 @@ def kubeadm_rules(spec: Spec) -> Iterator[SpecIssue]:
 
 
 @rule
+def gpu_operator_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """One DCGM host engine per GPU.
+
+    dcgm-exporter starts an embedded host engine unless it is pointed at a running one, and NVIDIA
+    says to configure it accordingly on systems that run nv-hostengine (DCGM docs: Install DCGM
+    Exporter; GPU telemetry: DCGM Exporter). gpuforge's host dcgm-exporter uses the host engine
+    (``-r localhost:5555``); the operator's would start a second one next to it.
+    """
+    k = spec.kubernetes
+    if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
+        return
+    gpu_workers = [n for n in resolve_nodes(spec) if n.has(Role.K8S_WORKER) and n.hardware.gpu is not None]
+    if spec.dcgm.enabled and k.gpu_operator.dcgm_exporter and gpu_workers:
+        yield SpecIssue(
+            ("kubernetes", "gpu_operator", "dcgm_exporter"),
+            "the GPU Operator's dcgm-exporter starts its own DCGM host engine, and dcgm.enabled runs nv-hostengine "
+            "on the same GPUs (two host engines per GPU: profiling metrics break): set "
+            "gpu_operator.dcgm_exporter: false (gpuforge runs dcgm-exporter on the host against the host engine, "
+            "dcgm.exporter) or dcgm.enabled: false",
+        )
+
+
+@rule
 def source_rules(spec: Spec) -> Iterator[SpecIssue]:
     src = spec.sources
     if src.mode is SourceMode.OFFLINE and not src.bundle_dir:

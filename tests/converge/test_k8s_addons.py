@@ -89,6 +89,16 @@ def test_a_new_chart_version_runs_helm_again() -> None:
     assert "--version v26.7.1" in (step.command or "")
 
 
+def test_a_new_queue_controller_release_applies_the_queues_again() -> None:
+    """A release's manifests carry their own scheduler ConfigMap (Volcano): ours must follow."""
+    before = load(lambda d: d["kubernetes"]["batch_queue"].update(kind="volcano", version="v1.15.1"))
+    after = load(lambda d: d["kubernetes"]["batch_queue"].update(kind="volcano", version="v1.15.2"))
+    assert [s.summary.split(" (")[0] for s in plan(after, applied(before))] == [
+        "apply volcano v1.15.2",
+        "apply the tenants' queues",
+    ]
+
+
 def test_an_interrupted_add_on_is_applied_again() -> None:
     spec = load()
     stamps = applied(spec)

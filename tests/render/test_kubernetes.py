@@ -83,14 +83,18 @@ def test_values_follow_the_spec() -> None:
     assert host["driver"] == {"enabled": False}
     assert host["toolkit"] == {"enabled": False}
     assert host["mig"] == {"strategy": "mixed"}
-    assert host["dcgmExporter"]["enabled"] is True
+    assert host["dcgmExporter"]["enabled"] is False  # the example runs DCGM and its exporter on the host
     assert host["migManager"] == {"enabled": False}
     assert "devicePlugin" not in host
 
-    op = k8s.gpu_operator_values(operator(driver="operator", toolkit="operator", dcgm_exporter=False))
+    def operator_stack(d: dict[str, Any]) -> None:
+        d["kubernetes"]["gpu_operator"].update(driver="operator", toolkit="operator", dcgm_exporter=True)
+        d["dcgm"] = {"enabled": False, "exporter": False}  # one host engine: the operator's exporter's own
+
+    op = k8s.gpu_operator_values(variant(operator_stack))
     assert op["driver"] == {"enabled": True, "version": "550.163.01", "kernelModuleType": "open"}
     assert op["toolkit"] == {"enabled": True, "version": "v1.17.8"}
-    assert op["dcgmExporter"]["enabled"] is False
+    assert op["dcgmExporter"]["enabled"] is True
 
 
 @needs_upstream
@@ -292,6 +296,32 @@ def test_volcano_queues_validate_against_crd() -> None:
     # No borrowing limit: may grow to every worker GPU (8 x 8 + 2 x 8).
     assert queues["language"]["spec"]["capability"] == {"nvidia.com/gpu": 80}
     assert queues["vision"]["spec"]["deserved"] == {"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": 32}
+
+
+def test_volcano_gets_the_capacity_plugin_its_quotas_need() -> None:
+    """deserved is honoured by the capacity plugin only, which cannot run beside proportion
+    (volcano docs/user-guide/how_to_use_capacity_plugin.md)."""
+    docs = k8s.volcano_manifests(batch_queue(kind="volcano"))
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert cm["metadata"] == {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"}
+    conf = yaml.safe_load(str(cm["data"]["volcano-scheduler.conf"]))
+    plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
+    assert "capacity" in plugins and "proportion" not in plugins
+    assert "reclaim" in [a.strip() for a in conf["actions"].split(",")]
+    text = k8s.batch_queue_file(batch_queue(kind="volcano"))
+    assert text is not None and "name: capacity" in text.data.decode()  # a literal block, as upstream writes it
+    assert not [d for d in k8s.kueue_manifests(batch_queue(kind="kueue")) if d["kind"] == "ConfigMap"]
+
+
+def test_operator_cdi_only_with_the_operators_toolkit() -> None:
+    """cdi.enabled needs the operator's toolkit to configure the runtime (NVIDIA Cloud Native Stack
+    sets it only then); with the host's toolkit the host writes the CDI spec instead."""
+    host = operator(toolkit="host")
+    assert host.container_runtime.cdi and k8s.gpu_operator_values(host)["cdi"] == {"enabled": False}
+    assert k8s.gpu_operator_values(operator(toolkit="operator"))["cdi"] == {"enabled": True}
+    no_cdi = variant(lambda d: (d["container_runtime"].update(cdi=False), d["kubernetes"]["gpu_operator"].update(
+        toolkit="operator")))  # fmt: skip
+    assert k8s.gpu_operator_values(no_cdi)["cdi"] == {"enabled": False}
 
 
 def test_k8s_names() -> None:

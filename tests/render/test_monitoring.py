@@ -117,10 +117,14 @@ def test_dcgm_exporter_targets_are_the_gpu_nodes_running_it() -> None:
 
 
 def test_no_dcgm_job_where_no_host_exporter() -> None:
-    # Kubernetes example: the GPU Operator runs dcgm-exporter. Lab: DCGM is off, no GPUs.
-    assert targets(load_prometheus(inventory("k8s-gpu-operator")), "dcgm-exporter") == []
+    # The GPU Operator runs dcgm-exporter (no host DCGM then). Lab: DCGM is off, no GPUs.
+    def operator_exporter(d: dict[str, Any]) -> None:
+        d["kubernetes"]["gpu_operator"].update(dcgm_exporter=True)
+        d["dcgm"] = {"enabled": False, "exporter": False}
+
+    assert targets(load_prometheus(variant("k8s-gpu-operator", operator_exporter)), "dcgm-exporter") == []
     assert targets(load_prometheus(inventory("lab")), "dcgm-exporter") == []
-    host = variant("k8s-gpu-operator", lambda d: d["kubernetes"]["gpu_operator"].update(dcgm_exporter=False))
+    host = inventory("k8s-gpu-operator")  # the example: host DCGM and its exporter on the 10 GPU workers
     assert len(targets(load_prometheus(host), "dcgm-exporter")) == 10
 
 

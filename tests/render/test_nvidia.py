@@ -435,8 +435,9 @@ EXPECTED: dict[str, dict[str, set[str]]] = {
     "k8s-gpu-operator": {
         "kcp1": CONTAINERD,
         "kmon1": CONTAINERD,
-        "kgpu01": GPU | CONTAINERD_GPU,
-        "kinf02": GPU | MIG | CONTAINERD_GPU,
+        # host DCGM and its dcgm-exporter (the operator's exporter is off: one host engine per GPU)
+        "kgpu01": GPU | DCGM | CONTAINERD_GPU,
+        "kinf02": GPU | MIG | DCGM | CONTAINERD_GPU,
     },
     # No GPUs, engine none, enroot off.
     "lab": {"node1": set(), "node2": set(), "node3": set()},
@@ -453,10 +454,11 @@ def test_which_node_gets_what(inv: str) -> None:
 def test_operator_managed_toolkit_and_exporter_leave_the_host_alone() -> None:
     def change(d: dict[str, Any]) -> None:
         d["kubernetes"]["gpu_operator"].update(toolkit="operator", dcgm_exporter=True)
+        d["dcgm"] = {"enabled": False, "exporter": False}  # the operator's exporter: its own host engine only
 
     spec = variant("k8s-gpu-operator", change)
     assert set(files_of(spec, "kgpu01")) == GPU | CONTAINERD
-    host = variant("k8s-gpu-operator", lambda d: d["kubernetes"]["gpu_operator"].update(dcgm_exporter=False))
+    host = inventory("k8s-gpu-operator")  # host DCGM and exporter
     assert set(files_of(host, "kgpu01")) == GPU | DCGM | CONTAINERD_GPU
 
 

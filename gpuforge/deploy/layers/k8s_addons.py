@@ -134,10 +134,13 @@ def queue_controller_addon(s: Spec) -> AddOn:
     return AddOn("queue-controller", f"{bq.kind} {bq.version}", digest, command, a.reason, pushed)
 
 
-def queues_addon(s: Spec, manifests: RenderedFile) -> AddOn:
+def queues_addon(s: Spec, manifests: RenderedFile, controller: AddOn) -> AddOn:
+    """The rendered queues (and, for Volcano, its scheduler configuration). Applied again whenever
+    the controller is: a new release's manifests bring their own default scheduler ConfigMap."""
     command = f"{KUBECONFIG} kubectl apply --server-side -f {manifests.path}"
     tenants = len(k8s.kubernetes_section(s).batch_queue.tenants)
-    return AddOn("queues", f"the tenants' queues ({tenants}, {manifests.path})", manifests.sha256[:16], command)
+    digest = f"{manifests.sha256[:16]} controller:{_sha(controller.digest)}"
+    return AddOn("queues", f"the tenants' queues ({tenants}, {manifests.path})", digest, command)
 
 
 def node_labels(s: Spec) -> dict[str, dict[str, str]]:
@@ -163,7 +166,8 @@ def addons(s: Spec) -> list[AddOn]:
         out += [helm_addon(s), gpu_operator_addon(s)]
     queues = k8s.batch_queue_file(s)
     if queues is not None:
-        out += [queue_controller_addon(s), queues_addon(s, queues)]
+        controller = queue_controller_addon(s)
+        out += [controller, queues_addon(s, queues, controller)]
     if node_labels(s):
         out.append(labels_addon(s))
     return out
