@@ -31,7 +31,7 @@ from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
-from gpuforge.validator import cluster, site_checks
+from gpuforge.validator import cluster, cluster_k8s, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.node import probing
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
@@ -331,7 +331,7 @@ def validate(
         futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks) for n in nodes}
         slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
         kube_ns = spec.kubernetes.gpu_operator.namespace if spec.kubernetes else "gpu-operator"
-        kube_f = pool.submit(tr.run, planes[0], cluster.kube_query(kube_ns)) if want_kube and planes else None
+        kube_f = pool.submit(tr.run, planes[0], cluster_k8s.kube_query(kube_ns)) if want_kube and planes else None
         site_f = {}
         if want_site:
             spec_dir = Path(spec_path).resolve().parent
@@ -360,7 +360,7 @@ def validate(
         if kube_done.rc in (255, 124):
             data.kube_error = f"{data.kube_node} unreachable: {explain_ssh_failure(kube_done.stderr, kube_done.rc)}"
         else:
-            cluster.apply_kube_query(data, kube_done.stdout)
+            cluster_k8s.apply_kube_query(data, kube_done.stdout)
     elif want_kube:
         data.kube_error = "the spec has no control-plane node"
 

@@ -17,7 +17,7 @@ import pytest
 
 from gpuforge.probes.slurm import parse_sinfo_nodes
 from gpuforge.spec import resolve_nodes
-from gpuforge.validator import cluster
+from gpuforge.validator import cluster, cluster_k8s
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.registry import ALL_CHECKS, UnknownCheck, registry_problems, resolve
 from gpuforge.validator.report import Report
@@ -229,17 +229,17 @@ def test_k8s_cluster_checks(tmp_path: Path) -> None:
             {"metadata": {"name": "nvidia-cuda-validator-y"}, "status": {"phase": "Succeeded"}}]  # fmt: skip
     text = "\n".join(["__section=nodes", json.dumps({"items": items}), "__rc=0",
                       "__section=pods", json.dumps({"items": pods}), "__rc=0"])  # fmt: skip
-    cluster.apply_kube_query(data, text)
-    assert cluster.k8s_ready(data, worker) == (FAIL, f"{worker.name} is not Ready: KubeletNotReady")
-    assert cluster.k8s_ready(data, plane)[0] == PASS
-    status, msg = cluster.k8s_allocatable(data, worker)
+    cluster_k8s.apply_kube_query(data, text)
+    assert cluster_k8s.k8s_ready(data, worker) == (FAIL, f"{worker.name} is not Ready: KubeletNotReady")
+    assert cluster_k8s.k8s_ready(data, plane)[0] == PASS
+    status, msg = cluster_k8s.k8s_allocatable(data, worker)
     assert status == FAIL and "expected" in msg
-    status, msg = cluster.k8s_operator_pods(data, plane)
+    status, msg = cluster_k8s.k8s_operator_pods(data, plane)
     assert status == FAIL and "nvidia-device-plugin-x (Pending" in msg
-    assert cluster.gate_k8s_first_control_plane(spec, worker)
+    assert cluster_k8s.gate_k8s_first_control_plane(spec, worker)
     data.kube_error = "kubectl not installed on x"
-    assert cluster.k8s_ready(data, worker)[0] == BLOCKED
-    assert "kubectl get nodes -o json" in cluster.kube_query("gpu-operator")
+    assert cluster_k8s.k8s_ready(data, worker)[0] == BLOCKED
+    assert "kubectl get nodes -o json" in cluster_k8s.kube_query("gpu-operator")
 
 
 def test_known_hosts_plain_wildcard_port_and_hashed() -> None:
