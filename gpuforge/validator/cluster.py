@@ -51,6 +51,9 @@ class ClusterData:
     kube_error: str | None = None
     kube_nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     kube_pods: list[dict[str, Any]] | None = None
+    kube_queues: list[dict[str, Any]] | None = None
+    """The cluster's Kueue ClusterQueues or Volcano Queues (None: not read, or kubectl failed)."""
+    kube_queues_error: str | None = None
     ssh_strict: bool = True
     """The transport's ssh options carry StrictHostKeyChecking=yes."""
     ssh_targets: dict[str, tuple[str, int]] = field(default_factory=dict)

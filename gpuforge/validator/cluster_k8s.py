@@ -7,13 +7,15 @@ the GPU Operator's pods, the tenants' queues); ``apply_kube_query`` parses it in
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from gpuforge.spec import Role, Spec
-from gpuforge.spec.model import MigStrategy
+from gpuforge.spec.model import ManagedBy, MigStrategy
 from gpuforge.spec.nodes import Node, nodes_with
+from gpuforge.spec.types import k8s_name
 from gpuforge.validator.cluster import ClusterData, cluster_check, sections
-from gpuforge.validator.node.base import BLOCKED, CRITICAL, FAIL, PASS, Outcome
+from gpuforge.validator.node.base import BLOCKED, CRITICAL, FAIL, PASS, SKIP, Outcome
 
 # --------------------------------------------------------------------------- gates
 
@@ -43,14 +45,22 @@ def gate_k8s_first_control_plane(spec: Spec, node: Node) -> str | None:
 # --------------------------------------------------------------------------- queries and checks
 
 
-def kube_query(namespace: str) -> str:
-    """kubectl on a control-plane node: nodes and GPU Operator pods as JSON."""
+#: The tenants' queue objects, by batch-queue kind (the CRDs' plural.group names).
+QUEUE_RESOURCES = {"kueue": "clusterqueues.kueue.x-k8s.io", "volcano": "queues.scheduling.volcano.sh"}
+
+
+def kube_query(namespace: str, queue_kind: str = "none") -> str:
+    """kubectl on a control-plane node: nodes, the GPU Operator's pods and the queues, as JSON."""
     k = "KUBECONFIG=${KUBECONFIG:-/etc/kubernetes/admin.conf} kubectl"
-    return (
+    ns = shlex.quote(namespace)
+    query = (
         "if ! command -v kubectl >/dev/null 2>&1; then echo '__missing=kubectl'; exit 0; fi; "
         f"echo '__section=nodes'; {k} get nodes -o json 2>&1; echo \"__rc=$?\"; "
-        f"echo '__section=pods'; {k} get pods -n {namespace} -o json 2>&1; echo \"__rc=$?\""
+        f"echo '__section=pods'; {k} get pods -n {ns} -o json 2>&1; echo \"__rc=$?\""
     )
+    if queue_kind in QUEUE_RESOURCES:
+        query += f"; echo '__section=queues'; {k} get {QUEUE_RESOURCES[queue_kind]} -o json 2>&1; echo \"__rc=$?\""
+    return query
 
 
 def _json_section(lines: list[str]) -> tuple[Any, str | None]:
@@ -77,6 +87,10 @@ def apply_kube_query(data: ClusterData, text: str) -> None:
     data.kube_nodes = {i["metadata"]["name"]: i for i in (nodes or {}).get("items", [])}
     pods, err = _json_section(parts.get("pods", []))
     data.kube_pods = None if err else list((pods or {}).get("items", []))
+    if "queues" in parts:
+        queues, err = _json_section(parts["queues"])
+        data.kube_queues = None if err else list((queues or {}).get("items", []))
+        data.kube_queues_error = err
 
 
 @cluster_check("scheduler.k8s_node_ready", "scheduler", CRITICAL, "The Kubernetes node is Ready", gate=gate_k8s_node)
@@ -127,11 +141,55 @@ def k8s_allocatable(data: ClusterData, node: Node) -> Outcome:
     return FAIL, f"{have} nvidia.com/gpu allocatable, expected {want} (device plugin not running?)"
 
 
+#: The GPU Operator's components in the order each needs the one before (driver -> toolkit ->
+#: device plugin -> dcgm-exporter), by the name prefix of their pods (the operator's DaemonSets:
+#: nvidia-driver-daemonset, nvidia-container-toolkit-daemonset, nvidia-device-plugin-daemonset,
+#: nvidia-dcgm-exporter; GPU Operator docs, "Verify the installation": kubectl get pods -n gpu-operator).
+OPERATOR_CHAIN = (
+    ("driver", "nvidia-driver-daemonset"),
+    ("container toolkit", "nvidia-container-toolkit"),
+    ("device plugin", "nvidia-device-plugin"),
+    ("dcgm-exporter", "nvidia-dcgm-exporter"),
+)
+
+
+def expected_chain(spec: Spec) -> list[tuple[str, str]]:
+    """The chain's components the operator runs for this spec (host-managed ones are not its)."""
+    k = spec.kubernetes
+    if k is None:
+        return []
+    op = k.gpu_operator
+    skip = set()
+    if op.driver is ManagedBy.HOST:
+        skip.add("driver")
+    if op.toolkit is ManagedBy.HOST:
+        skip.add("container toolkit")
+    if not op.dcgm_exporter:
+        skip.add("dcgm-exporter")
+    return [c for c in OPERATOR_CHAIN if c[0] not in skip]
+
+
+def _pod_state(pod: dict[str, Any]) -> tuple[str, bool]:
+    """(phase, ready): ready when Succeeded, or Running with every container ready."""
+    status = pod.get("status", {})
+    phase = str(status.get("phase"))
+    if phase == "Succeeded":
+        return phase, True
+    containers = status.get("containerStatuses") or [{}]
+    waiting = [
+        str(c.get("state", {}).get("waiting", {}).get("reason"))
+        for c in containers
+        if c.get("state", {}).get("waiting")
+    ]
+    ready = phase == "Running" and all(c.get("ready") for c in containers)
+    return (f"{phase}, {waiting[0]}" if waiting else phase), ready
+
+
 @cluster_check(
     "scheduler.k8s_operator_pods",
     "scheduler",
     CRITICAL,
-    "GPU Operator pods are Running (or Completed)",
+    "GPU Operator pods are ready, in order: driver, toolkit, device plugin, dcgm-exporter",
     depends_on=("scheduler.k8s_node_ready",),
     gate=gate_k8s_first_control_plane,
 )
@@ -141,15 +199,81 @@ def k8s_operator_pods(data: ClusterData, node: Node) -> Outcome:
         return FAIL, f"cannot list pods in namespace {ns}"
     if not data.kube_pods:
         return FAIL, f"no pods in namespace {ns} (GPU Operator not installed)"
-    bad = []
-    for pod in data.kube_pods:
-        phase = pod.get("status", {}).get("phase")
-        name = pod.get("metadata", {}).get("name", "?")
-        if phase == "Succeeded":
+    states = {str(p.get("metadata", {}).get("name", "?")): _pod_state(p) for p in data.kube_pods}
+    for component, prefix in expected_chain(data.spec):
+        mine = {name: st for name, st in states.items() if name.startswith(prefix)}
+        if not mine:
+            return FAIL, f"no {component} pods ({prefix}-*) in {ns}: the components after it wait for it"
+        bad = [f"{name} ({phase})" for name, (phase, ready) in mine.items() if not ready]
+        if bad:
+            return FAIL, f"{component} not ready: {', '.join(sorted(bad)[:3])}; the components after it wait for it"
+    others = [f"{name} ({phase})" for name, (phase, ready) in states.items() if not ready]
+    if others:
+        return FAIL, f"{len(others)} GPU Operator pod(s) not ready: {', '.join(sorted(others)[:5])}"
+    return PASS, f"{len(states)} GPU Operator pods ready in {ns} ({', '.join(c for c, _ in expected_chain(data.spec))})"
+
+
+def _quantity(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def queue_quota(kind: str, queue: dict[str, Any]) -> int | None:
+    """The nvidia.com/gpu a queue guarantees: Kueue's nominalQuota, Volcano's deserved."""
+    spec = queue.get("spec", {})
+    if kind == "volcano":
+        return _quantity(spec.get("deserved", {}).get("nvidia.com/gpu", 0))
+    for group in spec.get("resourceGroups", []):
+        for flavor in group.get("flavors", []):
+            for res in flavor.get("resources", []):
+                if res.get("name") == "nvidia.com/gpu":
+                    return _quantity(res.get("nominalQuota"))
+    return None
+
+
+def queue_unusable(kind: str, queue: dict[str, Any]) -> str | None:
+    """Why a queue does not admit work, from its status (None: it does)."""
+    status = queue.get("status", {})
+    if kind == "volcano":
+        state = status.get("state")
+        return None if state in (None, "Open") else f"state {state}"
+    active = {c.get("type"): c for c in status.get("conditions", [])}.get("Active")
+    if active is None or active.get("status") == "True":
+        return None
+    return f"not Active: {active.get('reason') or active.get('message')}"
+
+
+@cluster_check(
+    "scheduler.k8s_queues",
+    "scheduler",
+    CRITICAL,
+    "Every tenant's queue exists with the spec's GPU quota and admits work",
+    depends_on=("scheduler.k8s_node_ready",),
+    gate=gate_k8s_first_control_plane,
+)
+def k8s_queues(data: ClusterData, node: Node) -> Outcome:
+    k = data.spec.kubernetes
+    if k is None or k.batch_queue.kind == "none" or not k.batch_queue.tenants:
+        return SKIP, "no tenants with a batch queue in the spec"
+    kind = k.batch_queue.kind
+    if data.kube_queues is None:
+        return FAIL, f"cannot list the {QUEUE_RESOURCES[kind]}: {data.kube_queues_error or 'not read'}"
+    have = {str(q.get("metadata", {}).get("name")): q for q in data.kube_queues}
+    problems = []
+    for t in k.batch_queue.tenants:
+        name = k8s_name(t.name)
+        q = have.get(name)
+        if q is None:
+            problems.append(f"{name}: missing")
             continue
-        ready = all(c.get("ready") for c in pod.get("status", {}).get("containerStatuses", []) or [{}])
-        if phase != "Running" or not ready:
-            bad.append(f"{name} ({phase}{'' if ready else ', not ready'})")
-    if bad:
-        return FAIL, f"{len(bad)} GPU Operator pod(s) not ready: {', '.join(bad[:5])}"
-    return PASS, f"{len(data.kube_pods)} GPU Operator pods Running or Completed in {ns}"
+        quota = queue_quota(kind, q)
+        if quota != t.gpu_quota:
+            problems.append(f"{name}: nvidia.com/gpu quota {quota}, the spec says {t.gpu_quota}")
+        why = queue_unusable(kind, q)
+        if why:
+            problems.append(f"{name}: {why}")
+    if problems:
+        return FAIL, "; ".join(problems)
+    return PASS, f"{len(k.batch_queue.tenants)} {kind} queue(s) with the spec's GPU quotas"

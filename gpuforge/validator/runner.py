@@ -331,7 +331,9 @@ def validate(
         futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks) for n in nodes}
         slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
         kube_ns = spec.kubernetes.gpu_operator.namespace if spec.kubernetes else "gpu-operator"
-        kube_f = pool.submit(tr.run, planes[0], cluster_k8s.kube_query(kube_ns)) if want_kube and planes else None
+        queue_kind = spec.kubernetes.batch_queue.kind if spec.kubernetes else "none"
+        kube_cmd = cluster_k8s.kube_query(kube_ns, queue_kind)
+        kube_f = pool.submit(tr.run, planes[0], kube_cmd) if want_kube and planes else None
         site_f = {}
         if want_site:
             spec_dir = Path(spec_path).resolve().parent
