@@ -54,6 +54,8 @@ class ClusterData:
     kube_queues: list[dict[str, Any]] | None = None
     """The cluster's Kueue ClusterQueues or Volcano Queues (None: not read, or kubectl failed)."""
     kube_queues_error: str | None = None
+    kube_probe: dict[str, Any] | None = None
+    """What the probe on the first control plane saw (``cluster_k8s.parse_probe``); None: not run."""
     ssh_strict: bool = True
     """The transport's ssh options carry StrictHostKeyChecking=yes."""
     ssh_targets: dict[str, tuple[str, int]] = field(default_factory=dict)

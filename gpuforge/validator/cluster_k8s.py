@@ -277,3 +277,138 @@ def k8s_queues(data: ClusterData, node: Node) -> Outcome:
     if problems:
         return FAIL, "; ".join(problems)
     return PASS, f"{len(k.batch_queue.tenants)} {kind} queue(s) with the spec's GPU quotas"
+
+
+# --------------------------------------------------------------------------- active probe
+
+#: NVIDIA's CUDA sample the GPU Operator docs run to verify an install (vectorAdd prints "Test PASSED").
+CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+PROBE_WAIT_S = 300
+ADMISSION_WAIT_S = 60
+PROBE_CHECKS = ("scheduler.k8s_cuda_sample", "scheduler.k8s_queue_admission")
+
+
+def probe_query(spec: Spec) -> str:
+    """One script on the first control plane: a CUDA sample pod asking for one GPU, and (Kueue) a
+    suspended one-pod Job per tenant's LocalQueue; waits with bounds, reports, and deletes what it
+    made whatever happens. Every spec value is quoted; names are gpuforge's own."""
+    k = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+    kueue = spec.kubernetes is not None and spec.kubernetes.batch_queue.kind == "kueue"
+    tenants = spec.kubernetes.batch_queue.tenants if spec.kubernetes is not None and kueue else []
+    namespaces = " ".join(shlex.quote(t.namespace) for t in tenants)
+    pod = f"""apiVersion: v1
+kind: Pod
+metadata: {{name: "$id-cuda", namespace: default, labels: {{app.kubernetes.io/managed-by: gpuforge}}}}
+spec:
+  restartPolicy: Never
+  tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
+  containers:
+  - name: cuda-vectoradd
+    image: {CUDA_SAMPLE_IMAGE}
+    resources: {{limits: {{nvidia.com/gpu: 1}}}}"""
+    job = """apiVersion: batch/v1
+kind: Job
+metadata: {name: "$id-admit", namespace: "$ns", labels: {kueue.x-k8s.io/queue-name: default}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: probe, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 10m}}}"""
+    wait_pod = (
+        f"then $K wait -n default --for=jsonpath='{{.status.phase}}'=Succeeded \"pod/$id-cuda\" "
+        f"--timeout={PROBE_WAIT_S}s >/dev/null 2>&1"
+    )
+    # the Admitted condition of the Workload Kueue made for this job (its owner)
+    admitted = (
+        "{range .items[?(@.metadata.ownerReferences[0].name=='$id-admit')]}"
+        "{.status.conditions[?(@.type=='Admitted')].status}{end}"
+    )
+    cleanup = (
+        'cleanup() { $K delete pod -n default "$id-cuda" --ignore-not-found --wait=false >/dev/null 2>&1; '
+        f'for ns in {namespaces}; do $K delete job -n "$ns" "$id-admit" --ignore-not-found --wait=false '
+        "--cascade=foreground >/dev/null 2>&1; done; }"
+    )
+    return "\n".join([
+        f"K='{k}'; id=gpuforge-probe-$(date +%s)-$$",
+        cleanup,
+        "trap cleanup EXIT",
+        "echo __section=cuda",
+        f"if $K create -f - >/dev/null <<EOF\n{pod}\nEOF",
+        wait_pod,
+        "echo \"__phase=$($K get -n default \"pod/$id-cuda\" -o jsonpath='{.status.phase}' 2>&1)\"",
+        "$K logs -n default \"$id-cuda\" --tail=5 2>&1",
+        "else echo __phase=NotCreated; fi",
+        "echo __section=admission",
+        f"for ns in {namespaces}; do",
+        f"  if $K create -f - >/dev/null 2>&1 <<EOF\n{job}\nEOF",
+        f"  then i=0; a=; while [ $i -lt {ADMISSION_WAIT_S} ]; do",
+        f"      a=$($K get workloads.kueue.x-k8s.io -n \"$ns\" -o jsonpath=\"{admitted}\" 2>/dev/null)",
+        "      [ \"$a\" = True ] && break; sleep 2; i=$((i + 2)); done",
+        "    echo \"__tenant=$ns ${a:-none}\"",
+        "  else echo \"__tenant=$ns create-failed\"; fi",
+        "done",
+    ])  # fmt: skip
+
+
+def parse_probe(text: str) -> dict[str, Any]:
+    """{"cuda": (phase, last log lines), "admission": {namespace: "True" | "False" | "none" | ...}}."""
+    parts = sections(text)
+    cuda = parts.get("cuda", [])
+    phase = next((line.split("=", 1)[1] for line in cuda if line.startswith("__phase=")), "not run")
+    logs = [line for line in cuda if not line.startswith("__")]
+    admission = {}
+    for line in parts.get("admission", []):
+        if line.startswith("__tenant="):
+            ns, _, state = line.split("=", 1)[1].partition(" ")
+            admission[ns] = state.strip()
+    return {"cuda": (phase, logs[-5:]), "admission": admission}
+
+
+def gate_probe(spec: Spec, node: Node) -> str | None:
+    reason = gate_k8s_first_control_plane(spec, node)
+    if reason:
+        return reason
+    workers = [n for n in nodes_with(spec, Role.K8S_WORKER) if n.hardware.gpu]
+    return None if workers else "no GPU workers in the spec"
+
+
+@cluster_check(
+    "scheduler.k8s_cuda_sample",
+    "scheduler",
+    CRITICAL,
+    "A CUDA sample pod asking for one GPU runs to completion (vectorAdd: Test PASSED)",
+    depends_on=("scheduler.k8s_operator_pods",),
+    gate=gate_probe,
+)
+def k8s_cuda_sample(data: ClusterData, node: Node) -> Outcome:
+    if data.kube_probe is None:
+        return BLOCKED, "the probe did not run on the control plane"
+    phase, logs = data.kube_probe["cuda"]
+    tail = " | ".join(logs)[-200:]
+    if phase == "Succeeded" and any("Test PASSED" in line for line in logs):
+        return PASS, f"{CUDA_SAMPLE_IMAGE.rsplit('/', 1)[-1]} ran to completion: Test PASSED"
+    return FAIL, f"the CUDA sample pod ended {phase or 'without a phase'} within {PROBE_WAIT_S} s: {tail or 'no log'}"
+
+
+@cluster_check(
+    "scheduler.k8s_queue_admission",
+    "scheduler",
+    CRITICAL,
+    "A small job in every tenant's queue is admitted (Kueue)",
+    depends_on=("scheduler.k8s_queues",),
+    gate=gate_k8s_first_control_plane,
+)
+def k8s_queue_admission(data: ClusterData, node: Node) -> Outcome:
+    k = data.spec.kubernetes
+    if k is None or k.batch_queue.kind != "kueue" or not k.batch_queue.tenants:
+        return SKIP, "no Kueue tenants in the spec (Volcano admission is not probed)"
+    if data.kube_probe is None:
+        return BLOCKED, "the probe did not run on the control plane"
+    got = data.kube_probe["admission"]
+    bad = [f"{t.namespace}: {got.get(t.namespace, 'not probed')}" for t in k.batch_queue.tenants
+           if got.get(t.namespace) != "True"]  # fmt: skip
+    if bad:
+        return FAIL, f"not admitted within {ADMISSION_WAIT_S} s: {'; '.join(bad)}"
+    return PASS, f"a job was admitted in each of {len(k.batch_queue.tenants)} tenant queue(s)"

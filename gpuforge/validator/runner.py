@@ -363,6 +363,13 @@ def validate(
             data.kube_error = f"{data.kube_node} unreachable: {explain_ssh_failure(kube_done.stderr, kube_done.rc)}"
         else:
             cluster_k8s.apply_kube_query(data, kube_done.stdout)
+            if data.kube_error is None and selected_ids & set(cluster_k8s.PROBE_CHECKS) and planes:
+                say(f"probing the cluster from {planes[0].name} (CUDA sample pod, queue admission)")
+                tenants = len(spec.kubernetes.batch_queue.tenants) if spec.kubernetes else 0
+                bound = cluster_k8s.PROBE_WAIT_S + cluster_k8s.ADMISSION_WAIT_S * tenants + 120
+                probe = tr.run(planes[0], cluster_k8s.probe_query(spec), timeout=bound)
+                if probe.rc not in (255, 124):
+                    data.kube_probe = cluster_k8s.parse_probe(probe.stdout)
     elif want_kube:
         data.kube_error = "the spec has no control-plane node"
 

@@ -15,7 +15,7 @@ import yaml
 
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cluster, cluster_k8s
-from gpuforge.validator.node.base import FAIL, PASS, SKIP
+from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from tests.conftest import REPO
 from tests.helpers import variant
 
@@ -170,3 +170,80 @@ def test_the_query_asks_for_the_queues_of_the_spec(kind: str, resource: str) -> 
     assert f"get {resource} -o json" in query and "__section=queues" in query
     assert "__section=queues" not in cluster_k8s.kube_query("gpu-operator", "none")
     assert "get pods -n 'a b'" in cluster_k8s.kube_query("a b")  # quoted: a value never adds a word
+
+
+# --------------------------------------------------------------------------- the probe, run for real in sh
+
+FAKE_KUBECTL = r"""#!/bin/sh
+# kubectl stand-in: logs every call; creates read their manifest from stdin into $KSTATE
+[ "$1" = --kubeconfig ] && shift 2
+echo "$*" >> "$KSTATE/log"
+case "$1" in
+  create) n=$(ls "$KSTATE" | grep -c manifest); cat > "$KSTATE/manifest$n" ;;
+  wait) [ "$FAKE_PHASE" = Succeeded ] ;;
+  get) case "$*" in
+         *workloads*) printf '%s' "$FAKE_ADMITTED" ;;
+         *pod/*) printf '%s' "$FAKE_PHASE" ;;
+       esac ;;
+  logs) printf '[Vector addition of 50000 elements]\nCopy input data to the CUDA device\nTest PASSED\nDone\n' ;;
+  delete) ;;
+esac
+"""
+
+
+def run_probe(tmp_path: Path, spec: Any, phase: str, admitted: str) -> tuple[str, Path]:
+    import os
+    import subprocess
+
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir()
+    state.mkdir()
+    (bin_dir / "kubectl").write_text(FAKE_KUBECTL)
+    (bin_dir / "kubectl").chmod(0o755)
+    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")  # the admission wait, without waiting
+    (bin_dir / "sleep").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KSTATE": str(state),
+           "FAKE_PHASE": phase, "FAKE_ADMITTED": admitted}  # fmt: skip
+    cp = subprocess.run(["sh", "-c", cluster_k8s.probe_query(spec)], env=env, capture_output=True, text=True,
+                        timeout=60)  # fmt: skip
+    return cp.stdout, state
+
+
+def test_the_probe_runs_the_cuda_sample_and_a_job_per_tenant_and_cleans_up(tmp_path: Path) -> None:
+    spec = variant("k8s-gpu-operator", lambda d: None)
+    out, state = run_probe(tmp_path, spec, "Succeeded", "True")
+    probe = cluster_k8s.parse_probe(out)
+    assert probe["cuda"][0] == "Succeeded" and "Test PASSED" in probe["cuda"][1]
+    assert probe["admission"] == {"team-vision": "True", "team-language": "True"}
+    pod = yaml.safe_load((state / "manifest0").read_text())
+    assert pod["metadata"]["name"].startswith("gpuforge-probe-") and pod["metadata"]["name"].endswith("-cuda")
+    assert pod["spec"]["containers"][0]["image"] == cluster_k8s.CUDA_SAMPLE_IMAGE
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert kubernetes_validate.validate(pod, "1.31", strict=True) == "1.31"
+    jobs = [yaml.safe_load((state / f"manifest{i}").read_text()) for i in (1, 2)]
+    assert [j["metadata"]["namespace"] for j in jobs] == ["team-vision", "team-language"]
+    for job in jobs:
+        assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "default"} and job["spec"]["suspend"]
+        assert kubernetes_validate.validate(job, "1.31", strict=True) == "1.31"
+    log = (state / "log").read_text()
+    name = pod["metadata"]["name"]
+    assert f"delete pod -n default {name} --ignore-not-found" in log  # cleaned up whatever happened
+    assert log.count("delete job -n team-") == 2
+
+    data, plane = data_for(spec)
+    data.kube_probe = probe
+    assert cluster_k8s.k8s_cuda_sample(data, plane)[0] == PASS
+    assert cluster_k8s.k8s_queue_admission(data, plane)[0] == PASS
+
+
+def test_a_failed_sample_and_a_job_never_admitted_fail(tmp_path: Path) -> None:
+    spec = variant("k8s-gpu-operator", lambda d: None)
+    out, _ = run_probe(tmp_path, spec, "Failed", "False")
+    data, plane = data_for(spec)
+    data.kube_probe = cluster_k8s.parse_probe(out)
+    status, msg = cluster_k8s.k8s_cuda_sample(data, plane)
+    assert status == FAIL and msg.startswith("the CUDA sample pod ended Failed within 300 s")
+    status, msg = cluster_k8s.k8s_queue_admission(data, plane)
+    assert status == FAIL and "team-vision: False" in msg and "team-language: False" in msg
+    data.kube_probe = None
+    assert cluster_k8s.k8s_cuda_sample(data, plane)[0] == BLOCKED
