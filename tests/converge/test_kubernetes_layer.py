@@ -176,3 +176,24 @@ def test_plan_of_a_fresh_kubernetes_node_is_the_golden_one(
     (engine,) = [op for op in got["operations"] if op["layer"] == "container-engine"]
     assert ["install", "install containerd"] in [[s["kind"], s["summary"]] for s in engine["steps"]]
     assert cluster.uploads.get(name, []) == []  # a plan changes nothing
+
+
+def test_a_whole_cluster_plan_creates_one_token_for_the_joining_nodes(
+    k8s_spec_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Through pyinfra itself: every node's kubernetes layer runs before the first control plane's
+    token operation (operations run one at a time across hosts), so the token is planned there,
+    for the nodes that still join, and each of those plans its join."""
+    simulated(monkeypatch, tmp_path)
+    result = plan(k8s_spec_file)
+    assert result.ok, result.errors
+    hosts = result.as_dict()["hosts"]
+    token = [op for op in hosts["kcp1"]["operations"] if op["layer"] == "kubernetes-join-token"]
+    assert len(token) == 1
+    summary = token[0]["steps"][0]["summary"]
+    joining = sorted(n for n in hosts if n != "kcp1")
+    assert summary == f"write a 30-minute bootstrap token for {', '.join(joining)} (secret)"
+    for name in joining:
+        joins = [op for op in hosts[name]["operations"] if op["layer"] == "kubernetes-join"]
+        assert len(joins) == 1 and joins[0]["steps"][-1]["kind"] == "install", name
+    assert not [op for op in hosts["kcp1"]["operations"] if op["layer"] == "kubernetes-join"]
