@@ -69,3 +69,33 @@ def test_kubernetes_nodes_get_containerd_with_systemd_cgroups_and_no_swap(k8s_la
     again = run_cli("apply", str(spec), "--json", env=env)
     second = json.loads(again.stdout)
     assert again.returncode == 0 and second["changes"] == 0, json.dumps(second, indent=1)[-3000:]
+
+
+@pytest.mark.lab
+def test_a_plan_against_lab_nodes_lists_the_kubernetes_steps(k8s_lab: Lab, tmp_path: Path) -> None:
+    """With a site mirror of pkgs.k8s.io and of the add-ons' files named (a plan contacts only the
+    nodes, never a mirror), the plan of the real lab nodes lists what a real run would do."""
+    import yaml
+
+    spec = write_lab_spec(SPEC, k8s_lab.state, tmp_path / "spec.yaml")
+    data = yaml.safe_load(spec.read_text())
+    data["sources"]["mirrors"] = {"kubernetes": "http://198.51.100.1/k8s", "artifacts": "http://198.51.100.1/files"}
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state")}
+    cp = run_cli("plan", str(spec), "--json", env=env)
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    hosts = json.loads(cp.stdout)["hosts"]
+
+    def summaries(node: str, layer: str) -> list[str]:
+        return [s["summary"] for op in hosts[node]["operations"] if op["layer"] == layer for s in op["steps"]]
+
+    for node in ("node1", "node2", "node3"):
+        k8s = summaries(node, "kubernetes")
+        assert "Kubernetes repository key from http://198.51.100.1/k8s/core:/stable:/v1.31/deb/Release.key" in k8s
+        assert any(s.startswith("Kubernetes packages at 1.31.4: kubelet (none) -> 1.31.4") for s in k8s), k8s
+    assert summaries("node1", "kubernetes-control-plane")[-1] == "kubeadm init of cluster gfk8s (v1.31.4)"
+    assert summaries("node1", "kubernetes-join-token")[0].endswith("for node2, node3 (secret)")
+    for node in ("node2", "node3"):
+        assert summaries(node, "kubernetes-join")[-1].startswith("kubeadm join as a worker via 10.213.22.")
+    addons = summaries("node1", "kubernetes-addons")
+    assert addons[0].startswith("apply pod network: flannel") and "apply kueue v0.19.2" in addons
