@@ -175,3 +175,19 @@ def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, tmp_path: Path
     assert repo_on_node.bundle == str(out / "apt" / "kubernetes")
     assert [a.name for a in arts.addon_artifacts(spec)] == list(ADDON_FILES)
     assert all(a.local is not None and a.sha256 for a in arts.addon_artifacts(spec))  # manifest-checked
+
+
+def test_rhel_kubernetes_needs_point_at_the_rpm_repository(tmp_path: Path) -> None:
+    """RHEL nodes: the bundle fetches pkgs.k8s.io's rpm repository of the minor (key repomd.xml.key,
+    packages signed: install-kubeadm's repo file has gpgcheck=1) at the pinned patch."""
+    from gpuforge.bundle.needs import spec_needs
+    from gpuforge.bundle.resolve import Want
+
+    spec_file = write(tmp_path, "rhel.yaml", "  mode: upstream")
+    spec_file.write_text(spec_file.read_text().replace("os: ubuntu24.04", "os: rhel9"))
+    needs = spec_needs(load_spec(spec_file))
+    (k8s,) = [n for n in needs.repos.values() if n.kind == "kubernetes"]
+    assert (k8s.fmt, k8s.url) == ("rpm", "https://pkgs.k8s.io/core:/stable:/v1.31/rpm")
+    assert k8s.key_url == "https://pkgs.k8s.io/core:/stable:/v1.31/rpm/repodata/repomd.xml.key"
+    assert sorted(k8s.nodes) == ["kcp1", "kgpu1"]
+    assert k8s.wants["kubeadm"] == Want("kubeadm", ("1.31.4-*",), "Kubernetes 1.31.4")
