@@ -14,7 +14,6 @@ nodes only as files with tight modes (keys 0600) and never printed.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cryptography import x509
@@ -28,15 +27,6 @@ CA_YEARS = 10
 RSA_BITS = 2048
 #: kubeadm's own common names for its CAs (cmd/kubeadm/app/phases/certs/certlist.go).
 CA_NAMES = {"ca": "kubernetes", "front-proxy-ca": "front-proxy-ca", "etcd/ca": "etcd-ca"}
-
-
-@dataclass(frozen=True)
-class PkiFile:
-    """One file of the shared PKI: its path on a control plane, content and mode."""
-
-    path: str
-    data: bytes
-    mode: str
 
 
 def _key_pem(key: rsa.RSAPrivateKey) -> bytes:
@@ -102,11 +92,3 @@ def generate_pki() -> dict[str, bytes]:
         else:
             out[f"{name}.key"], out[f"{name}.pub"] = make_service_account_keys()
     return out
-
-
-def pki_files(pki: dict[str, bytes]) -> list[PkiFile]:
-    """The files a control plane gets: private keys 0600, certificates and public keys 0644."""
-    return [
-        PkiFile(f"{facts.PKI_DIR}/{rel}", data, "0600" if rel.endswith(".key") else "0644")
-        for rel, data in sorted(pki.items())
-    ]

@@ -18,6 +18,8 @@ _OPTIONAL = (
     ("gpuforge.render.nvidia", "nvidia_files"),
     ("gpuforge.render.nvidia_repos", "nvidia_repo_files"),
     ("gpuforge.render.kubernetes", "kubernetes_files"),
+    ("gpuforge.render.k8s_packages", "kubernetes_package_files"),
+    ("gpuforge.render.kubeadm", "kubeadm_files"),
     ("gpuforge.render.monitoring", "monitoring_files"),
     ("gpuforge.render.health", "health_files"),
 )

@@ -6,8 +6,8 @@ import hashlib
 import importlib.resources
 import io
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cache, wraps
 from pathlib import Path
 from typing import Any, BinaryIO, ParamSpec, TypeVar
@@ -95,10 +95,16 @@ class Secrets:
 
     slurmdbd_db_password: str
     munge_key: bytes
+    k8s_pki: Mapping[str, bytes] = field(default_factory=dict)
+    """The Kubernetes cluster's shared keys by name under /etc/kubernetes/pki (empty: redacted)."""
 
     @classmethod
     def redacted(cls) -> Secrets:
         return cls(slurmdbd_db_password=REDACTED, munge_key=REDACTED.encode())
+
+    def with_k8s_pki(self, pki: Mapping[str, bytes]) -> Secrets:
+        """These secrets with the Kubernetes cluster's shared keys."""
+        return replace(self, k8s_pki=dict(pki))
 
 
 P = ParamSpec("P")

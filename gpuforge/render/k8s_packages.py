@@ -8,9 +8,9 @@ to another minor rewrites the source line, and the pin moves the packages to the
 from __future__ import annotations
 
 from gpuforge.render import nvidia_sources as src
-from gpuforge.render.files import RenderedFile
+from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.spec import k8s_facts as facts
-from gpuforge.spec.model import OsFamily, SourceMode, Spec
+from gpuforge.spec.model import K8S_ROLES, OsFamily, SourceMode, Spec
 from gpuforge.spec.nodes import Node
 
 K8S_REPO = "kubernetes"
@@ -96,3 +96,11 @@ def k8s_repo_files(spec: Spec, node: Node) -> list[RenderedFile]:
             RenderedFile(K8S_PIN, apt_pin(spec.versions.kubernetes)),
         ]
     return [RenderedFile(K8S_REPO_FILE, dnf_repo_file(repo))]
+
+
+def kubernetes_package_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
+    """The package source and pin of a Kubernetes node (``gpuforge render``); [] elsewhere."""
+    del secrets  # no secrets here
+    if spec.kubernetes is None or not node.roles & K8S_ROLES:
+        return []
+    return k8s_repo_files(spec, node)

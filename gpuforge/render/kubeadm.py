@@ -13,9 +13,11 @@ Field names: kubeadm's API types (``gpuforge.spec.k8s_facts.SOURCES['kubeadm-con
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from gpuforge.render.files import REDACTED, RenderedFile, Secrets
 from gpuforge.render.nvidia import dump_yaml_all
 from gpuforge.spec import k8s_facts as facts
 from gpuforge.spec.model import Role, Spec
@@ -136,3 +138,36 @@ def bootstrap_token_document(token: str, now: datetime, ttl_minutes: int = facts
 
 def bootstrap_token_secret(token: str, now: datetime | None = None) -> str:
     return dump_yaml_all([bootstrap_token_document(token, now or datetime.now(UTC))])
+
+
+def pki_names() -> list[str]:
+    """The shared PKI's files below /etc/kubernetes/pki (kubeadm-ha: manual certificate distribution)."""
+    names: list[str] = []
+    for name, kind in facts.SHARED_PKI:
+        names += [f"{name}.crt", f"{name}.key"] if kind == "ca" else [f"{name}.key", f"{name}.pub"]
+    return sorted(names)
+
+
+def pki_files(pki: Mapping[str, bytes]) -> list[RenderedFile]:
+    """The shared keys as a control plane gets them (keys 0600, certificates and public key 0644).
+    All are shown as secret: the set is the cluster's credentials (redacted where ``pki`` lacks one)."""
+    return [
+        RenderedFile(
+            f"{facts.PKI_DIR}/{rel}",
+            pki.get(rel, REDACTED.encode()),
+            mode="0600" if rel.endswith(".key") else "0644",
+            secret=True,
+        )
+        for rel in pki_names()
+    ]
+
+
+def kubeadm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
+    """Every kubeadm file a node gets: the shared keys on control planes, the init config on the first."""
+    if spec.kubernetes is None or not node.has(Role.K8S_CONTROL_PLANE):
+        return []
+    files = pki_files(secrets.k8s_pki)
+    first = first_control_plane(spec)
+    if first is not None and first.name == node.name:
+        files.append(RenderedFile(KUBEADM_INIT_CONFIG, init_config(spec, node)))
+    return files

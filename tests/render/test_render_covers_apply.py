@@ -12,6 +12,8 @@ import pytest
 
 from gpuforge.deploy.layers.base import base_layer
 from gpuforge.deploy.layers.health import health_layer
+from gpuforge.deploy.layers.kubeadm import control_plane_layer
+from gpuforge.deploy.layers.kubernetes import kubernetes_layer
 from gpuforge.deploy.layers.monitoring import monitoring_layers
 from gpuforge.deploy.layers.munge import munge_layer
 from gpuforge.deploy.layers.nvidia import nvidia_layers
@@ -41,6 +43,8 @@ def layer_files(s: Spec, n: Node, sec: Secrets) -> list[RenderedFile]:
             layers.append(accounting_layer(s, sec))
     if wants_health(s, n):
         layers.append(health_layer(s, n))
+    if "kubernetes" in wanted:
+        layers += [kubernetes_layer(s, n), control_plane_layer(s, n, {})]  # keys redacted: compared by path
     if "nvidia" in wanted:
         gpus = ["2330"] * (n.hardware.gpu.count if n.hardware.gpu else 0)
         ctx = Ctx.build(s, n, HostFacts(gpus=gpus, package_tool="dpkg" if n.os.is_deb else "rpm"))

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuforge.deploy.converge import PENDING_DIR, Directory, Layer, LayerFacts, Step, StepKind
-from gpuforge.deploy.k8s_pki import ca_cert_hash, pki_files
+from gpuforge.deploy.k8s_pki import ca_cert_hash
 from gpuforge.deploy.runstate import RunState
 from gpuforge.render import kubeadm as cfg
-from gpuforge.render.files import RenderedFile
+from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.spec import Spec, k8s_facts
 from gpuforge.spec.model import K8S_ROLES, Role
 from gpuforge.spec.nodes import Node
@@ -47,9 +47,8 @@ def pending_run(command: str, what: str, secret_file: str | None = None) -> str:
 
 
 def shared_pki(pki: dict[str, bytes]) -> list[RenderedFile]:
-    """The shared keys as files; all shown as secret (the certificates are public, but the set is
-    the cluster's credentials, and plans stay the same whichever keys were generated)."""
-    return [RenderedFile(f.path, f.data, mode=f.mode, secret=True) for f in pki_files(pki)]
+    """The shared keys as files (``render.kubeadm.pki_files``: what ``gpuforge render`` shows, redacted)."""
+    return cfg.pki_files(pki)
 
 
 def reset_steps(facts: LayerFacts, pki: list[RenderedFile]) -> list[Step]:
@@ -73,9 +72,9 @@ def control_plane_layer(s: Spec, n: Node, pki: dict[str, bytes]) -> Layer:
         return Layer.empty("kubernetes-control-plane")
     first = cfg.first_control_plane(s)
     keys = shared_pki(pki)
+    files = cfg.kubeadm_files(s, n, Secrets.redacted().with_k8s_pki(pki))
     if first is None or first.name != n.name:
-        return Layer("kubernetes-control-plane", directories=PKI_DIRS, files=keys)
-    init_file = RenderedFile(cfg.KUBEADM_INIT_CONFIG, cfg.init_config(s, n))
+        return Layer("kubernetes-control-plane", directories=PKI_DIRS, files=files)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         if is_member(facts):
@@ -90,7 +89,7 @@ def control_plane_layer(s: Spec, n: Node, pki: dict[str, bytes]) -> Layer:
     return Layer(
         "kubernetes-control-plane",
         directories=PKI_DIRS,
-        files=[*keys, init_file],
+        files=files,
         read_paths=(k8s_facts.KUBELET_CONFIG, KUBEADM_PENDING),
         after=after,
     )
