@@ -225,10 +225,29 @@ def test_join_config_uses_kubeadms_field_names(pki: dict[str, bytes]) -> None:
         assert unknown_fields("JoinConfiguration", doc) == []
 
 
-def test_older_kubernetes_gets_the_v1beta3_api() -> None:
+def test_older_kubernetes_gets_the_v1beta3_api_and_its_field_names(pki: dict[str, bytes]) -> None:
     spec = load(lambda d: d["versions"].update(kubernetes="1.30.8"))
     init, cluster, _ = yaml.safe_load_all(cfg.init_config(spec, node(spec, "kcp1")))
     assert init["apiVersion"] == cluster["apiVersion"] == "kubeadm.k8s.io/v1beta3"
+    assert unknown_fields("InitConfiguration", init) == []
+    assert unknown_fields("ClusterConfiguration", cluster) == []
+    for name in ("kgpu01", "kcp2"):
+        doc = cfg.join_document(spec, node(spec, name), "abcdef.0123456789abcdef", ca_cert_hash(pki["ca.crt"]))
+        assert doc["apiVersion"] == "kubeadm.k8s.io/v1beta3"
+        assert unknown_fields("JoinConfiguration", doc) == []
+
+
+def test_the_field_check_knows_what_each_kubeadm_api_lacks() -> None:
+    """The check itself bites: v1beta4's dryRun is not a v1beta3 field, and an unknown API is named."""
+    assert unknown_fields("InitConfiguration", {"apiVersion": "kubeadm.k8s.io/v1beta4", "dryRun": True}) == []
+    assert unknown_fields("InitConfiguration", {"apiVersion": "kubeadm.k8s.io/v1beta3", "dryRun": True}) == [
+        "InitConfiguration.dryRun"
+    ]
+    assert unknown_fields("JoinConfiguration", {"apiVersion": "kubeadm.k8s.io/v1beta2"}) == [
+        "JoinConfiguration.apiVersion=kubeadm.k8s.io/v1beta2"
+    ]
+    nested = {"apiVersion": "kubeadm.k8s.io/v1beta3", "discovery": {"bootstrapToken": {"tokn": "x"}}}
+    assert unknown_fields("JoinConfiguration", nested) == ["BootstrapTokenDiscovery.tokn"]
 
 
 def test_an_ipv6_endpoint_is_bracketed() -> None:
