@@ -107,38 +107,97 @@ def k8s_ready(data: ClusterData, node: Node) -> Outcome:
     return FAIL, f"{node.name} is not Ready: {ready.get('reason') or ready.get('message') or 'no Ready condition'}"
 
 
-def expected_allocatable(spec: Spec, node: Node) -> int:
-    """nvidia.com/gpu a worker should offer (time-slicing multiplies it)."""
+#: The device plugin's resources (NVIDIA/k8s-device-plugin v0.20.0, internal/rm/rm.go
+#: AddDefaultResourcesToConfig): full GPUs are ``nvidia.com/gpu``; with the ``single`` MIG strategy
+#: MIG devices are ``nvidia.com/gpu`` too, with ``mixed`` each profile is ``nvidia.com/mig-<profile>``
+#: ("+" written "."). MIG-enabled GPUs are not offered as full GPUs under single or mixed
+#: (internal/rm/device_map.go buildGPUDeviceMap), and single refuses a node whose GPUs are not all
+#: MIG-enabled with one profile ("all devices on the node must be configured with the same
+#: migEnabled value", "more than one MIG device type present on node").
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def mig_resource(profile: str) -> str:
+    """The mixed strategy's resource name of a MIG profile (``1g.10gb+me`` -> ``nvidia.com/mig-1g.10gb.me``)."""
+    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def expected_gpu_resources(spec: Spec, node: Node) -> tuple[dict[str, int], str | None]:
+    """The nvidia.com resources a worker should offer, by name, from its GPUs, its MIG layout and the
+    operator's MIG strategy (time-slicing multiplies each); or ``({}, why)`` where the strategy cannot
+    offer the layout."""
     count = node.hardware.gpu_count
-    if spec.kubernetes is None:
-        return count
-    replicas = spec.kubernetes.gpu_operator.time_slicing_replicas
-    return count * replicas if replicas > 1 else count
+    k = spec.kubernetes
+    replicas = k.gpu_operator.time_slicing_replicas if k is not None else 0
+    factor = replicas if replicas > 1 else 1
+    strategy = k.gpu_operator.mig_strategy if k is not None else MigStrategy.NONE
+    layout = spec.mig.configs.get(node.mig_config or "", [])
+    if strategy is MigStrategy.NONE or not node.mig_config:
+        return {GPU_RESOURCE: count * factor}, None
+    claimed: set[int] = set()
+    in_mig: set[int] = set()
+    devices: dict[str, int] = {}
+    for entry in layout:  # mig-parted entries: which GPUs, MIG on or off, devices per GPU
+        indices = (set(range(count)) if entry.devices == "all" else set(entry.devices)) - claimed
+        claimed |= indices
+        if entry.mig_enabled:
+            in_mig |= indices
+            for profile, n in entry.mig_devices.items():
+                devices[profile] = devices.get(profile, 0) + n * len(indices)
+    full = count - len(in_mig)
+    if strategy is MigStrategy.SINGLE:
+        if full or len(devices) != 1:
+            return {}, (
+                f"MIG layout {node.mig_config} has {full} GPU(s) without MIG and profiles "
+                f"{', '.join(sorted(devices)) or 'none'}: the single strategy needs every GPU in MIG mode with one "
+                "profile (the device plugin refuses the node); use mig_strategy: mixed"
+            )
+        return {GPU_RESOURCE: sum(devices.values()) * factor}, None
+    want = {GPU_RESOURCE: full * factor}
+    want.update({mig_resource(p): n * factor for p, n in sorted(devices.items())})
+    return want, None
+
+
+def expected_allocatable(spec: Spec, node: Node) -> int:
+    """nvidia.com/gpu a worker should offer (time-slicing multiplies it; MIG devices under single)."""
+    return expected_gpu_resources(spec, node)[0].get(GPU_RESOURCE, 0)
 
 
 @cluster_check(
     "scheduler.k8s_gpu_allocatable",
     "scheduler",
     CRITICAL,
-    "The worker offers its GPUs as allocatable nvidia.com/gpu",
+    "The worker offers its GPUs (or MIG devices) as allocatable nvidia.com/gpu or nvidia.com/mig-*",
     depends_on=("scheduler.k8s_node_ready",),
     gate=gate_k8s_gpu_worker,
 )
 def k8s_allocatable(data: ClusterData, node: Node) -> Outcome:
     item = data.kube_nodes.get(node.name) or {}
-    raw = item.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", "0")
-    try:
-        have = int(str(raw))
-    except ValueError:
-        have = 0
-    k8s = data.spec.kubernetes
-    mig = k8s is not None and k8s.gpu_operator.mig_strategy is not MigStrategy.NONE and node.mig_config
-    want = expected_allocatable(data.spec, node)
-    if mig:
-        return (PASS, f"{have} nvidia.com/gpu allocatable (MIG)") if have >= 1 else (FAIL, "no MIG devices allocatable")
-    if have == want:
-        return PASS, f"{have} nvidia.com/gpu allocatable"
-    return FAIL, f"{have} nvidia.com/gpu allocatable, expected {want} (device plugin not running?)"
+    allocatable = item.get("status", {}).get("allocatable", {})
+    have = {name: _quantity(value) or 0 for name, value in allocatable.items()
+            if name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX)}  # fmt: skip
+    want, impossible = expected_gpu_resources(data.spec, node)
+    if impossible:
+        return FAIL, impossible
+    k = data.spec.kubernetes
+    strategy = k.gpu_operator.mig_strategy if k is not None else MigStrategy.NONE
+    mig = strategy is not MigStrategy.NONE and bool(node.mig_config)
+    problems = [f"{have.get(name, 0)} {name} allocatable, expected {n}"
+                for name, n in want.items() if have.get(name, 0) != n]  # fmt: skip
+    problems += [f"{n} {name} allocatable, expected none" for name, n in sorted(have.items())
+                 if name not in want and n]  # fmt: skip
+    if not problems:
+        offered = ", ".join(f"{n} {name}" for name, n in want.items() if n or len(want) == 1)
+        return PASS, f"{offered} allocatable" + (f" (MIG layout {node.mig_config}, {strategy} strategy)" if mig else "")
+    if not mig:
+        return FAIL, f"{'; '.join(problems)} (device plugin not running?)"
+    label = item.get("metadata", {}).get("labels", {}).get("nvidia.com/mig.strategy")
+    hint = f"; the node's nvidia.com/mig.strategy label says {label}" if label and label != strategy else ""
+    return FAIL, (
+        f"{'; '.join(problems)} (MIG layout {node.mig_config}, {strategy} strategy: layout not applied, "
+        f"or the device plugin not running{hint})"
+    )
 
 
 #: The GPU Operator's components in the order each needs the one before (driver -> toolkit ->
@@ -287,15 +346,34 @@ PROBE_WAIT_S = 300
 ADMISSION_WAIT_S = 60
 PROBE_CHECKS = ("scheduler.k8s_cuda_sample", "scheduler.k8s_queue_admission")
 
+#: What the admission probe creates in each tenant's namespace, how it reads the result, and the
+#: results that mean "admitted", by batch-queue kind:
+#: - Kueue: a suspended one-pod Job labelled with the tenant's LocalQueue; Kueue makes a Workload for it
+#:   (owned by the Job) and sets its ``Admitted`` condition to True when the ClusterQueue admits it.
+#: - Volcano: a PodGroup (scheduling.volcano.sh/v1beta1: ``spec.queue``, ``minMember: 1``,
+#:   ``minResources``) in the tenant's Queue. It starts ``Pending``; the scheduler's ``enqueue`` action
+#:   moves it to ``Inqueue`` when the Queue has room for its ``minResources`` (the capacity plugin's
+#:   jobEnqueueable), then ``Running`` once ``minMember`` pods run (volcano-sh/volcano v1.15.1,
+#:   docs/design/delay-pod-creation.md, pkg/scheduler/actions/enqueue/enqueue.go; phases Pending,
+#:   Running, Unknown, Inqueue in the PodGroup CRD). It has no pods, so nothing runs: leaving Pending for
+#:   Inqueue is admission, as Volcano's own Job controller waits for it before it creates pods. Volcano's
+#:   admission webhook refuses a PodGroup whose Queue is missing or not Open (create-failed).
+ADMISSION_PROBES = {
+    "kueue": ("job", ("True",)),
+    "volcano": ("podgroups.scheduling.volcano.sh", ("Inqueue", "Running")),
+}
+
 
 def probe_query(spec: Spec) -> str:
-    """One script on the first control plane: a CUDA sample pod asking for one GPU, and (Kueue) a
-    suspended one-pod Job per tenant's LocalQueue; waits with bounds, reports, and deletes what it
-    made whatever happens. Every spec value is quoted; names are gpuforge's own."""
+    """One script on the first control plane: a CUDA sample pod asking for one GPU, and an admission
+    probe per tenant (Kueue: a suspended one-pod Job in its LocalQueue; Volcano: a PodGroup in its
+    Queue, see ``ADMISSION_PROBES``); waits with bounds, reports, and deletes what it made whatever
+    happens. Every spec value is quoted; names are gpuforge's own."""
     k = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
-    kueue = spec.kubernetes is not None and spec.kubernetes.batch_queue.kind == "kueue"
-    tenants = spec.kubernetes.batch_queue.tenants if spec.kubernetes is not None and kueue else []
-    namespaces = " ".join(shlex.quote(t.namespace) for t in tenants)
+    kind = spec.kubernetes.batch_queue.kind if spec.kubernetes is not None else "none"
+    tenants = spec.kubernetes.batch_queue.tenants if spec.kubernetes is not None and kind in ADMISSION_PROBES else []
+    # "namespace:queue" pairs (neither can hold a colon: both are Kubernetes names)
+    pairs = " ".join(shlex.quote(f"{t.namespace}:{k8s_name(t.name)}") for t in tenants)
     pod = f"""apiVersion: v1
 kind: Pod
 metadata: {{name: "$id-cuda", namespace: default, labels: {{app.kubernetes.io/managed-by: gpuforge}}}}
@@ -306,7 +384,20 @@ spec:
   - name: cuda-vectoradd
     image: {CUDA_SAMPLE_IMAGE}
     resources: {{limits: {{nvidia.com/gpu: 1}}}}"""
-    job = """apiVersion: batch/v1
+    wait_pod = (
+        f"then $K wait -n default --for=jsonpath='{{.status.phase}}'=Succeeded \"pod/$id-cuda\" "
+        f"--timeout={PROBE_WAIT_S}s >/dev/null 2>&1"
+    )
+    if kind == "volcano":
+        manifest = """apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: "$id-admit", namespace: "$ns", labels: {app.kubernetes.io/managed-by: gpuforge}}
+spec: {queue: "$q", minMember: 1, minResources: {cpu: 10m}}"""
+        read = '$K get podgroups.scheduling.volcano.sh -n "$ns" "$id-admit" -o jsonpath=\'{.status.phase}\''
+        done = '[ -n "$a" ] && [ "$a" != Pending ] && break'
+        cascade = ""
+    else:
+        manifest = """apiVersion: batch/v1
 kind: Job
 metadata: {name: "$id-admit", namespace: "$ns", labels: {kueue.x-k8s.io/queue-name: default}}
 spec:
@@ -316,19 +407,19 @@ spec:
       restartPolicy: Never
       containers:
       - {name: probe, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 10m}}}"""
-    wait_pod = (
-        f"then $K wait -n default --for=jsonpath='{{.status.phase}}'=Succeeded \"pod/$id-cuda\" "
-        f"--timeout={PROBE_WAIT_S}s >/dev/null 2>&1"
-    )
-    # the Admitted condition of the Workload Kueue made for this job (its owner)
-    admitted = (
-        "{range .items[?(@.metadata.ownerReferences[0].name=='$id-admit')]}"
-        "{.status.conditions[?(@.type=='Admitted')].status}{end}"
-    )
+        # the Admitted condition of the Workload Kueue made for this job (its owner)
+        admitted = (
+            "{range .items[?(@.metadata.ownerReferences[0].name=='$id-admit')]}"
+            "{.status.conditions[?(@.type=='Admitted')].status}{end}"
+        )
+        read = f'$K get workloads.kueue.x-k8s.io -n "$ns" -o jsonpath="{admitted}"'
+        done = '[ "$a" = True ] && break'
+        cascade = " --cascade=foreground"
+    resource = ADMISSION_PROBES.get(kind, ADMISSION_PROBES["kueue"])[0]
     cleanup = (
         'cleanup() { $K delete pod -n default "$id-cuda" --ignore-not-found --wait=false >/dev/null 2>&1; '
-        f'for ns in {namespaces}; do $K delete job -n "$ns" "$id-admit" --ignore-not-found --wait=false '
-        "--cascade=foreground >/dev/null 2>&1; done; }"
+        f'for t in {pairs}; do $K delete {resource} -n "${{t%%:*}}" "$id-admit" --ignore-not-found --wait=false'
+        f"{cascade} >/dev/null 2>&1; done; }}"
     )
     return "\n".join([
         f"K='{k}'; id=gpuforge-probe-$(date +%s)-$$",
@@ -341,11 +432,12 @@ spec:
         "$K logs -n default \"$id-cuda\" --tail=5 2>&1",
         "else echo __phase=NotCreated; fi",
         "echo __section=admission",
-        f"for ns in {namespaces}; do",
-        f"  if $K create -f - >/dev/null 2>&1 <<EOF\n{job}\nEOF",
+        f"for t in {pairs}; do",
+        '  ns=${t%%:*}; q=${t#*:}',
+        f"  if $K create -f - >/dev/null 2>&1 <<EOF\n{manifest}\nEOF",
         f"  then i=0; a=; while [ $i -lt {ADMISSION_WAIT_S} ]; do",
-        f"      a=$($K get workloads.kueue.x-k8s.io -n \"$ns\" -o jsonpath=\"{admitted}\" 2>/dev/null)",
-        "      [ \"$a\" = True ] && break; sleep 2; i=$((i + 2)); done",
+        f"      a=$({read} 2>/dev/null)",
+        f"      {done}; sleep 2; i=$((i + 2)); done",
         "    echo \"__tenant=$ns ${a:-none}\"",
         "  else echo \"__tenant=$ns create-failed\"; fi",
         "done",
@@ -353,7 +445,9 @@ spec:
 
 
 def parse_probe(text: str) -> dict[str, Any]:
-    """{"cuda": (phase, last log lines), "admission": {namespace: "True" | "False" | "none" | ...}}."""
+    """{"cuda": (phase, last log lines), "admission": {namespace: state}}: the state is Kueue's Admitted
+    status ("True", "False") or the Volcano PodGroup's phase ("Inqueue", "Pending", ...), "none" when
+    nothing was read, "create-failed" when the object was refused."""
     parts = sections(text)
     cuda = parts.get("cuda", [])
     phase = next((line.split("=", 1)[1] for line in cuda if line.startswith("__phase=")), "not run")
@@ -396,19 +490,20 @@ def k8s_cuda_sample(data: ClusterData, node: Node) -> Outcome:
     "scheduler.k8s_queue_admission",
     "scheduler",
     CRITICAL,
-    "A small job in every tenant's queue is admitted (Kueue)",
+    "A small job in every tenant's queue is admitted (Kueue: Workload Admitted; Volcano: PodGroup Inqueue)",
     depends_on=("scheduler.k8s_queues",),
     gate=gate_k8s_first_control_plane,
 )
 def k8s_queue_admission(data: ClusterData, node: Node) -> Outcome:
     k = data.spec.kubernetes
-    if k is None or k.batch_queue.kind != "kueue" or not k.batch_queue.tenants:
-        return SKIP, "no Kueue tenants in the spec (Volcano admission is not probed)"
+    if k is None or k.batch_queue.kind not in ADMISSION_PROBES or not k.batch_queue.tenants:
+        return SKIP, "no Kueue or Volcano tenants in the spec"
     if data.kube_probe is None:
         return BLOCKED, "the probe did not run on the control plane"
+    admitted = ADMISSION_PROBES[k.batch_queue.kind][1]
     got = data.kube_probe["admission"]
     bad = [f"{t.namespace}: {got.get(t.namespace, 'not probed')}" for t in k.batch_queue.tenants
-           if got.get(t.namespace) != "True"]  # fmt: skip
+           if got.get(t.namespace) not in admitted]  # fmt: skip
     if bad:
         return FAIL, f"not admitted within {ADMISSION_WAIT_S} s: {'; '.join(bad)}"
-    return PASS, f"a job was admitted in each of {len(k.batch_queue.tenants)} tenant queue(s)"
+    return PASS, f"a job was admitted in each of {len(k.batch_queue.tenants)} {k.batch_queue.kind} tenant queue(s)"
