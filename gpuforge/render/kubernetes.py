@@ -13,7 +13,7 @@ from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, rende
 from gpuforge.render.nvidia import LiteralStr, dump_yaml, dump_yaml_all
 from gpuforge.spec.model import K8S_ROLES, DriverFlavor, Kubernetes, ManagedBy, MigStrategy, Role, Spec, Tenant
 from gpuforge.spec.nodes import Node, nodes_with
-from gpuforge.spec.types import k8s_name
+from gpuforge.spec.types import k8s_name, mig_resource
 
 MANIFEST_DIR = "/etc/gpuforge/k8s"
 GPU_OPERATOR_VALUES = f"{MANIFEST_DIR}/gpu-operator-values.yaml"
@@ -79,7 +79,7 @@ def _mig_resources(spec: Spec) -> list[str]:
         for entry in spec.mig.configs.get(group.mig_config, []):
             if entry.mig_enabled:
                 profiles.extend(p for p in entry.mig_devices if p not in profiles)
-    return [f"nvidia.com/mig-{p}" for p in profiles]
+    return [mig_resource(p) for p in profiles]
 
 
 def time_slicing_config(spec: Spec) -> dict[str, Any] | None:

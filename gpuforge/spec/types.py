@@ -165,6 +165,13 @@ def k8s_name(name: str) -> str:
     return out
 
 
+def mig_resource(profile: str) -> str:
+    """The Kubernetes resource the device plugin offers a MIG profile as under the ``mixed`` strategy
+    (NVIDIA/k8s-device-plugin v0.20.0 ``internal/rm/rm.go``: ``nvidia.com/mig-<profile>``, "+" written
+    "."): ``1g.10gb+me`` -> ``nvidia.com/mig-1g.10gb.me``."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
 def posix_user(value: str) -> str:
     if not _POSIX_USER.fullmatch(value):
         raise ValueError(f"{value!r} is not a user name (lowercase letters, digits, _ and -; 32 chars at most)")

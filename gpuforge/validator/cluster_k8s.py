@@ -13,7 +13,7 @@ from typing import Any
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import ManagedBy, MigStrategy
 from gpuforge.spec.nodes import Node, nodes_with
-from gpuforge.spec.types import k8s_name
+from gpuforge.spec.types import k8s_name, mig_resource
 from gpuforge.validator.cluster import ClusterData, cluster_check, sections
 from gpuforge.validator.node.base import BLOCKED, CRITICAL, FAIL, PASS, SKIP, Outcome
 
@@ -116,11 +116,6 @@ def k8s_ready(data: ClusterData, node: Node) -> Outcome:
 #: migEnabled value", "more than one MIG device type present on node").
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-
-
-def mig_resource(profile: str) -> str:
-    """The mixed strategy's resource name of a MIG profile (``1g.10gb+me`` -> ``nvidia.com/mig-1g.10gb.me``)."""
-    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
 
 
 def expected_gpu_resources(spec: Spec, node: Node) -> tuple[dict[str, int], str | None]:
