@@ -6,13 +6,30 @@
 - every ``image:`` of the bundled add-on manifests (pod network, queue controller);
 - the GPU Operator's component images from the bundled chart's own ``values.yaml``, merged with
   gpuforge's rendered values, so only the components the cluster enables are listed (an empty
-  ``version`` means the chart's ``appVersion``, as the chart's templates do).
+  ``version`` means the chart's ``appVersion``, as the chart's templates do);
+- Node Feature Discovery, the GPU Operator chart's dependency (``condition: nfd.enabled``, on by
+  default): from the subchart the archive carries (``charts/node-feature-discovery/``, or its
+  packaged ``.tgz``), else from the dependency version pinned in the chart's ``Chart.yaml``;
+- the images the cluster validator's active probe runs (the CUDA vectorAdd sample, and the
+  queue-admission job's image), read from the probe script itself.
 
 Each entry keeps a digest when the reference pins one (``@sha256:``); tags are marked as such.
+
+NFD (NVIDIA/gpu-operator v26.7.0, ``deployments/gpu-operator/``): ``Chart.yaml`` lists
+``dependencies: - name: node-feature-discovery, version: 0.19.0, repository:
+oci://registry.k8s.io/nfd/charts, condition: nfd.enabled``, ``values.yaml`` has ``nfd.enabled: true``
+and a ``node-feature-discovery:`` section without an image; the vendored
+``charts/node-feature-discovery/values.yaml`` has ``image.repository:
+registry.k8s.io/nfd/node-feature-discovery`` and an empty ``image.tag`` ("If not specified
+Chart.AppVersion will be used"; ``Chart.yaml`` ``appVersion: v0.19.0``), and every NFD template
+(master, worker, gc, topology-updater, post-delete job) runs ``{{ .Values.image.repository }}:{{
+.Values.image.tag | default .Chart.AppVersion }}``.
 """
 
 from __future__ import annotations
 
+import io
+import re
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +40,7 @@ import yaml
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec.model import Spec
+from gpuforge.validator import cluster_k8s
 
 KUBEADM_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 #: GPU Operator components that run in a (non-sandbox) GPU cluster, by values.yaml section.
@@ -30,6 +48,10 @@ OPERATOR_COMPONENTS = (
     "operator", "validator", "driver", "toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd",
     "migManager", "nodeStatusExporter", "gds", "gdrcopy",
 )  # fmt: skip
+#: The GPU Operator chart's NFD dependency (its name in ``Chart.yaml`` and its values section).
+NFD_CHART = "node-feature-discovery"
+#: NFD's image repository, as the NFD chart's values.yaml sets it (see the module docstring).
+NFD_IMAGE_REPOSITORY = "registry.k8s.io/nfd/node-feature-discovery"
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -62,17 +84,71 @@ def manifest_images(text: str) -> Iterator[str]:
         yield from walk(doc)
 
 
-def _chart_files(chart: Path) -> dict[str, str]:
-    """``Chart.yaml`` and ``values.yaml`` of a chart archive (top chart only)."""
+CHART_FILES = ("Chart.yaml", "values.yaml")
+
+
+def _read_chart(tar: tarfile.TarFile, prefix: str = "") -> dict[str, str]:
+    """``Chart.yaml`` and ``values.yaml`` of the chart in ``tar`` (``prefix`` + those names), and of
+    its NFD subchart as ``charts/node-feature-discovery/<name>``: unpacked, as ``helm package``
+    keeps a vendored subchart directory, or packaged as ``charts/node-feature-discovery-<v>.tgz``
+    (``helm dependency build``)."""
     files: dict[str, str] = {}
-    with tarfile.open(chart, "r:gz") as tar:
-        for member in tar.getmembers():
-            parts = member.name.split("/")
-            if member.isfile() and len(parts) == 2 and parts[1] in ("Chart.yaml", "values.yaml"):
-                data = tar.extractfile(member)
-                if data is not None:
-                    files[parts[1]] = data.read().decode()
+    sub = f"charts/{NFD_CHART}/"
+    for member in tar.getmembers():
+        parts = member.name.split("/")
+        if not member.isfile() or len(parts) < 2:
+            continue
+        rest = "/".join(parts[1:])
+        data = tar.extractfile(member)
+        if data is None:
+            continue
+        if rest in CHART_FILES or (rest.startswith(sub) and rest[len(sub) :] in CHART_FILES):
+            files[prefix + rest] = data.read().decode()
+        elif not prefix and re.fullmatch(rf"charts/{NFD_CHART}-[^/]*\.tgz", rest):
+            with tarfile.open(fileobj=io.BytesIO(data.read()), mode="r:gz") as nested:
+                for name, text in _read_chart(nested, sub).items():
+                    files.setdefault(name, text)
     return files
+
+
+def _chart_files(chart: Path) -> dict[str, str]:
+    """``Chart.yaml`` and ``values.yaml`` of a chart archive, and of its NFD subchart when the
+    archive carries it (``charts/node-feature-discovery/Chart.yaml`` and ``.../values.yaml``)."""
+    with tarfile.open(chart, "r:gz") as tar:
+        return _read_chart(tar)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _yaml(text: str | None) -> dict[str, Any]:
+    return _dict(yaml.safe_load(text or ""))
+
+
+def nfd_image(chart_yaml: dict[str, Any], values: dict[str, Any], files: dict[str, str]) -> dict[str, Any] | None:
+    """The NFD image the GPU Operator chart runs (None: ``nfd.enabled`` is false, or the chart has
+    no NFD dependency). ``values`` are the chart's values merged with gpuforge's."""
+    if _dict(values.get("nfd")).get("enabled") is False:
+        return None
+    deps = [d for d in chart_yaml.get("dependencies") or [] if isinstance(d, dict) and d.get("name") == NFD_CHART]
+    sub_chart = _yaml(files.get(f"charts/{NFD_CHART}/Chart.yaml"))
+    if not deps and not sub_chart:
+        return None
+    override = _dict(values.get(NFD_CHART))
+    if f"charts/{NFD_CHART}/values.yaml" in files:
+        sub_values = _merge(_yaml(files[f"charts/{NFD_CHART}/values.yaml"]), override)
+        app_version = str(sub_chart.get("appVersion") or "")
+        source = f"subchart {sub_chart.get('version', '?')}"
+    else:  # not bundled: the pinned dependency, with its chart's defaults (NFD_IMAGE_REPOSITORY, v<version>)
+        version = str((deps[0] if deps else {}).get("version") or sub_chart.get("version") or "")
+        sub_values = _merge({"image": {"repository": NFD_IMAGE_REPOSITORY}}, override)
+        app_version = f"v{version.lstrip('v')}" if version else ""
+        source = f"dependency {version or '?'}, values not in the archive"
+    image = _dict(sub_values.get("image"))
+    repository = str(image.get("repository") or NFD_IMAGE_REPOSITORY)
+    tag = str(image.get("tag") or app_version)
+    return _entry(f"{repository}:{tag}" if tag else repository, f"GPU Operator: {NFD_CHART} ({source})")
 
 
 def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
@@ -80,7 +156,8 @@ def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
     files = _chart_files(chart)
     if "values.yaml" not in files:
         raise ValueError(f"{chart.name}: no values.yaml in the chart archive")
-    app_version = str((yaml.safe_load(files.get("Chart.yaml", "")) or {}).get("appVersion", ""))
+    chart_yaml = _yaml(files.get("Chart.yaml"))
+    app_version = str(chart_yaml.get("appVersion", ""))
     values = _merge(yaml.safe_load(files["values.yaml"]) or {}, k8s.gpu_operator_values(spec))
     out = []
     for name in OPERATOR_COMPONENTS:
@@ -91,7 +168,20 @@ def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
         repository = str(section.get("repository") or "").rstrip("/")
         ref = f"{repository}/{section['image']}" if repository else str(section["image"])
         out.append(_entry(f"{ref}:{version}" if version else ref, f"GPU Operator: {name}"))
+    nfd = nfd_image(chart_yaml, values, files)
+    if nfd is not None:
+        out.append(nfd)
     return out
+
+
+def validator_images(spec: Spec) -> list[dict[str, Any]]:
+    """Every ``image:`` of the pods the cluster validator's active probe creates (``gpuforge
+    validate``: the CUDA vectorAdd sample on a GPU node, the queue-admission job)."""
+    if spec.kubernetes is None:
+        return []
+    script = cluster_k8s.probe_query(spec)
+    refs = re.findall(r"\bimage:\s*([^\s,}\"']+)", script)
+    return [_entry(ref, "gpuforge validate (cluster probe)") for ref in dict.fromkeys(refs)]
 
 
 def image_list(spec: Spec, out: Path) -> list[dict[str, Any]]:
@@ -108,6 +198,7 @@ def image_list(spec: Spec, out: Path) -> list[dict[str, Any]]:
             images += [_entry(ref, a.name) for ref in manifest_images(path.read_text())]
         elif a.name.endswith(".tgz"):
             images += operator_images(spec, path)
+    images += validator_images(spec)
     unique: dict[str, dict[str, Any]] = {}
     for i in images:
         unique.setdefault(i["image"], i)

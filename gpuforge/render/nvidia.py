@@ -16,7 +16,7 @@ import yaml
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.spec.dcgm import DCGM_DEFAULT_COUNTERS, DcgmCounter, dcgm_counter
 from gpuforge.spec.gpus import GpuModel
-from gpuforge.spec.model import ContainerEngine, ManagedBy, MigDevices, OsFamily, Role, Spec
+from gpuforge.spec.model import K8S_ROLES, ContainerEngine, ManagedBy, MigDevices, OsFamily, Role, Spec
 from gpuforge.spec.nodes import Node
 
 PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuforge.conf"
@@ -126,6 +126,23 @@ def engine_wanted(spec: Spec, node: Node) -> bool:
     return spec.container_runtime.engine is not ContainerEngine.NONE and bool(node.roles & CONTAINER_ROLES)
 
 
+def nvidia_default_runtime(spec: Spec, node: Node) -> bool:
+    """nvidia is the node's default container runtime: where the spec asks for it
+    (``container_runtime.nvidia_default``), and always on a Kubernetes node that carries the host's
+    toolkit.
+
+    GPU Operator docs (getting-started, "Pre-Installed NVIDIA GPU Drivers and NVIDIA Container
+    Toolkit", installed with ``toolkit.enabled=false``): "Before installing the Operator, ensure that
+    the default runtime is set to nvidia". The operator's own pods name the ``nvidia`` RuntimeClass
+    it creates, but a workload pod that does not (the validator's CUDA sample, users' jobs) runs
+    with containerd's default runtime, and under runc the device plugin's ``NVIDIA_VISIBLE_DEVICES``
+    gives it no GPU (``cdi.enabled`` is off with the host toolkit, see
+    ``gpuforge.render.kubernetes.operator_cdi``). Slurm nodes keep the spec's choice.
+    """
+    k8s_host_toolkit = spec.kubernetes is not None and bool(node.roles & K8S_ROLES) and toolkit_wanted(spec, node)
+    return spec.container_runtime.nvidia_default or k8s_host_toolkit
+
+
 def cdi_on_host(spec: Spec, node: Node) -> bool:
     """The host's toolkit writes this node's CDI spec (the MIG manager refreshes it after a layout change)."""
     return spec.container_runtime.cdi and toolkit_wanted(spec, node)
@@ -155,12 +172,14 @@ def containerd_config() -> str:
 
 
 @per_spec
-def containerd_nvidia_dropin(spec: Spec) -> str:
-    """/etc/containerd/conf.d/99-nvidia.toml: the nvidia runtime as nvidia-ctk writes it (config v2)."""
+def containerd_nvidia_dropin(spec: Spec, default: bool | None = None) -> str:
+    """/etc/containerd/conf.d/99-nvidia.toml: the nvidia runtime as nvidia-ctk writes it (config v2),
+    the default runtime when ``default`` (None: as ``container_runtime.nvidia_default`` says; per
+    node: :func:`nvidia_default_runtime`)."""
     return render_template(
         "nvidia/containerd-nvidia.toml.j2",
         header=_header(),
-        nvidia_default=spec.container_runtime.nvidia_default,
+        nvidia_default=spec.container_runtime.nvidia_default if default is None else default,
         runtime_bin=NVIDIA_RUNTIME_BIN,
     )
 
@@ -301,7 +320,8 @@ def _container_files(spec: Spec, node: Node) -> list[RenderedFile]:
     if engine is ContainerEngine.CONTAINERD:
         files = [RenderedFile(CONTAINERD_CONFIG, containerd_config())]
         if nvidia:
-            files.append(RenderedFile(CONTAINERD_NVIDIA_DROPIN, containerd_nvidia_dropin(spec)))
+            dropin = containerd_nvidia_dropin(spec, nvidia_default_runtime(spec, node))
+            files.append(RenderedFile(CONTAINERD_NVIDIA_DROPIN, dropin))
         return files
     if engine is ContainerEngine.DOCKER:
         return [RenderedFile(DOCKER_DAEMON_JSON, docker_daemon_json(spec, nvidia))]

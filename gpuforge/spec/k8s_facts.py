@@ -111,6 +111,24 @@ SOURCES: dict[str, Citation] = {
         "From the Binary Releases: download helm-<version>-linux-amd64.tar.gz (get.helm.sh, linked from the GitHub "
         "releases), 'tar -zxvf ...', 'mv linux-amd64/helm /usr/local/bin/helm'",
     ),
+    "helm-history": Citation(
+        "helm history (helm.sh/docs/helm/helm_history); helm/helm v3.16.3 cmd/helm/history.go",
+        "https://helm.sh/docs/helm/helm_history/",
+        "'History prints historical revisions for a given release'; '--max int maximum number of revision to "
+        "include in history'; '-o, --output format ... Allowed values: table, json, yaml'. history.go: the "
+        "newest --max revisions, each 'releaseInfo' with json fields revision (int), updated, status, chart, "
+        "app_version, description, encoded in one line (output.EncodeJSON); a release that does not exist "
+        "fails with driver.ErrReleaseNotFound 'release: not found'. helm's own 'upgrade --install' decides "
+        "install vs upgrade with the same History query (cmd/helm/upgrade.go: histClient.Max = 1)",
+    ),
+    "helm-status": Citation(
+        "helm status (helm.sh/docs/helm/helm_status); helm/helm v3.16.3 pkg/release/status.go",
+        "https://helm.sh/docs/helm/helm_status/",
+        "'state of the release (can be: unknown, deployed, uninstalled, superseded, failed, uninstalling, "
+        "pending-install, pending-upgrade or pending-rollback)'; 'revision of the release'. 'helm status -o json' "
+        "prints the whole release (chart templates, values, manifest): gpuforge reads 'helm history --max 1' "
+        "instead, which carries the same revision and status",
+    ),
     "gpu-operator-install": Citation(
         "NVIDIA GPU Operator: Install NVIDIA GPU Operator",
         "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/install-gpu-operator.html",
@@ -220,6 +238,19 @@ def helm_tarball(version: str) -> tuple[str, str]:
     """(file name, URL) of the helm release for linux-amd64 (helm-install)."""
     name = f"helm-v{version.lstrip('v')}-linux-amd64.tar.gz"
     return name, f"https://get.helm.sh/{name}"
+
+
+#: A helm release in this state is installed as its revision says (helm-status); any other state
+#: (failed, pending-*, uninstalled, ...) is repaired by running ``helm upgrade --install`` again.
+HELM_RELEASE_DEPLOYED = "deployed"
+#: ``sed -n`` script that prints the revision of ``helm history --max 1 -o json`` output
+#: (helm-history: ``[{"revision":<n>,...}]`` on one line); prints nothing for any other output.
+HELM_HISTORY_REVISION_SED = r's/^\[{"revision":\([0-9][0-9]*\)[,}].*/\1/p'
+
+
+def helm_history_latest_args(release: str, namespace: str) -> list[str]:
+    """helm's arguments for the newest revision of ``release`` as JSON (helm-history)."""
+    return ["history", release, "--namespace", namespace, "--max", "1", "-o", "json"]
 
 
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"

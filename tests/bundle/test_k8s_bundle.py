@@ -150,8 +150,10 @@ def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, tmp_path: Path
         assert (out / "artifacts" / name).read_bytes() == data
     assert verify_bundle(out) == []
 
-    # The images a site mirrors: kubeadm's, the manifests', and the GPU Operator components this
-    # cluster enables, read from the chart's own values.yaml (host driver and toolkit: not those).
+    # The images a site mirrors: kubeadm's, the manifests', the GPU Operator components this
+    # cluster enables, read from the chart's own values.yaml (host driver and toolkit: not those),
+    # NFD (the chart's dependency; this archive carries no subchart: the pinned dependency version),
+    # and what gpuforge validate's cluster probe runs (CUDA sample; Kueue admission job).
     listed = [line.split("\t") for line in (out / "images.txt").read_text().splitlines() if line[:1] != "#"]
     images = {image: why for image, why, _ in listed}
     assert images == {
@@ -164,6 +166,11 @@ def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, tmp_path: Path
         "nvcr.io/nvidia/gpu-operator:v26.7.0": "GPU Operator: operator",
         "nvcr.io/nvidia/k8s-device-plugin:v0.20.0": "GPU Operator: devicePlugin",
         "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless": "GPU Operator: dcgmExporter",
+        "registry.k8s.io/nfd/node-feature-discovery:v0.19.0": (
+            "GPU Operator: node-feature-discovery (dependency 0.19.0, values not in the archive)"
+        ),
+        "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04": "gpuforge validate (cluster probe)",
+        "registry.k8s.io/pause:3.10": "gpuforge validate (cluster probe)",
     }
     assert all(digest.startswith("tag only") for _, _, digest in listed)
     assert "kubeadm config images list --kubernetes-version v1.31.4" in (out / "images.txt").read_text()

@@ -1,10 +1,12 @@
 """Cluster add-ons on the first control plane (pod network, helm, GPU Operator, queue controller, queues,
-node labels): facts (stamps) in, exact steps out; applied again only when their inputs change."""
+node labels): facts (stamps, the live GPU Operator release) in, exact steps out; applied again only when
+their inputs change, or (the GPU Operator) when its release is not the one gpuforge installed."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,8 @@ import pytest
 import yaml
 
 from gpuforge.deploy.converge import LayerFacts, StepKind
-from gpuforge.deploy.layers.k8s_addons import STAMP_DIR, addons, addons_layer
+from gpuforge.deploy.facts.layer import CommandRead, layer_state_command, parse_layer_state
+from gpuforge.deploy.layers.k8s_addons import HELM, STAMP_DIR, addons, addons_layer
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.load import parse_spec
@@ -21,6 +24,24 @@ from tests.conftest import REPO
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
 ADMIN = "KUBECONFIG=/etc/kubernetes/admin.conf"
+OPERATOR_STAMP = f"{STAMP_DIR}/gpu-operator.applied"
+RELEASE = "helm-release:gpu-operator/gpu-operator"
+HISTORY = f"{ADMIN} /usr/local/bin/helm history gpu-operator --namespace gpu-operator --max 1 -o json"
+
+
+def history(revision: int, status: str = "deployed") -> str:
+    """``helm history gpu-operator --max 1 -o json`` output, shaped as helm v3.16.3 encodes it
+    (cmd/helm/history.go: a one-line JSON list of releaseInfo {revision, updated, status, chart,
+    app_version, description}). Written from that source, not recorded from a live cluster."""
+    entry = {
+        "revision": revision,
+        "updated": "2026-07-20T10:15:13.123456789Z",
+        "status": status,
+        "chart": "gpu-operator-v26.7.0",
+        "app_version": "v26.7.0",
+        "description": "Upgrade complete" if status == "deployed" else 'Upgrade "gpu-operator" failed',
+    }
+    return json.dumps([entry], separators=(",", ":")) + "\n"
 
 
 def load(mutate: Any = None, base_dir: Path | None = None) -> Any:
@@ -30,16 +51,21 @@ def load(mutate: Any = None, base_dir: Path | None = None) -> Any:
     return parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=base_dir or K8S.parent)
 
 
-def plan(spec: Any, stamps: dict[str, str] | None = None) -> list[Any]:
+def plan(spec: Any, stamps: dict[str, str | None] | None = None) -> list[Any]:
     first = next(n for n in resolve_nodes(spec) if n.name == "kcp1")
     layer = addons_layer(spec, first)
     assert layer.after is not None
     return list(layer.after(LayerFacts(contents=dict(stamps or {})), set()))
 
 
-def applied(spec: Any) -> dict[str, str]:
-    """The stamps a run that applied every add-on of ``spec`` leaves."""
-    return {a.stamp: a.digest + "\n" for a in addons(spec)}
+def applied(spec: Any, revision: int = 3) -> dict[str, str | None]:
+    """What a node reads after a run that applied every add-on of ``spec`` (the GPU Operator at
+    release ``revision``): the stamps, and the live release."""
+    facts: dict[str, str | None] = {
+        a.stamp: a.digest + (f" revision:{revision}" if a.release else "") + "\n" for a in addons(spec)
+    }
+    facts[RELEASE] = history(revision)
+    return facts
 
 
 def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
@@ -59,7 +85,9 @@ def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
         f"{ADMIN} /usr/local/bin/helm upgrade --install gpu-operator gpu-operator --namespace gpu-operator "
         "--create-namespace --version v26.7.0 -f /etc/gpuforge/k8s/gpu-operator-values.yaml "
         "--repo https://helm.ngc.nvidia.com/nvidia --wait --timeout 15m && "
-        f"install -d -m 0755 {STAMP_DIR} && echo 'v26.7.0 values:{values_sha}' > {STAMP_DIR}/gpu-operator.applied"
+        f"rev=$({HISTORY} | sed -n 's/^\\[{{\"revision\":\\([0-9][0-9]*\\)[,}}].*/\\1/p') && "
+        f'test -n "$rev" && install -d -m 0755 {STAMP_DIR} && '
+        f"echo 'v26.7.0 values:{values_sha}'\" revision:$rev\" > {STAMP_DIR}/gpu-operator.applied"
     )
     assert steps[3].command is not None and steps[3].command.endswith(
         f"{ADMIN} kubectl wait deploy/kueue-controller-manager -n kueue-system --for=condition=available "
@@ -71,8 +99,141 @@ def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
 
 
 def test_nothing_is_applied_again_without_a_change() -> None:
+    """Same digests, and the GPU Operator release deployed at the revision its stamp recorded."""
     spec = load()
     assert plan(spec, applied(spec)) == []
+
+
+def test_the_live_release_is_read_in_the_same_round_trip_as_the_stamps() -> None:
+    spec = load()
+    layer = addons_layer(spec, next(n for n in resolve_nodes(spec) if n.name == "kcp1"))
+    reads = [p for p in layer.read_paths if isinstance(p, CommandRead)]
+    assert [(str(r), r.command) for r in reads] == [(RELEASE, HISTORY)]
+    assert [p for p in layer.read_paths if not isinstance(p, CommandRead)] == [a.stamp for a in addons(spec)]
+    command = layer_state_command([], [], [], [], layer.read_paths)
+    assert command.count("__section=") == 1  # one fact, one command
+    assert f'echo "{RELEASE}=$({{ {HISTORY}; }} 2>/dev/null | base64 -w0)"' in command
+
+
+def operator_only(steps: list[Any]) -> Any:
+    (step,) = steps
+    assert step.summary.startswith("apply GPU Operator v26.7.0")
+    assert "helm upgrade --install gpu-operator" in (step.command or "")
+    return step
+
+
+def test_an_uninstalled_release_is_installed_again_although_its_stamp_is_current() -> None:
+    """``helm uninstall`` removes the release: helm history prints nothing (release: not found)."""
+    spec = load()
+    facts = applied(spec)
+    facts[RELEASE] = None
+    step = operator_only(plan(spec, facts))
+    assert step.summary.endswith(": release gpu-operator not found in namespace gpu-operator")
+
+
+def test_a_release_changed_by_hand_is_upgraded_again() -> None:
+    """A rollback or a manual upgrade makes a new revision: not the one gpuforge recorded."""
+    spec = load()
+    facts = applied(spec, revision=3)
+    facts[RELEASE] = history(5)
+    step = operator_only(plan(spec, facts))
+    assert step.summary.endswith(": release gpu-operator is at revision 5, gpuforge applied revision 3")
+
+
+@pytest.mark.parametrize("status", ["failed", "pending-upgrade", "uninstalled", "superseded", "unknown"])
+def test_a_release_that_is_not_deployed_is_upgraded_again(status: str) -> None:
+    spec = load()
+    facts = applied(spec, revision=3)
+    facts[RELEASE] = history(3, status)
+    step = operator_only(plan(spec, facts))
+    assert step.summary.endswith(f": release gpu-operator is {status} (revision 3)")
+
+
+def test_a_stamp_without_a_revision_runs_helm_once_more() -> None:
+    """A stamp that records no release revision (an older gpuforge wrote it) cannot be compared."""
+    spec = load()
+    facts = applied(spec)
+    facts[OPERATOR_STAMP] = next(a.digest for a in addons(spec) if a.name == "gpu-operator") + "\n"
+    step = operator_only(plan(spec, facts))
+    assert step.summary.endswith("/etc/gpuforge/k8s/gpu-operator-values.yaml)")  # no drift reason: stamp differs
+
+
+def test_unreadable_history_output_counts_as_no_release() -> None:
+    spec = load()
+    facts = applied(spec)
+    facts[RELEASE] = "Error: Kubernetes cluster unreachable\n"
+    operator_only(plan(spec, facts))
+
+
+FAKE_HELM = """#!/bin/sh
+# history <release> --namespace <ns> --max 1 -o json: what $FAKE_HISTORY holds, or helm's error
+[ "$1" = history ] || exit 2
+if [ -s "$FAKE_HISTORY" ]; then cat "$FAKE_HISTORY"; else echo 'Error: release: not found' >&2; exit 1; fi
+"""
+
+
+def on_node(tmp_path: Path, command: str, history_output: str | None) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a shell with a fake helm (and the stamps under ``tmp_path``)."""
+    helm = tmp_path / "helm"
+    helm.write_text(FAKE_HELM)
+    helm.chmod(0o755)
+    (tmp_path / "history.json").write_text(history_output or "")
+    script = command.replace(HELM, str(helm)).replace(STAMP_DIR, str(tmp_path / "k8s"))
+    env = {**os.environ, "FAKE_HISTORY": str(tmp_path / "history.json")}
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, check=False)
+
+
+@pytest.mark.parametrize(
+    ("live", "stamp_revision", "helm_runs"),
+    [(history(3), 3, False), (history(4), 3, True), (history(3, "failed"), 3, True), (None, 3, True)],
+    ids=["same-revision", "other-revision", "failed", "missing"],
+)
+def test_the_fact_read_on_a_node_decides_as_the_plan_does(
+    tmp_path: Path, live: str | None, stamp_revision: int, helm_runs: bool
+) -> None:
+    """The layer's fact command, run by a shell against a fake helm, parsed by the fact's parser."""
+    spec = load()
+    layer = addons_layer(spec, next(n for n in resolve_nodes(spec) if n.name == "kcp1"))
+    (tmp_path / "k8s").mkdir()
+    for path, text in applied(spec, stamp_revision).items():
+        if path.startswith(STAMP_DIR):
+            (tmp_path / "k8s" / Path(path).name).write_text(text or "")
+    out = on_node(tmp_path, layer_state_command([], [], [], [], layer.read_paths), live)
+    assert out.returncode == 0, out.stderr
+    facts = parse_layer_state(out.stdout.splitlines())
+    facts.contents = {k.replace(str(tmp_path / "k8s"), STAMP_DIR): v for k, v in facts.contents.items()}
+    assert facts.contents[RELEASE] == live
+    assert layer.after is not None
+    steps = layer.after(facts, set())
+    assert [s.summary.split(" (")[0] for s in steps] == (["apply GPU Operator v26.7.0"] if helm_runs else [])
+
+
+def test_the_stamp_records_the_revision_helm_reports_after_the_upgrade(tmp_path: Path) -> None:
+    spec = load()
+    operator = next(a for a in addons(spec) if a.name == "gpu-operator")
+    out = on_node(tmp_path, operator.stamp_command(), history(7))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "k8s" / "gpu-operator.applied").read_text() == f"{operator.digest} revision:7\n"
+    # read back, the same digest and revision need no helm
+    facts = applied(spec)
+    facts[OPERATOR_STAMP] = (tmp_path / "k8s" / "gpu-operator.applied").read_text()
+    facts[RELEASE] = history(7)
+    assert plan(spec, facts) == []
+
+
+def test_no_revision_after_the_upgrade_fails_and_leaves_no_stamp(tmp_path: Path) -> None:
+    spec = load()
+    operator = next(a for a in addons(spec) if a.name == "gpu-operator")
+    out = on_node(tmp_path, operator.stamp_command(), None)
+    assert out.returncode != 0
+    assert not (tmp_path / "k8s" / "gpu-operator.applied").exists()
+
+
+def test_command_read_keys_are_plain_words() -> None:
+    with pytest.raises(ValueError, match="letters, digits"):
+        CommandRead('a"b', "true")
+    with pytest.raises(ValueError, match="letters, digits"):
+        CommandRead("a=b", "true")
 
 
 def test_changed_values_run_helm_again_and_nothing_else() -> None:

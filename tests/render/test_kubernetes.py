@@ -4,6 +4,7 @@ config examples and the Kueue / Volcano CRDs (``../shared/reference/upstream/``)
 from __future__ import annotations
 
 import copy
+import tomllib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from gpuforge.render import kubernetes as k8s
+from gpuforge.render import nvidia
 from gpuforge.render.files import Secrets
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.model import Spec
@@ -141,6 +143,20 @@ def test_time_slicing_off_and_single_strategy() -> None:
     single = k8s.time_slicing_config(operator(time_slicing_replicas=2, mig_strategy="single"))
     assert single is not None
     assert single["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}]
+
+
+def test_time_slicing_names_a_media_extension_profile_as_the_device_plugin_does() -> None:
+    """Mixed strategy: "+" in a MIG profile is "." in the device plugin's resource name (rm.go)."""
+
+    def with_me(d: dict[str, Any]) -> None:
+        d["mig"]["configs"]["all-1g"] = [{"devices": "all", "mig_devices": {"1g.10gb+me": 1, "1g.10gb": 6}}]
+        d["kubernetes"]["gpu_operator"].update(time_slicing_replicas=2)
+
+    config = k8s.time_slicing_config(variant(with_me))
+    assert config is not None
+    assert [r["name"] for r in config["sharing"]["timeSlicing"]["resources"]] == [
+        "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-1g.10gb.me",
+    ]  # fmt: skip
 
 
 def test_helm_argv() -> None:
@@ -390,3 +406,60 @@ def test_deterministic() -> None:
     assert first and first == _render_all(inventory("k8s-gpu-operator"))
     ts = operator(time_slicing_replicas=3)
     assert _render_all(ts) == _render_all(operator(time_slicing_replicas=3))
+
+
+# --------------------------------------------------------------------------- containerd on Kubernetes GPU nodes
+
+
+def containerd_of(spec: Spec, name: str) -> dict[str, Any]:
+    """containerd's effective CRI config on ``name`` (config.toml and the nvidia drop-in, merged
+    key by key as containerd 2.x does; 1.x replaces the CRI section with the drop-in's, which
+    repeats runc, so both give the same runtimes and default)."""
+    node = next(n for n in resolve_nodes(spec) if n.name == name)
+    files = {f.path: f.data for f in nvidia.nvidia_files(spec, node, SECRETS)}
+    merged = tomllib.loads(files[nvidia.CONTAINERD_CONFIG].decode())
+    if nvidia.CONTAINERD_NVIDIA_DROPIN in files:
+        dropin = tomllib.loads(files[nvidia.CONTAINERD_NVIDIA_DROPIN].decode())
+        merged = merge_deep(merged, dropin)
+    cri: dict[str, Any] = merged["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    return cri
+
+
+def merge_deep(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = merge_deep(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def test_kubernetes_gpu_nodes_with_the_host_toolkit_run_nvidia_as_the_default_runtime() -> None:
+    """GPU Operator docs, "Pre-Installed NVIDIA GPU Drivers and NVIDIA Container Toolkit" (driver.enabled=false,
+    toolkit.enabled=false): "ensure that the default runtime is set to nvidia". A pod without
+    runtimeClassName (the validator's CUDA sample) otherwise runs under runc and sees no GPU."""
+    spec = inventory("k8s-gpu-operator")
+    assert not spec.container_runtime.nvidia_default  # the spec does not ask for it: Kubernetes needs it
+    assert not k8s.gpu_operator_values(spec)["toolkit"]["enabled"]
+    for name in ("kgpu01", "kinf01"):
+        cri = containerd_of(spec, name)
+        assert cri["default_runtime_name"] == "nvidia"
+        assert cri["runtimes"]["nvidia"]["options"]["BinaryName"] == nvidia.NVIDIA_RUNTIME_BIN
+        assert set(cri["runtimes"]) == {"nvidia", "runc"}
+    for name in ("kcp1", "kmon1"):  # no GPU: no nvidia runtime
+        cri = containerd_of(spec, name)
+        assert (cri["default_runtime_name"], set(cri["runtimes"])) == ("runc", {"runc"})
+
+
+def test_the_operators_toolkit_configures_the_runtime_itself() -> None:
+    """toolkit: operator: the host gets no nvidia runtime (the toolkit container sets it up)."""
+    spec = operator(toolkit="operator")
+    cri = containerd_of(spec, "kgpu01")
+    assert (cri["default_runtime_name"], set(cri["runtimes"])) == ("runc", {"runc"})
+
+
+@pytest.mark.parametrize("default", [False, True])
+def test_slurm_gpu_nodes_keep_the_specs_choice(default: bool) -> None:
+    spec = helpers.variant("slurm-h100", lambda d: d["container_runtime"].update(nvidia_default=default))
+    gpu = next(n for n in resolve_nodes(spec) if n.hardware.gpu is not None and n.name.startswith("gpu"))
+    cri = containerd_of(spec, gpu.name)
+    assert set(cri["runtimes"]) == {"nvidia", "runc"}
+    assert cri["default_runtime_name"] == ("nvidia" if default else "runc")

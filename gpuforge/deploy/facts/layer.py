@@ -1,12 +1,15 @@
 """One round trip per layer: packages, files, units, accounts and chosen file contents.
 
 Composes the commands and parsers of the small facts (packages, files, systemd) so that
-a layer's whole state on a host costs a single SSH command.
+a layer's whole state on a host costs a single SSH command. A ``read_paths`` entry may also
+be a :class:`CommandRead`: the output of a read-only command (the live state of a helm
+release), read in the same round trip as the files.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import shlex
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +23,30 @@ from gpuforge.probes.packages import dpkg_query_command, parse_dpkg_query, rpm_q
 from gpuforge.probes.systemd import parse_systemctl_show, unit_states_command
 
 SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg", "pending")
+
+
+class CommandRead(str):
+    """A ``read_paths`` entry that reads a command's standard output instead of a file.
+
+    The string itself is the key the output is found under in ``LayerFacts.contents`` (None when
+    the command prints nothing, e.g. it fails); ``command`` is the read-only shell command. Keys
+    are plain words (letters, digits, ``_./:-``): they are echoed unquoted beside the output.
+    """
+
+    command: str
+
+    def __new__(cls, key: str, command: str) -> CommandRead:
+        if not re.fullmatch(r"[A-Za-z0-9_./:-]+", key):
+            raise ValueError(f"command read key {key!r}: letters, digits and _./:- only")
+        read = super().__new__(cls, key)
+        read.command = command
+        return read
+
+
+def _read_content(p: str) -> str:
+    if isinstance(p, CommandRead):
+        return f'echo "{p}=$({{ {p.command}; }} 2>/dev/null | base64 -w0)"'
+    return f'echo "{p}=$(base64 -w0 {shlex.quote(p)} 2>/dev/null || echo -)"'
 
 
 def _section(name: str) -> str:
@@ -52,7 +79,7 @@ def layer_state_command(
         parts += [f'echo "{a}=$(id -u {shlex.quote(a)} 2>/dev/null)"' for a in accounts]
     if read_paths:
         parts += [_section("contents")]
-        parts += [f'echo "{p}=$(base64 -w0 {shlex.quote(p)} 2>/dev/null || echo -)"' for p in read_paths]
+        parts += [_read_content(p) for p in read_paths]
     return "; ".join(parts) or "true"
 
 

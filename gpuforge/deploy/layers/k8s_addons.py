@@ -7,15 +7,23 @@ the add-on's command succeeded. A re-run with the same spec runs none of them; a
 run leaves the old stamp, so the next run applies again (every command here is idempotent:
 ``kubectl apply``, ``helm upgrade --install``, ``kubectl label --overwrite``). Upstream facts
 (URLs, commands) are :mod:`gpuforge.spec.k8s_facts`.
+
+An add-on installed as a helm release (the GPU Operator) is also compared with the live release,
+read in the same round trip as the stamps (``helm history --max 1 -o json``): its stamp records
+the release revision helm reported right after the upgrade, and helm runs again when the release
+is missing, not ``deployed``, or at another revision than the stamp's (someone uninstalled, rolled
+back or upgraded it by hand).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 from dataclasses import dataclass
 
 from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.facts.layer import CommandRead
 from gpuforge.deploy.layers.nvidia.common import unavailable_step, upload_file
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubeadm as cfg
@@ -30,6 +38,41 @@ STAMP_DIR = "/var/lib/gpuforge/k8s"
 KUBECONFIG = f"KUBECONFIG={k8s_facts.ADMIN_CONF}"
 HELM = "/usr/local/bin/helm"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+#: Between the digest and the release revision in a helm add-on's stamp.
+REVISION_MARK = " revision:"
+
+
+@dataclass(frozen=True)
+class HelmRelease:
+    """The helm release an add-on installs; its live state is read beside the stamps."""
+
+    name: str
+    namespace: str
+
+    @property
+    def history(self) -> str:
+        """The release's newest revision as JSON; nothing on stdout when there is no release."""
+        argv = [HELM, *k8s_facts.helm_history_latest_args(self.name, self.namespace)]
+        return " ".join([KUBECONFIG, *(shlex.quote(x) for x in argv)])
+
+    @property
+    def key(self) -> str:
+        """Where the layer's facts hold the history JSON (``LayerFacts.contents``; None: no release)."""
+        return f"helm-release:{self.namespace}/{self.name}"
+
+    @property
+    def read(self) -> CommandRead:
+        """The fact read, in the same round trip as the stamps."""
+        return CommandRead(self.key, self.history)
+
+    def stamp_command(self, digest: str, stamp: str) -> str:
+        """Write ``<digest> revision:<n>`` with the revision helm reports now (after the upgrade);
+        fails, leaving no stamp, when helm reports none."""
+        sed = shlex.quote(k8s_facts.HELM_HISTORY_REVISION_SED)
+        return (
+            f'rev=$({self.history} | sed -n {sed}) && test -n "$rev" && install -d -m 0755 {STAMP_DIR} && '
+            f'echo {shlex.quote(digest)}"{REVISION_MARK}$rev" > {stamp}'
+        )
 
 
 @dataclass(frozen=True)
@@ -44,10 +87,18 @@ class AddOn:
     reason: str | None = None
     pushed: tuple[RenderedFile, ...] = ()
     """Bundle files the command needs on the node (offline mode)."""
+    release: HelmRelease | None = None
+    """The helm release the command installs (its live state is compared too)."""
 
     @property
     def stamp(self) -> str:
         return f"{STAMP_DIR}/{self.name}.applied"
+
+    def stamp_command(self) -> str:
+        """Records that the command succeeded (and, for a helm release, its revision)."""
+        if self.release is not None:
+            return self.release.stamp_command(self.digest, self.stamp)
+        return f"install -d -m 0755 {STAMP_DIR} && echo {shlex.quote(self.digest)} > {self.stamp}"
 
 
 def _sha(text: str | bytes) -> str:
@@ -98,17 +149,18 @@ def gpu_operator_addon(s: Spec) -> AddOn:
     values = k8s.gpu_operator_values_yaml(s)
     digest = f"{version} values:{_sha(values)}"
     summary = f"GPU Operator {version} (helm upgrade --install, values {k8s.GPU_OPERATOR_VALUES})"
+    release = HelmRelease(k8s.GPU_OPERATOR_RELEASE, k8s.kubernetes_section(s).gpu_operator.namespace)
     mode = s.sources.mode
     pushed: tuple[RenderedFile, ...] = ()
     if mode is SourceMode.OFFLINE:
         a = arts.gpu_operator_chart_artifact(s)
         fetch, pushed = _fetch(a)
         if fetch is None:
-            return AddOn("gpu-operator", summary, digest, None, a.reason)
+            return AddOn("gpu-operator", summary, digest, None, a.reason, release=release)
         chart, repo = [a.node_path], [f"{fetch} &&"]
     elif mode is SourceMode.MIRROR and not s.sources.mirrors.helm:
         reason = "mirror mode without sources.mirrors.helm: no source for the GPU Operator chart"
-        return AddOn("gpu-operator", summary, digest, None, reason)
+        return AddOn("gpu-operator", summary, digest, None, reason, release=release)
     else:
         url = str(s.sources.mirrors.helm).rstrip("/") if mode is SourceMode.MIRROR else k8s_facts.GPU_OPERATOR_REPO
         chart, repo = [k8s_facts.GPU_OPERATOR_CHART_NAME, "--repo", url], []
@@ -116,7 +168,7 @@ def gpu_operator_addon(s: Spec) -> AddOn:
     argv[0] = HELM
     argv += [*chart[1:], "--wait", "--timeout", "15m"]
     command = " ".join([*repo, KUBECONFIG, *(shlex.quote(x) for x in argv)])
-    return AddOn("gpu-operator", summary, digest, command, pushed=pushed)
+    return AddOn("gpu-operator", summary, digest, command, pushed=pushed, release=release)
 
 
 def queue_controller_addon(s: Spec) -> AddOn:
@@ -173,18 +225,66 @@ def addons(s: Spec) -> list[AddOn]:
     return out
 
 
+def live_release(history: str | None) -> tuple[int, str] | None:
+    """(revision, status) of a release's newest revision from ``helm history --max 1 -o json``;
+    None when there is no release (helm printed nothing) or the output is not that list."""
+    try:
+        entries = json.loads(history or "")
+    except ValueError:
+        return None
+    if not isinstance(entries, list):
+        return None
+    revisions = [e for e in entries if isinstance(e, dict) and isinstance(e.get("revision"), int)]
+    if not revisions:
+        return None
+    newest = max(revisions, key=lambda e: int(e["revision"]))
+    return int(newest["revision"]), str(newest.get("status", ""))
+
+
+def release_drift(a: AddOn, facts: LayerFacts) -> str | None:
+    """Why ``a`` must be applied again although its stamp's digest is current (None: it need not).
+
+    For a helm release: the live release is missing, not ``deployed``, or at another revision
+    than the one recorded when gpuforge last applied it."""
+    if a.release is None:
+        return None
+    _, _, recorded = (facts.contents.get(a.stamp) or "").strip().rpartition(REVISION_MARK)
+    live = live_release(facts.contents.get(a.release.key))
+    if live is None:
+        return f"release {a.release.name} not found in namespace {a.release.namespace}"
+    revision, status = live
+    if status != k8s_facts.HELM_RELEASE_DEPLOYED:
+        return f"release {a.release.name} is {status or 'in no state'} (revision {revision})"
+    if str(revision) != recorded:
+        return f"release {a.release.name} is at revision {revision}, gpuforge applied revision {recorded or '?'}"
+    return None
+
+
+def _stamped(a: AddOn, facts: LayerFacts) -> bool:
+    """The stamp holds the add-on's current digest (and, for a helm release, a revision)."""
+    stamp = (facts.contents.get(a.stamp) or "").strip()
+    if a.release is None:
+        return stamp == a.digest
+    digest, mark, _ = stamp.rpartition(REVISION_MARK)
+    return bool(mark) and digest == a.digest
+
+
 def addon_steps(items: list[AddOn], facts: LayerFacts) -> list[Step]:
-    """The add-ons whose stamp differs; nothing after one that has no source (later ones may need it)."""
+    """The add-ons whose stamp differs or whose live release drifted from it; nothing after one
+    that has no source (later ones may need it)."""
     steps: list[Step] = []
     for a in items:
-        if (facts.contents.get(a.stamp) or "").strip() == a.digest:
-            continue
+        why = None
+        if _stamped(a, facts):
+            why = release_drift(a, facts)
+            if why is None:
+                continue
         if a.command is None:
             steps.append(unavailable_step(a.summary, a.reason))
             break
         steps += [Step(StepKind.UPLOAD, f"write {f.path} (bundle)", upload=f) for f in a.pushed]
-        stamp = f"install -d -m 0755 {STAMP_DIR} && echo {shlex.quote(a.digest)} > {a.stamp}"
-        steps.append(Step(StepKind.INSTALL, f"apply {a.summary}", f"{a.command} && {stamp}"))
+        summary = f"apply {a.summary}" + (f": {why}" if why else "")
+        steps.append(Step(StepKind.INSTALL, summary, f"{a.command} && {a.stamp_command()}"))
     return steps
 
 
@@ -194,8 +294,9 @@ def addons_layer(s: Spec, n: Node) -> Layer:
     if s.kubernetes is None or first is None or first.name != n.name:
         return Layer.empty("kubernetes-addons")
     items = addons(s)
+    releases = tuple(a.release.read for a in items if a.release is not None)
     return Layer(
         "kubernetes-addons",
-        read_paths=tuple(a.stamp for a in items),
+        read_paths=(*(a.stamp for a in items), *releases),
         after=lambda facts, changed: addon_steps(items, facts),
     )
