@@ -185,8 +185,8 @@ class Versions(StrictModel):
     container_toolkit: str = live("1.17.8", "NVIDIA container toolkit (all four packages)", pattern=VERSION)
     enroot: str = live("3.5.0", "enroot release", pattern=VERSION)
     pyxis: str = rolling("0.20.0", "pyxis release (built against the installed Slurm)", pattern=VERSION)
-    dcgm: str = live("4.2.3", "DCGM (datacenter-gpu-manager-4)", pattern=VERSION)
-    dcgm_exporter: str = live("4.2.3-4.1.3", "dcgm-exporter release", pattern=VERSION)
+    dcgm: str = live("4.4.2", "DCGM (datacenter-gpu-manager-4)", pattern=VERSION)
+    dcgm_exporter: str = live("4.4.2-4.7.1", "dcgm-exporter release", pattern=VERSION)
     mig_manager: str = live(
         "0.9.1", "nvidia-mig-manager release (NVIDIA/mig-parted's .deb/.rpm release files)", pattern=VERSION
     )

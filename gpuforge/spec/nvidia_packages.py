@@ -142,6 +142,29 @@ SOURCES: dict[str, Citation] = {
         "github.com/NVIDIA/dcgm-exporter README.md (tags such as 4.2.3-4.1.3; Makefile NEW_DCGM_VERSION)",
         "release tags are '<DCGM version>-<exporter version>': the exporter is built against that DCGM",
     ),
+    "dcgm-cuda13-packaging": Citation(
+        "NVIDIA/DCGM (the open-source tree of each DCGM release)",
+        "github.com/NVIDIA/DCGM cmake/packaging.cmake at tags v4.0.0, v4.3.1 and v4.4.1",
+        "v4.0.0 to v4.3.1 name only CPACK_DEBIAN_CUDA11_PACKAGE_NAME / CUDA12 ('${CPACK_PACKAGE_NAME}-cuda11', "
+        "'-cuda12'); "
+        "v4.4.1 adds 'set(CPACK_DEBIAN_CUDA13_PACKAGE_NAME \"${CPACK_PACKAGE_NAME}-cuda13\")' and "
+        "CPACK_RPM_CUDA13_PACKAGE_NAME, 'binaries supporting CUDA13 environments' (4.4.0 was not tagged there)",
+    ),
+    "dcgm-4.4-cuda13": Citation(
+        "NVIDIA/DCGM pull request #249 'DCGM 4.3.1'; NVIDIA/dcgm-exporter release 4.4.0-4.5.0 (pull request #545)",
+        "github.com/NVIDIA/DCGM/pull/249 (comment, 2025-08-16); "
+        "github.com/NVIDIA/dcgm-exporter/releases/tag/4.4.0-4.5.0, hack/VERSION at that tag",
+        "'DCGM 4.3.1 does not provide full CUDA 13 support. DCGM 4.4.0 will be open-sourced right after'; "
+        "4.4.0-4.5.0: 'Update to DCGM 4.4 and Cuda 13.0' (NEW_DCGM_VERSION=4.4.0, OLD_DCGM_VERSION=4.3.1): "
+        "DCGM 4.4.0 is the first release with the CUDA 13 packages",
+    ),
+    "dcgm-exporter-4.4.2-4.7.1": Citation(
+        "NVIDIA/dcgm-exporter tag 4.4.2-4.7.1; NVIDIA/gpu-operator pull request #1926",
+        "github.com/NVIDIA/dcgm-exporter hack/VERSION at tag 4.4.2-4.7.1 ('Update version to 4.4.2-4.7.1 (#597)'); "
+        "github.com/NVIDIA/gpu-operator/pull/1926; github.com/NVIDIA/DCGM tag v4.4.2",
+        "NEW_DCGM_VERSION=4.4.2 NEW_EXPORTER_VERSION=4.7.1 (the exporter built against DCGM 4.4.2); the GPU "
+        "Operator's 'bump dcgm & dcgm-exporter to versions 4.4.2 and 4.4.2-4.7.0'",
+    ),
     "mig-parted-releases": Citation(
         "NVIDIA/mig-parted",
         "github.com/NVIDIA/mig-parted deployments/systemd/packages/Makefile, .github/workflows/build.yaml; "
@@ -384,6 +407,44 @@ def dcgm_packages(branch: int) -> tuple[str, ...]:
 def dcgm_of_exporter(exporter_version: str) -> str:
     """The DCGM version a dcgm-exporter release is built against (``4.2.3-4.1.3`` -> ``4.2.3``)."""
     return exporter_version.split("-", 1)[0]
+
+
+#: The first DCGM release per CUDA major whose ``datacenter-gpu-manager-4-cuda<major>`` packages exist:
+#: CUDA 13's arrived with DCGM 4.4.0 (dcgm-4.4-cuda13, dcgm-cuda13-packaging); CUDA 12's are in every DCGM 4.
+DCGM_CUDA_PACKAGES_FROM: dict[int, str] = {12: "4.0.0", 13: "4.4.0"}
+
+#: A current DCGM pin and the dcgm-exporter release built against it (dcgm-exporter-4.4.2-4.7.1): the
+#: spec's defaults (``versions.dcgm``, ``versions.dcgm_exporter``), valid for every driver branch.
+DCGM_PIN = "4.4.2"
+DCGM_EXPORTER_PIN = "4.4.2-4.7.1"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``4.4.2`` -> ``(4, 4, 2)``; a non-numeric part ends the tuple (``4.5.0~rc1`` -> ``(4, 5)``)."""
+    parts: list[int] = []
+    for part in version.split(":", 1)[-1].split("-", 1)[0].split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def dcgm_lacks_cuda_packages(branch: int, dcgm_version: str) -> str | None:
+    """Why DCGM ``dcgm_version`` has no packages for the driver's CUDA major (None: it has them).
+
+    The message names the first DCGM that ships them and the cited current pin pair.
+    """
+    major = cuda_major(branch)
+    first = DCGM_CUDA_PACKAGES_FROM[major]
+    if _release(dcgm_version) >= _release(first):
+        return None
+    return (
+        f"driver branch {branch} is a CUDA {major} driver and DCGM's CUDA {major} packages "
+        f"(datacenter-gpu-manager-4-cuda{major}, datacenter-gpu-manager-4-proprietary-cuda{major}) first ship "
+        f"with DCGM {first}, so DCGM {dcgm_version} has none: raise versions.dcgm to {first} or newer, "
+        f"e.g. versions.dcgm: {DCGM_PIN} with versions.dcgm_exporter: {DCGM_EXPORTER_PIN} (the dcgm-exporter "
+        f"release built against it), or set dcgm.enabled: false"
+    )
 
 
 MIG_PARTED_RELEASES = "https://github.com/NVIDIA/mig-parted/releases/download"

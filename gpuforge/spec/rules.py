@@ -283,15 +283,18 @@ def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
 
 @rule
 def dcgm_rules(spec: Spec) -> Iterator[SpecIssue]:
-    """DCGM's packages follow the driver's CUDA major; dcgm-exporter is built against one DCGM."""
+    """DCGM's packages follow the driver's CUDA major and exist at versions.dcgm; the exporter is built for one DCGM."""
     if not spec.dcgm.enabled or not any(g.hardware.gpu for g in spec.node_groups):
         return
     drv = spec.versions.driver
     if drv is not None:
         try:
-            nvidia_packages.cuda_major(int(drv.branch))
+            missing = nvidia_packages.dcgm_lacks_cuda_packages(int(drv.branch), spec.versions.dcgm)
         except nvidia_packages.UnsupportedDriver as e:
             yield SpecIssue(("versions", "driver", "version"), f"{e}; or set dcgm.enabled: false")
+        else:
+            if missing:  # the plan would install packages that do not exist at that version
+                yield SpecIssue(("versions", "dcgm"), missing)
     host_exporter = spec.dcgm.exporter and (spec.kubernetes is None or not spec.kubernetes.gpu_operator.dcgm_exporter)
     built_for = nvidia_packages.dcgm_of_exporter(spec.versions.dcgm_exporter)
     if host_exporter and built_for != spec.versions.dcgm:

@@ -73,7 +73,9 @@ CUDA_DEBS: list[Deb] = [
     ("datacenter-gpu-manager-4-proprietary", "1:4.3.0-1", "datacenter-gpu-manager-4-core (= 1:4.3.0-1)", ""),
     # DCGM 4's CUDA-major packages (CUDA repository Packages: -cuda11/-cuda12/-cuda13, -proprietary-cuda<N>)
     ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),
-    ("datacenter-gpu-manager-4-cuda13", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),
+    # -cuda13 exists from DCGM 4.4.0 (NVIDIA/DCGM packaging.cmake: none at v4.3.1, added by v4.4.1)
+    ("datacenter-gpu-manager-4-core", "1:4.4.2-1", "libc6 (>= 2.34)", ""),
+    ("datacenter-gpu-manager-4-cuda13", "1:4.4.2-1", "datacenter-gpu-manager-4-core (= 1:4.4.2-1)", ""),
     (
         "datacenter-gpu-manager-4-proprietary-cuda12",
         "1:4.2.3-1",

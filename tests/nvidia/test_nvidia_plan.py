@@ -163,3 +163,20 @@ def test_fixture_count() -> None:
 def test_every_layer_has_fixtures() -> None:
     covered = {json.loads(p.read_text())["layer"] for p in FIXTURES}
     assert covered == set(nv.LAYER_NAMES)
+
+
+def test_rhel9_epel_is_set_up_before_enroot_and_pyxis(tmp_path: Path) -> None:
+    """The layers run in order, so EPEL 9 is there before dnf needs 'parallel' (enroot) and 'slurm-devel' (pyxis)."""
+    case = load_case(Path(__file__).parent / "fixtures" / "repos_rhel9_login_epel_for_enroot_and_pyxis.json", tmp_path)
+    ctx, _ = layer_for(case)
+    order: list[tuple[str, str]] = []
+    for _, layer in nv.nvidia_layers(ctx):
+        steps, _ = plan_layer(layer, LayerFacts())
+        order += [(layer.name, s.command or "") for s in steps]
+    index = {
+        "epel": next(i for i, (n, c) in enumerate(order) if n == "nvidia-repos" and "epel-release" in c),
+        "enroot": next(i for i, (n, c) in enumerate(order) if n == "enroot" and "dnf -y install" in c),
+        "pyxis": next(i for i, (n, c) in enumerate(order) if n == "pyxis" and "slurm-devel" in c),
+    }
+    assert index["epel"] < index["enroot"] < index["pyxis"], order
+    assert not any(n in ("nvidia-driver", "nvidia-container-toolkit", "nvidia-dcgm") for n, _ in order)  # no GPU

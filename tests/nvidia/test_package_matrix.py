@@ -66,6 +66,9 @@ def spec_for(os: str, source: str, b: int, flavor: str) -> str:
     data["cluster"]["os"] = os
     data["versions"]["driver"] = {"version": VERSIONS[b], "flavor": flavor, "source": source}
     data["versions"].pop("cuda_toolkit", None)
+    # The default DCGM pin (4.4.2) ships every CUDA major's packages; the example's 4.2.3 has no CUDA 13 ones.
+    data["versions"].pop("dcgm", None)
+    data["versions"].pop("dcgm_exporter", None)
     data["sources"] = {"mode": "upstream"}
     return yaml.safe_dump(data)
 
@@ -148,6 +151,9 @@ def test_secure_boot_on_is_reported() -> None:
 
 # DCGM 4: the driver's CUDA major picks the diagnostics packages (NVIDIA DCGM docs, Install DCGM; CUDA
 # release notes: 535/550/570 are CUDA 12 drivers, 580 and later CUDA 13). Written out, not computed.
+# The CUDA 13 packages exist from DCGM 4.4.0 (NVIDIA/DCGM cmake/packaging.cmake: none at v4.3.1, -cuda13 at
+# v4.4.1; NVIDIA/DCGM#249: "DCGM 4.3.1 does not provide full CUDA 13 support"; dcgm-exporter 4.4.0-4.5.0:
+# "Update to DCGM 4.4 and Cuda 13.0"), so the plan installs them at the default pin, DCGM 4.4.2.
 DCGM_BY_BRANCH = {
     535: ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
           "datacenter-gpu-manager-4-proprietary", "datacenter-gpu-manager-4-proprietary-cuda12"),
@@ -187,9 +193,56 @@ def test_dcgm_packages_follow_the_drivers_cuda_major(os: str, branch: int) -> No
     words = [w.rstrip(";") for w in (install.command or "").split()]
     want = DCGM_BY_BRANCH[branch]
     if os == "rhel9":
-        assert [w for w in words if w.startswith("datacenter-gpu-manager")] == [f"{p}-4.2.3" for p in want]
+        assert [w for w in words if w.startswith("datacenter-gpu-manager")] == [f"{p}-4.4.2" for p in want]
     else:
         assert [w for w in words if w.startswith("datacenter-gpu-manager")][-4:] == list(want)
+
+
+def test_dcgm_defaults_are_a_cited_pair_with_every_cuda_majors_packages() -> None:
+    """versions.dcgm / dcgm_exporter default to DCGM 4.4.2 and dcgm-exporter 4.4.2-4.7.1 (its hack/VERSION)."""
+    from gpuforge.spec import nvidia_packages as t
+    from gpuforge.spec.model import Versions
+
+    v = Versions()
+    assert (v.dcgm, v.dcgm_exporter) == ("4.4.2", "4.4.2-4.7.1") == (t.DCGM_PIN, t.DCGM_EXPORTER_PIN)
+    assert t.dcgm_of_exporter(v.dcgm_exporter) == v.dcgm
+    assert t.DCGM_CUDA_PACKAGES_FROM[13] == "4.4.0"
+    assert {"dcgm-cuda13-packaging", "dcgm-4.4-cuda13", "dcgm-exporter-4.4.2-4.7.1"} <= set(SOURCES)
+    for branch in FIXTURE_BRANCHES:
+        assert t.dcgm_lacks_cuda_packages(branch, v.dcgm) is None
+
+
+# (driver branch, DCGM, the dcgm-exporter release built against it): real upstream tag pairs.
+DCGM_CASES = [
+    (570, "4.2.3", "4.2.3-4.1.3", None),  # a CUDA 12 driver: DCGM 4.2.3 has -cuda12
+    (580, "4.2.3", "4.2.3-4.1.3", "4.4.0"),  # the audit's plan: datacenter-gpu-manager-4-cuda13 4.2.3 does not exist
+    (580, "4.3.1", "4.3.1-4.4.0", "4.4.0"),
+    (590, "4.3.1", "4.3.1-4.4.0", "4.4.0"),
+    (580, "4.4.0", "4.4.0-4.5.0", None),  # the first DCGM with the CUDA 13 packages
+    (590, "4.4.2", "4.4.2-4.7.1", None),
+]
+
+
+@pytest.mark.parametrize(("branch", "dcgm", "exporter", "first"), DCGM_CASES)
+def test_dcgm_without_the_drivers_cuda_packages_is_refused(
+    branch: int, dcgm: str, exporter: str, first: str | None
+) -> None:
+    """A CUDA 13 driver with a DCGM older than 4.4.0 is refused before any host is touched, naming the fix."""
+    text = spec_for("ubuntu24.04", "nvidia", branch, "open")
+    data = yaml.safe_load(text)
+    data["versions"].update(dcgm=dcgm, dcgm_exporter=exporter)
+    if first is None:
+        parse_spec(yaml.safe_dump(data))
+        return
+    with pytest.raises(SpecError) as info:
+        parse_spec(yaml.safe_dump(data))
+    [issue] = info.value.issues
+    line = issue.format("spec.yaml")
+    assert "versions.dcgm: " in line
+    assert f"driver branch {branch} is a CUDA 13 driver" in line
+    assert f"first ship with DCGM {first}, so DCGM {dcgm} has none" in line
+    assert "raise versions.dcgm to 4.4.0 or newer" in line
+    assert "versions.dcgm: 4.4.2 with versions.dcgm_exporter: 4.4.2-4.7.1" in line
 
 
 def test_mig_manager_and_toolkit_repo_facts() -> None:
