@@ -39,8 +39,8 @@ import yaml
 
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubernetes as k8s
+from gpuforge.spec import k8s_facts
 from gpuforge.spec.model import Spec
-from gpuforge.validator import cluster_k8s
 
 KUBEADM_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 #: GPU Operator components that run in a (non-sandbox) GPU cluster, by values.yaml section.
@@ -175,13 +175,12 @@ def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
 
 
 def validator_images(spec: Spec) -> list[dict[str, Any]]:
-    """Every ``image:`` of the pods the cluster validator's active probe creates (``gpuforge
-    validate``: the CUDA vectorAdd sample on a GPU node, the queue-admission job)."""
+    """The images of the pods the cluster validator's active probe creates (``gpuforge validate``:
+    the CUDA vectorAdd sample on a GPU node, the Kueue queue-admission job)."""
     if spec.kubernetes is None:
         return []
-    script = cluster_k8s.probe_query(spec)
-    refs = re.findall(r"\bimage:\s*([^\s,}\"']+)", script)
-    return [_entry(ref, "gpuforge validate (cluster probe)") for ref in dict.fromkeys(refs)]
+    kind = spec.kubernetes.batch_queue.kind
+    return [_entry(ref, "gpuforge validate (cluster probe)") for ref in k8s_facts.validator_probe_images(kind)]
 
 
 def image_list(spec: Spec, out: Path) -> list[dict[str, Any]]:

@@ -276,3 +276,14 @@ QUEUE_CONTROLLER_DEPLOYMENTS = {
     "kueue": ("kueue-system", "kueue-controller-manager"),
     "volcano": ("volcano-system", "volcano-admission"),
 }
+
+#: NVIDIA's CUDA sample the GPU Operator docs run to verify an install (vectorAdd prints "Test PASSED");
+#: the validator's cluster probe runs it on one GPU.
+CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+#: The container of the validator's Kueue admission probe (a suspended Job: it never needs to run).
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def validator_probe_images(batch_queue_kind: str) -> tuple[str, ...]:
+    """The images of the pods the validator's cluster probe creates (a Volcano probe is a PodGroup, no pod)."""
+    return (CUDA_SAMPLE_IMAGE, PAUSE_IMAGE) if batch_queue_kind == "kueue" else (CUDA_SAMPLE_IMAGE,)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from gpuforge.spec import hostlist, k8s_facts, nvidia_packages
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.gpus import COMPUTE_SLICES, GPU_MODELS, MEMORY_SLICES
+from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import (
     K8S_ROLES,
     SLURM_ROLES,
@@ -385,6 +386,29 @@ def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
             ("kubernetes", "gpu_operator", "mig_strategy"),
             "node groups use MIG configs, so mig_strategy must be single or mixed",
         )
+    if spec.kubernetes and spec.kubernetes.gpu_operator.mig_strategy is MigStrategy.SINGLE:
+        yield from _single_strategy_layouts(spec)
+
+
+def _single_strategy_layouts(spec: Spec) -> Iterator[SpecIssue]:
+    """The device plugin's ``single`` strategy offers a node's MIG devices as ``nvidia.com/gpu`` only
+    when every GPU is in MIG mode with one profile (NVIDIA/k8s-device-plugin ``internal/rm``: "all
+    devices on the node must be configured with the same migEnabled value", "more than one MIG device
+    type present on node"); otherwise it refuses the node."""
+    for gi, group in enumerate(spec.node_groups):
+        entries = spec.mig.configs.get(group.mig_config or "")
+        if not entries or group.hardware.gpu is None or Role.K8S_WORKER not in group.roles:
+            continue
+        layout = mig_layout(entries, group.hardware.gpu.count)
+        if layout.full_gpus or len(layout.devices) != 1:
+            profiles = ", ".join(sorted(layout.devices)) or "none"
+            yield SpecIssue(
+                ("node_groups", gi, "mig_config"),
+                f"MIG config {group.mig_config!r} leaves {layout.full_gpus} of the {layout.gpu_count} GPUs of "
+                f"group {group.name!r} outside MIG and uses {len(layout.devices)} profile(s) ({profiles}): "
+                "kubernetes.gpu_operator.mig_strategy single needs every GPU in MIG mode with one profile "
+                "(the device plugin refuses such a node); use mig_strategy: mixed",
+            )
 
 
 @rule

@@ -11,6 +11,8 @@ import shlex
 from typing import Any
 
 from gpuforge.spec import Role, Spec
+from gpuforge.spec.k8s_facts import CUDA_SAMPLE_IMAGE, PAUSE_IMAGE
+from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import ManagedBy, MigStrategy
 from gpuforge.spec.nodes import Node, nodes_with
 from gpuforge.spec.types import k8s_name, mig_resource
@@ -127,20 +129,10 @@ def expected_gpu_resources(spec: Spec, node: Node) -> tuple[dict[str, int], str 
     replicas = k.gpu_operator.time_slicing_replicas if k is not None else 0
     factor = replicas if replicas > 1 else 1
     strategy = k.gpu_operator.mig_strategy if k is not None else MigStrategy.NONE
-    layout = spec.mig.configs.get(node.mig_config or "", [])
     if strategy is MigStrategy.NONE or not node.mig_config:
         return {GPU_RESOURCE: count * factor}, None
-    claimed: set[int] = set()
-    in_mig: set[int] = set()
-    devices: dict[str, int] = {}
-    for entry in layout:  # mig-parted entries: which GPUs, MIG on or off, devices per GPU
-        indices = (set(range(count)) if entry.devices == "all" else set(entry.devices)) - claimed
-        claimed |= indices
-        if entry.mig_enabled:
-            in_mig |= indices
-            for profile, n in entry.mig_devices.items():
-                devices[profile] = devices.get(profile, 0) + n * len(indices)
-    full = count - len(in_mig)
+    layout = mig_layout(spec.mig.configs.get(node.mig_config, []), count)
+    devices, full = layout.devices, layout.full_gpus
     if strategy is MigStrategy.SINGLE:
         if full or len(devices) != 1:
             return {}, (
@@ -335,8 +327,6 @@ def k8s_queues(data: ClusterData, node: Node) -> Outcome:
 
 # --------------------------------------------------------------------------- active probe
 
-#: NVIDIA's CUDA sample the GPU Operator docs run to verify an install (vectorAdd prints "Test PASSED").
-CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
 PROBE_WAIT_S = 300
 ADMISSION_WAIT_S = 60
 PROBE_CHECKS = ("scheduler.k8s_cuda_sample", "scheduler.k8s_queue_admission")
@@ -401,7 +391,7 @@ spec:
     spec:
       restartPolicy: Never
       containers:
-      - {name: probe, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 10m}}}"""
+      - {name: probe, image: PAUSE, resources: {requests: {cpu: 10m}}}""".replace("PAUSE", PAUSE_IMAGE)
         # the Admitted condition of the Workload Kueue made for this job (its owner)
         admitted = (
             "{range .items[?(@.metadata.ownerReferences[0].name=='$id-admit')]}"

@@ -5,6 +5,7 @@ directory, or packaged as a .tgz by ``helm dependency build``), else from the pi
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,7 @@ def test_the_validator_probe_images_are_listed(tmp_path: Path) -> None:
     assert kueue == [cluster_k8s.CUDA_SAMPLE_IMAGE, "registry.k8s.io/pause:3.10"]
     volcano = [i["image"] for i in images.validator_images(spec(tmp_path, "volcano"))]
     assert volcano == [cluster_k8s.CUDA_SAMPLE_IMAGE]
+    # the list is every image the probe script itself names, and only those
+    for kind, listed in (("kueue", kueue), ("volcano", volcano)):
+        script = cluster_k8s.probe_query(spec(tmp_path, kind) if kind == "volcano" else spec(tmp_path))
+        assert list(dict.fromkeys(re.findall(r"\bimage:\s*([^\s,}\"']+)", script))) == listed, kind

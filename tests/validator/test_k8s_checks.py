@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from gpuforge.render import kubernetes as k8s_render
-from gpuforge.spec import resolve_nodes
+from gpuforge.spec import SpecError, resolve_nodes
+from gpuforge.spec.model import MigStrategy
 from gpuforge.validator import cluster, cluster_k8s
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from tests.conftest import REPO
@@ -191,7 +192,13 @@ def test_single_strategy_offers_mig_devices_as_gpus() -> None:
 
 
 def test_single_strategy_cannot_offer_a_layout_of_several_profiles() -> None:
-    spec = infer_group(1, "all-balanced", "single", **{"all-balanced": ALL_BALANCED})
+    # gpuforge check refuses such a spec (spec rule); a spec changed after loading still gets the reason.
+    with pytest.raises(SpecError, match="single needs every GPU in MIG mode with one profile"):
+        infer_group(1, "all-balanced", "single", **{"all-balanced": ALL_BALANCED})
+    mixed = infer_group(1, "all-balanced", "mixed", **{"all-balanced": ALL_BALANCED})
+    k = mixed.kubernetes
+    operator = k.gpu_operator.model_copy(update={"mig_strategy": MigStrategy.SINGLE})
+    spec = mixed.model_copy(update={"kubernetes": k.model_copy(update={"gpu_operator": operator})})
     assert allocatable(spec, node_as("kinf01", "nodes-h100-mig.json", 0), "kinf01") == (FAIL, (
         "MIG layout all-balanced has 0 GPU(s) without MIG and profiles 1g.10gb, 2g.20gb, 3g.40gb: the single "
         "strategy needs every GPU in MIG mode with one profile (the device plugin refuses the node); "
