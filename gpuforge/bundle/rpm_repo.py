@@ -120,7 +120,7 @@ def rpm_repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, A
     for module, stream in sorted(need.module_streams - set(artifacts)):
         b.miss(f"{path}: module {module}:{stream}", source["index"], "the repository's modules.yaml has no such stream")
     idx = RpmIndex.build(packages, hidden_by_modules(artifacts, need.module_streams))
-    res = resolve_rpm(idx, need.wants.values())
+    res = resolve_rpm(idx, need.wants.values(), need.pins)
     for problem in res.problems:
         b.miss(f"{path}: {problem.split(' ', 1)[0]}", source["index"], problem)
     hrefs = _fetch_packages(b, path, up, res.selected, res.required_by, record)

@@ -2,7 +2,8 @@
 
 Modular filtering (dnf's): a package some module stream lists among its artifacts is visible
 only when that stream is enabled on the nodes; every other package is visible. One version per
-package name; the newest visible one that satisfies a requirement is taken, as dnf does.
+package name; the newest visible one that satisfies a requirement is taken, as dnf does, except
+that a version the nodes hold (``pins``: the driver's ``dnf versionlock``) comes first.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from gpuforge.bundle.resolve import Want
+from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.bundle.rpmmd import Dep, RpmPackage, evr_cmp
 
 #: Architectures an x86_64 node installs (the bundle leaves i686 multilib out).
@@ -86,13 +87,22 @@ def _matches(p: RpmPackage, globs: tuple[str, ...]) -> bool:
     return not globs or any(fnmatch.fnmatchcase(v, g) for g in globs for v in (plain, p.version))
 
 
-def resolve_rpm(idx: RpmIndex, wants: Iterable[Want]) -> RpmResolution:
+def _pinned(p: RpmPackage, pins: list[Pin]) -> bool:
+    """Does a pin that applies to ``p`` hold its version (``version-release``, or with the epoch)?"""
+    plain = f"{p.evr.ver}-{p.evr.rel}"
+    return any(pin.applies(p.name) and (pin.matches(plain) or pin.matches(p.version)) for pin in pins)
+
+
+def resolve_rpm(idx: RpmIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()) -> RpmResolution:
     """The wanted packages (newest matching their version globs) and their requires closure.
 
     ``rpmlib(...)`` and rich ``(...)`` requirements are rpm's and dnf's own business on the
     node; a requirement nothing in the repository provides is ``external`` (the OS or EPEL);
-    one provided only at other versions is a problem.
+    one provided only at other versions is a problem. A requirement met by several versions
+    takes the one ``pins`` hold (the nodes lock the driver's packages at the pin, so a later point
+    release that a ``>=`` requirement allows would not install there).
     """
+    pins = list(pins)
     res = RpmResolution()
     queue: deque[RpmPackage] = deque()
     for w in wants:
@@ -112,7 +122,7 @@ def resolve_rpm(idx: RpmIndex, wants: Iterable[Want]) -> RpmResolution:
         for dep in parent.requires:
             if dep.name.startswith(("rpmlib(", "(")) or res.satisfies(idx, dep):
                 continue
-            chosen = _provider(idx, res, dep)
+            chosen = _provider(idx, res, dep, pins)
             if chosen is not None:
                 res.selected[chosen.name] = chosen
                 res.required_by[chosen.name] = parent.name
@@ -125,15 +135,16 @@ def resolve_rpm(idx: RpmIndex, wants: Iterable[Want]) -> RpmResolution:
     return res
 
 
-def _provider(idx: RpmIndex, res: RpmResolution, dep: Dep) -> RpmPackage | None:
-    """The newest visible package that satisfies ``dep`` and is not another version of a chosen one."""
+def _provider(idx: RpmIndex, res: RpmResolution, dep: Dep, pins: list[Pin]) -> RpmPackage | None:
+    """The visible package that satisfies ``dep`` and is not another version of a chosen one:
+    one of that name first, then one the pins hold, then the newest."""
     if dep.name.startswith("/"):
         candidates = list(idx.files.get(dep.name, []))
     else:
         candidates = [
             p for p, d in idx.providers.get(dep.name, []) if dep.matched_by(d.evr if d.flags == "EQ" else None)
         ]
-    candidates.sort(key=lambda p: (p.name == dep.name, _Newest(p)), reverse=True)
+    candidates.sort(key=lambda p: (p.name == dep.name, _pinned(p, pins), _Newest(p)), reverse=True)
     for p in candidates:
         if p.name not in res.selected:
             return p

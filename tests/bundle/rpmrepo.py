@@ -193,9 +193,13 @@ def modules_yaml(rpms: list[Rpm]) -> str:
     return yaml.safe_dump_all(docs, explicit_start=True, explicit_end=True, sort_keys=False)
 
 
-def rpm_repo(repo: Path, rpms: list[Rpm], work: Path, key: RepoKey, key_file: str, *, sign: str) -> None:
+def rpm_repo(
+    repo: Path, rpms: list[Rpm], work: Path, key: RepoKey, key_file: str, *, sign: str, modules: str | None = None
+) -> None:
     """An upstream rpm-md repository: ``Packages/*.rpm``, ``repodata/`` by createrepo_c, the
-    armored key in ``key_file``; ``sign``: "packages" (rpmsign) or "metadata" (repomd.xml.asc)."""
+    armored key in ``key_file``; ``sign``: "packages" (rpmsign), "metadata" (repomd.xml.asc) or
+    anything else (nothing signed); ``modules``: the modules.yaml to add (default: ``STREAMS``'s
+    when there are driver packages)."""
     pool = repo / "Packages"
     pool.mkdir(parents=True)
     for r in rpms:
@@ -205,8 +209,10 @@ def rpm_repo(repo: Path, rpms: list[Rpm], work: Path, key: RepoKey, key_file: st
         shutil.move(built, pool / built.name)
     (repo / key_file).write_bytes(key.armored())
     subprocess.run(["createrepo_c", "--quiet", str(repo)], check=True, capture_output=True)
-    if any(r.epoch == 3 for r in rpms):
-        (work / "modules.yaml").write_text(modules_yaml(rpms))
+    if modules is None and any(r.epoch == 3 for r in rpms):
+        modules = modules_yaml(rpms)
+    if modules is not None:
+        (work / "modules.yaml").write_text(modules)
         subprocess.run(
             ["modifyrepo_c", "--mdtype=modules", str(work / "modules.yaml"), str(repo / "repodata")],
             check=True,
