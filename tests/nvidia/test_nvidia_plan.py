@@ -121,8 +121,12 @@ def check_step(i: int, step: Step, want: dict[str, Any], all_steps: list[Step]) 
     assert step.kind == want["kind"], where
     if "summary" in want:
         assert want["summary"] in step.summary, where
+    at = 0  # the parts appear in the command in the order the fixture lists them
     for part in want.get("command", []):
         assert step.command is not None and part in step.command, f"{part!r} not in command of {where}"
+        found = step.command.find(part, at)
+        assert found >= 0, f"{part!r} is in the command of {where}\nbut not after the part before it"
+        at = found + len(part)
     for part in want.get("not_in_command", []):
         assert step.command is None or part not in step.command, f"{part!r} in command of {where}"
     if want.get("no_command"):

@@ -107,6 +107,8 @@ def test_driver_packages(os: str, source: str, branch: int, flavor: str) -> None
         assert f"dnf -y module enable nvidia-driver:{stream}" in joined
         assert f"dnf -y install --allowerasing {meta}-{VERSIONS[branch]} &&" in joined
         assert f"dnf versionlock add '*nvidia*-{VERSIONS[branch]}-*'" in joined
+        # locked before the install: what the metapackage requires cannot float past the pin
+        assert joined.index("dnf versionlock add") < joined.index(f"dnf -y install --allowerasing {meta}")
         assert f"dnf -y install {fm}-{VERSIONS[branch]}" in joined
         assert "apt-get" not in joined
         return

@@ -219,15 +219,21 @@ def versionlock_patterns(ctx: Ctx) -> list[str]:
 
 
 def rhel_driver_command(ctx: Ctx, upgrade: bool) -> str:
-    """RHEL 9: prerequisites, the branch's module stream, the metapackage at the exact version, a version lock."""
+    """RHEL 9: prerequisites, the branch's module stream, a version lock on the exact version, then
+    the metapackage at that version.
+
+    The lock comes first: the metapackage names only itself at the pin, and what it requires
+    (``nvidia-driver``, the kmod, the libraries) would otherwise resolve to the stream's newest
+    point release; locked, dnf can only take the pinned one (``versionlock add`` matches the
+    repository's packages, and fails when no package has that version)."""
     row, ver = driver_install(ctx), ctx.driver_version
     locks = " ".join(shlex.quote(p) for p in versionlock_patterns(ctx))
     parts = [
         dnf_install(["python3-dnf-plugin-versionlock", *row.prerequisites]),
         f"dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:{row.dnf_stream}",
+        f"dnf versionlock add {locks}",
         f"dnf -y install --allowerasing {' '.join(shlex.quote(f'{p}-{ver}') for p in row.packages)}",
         f"{{ {verify_version_command(row.version_package, ver, False)}; }}",
-        f"dnf versionlock add {locks}",
     ]
     if upgrade:
         parts.insert(0, "{ dnf versionlock delete '*nvidia*' 'cuda-drivers*' >/dev/null 2>&1 || true; }")
