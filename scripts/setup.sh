@@ -26,6 +26,8 @@ missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+libvirt_new=
+case " ${missing[*]} " in *" libvirt-daemon-system "*) libvirt_new=1 ;; esac
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -39,9 +41,14 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl disable --now apt-cacher-ng >/dev/null 2>&1 || true
   # promtool/amtool are what the tests need; the lab's Prometheus runs inside its nodes.
   systemctl disable --now prometheus prometheus-alertmanager prometheus-node-exporter >/dev/null 2>&1 || true
-  # The Vagrant test runs its own libvirtd inside a network namespace, never the machine's.
-  systemctl disable --now libvirtd.service libvirtd.socket libvirtd-ro.socket libvirtd-admin.socket \
-    virtlogd.service virtlogd.socket virtlogd-admin.socket >/dev/null 2>&1 || true
+  # The Vagrant test runs its own libvirtd inside a network namespace and will not start beside
+  # the machine's. A libvirt this run installed (Debian starts it) is stopped and disabled; one the
+  # machine had before is a workstation's and is left alone (the test then says how to stop it).
+  if [ -n "$libvirt_new" ]; then
+    echo "setup: disabling the libvirtd that came with libvirt-daemon-system (the Vagrant test runs its own)"
+    systemctl disable --now libvirtd.service libvirtd.socket libvirtd-ro.socket libvirtd-admin.socket \
+      virtlogd.service virtlogd.socket virtlogd-admin.socket >/dev/null 2>&1 || true
+  fi
 fi
 
 if [ ! -x .venv/bin/python ]; then

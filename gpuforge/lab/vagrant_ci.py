@@ -150,7 +150,9 @@ def _start_libvirt(netns: str, log_dir: str, timeout: float = 30) -> None:
         pids = ", ".join(str(p.pid) for p in running)
         raise LabError(
             f"libvirtd/virtlogd already run on this machine (pid {pids}); the Vagrant lab runs its own inside "
-            f"network namespace {netns} and will not share nor stop them"
+            f"network namespace {netns} and will not share nor stop them: stop them for this run "
+            "(systemctl stop libvirtd.service libvirtd.socket libvirtd-ro.socket libvirtd-admin.socket "
+            "virtlogd.service virtlogd.socket virtlogd-admin.socket) and start them again after"
         )
     for daemon in ("virtlogd", "libvirtd"):
         spawn_detached(["ip", "netns", "exec", netns, daemon], os.path.join(log_dir, f"{daemon}.log"))

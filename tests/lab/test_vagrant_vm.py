@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from gpuforge.lab.vagrant_box import build_box
-from gpuforge.lab.vagrant_ci import leftovers, netns_inode, vagrant_lab
+from gpuforge.lab.vagrant_ci import POOL_DIR, leftovers, netns_inode, vagrant_lab
 from gpuforge.probes.vagrant import parse_ssh_config
 from tests.conftest import REPO
 
@@ -45,7 +45,7 @@ def _json(cp: object, what: str) -> dict:
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path) -> None:
+def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.monotonic()
     box = build_box(log=print)
     box_s = time.monotonic() - t0
@@ -59,6 +59,7 @@ def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path) -> None:
     env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
 
     inode = None
+    networks_before = [p.name for p in Path("/etc/libvirt/qemu/networks").glob("*.xml")]  # Debian's "default"
     with vagrant_lab(str(workdir), box, nodes=1) as vl:
         inode = netns_inode(vl.netns)
         assert inode is not None
@@ -100,7 +101,13 @@ def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path) -> None:
         domains = vl.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"], timeout=60)
         assert domains.returncode == 0 and domains.stdout.split() == [], domains.stdout
     assert leftovers(inode) == []
-    print(
-        f"vagrant: box {box_s:.0f} s (cached when a few seconds), vagrant up {up_s:.0f} s, "
-        f"first apply {apply_s:.0f} s, whole test {time.monotonic() - t0:.0f} s"
-    )
+    # nothing of libvirt's left either: no pool folder, no network vagrant-libvirt defined (the
+    # namespace's libvirtd is gone with it; its definitions would be files under /etc/libvirt)
+    assert not Path(POOL_DIR).exists()
+    defined = sorted(p.name for p in Path("/etc/libvirt/qemu/networks").glob("*.xml"))
+    assert set(defined) <= set(networks_before), defined
+    with capsys.disabled():  # in the run's log, also when the test passes (the README quotes it)
+        print(
+            f"\nvagrant: box {box_s:.0f} s (cached when a few seconds), vagrant up {up_s:.0f} s, "
+            f"first apply {apply_s:.0f} s, whole test {time.monotonic() - t0:.0f} s"
+        )
