@@ -562,7 +562,9 @@ class ContainerRuntime(StrictModel):
     """The container engine and its NVIDIA runtime."""
 
     engine: ContainerEngine = rolling(ContainerEngine.CONTAINERD, "containerd, docker or none")
-    nvidia_default: bool = live(False, "Make nvidia the default runtime")
+    nvidia_default: bool = live(
+        False, "Make nvidia the default runtime (always on for Kubernetes nodes with the host toolkit)"
+    )
     cdi: bool = live(True, "Generate the CDI spec (/etc/cdi/nvidia.yaml)")
 
 

@@ -26,6 +26,7 @@ from gpuforge.render.nvidia import (
     CONTAINERD_NVIDIA_DROPIN,
     DOCKER_DAEMON_JSON,
     host_driver,
+    nvidia_default_runtime,
 )
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import ContainerEngine
@@ -68,7 +69,7 @@ def engine_layer(ctx: Ctx) -> Layer:
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
-        if nvidia_runtime and ctx.spec.container_runtime.nvidia_default:
+        if nvidia_runtime and nvidia_default_runtime(ctx.spec, ctx.node):
             tk_repo = src.container_repo(ctx.spec, ctx.os)
             if not tk_repo.available:
                 steps.append(
