@@ -28,11 +28,10 @@ both provide ``nvidia-kmod`` (``nvidia-kmod-common-3:515.48.07-1.el8.noarch requ
 from __future__ import annotations
 
 import hashlib
-
-import yaml
+from typing import Any
 
 from tests.bundle.conftest import Deb
-from tests.bundle.rpmrepo import Rpm
+from tests.bundle.rpmrepo import Rpm, module_streams_yaml
 
 #: The pins, per branch (the plan matrix's driver versions).
 VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.44.01"}
@@ -216,33 +215,16 @@ def rhel_streams(branches: tuple[int, ...] = tuple(VERSIONS)) -> dict[str, list[
 
 
 def rhel_modules_yaml(streams: dict[str, list[Rpm]], default: str) -> str:
-    """modules.yaml (modulemd v2 per stream, modulemd-defaults v1) as ``modifyrepo_c`` adds it."""
-    docs: list[dict[str, object]] = []
-    for stream, rpms in streams.items():
-        flavor = "open-dkms" if stream.endswith("-open") else "dkms"
-        docs.append(
-            {
-                "document": "modulemd",
-                "version": 2,
-                "data": {
-                    "name": "nvidia-driver",
-                    "stream": stream,
-                    "version": 20251101,
-                    "context": "00000000",
-                    "arch": "x86_64",
-                    "summary": f"Nvidia driver for {flavor} branch {stream.split('-')[0]}",
-                    "description": "test stream",
-                    "license": {"module": ["MIT"]},
-                    "profiles": {
-                        "default": {"rpms": ["nvidia-driver", "nvidia-driver-cuda"]},
-                        "fm": {"rpms": sorted({r.name for r in rpms if "fabric" in r.name})},
-                    },
-                    "artifacts": {"rpms": sorted({r.nevra for r in rpms})},
-                },
-            }
-        )
-    docs.append({"document": "modulemd-defaults", "version": 1, "data": {"module": "nvidia-driver", "stream": default}})
-    return yaml.safe_dump_all(docs, explicit_start=True, explicit_end=True, sort_keys=False)
+    """modules.yaml of NVIDIA's RHEL 9 repository: each stream's profiles name the driver and its
+    fabric manager (``fm``)."""
+
+    def profiles(stream: str, rpms: list[Rpm]) -> dict[str, Any]:
+        return {
+            "default": {"rpms": ["nvidia-driver", "nvidia-driver-cuda"]},
+            "fm": {"rpms": sorted({r.name for r in rpms if "fabric" in r.name})},
+        }
+
+    return module_streams_yaml(streams, default, profiles)
 
 
 def rhel_bundled(b: int, flavor: str, fabric: bool = True) -> dict[str, str]:

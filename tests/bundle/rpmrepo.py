@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -164,11 +166,15 @@ def sign_rpm(path: Path, key: RepoKey) -> None:
     )
 
 
-def modules_yaml(rpms: list[Rpm]) -> str:
-    """The nvidia-driver module's streams (modulemd v2) and its defaults (modulemd-defaults v1)."""
+def module_streams_yaml(
+    streams: dict[str, list[Rpm]], default: str, profiles: Callable[[str, list[Rpm]], dict[str, Any]] | None = None
+) -> str:
+    """modules.yaml of the nvidia-driver module as ``modifyrepo_c`` adds it: one modulemd v2 document
+    per stream (its artifacts: the stream's rpms; ``profiles`` by stream, default: nvidia-open) and
+    the modulemd-defaults v1 document naming ``default``."""
     docs: list[dict[str, object]] = []
-    for stream, versions in STREAMS.items():
-        arts = sorted(r.nevra for r in rpms if r.epoch == 3 and any(r.version.startswith(v) for v in versions))
+    for stream, rpms in streams.items():
+        flavor = "open-dkms" if stream.endswith("-open") else "dkms"
         docs.append(
             {
                 "document": "modulemd",
@@ -176,21 +182,28 @@ def modules_yaml(rpms: list[Rpm]) -> str:
                 "data": {
                     "name": "nvidia-driver",
                     "stream": stream,
-                    "version": 20250101,
+                    "version": 20251101,
                     "context": "00000000",
                     "arch": "x86_64",
-                    "summary": "Nvidia driver for open-dkms branch",
+                    "summary": f"Nvidia driver for {flavor} branch {stream.split('-')[0]}",
                     "description": "test stream",
                     "license": {"module": ["MIT"]},
-                    "profiles": {"default": {"rpms": ["nvidia-open"]}},
-                    "artifacts": {"rpms": arts},
+                    "profiles": profiles(stream, rpms) if profiles else {"default": {"rpms": ["nvidia-open"]}},
+                    "artifacts": {"rpms": sorted({r.nevra for r in rpms})},
                 },
             }
         )
-    docs.append(
-        {"document": "modulemd-defaults", "version": 1, "data": {"module": "nvidia-driver", "stream": "latest-open"}}
-    )
+    docs.append({"document": "modulemd-defaults", "version": 1, "data": {"module": "nvidia-driver", "stream": default}})
     return yaml.safe_dump_all(docs, explicit_start=True, explicit_end=True, sort_keys=False)
+
+
+def modules_yaml(rpms: list[Rpm]) -> str:
+    """The nvidia-driver module's streams of ``STREAMS`` (their epoch-3 rpms) and its defaults."""
+    streams = {
+        stream: [r for r in rpms if r.epoch == 3 and any(r.version.startswith(v) for v in versions)]
+        for stream, versions in STREAMS.items()
+    }
+    return module_streams_yaml(streams, "latest-open")
 
 
 def rpm_repo(
