@@ -267,24 +267,32 @@ def _quantity(value: Any) -> int | None:
 
 
 def queue_quota(kind: str, queue: dict[str, Any]) -> int | None:
-    """The nvidia.com/gpu a queue guarantees: Kueue's nominalQuota, Volcano's deserved."""
+    """The nvidia.com/gpu a queue guarantees: Volcano's deserved; Kueue's nominalQuota summed over
+    every flavor of every resource group (None: no flavor names the resource)."""
     spec = queue.get("spec", {})
     if kind == "volcano":
         return _quantity(spec.get("deserved", {}).get("nvidia.com/gpu", 0))
-    for group in spec.get("resourceGroups", []):
-        for flavor in group.get("flavors", []):
-            for res in flavor.get("resources", []):
-                if res.get("name") == "nvidia.com/gpu":
-                    return _quantity(res.get("nominalQuota"))
-    return None
+    quotas = [
+        _quantity(res.get("nominalQuota")) or 0
+        for group in spec.get("resourceGroups", [])
+        for flavor in group.get("flavors", [])
+        for res in flavor.get("resources", [])
+        if res.get("name") == "nvidia.com/gpu"
+    ]
+    return sum(quotas) if quotas else None
 
 
 def queue_unusable(kind: str, queue: dict[str, Any]) -> str | None:
-    """Why a queue does not admit work, from its status (None: it does)."""
+    """Why a queue does not admit work, from its status (None: it does).
+
+    Volcano: only an ``Open`` queue takes PodGroups (its admission webhook's checkQueueState); a
+    queue with no ``status.state`` has not been opened by Volcano's controller."""
     status = queue.get("status", {})
     if kind == "volcano":
         state = status.get("state")
-        return None if state in (None, "Open") else f"state {state}"
+        if state is None:
+            return "no state: Volcano's controller has not opened it"
+        return None if state == "Open" else f"state {state}"
     active = {c.get("type"): c for c in status.get("conditions", [])}.get("Active")
     if active is None or active.get("status") == "True":
         return None

@@ -91,6 +91,20 @@ def test_the_fixtures_are_valid_api_objects() -> None:
         jsonschema.validate(q, vq)
 
 
+def test_the_recorded_fixtures_are_valid_api_objects() -> None:
+    listed = fixture("nodes-h20-mig-mixed-partial.json")
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    for node in listed["items"]:
+        assert kubernetes_validate.validate(node, "1.31", strict=True) == "1.31"
+    cq = crd_schema(UPSTREAM / "kueue" / "kueue.x-k8s.io_clusterqueues.yaml", "v1beta1")  # Kueue 0.5.2 served it
+    for q in fixture("kueue-clusterqueue-two-gpu-flavors.json")["items"]:
+        assert q["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+        jsonschema.validate(q, cq)
+    vq = crd_schema(UPSTREAM / "volcano" / "scheduling.volcano.sh_queues.yaml", "v1beta1")
+    for q in fixture("volcano-queues-recorded.json")["items"]:
+        jsonschema.validate(q, vq)
+
+
 # --------------------------------------------------------------------------- GPUs and MIG devices per node
 
 
@@ -175,6 +189,37 @@ def test_another_layout_than_the_spec_names_what_differs() -> None:
         "2 nvidia.com/mig-1g.10gb allocatable, expected 7; "
         "1 nvidia.com/mig-2g.20gb allocatable, expected none; "
         "1 nvidia.com/mig-3g.40gb allocatable, expected none"))  # fmt: skip
+
+
+def h20_group(layout: list[dict[str, Any]]) -> Any:
+    """The inference group as the recorded H20 node (nodes-h20-mig-mixed-partial.json): 8 GPUs, mixed
+    strategy, ``layout`` as its MIG config. gpuforge knows no H20; GH200-96GB has the same MIG profile
+    names (1g.12gb, 1g.24gb, 3g.48gb), and the check compares resources by profile name only."""
+
+    def change(d: dict[str, Any]) -> None:
+        group = next(g for g in d["node_groups"] if g["name"] == "infer")
+        group["hardware"]["gpu"].update(model="GH200-96GB", count=8)
+        group["mig_config"] = "split"
+        d["mig"]["configs"]["split"] = layout
+        d["kubernetes"]["gpu_operator"]["mig_strategy"] = "mixed"
+
+    return variant("k8s-gpu-operator", change)
+
+
+RECORDED_H20_SPLIT = {"1g.12gb": 2, "1g.24gb": 1, "3g.48gb": 1}  # its GPU 3 (mig.config zkj-pa-uat-gpu-004)
+
+
+def test_a_recorded_mixed_node_with_one_gpu_split_offers_seven_gpus_and_its_mig_devices() -> None:
+    nodes = node_as("kinf01", "nodes-h20-mig-mixed-partial.json")  # recorded allocatable, labels
+    spec = h20_group([{"devices": [3], "mig_devices": RECORDED_H20_SPLIT}])
+    assert allocatable(spec, nodes, "kinf01") == (PASS, (
+        "7 nvidia.com/gpu, 2 nvidia.com/mig-1g.12gb, 1 nvidia.com/mig-1g.24gb, 1 nvidia.com/mig-3g.48gb "
+        "allocatable (MIG layout split, mixed strategy)"))  # fmt: skip
+    two = h20_group([{"devices": [3, 4], "mig_devices": RECORDED_H20_SPLIT}])  # the node has one GPU split
+    assert allocatable(two, nodes, "kinf01") == (FAIL, (
+        "7 nvidia.com/gpu allocatable, expected 6; 2 nvidia.com/mig-1g.12gb allocatable, expected 4; "
+        "1 nvidia.com/mig-1g.24gb allocatable, expected 2; 1 nvidia.com/mig-3g.48gb allocatable, expected 2 "
+        "(MIG layout split, mixed strategy: layout not applied, or the device plugin not running)"))  # fmt: skip
 
 
 def test_single_strategy_offers_mig_devices_as_gpus() -> None:
@@ -297,6 +342,46 @@ def test_volcano_queues_are_read_by_their_deserved_gpus() -> None:
     assert cluster_k8s.k8s_queues(*data_for(spec, queues=queues))[0] == PASS
     queues["items"][1]["status"]["state"] = "Closed"
     assert cluster_k8s.k8s_queues(*data_for(spec, queues=queues)) == (FAIL, "language: state Closed")
+
+
+def tenants(kind: str, *tenant: tuple[str, str, int]) -> Any:
+    """The example spec with these (name, namespace, gpu_quota) tenants in a ``kind`` batch queue."""
+    version = "v1.15.1" if kind == "volcano" else "v0.19.2"
+
+    def change(d: dict[str, Any]) -> None:
+        d["kubernetes"]["batch_queue"] = {"kind": kind, "version": version, "tenants": [
+            {"name": name, "namespace": ns, "gpu_quota": quota} for name, ns, quota in tenant]}  # fmt: skip
+
+    return variant("k8s-gpu-operator", change)
+
+
+def test_a_recorded_clusterqueue_is_active() -> None:
+    cq = fixture("kueue-clusterqueue-two-gpu-flavors.json")["items"][0]  # kubernetes-sigs/kueue#1726, Kueue 0.5.2
+    assert cluster_k8s.queue_unusable("kueue", cq) is None  # Active True, reason Ready, as recorded
+    cq["status"]["conditions"][0].update(status="False", reason="FlavorNotFound")
+    assert cluster_k8s.queue_unusable("kueue", cq) == "not Active: FlavorNotFound"
+
+
+def test_a_recorded_clusterqueue_guarantees_the_gpus_of_both_its_flavors() -> None:
+    spec = tenants("kueue", ("cq-all-resources", "pgrunt", 12))
+    queues = fixture("kueue-clusterqueue-two-gpu-flavors.json")
+    assert cluster_k8s.k8s_queues(*data_for(spec, queues=queues)) == (
+        PASS, "1 kueue queue(s) with the spec's GPU quotas")  # fmt: skip
+
+
+def test_a_recorded_open_volcano_queue_without_deserved_gpus_guarantees_none() -> None:
+    queues = fixture("volcano-queues-recorded.json")  # que02: volcano-sh/volcano#3790
+    assert cluster_k8s.queue_unusable("volcano", queues["items"][0]) is None  # state Open
+    spec = tenants("volcano", ("que02", "team-a", 8))
+    assert cluster_k8s.k8s_queues(*data_for(spec, queues=queues)) == (
+        FAIL, "que02: nvidia.com/gpu quota 0, the spec says 8")  # fmt: skip
+
+
+def test_a_recorded_volcano_queue_its_controller_never_opened_admits_nothing() -> None:
+    normal = fixture("volcano-queues-recorded.json")["items"][1]  # normal-queue: volcano-sh/volcano#3314
+    assert "status" not in normal
+    # Volcano's admission webhook refuses PodGroups unless the state is Open (checkQueueState)
+    assert cluster_k8s.queue_unusable("volcano", normal) == "no state: Volcano's controller has not opened it"
 
 
 def test_queues_unread_or_not_in_the_spec() -> None:
