@@ -33,6 +33,13 @@ LOCK_FILE = f"{LOCK_DIR}/apply.lock"
 HOLDER_FILE = f"{LOCK_DIR}/apply.holder"
 HELD, BUSY = "gpuforge-lock: held", "gpuforge-lock: busy"
 TAKE_TIMEOUT_S = 30.0
+#: The lock session carries no secret (a lock command and the holder's name): it puts the classic
+#: curve25519 key exchange first, ahead of OpenSSH's default post-quantum hybrid, which costs the
+#: control host and the node several times the CPU per session (about 0.07 of 0.09 CPU-seconds of
+#: an ssh client's session here; at 48 nodes 2.7 of 3.2 s). ``^`` keeps the rest of the defaults
+#: behind it, so a server without curve25519 (FIPS mode) still agrees on one. Secrets never travel
+#: in this session: the deploys' own connection and ``gpuforge kubeconfig`` are separate sessions.
+LOCK_KEX_OPTION = ("-o", "KexAlgorithms=^curve25519-sha256")
 #: Open files the control host holds per node during an apply: the lock session's three pipes,
 #: pyinfra's SSH socket, and room for the transfers' temporary files.
 FILES_PER_NODE = 8
@@ -111,7 +118,7 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
     started: dict[str, subprocess.Popen[bytes]] = {}
     for name in names:
         try:
-            argv = ssh_argv(spec, spec_path, name, command)
+            argv = ssh_argv(spec, spec_path, name, command, options=LOCK_KEX_OPTION)
             started[name] = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )

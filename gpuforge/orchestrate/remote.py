@@ -10,15 +10,19 @@ from pathlib import Path
 from gpuforge.spec import Spec, resolve_nodes
 
 
-def ssh_argv(spec: Spec, spec_path: str | Path, node_name: str, command: str) -> list[str]:
-    """ssh argv for ``command`` on a node: the validator's transport (host keys checked, vagrant aware)."""
+def ssh_argv(
+    spec: Spec, spec_path: str | Path, node_name: str, command: str, options: tuple[str, ...] = ()
+) -> list[str]:
+    """ssh argv for ``command`` on a node: the validator's transport (host keys checked, vagrant
+    aware), with ``options`` (more ``-o`` settings) before the destination."""
     from gpuforge.validator.runner import SshTransport
 
     node = next(n for n in resolve_nodes(spec) if n.name == node_name)
     if spec.ssh.sudo and spec.ssh.user != "root":
         # The whole command line runs privileged, not only its first word ("a; b" or "a && b").
         command = f"sudo -n sh -c {shlex.quote(command)}"
-    return [*SshTransport(spec, spec_path).argv(node), command]
+    ssh, *rest = SshTransport(spec, spec_path).argv(node)
+    return [ssh, *options, *rest, command]
 
 
 def run(

@@ -109,7 +109,7 @@ def simulated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimulatedClust
     monkeypatch.setattr(pyinfra_inventory, "get_all_connectors", lambda: connectors)
     locks = tmp_path / "node-locks"
 
-    def local_lock(spec: Any, spec_path: Any, name: str, command: str) -> list[str]:
+    def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
         if name in cluster.unreachable:
             return ["sh", "-c", "echo 'ssh: connect to host: No route to host' >&2; exit 255"]
         where = locks / name

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from gpuforge.orchestrate.remote import ssh_argv
 from gpuforge.spec import load_spec, resolve_nodes
 from tests.conftest import REPO
@@ -18,6 +20,29 @@ def test_ssh_argv_checks_host_keys_with_the_specs_known_hosts() -> None:
     assert "StrictHostKeyChecking=yes" in joined
     assert "UserKnownHostsFile=/var/lib/gpuforge/lab/gflab/known_hosts" in joined
     assert argv[-2:] == ["10.213.0.12", "sinfo"]
+
+
+def test_only_the_node_lock_session_prefers_the_classic_key_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock session carries no secret: curve25519 first (defaults kept behind it, ``^``); every
+    other session keeps OpenSSH's default (post-quantum hybrid) order."""
+    from gpuforge.orchestrate import node_lock
+
+    spec_path = REPO / "inventories" / "lab.yaml"
+    spec = load_spec(spec_path)
+    assert not any("KexAlgorithms" in a for a in ssh_argv(spec, spec_path, "node2", "sinfo"))
+    started: list[list[str]] = []
+
+    class Refused:
+        def __init__(self, argv: list[str], **_: object) -> None:
+            started.append(argv)
+            raise OSError("not started in this test")
+
+    monkeypatch.setattr(node_lock.subprocess, "Popen", Refused)
+    locks = node_lock.take(spec, spec_path, ["node2"])
+    assert list(locks.refused) == ["node2"]
+    (argv,) = started
+    assert argv[:3] == ["ssh", "-o", "KexAlgorithms=^curve25519-sha256"]
+    assert argv[-3:-1] == ["--", "10.213.0.12"] and "flock -n 9" in argv[-1]
 
 
 def test_non_root_user_runs_privileged_commands_with_sudo() -> None:
