@@ -336,6 +336,11 @@ def driver_install(
                             "ansible-role-nvidia-driver", "azhpc-fabricmanager"),
             dnf_stream=stream, needs_epel=True,
         )  # fmt: skip
+    # The running kernel's headers and dkms are named; the compilers come with dkms as hard
+    # dependencies, which --no-install-recommends keeps (Debian 12's dkms 3.0.10: "Depends: kmod,
+    # gcc | c-compiler, dpkg-dev, make | build-essential, patch"; the headers are only its Recommends,
+    # hence named). Not build-essential itself: a package added to this layer restarts its services
+    # (persistenced, the fabric manager) on nodes that already run.
     prereq = (headers, "dkms")
     pinning = f"nvidia-driver-pinning-{branch}" if branch >= UNVERSIONED_NAMES_FROM else None
     if source is DriverSource.DISTRO:  # Ubuntu: Canonical's archive (ERD "-server" packages)
