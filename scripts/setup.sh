@@ -26,8 +26,9 @@ missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-libvirt_new=
-case " ${missing[*]} " in *" libvirt-daemon-system "*) libvirt_new=1 ;; esac
+# Whether this script installed libvirt (a marker, so a run cut off after the install still knows).
+LIBVIRT_MARK=/var/lib/gpuforge/setup-installed-libvirt
+case " ${missing[*]} " in *" libvirt-daemon-system "*) mkdir -p /var/lib/gpuforge && touch "$LIBVIRT_MARK" ;; esac
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -44,7 +45,7 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   # The Vagrant test runs its own libvirtd inside a network namespace and will not start beside
   # the machine's. A libvirt this run installed (Debian starts it) is stopped and disabled; one the
   # machine had before is a workstation's and is left alone (the test then says how to stop it).
-  if [ -n "$libvirt_new" ]; then
+  if [ -e "$LIBVIRT_MARK" ]; then
     echo "setup: disabling the libvirtd that came with libvirt-daemon-system (the Vagrant test runs its own)"
     systemctl disable --now libvirtd.service libvirtd.socket libvirtd-ro.socket libvirtd-admin.socket \
       virtlogd.service virtlogd.socket virtlogd-admin.socket >/dev/null 2>&1 || true

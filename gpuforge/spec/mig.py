@@ -1,5 +1,5 @@
-"""What a MIG layout (mig-parted entries) makes of a node's GPUs: pure, shared by the spec rules, the
-renderers and the validator."""
+"""What a MIG layout (mig-parted entries) makes of a node's GPUs: pure, shared by the spec rules and
+the validator's Kubernetes checks."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ class ClusterData:
     """The cluster's Kueue ClusterQueues or Volcano Queues (None: not read, or kubectl failed)."""
     kube_queues_error: str | None = None
     kube_probe: dict[str, Any] | None = None
-    """What the probe on the first control plane saw (``cluster_k8s.parse_probe``); None: not run."""
+    """What the probe on the first control plane saw (``k8s_probe.parse_probe``); None: not run."""
     ssh_strict: bool = True
     """The transport's ssh options carry StrictHostKeyChecking=yes."""
     ssh_targets: dict[str, tuple[str, int]] = field(default_factory=dict)

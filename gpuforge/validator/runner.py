@@ -31,7 +31,7 @@ from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
-from gpuforge.validator import cluster, cluster_k8s, site_checks
+from gpuforge.validator import cluster, cluster_k8s, k8s_probe, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.node import probing
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
@@ -363,13 +363,13 @@ def validate(
             data.kube_error = f"{data.kube_node} unreachable: {explain_ssh_failure(kube_done.stderr, kube_done.rc)}"
         else:
             cluster_k8s.apply_kube_query(data, kube_done.stdout)
-            if data.kube_error is None and selected_ids & set(cluster_k8s.PROBE_CHECKS) and planes:
+            if data.kube_error is None and selected_ids & set(k8s_probe.PROBE_CHECKS) and planes:
                 say(f"probing the cluster from {planes[0].name} (CUDA sample pod, queue admission)")
                 tenants = len(spec.kubernetes.batch_queue.tenants) if spec.kubernetes else 0
-                bound = cluster_k8s.PROBE_WAIT_S + cluster_k8s.ADMISSION_WAIT_S * tenants + 120
-                probe = tr.run(planes[0], cluster_k8s.probe_query(spec), timeout=bound)
+                bound = k8s_probe.PROBE_WAIT_S + k8s_probe.ADMISSION_WAIT_S * tenants + 120
+                probe = tr.run(planes[0], k8s_probe.probe_query(spec), timeout=bound)
                 if probe.rc not in (255, 124):
-                    data.kube_probe = cluster_k8s.parse_probe(probe.stdout)
+                    data.kube_probe = k8s_probe.parse_probe(probe.stdout)
     elif want_kube:
         data.kube_error = "the spec has no control-plane node"
 

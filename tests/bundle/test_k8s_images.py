@@ -15,7 +15,7 @@ import yaml
 
 from gpuforge.bundle import images
 from gpuforge.spec import load_spec
-from gpuforge.validator import cluster_k8s
+from gpuforge.validator import k8s_probe
 from tests.bundle.test_k8s_bundle import SPEC, UPSTREAM_CHART
 
 # The image section of NFD's chart values and its Chart.yaml, as the GPU Operator v26.7.0 chart vendors
@@ -116,10 +116,10 @@ def test_a_chart_without_the_nfd_dependency_lists_none(tmp_path: Path) -> None:
 def test_the_validator_probe_images_are_listed(tmp_path: Path) -> None:
     """The CUDA vectorAdd sample pod, and the Kueue admission job's pod (it runs once admitted)."""
     kueue = [i["image"] for i in images.validator_images(spec(tmp_path))]
-    assert kueue == [cluster_k8s.CUDA_SAMPLE_IMAGE, "registry.k8s.io/pause:3.10"]
+    assert kueue == [k8s_probe.CUDA_SAMPLE_IMAGE, "registry.k8s.io/pause:3.10"]
     volcano = [i["image"] for i in images.validator_images(spec(tmp_path, "volcano"))]
-    assert volcano == [cluster_k8s.CUDA_SAMPLE_IMAGE]
+    assert volcano == [k8s_probe.CUDA_SAMPLE_IMAGE]
     # the list is every image the probe script itself names, and only those
     for kind, listed in (("kueue", kueue), ("volcano", volcano)):
-        script = cluster_k8s.probe_query(spec(tmp_path, kind) if kind == "volcano" else spec(tmp_path))
+        script = k8s_probe.probe_query(spec(tmp_path, kind) if kind == "volcano" else spec(tmp_path))
         assert list(dict.fromkeys(re.findall(r"\bimage:\s*([^\s,}\"']+)", script))) == listed, kind

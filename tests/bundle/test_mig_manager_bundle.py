@@ -177,8 +177,8 @@ def test_apt_bundle_from_upstream_layout(
     loopback: Server, repo_key: RepoKey, tmp_path: Path, os_name: str, distro: str, branch: int, flavor: str,
     branches: tuple[int, ...],
 ) -> None:  # fmt: skip
-    if shutil.which("dpkg-deb") is None:
-        pytest.skip("dpkg-deb is not installed")
+    if shutil.which("dpkg-deb") is None:  # Debian's own dpkg: a missing one is a broken machine, never a skip
+        pytest.fail("dpkg-deb is not installed", pytrace=False)
     work = tmp_path / "work"
     work.mkdir()
     cuda = served(loopback, f"{src.CUDA_UPSTREAM}/{distro}/x86_64")

@@ -23,8 +23,8 @@ def test_ssh_argv_checks_host_keys_with_the_specs_known_hosts() -> None:
 
 
 def test_only_the_node_lock_session_prefers_the_classic_key_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lock session carries no secret: curve25519 first (defaults kept behind it, ``^``); every
-    other session keeps OpenSSH's default (post-quantum hybrid) order."""
+    """The lock session carries no secret: the classic key exchanges, curve25519 first; every other
+    session keeps OpenSSH's default (post-quantum hybrid) order."""
     from gpuforge.orchestrate import node_lock
 
     spec_path = REPO / "inventories" / "lab.yaml"
@@ -41,7 +41,8 @@ def test_only_the_node_lock_session_prefers_the_classic_key_exchange(monkeypatch
     locks = node_lock.take(spec, spec_path, ["node2"])
     assert list(locks.refused) == ["node2"]
     (argv,) = started
-    assert argv[:3] == ["ssh", "-o", "KexAlgorithms=^curve25519-sha256"]
+    assert argv[:2] == ["ssh", "-o"] and argv[2].startswith("KexAlgorithms=curve25519-sha256,")
+    assert "sntrup" not in argv[2] and "mlkem" not in argv[2]
     assert argv[-3:-1] == ["--", "10.213.0.12"] and "flock -n 9" in argv[-1]
 
 

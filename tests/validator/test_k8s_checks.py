@@ -17,7 +17,7 @@ import yaml
 from gpuforge.render import kubernetes as k8s_render
 from gpuforge.spec import SpecError, resolve_nodes
 from gpuforge.spec.model import MigStrategy
-from gpuforge.validator import cluster, cluster_k8s
+from gpuforge.validator import cluster, cluster_k8s, k8s_probe
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from tests.conftest import REPO
 from tests.helpers import variant
@@ -437,7 +437,7 @@ def run_probe(tmp_path: Path, spec: Any, phase: str, admitted: str, refuse: str 
     (bin_dir / "sleep").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KSTATE": str(state),
            "FAKE_PHASE": phase, "FAKE_ADMITTED": admitted, "FAKE_REFUSE": refuse}  # fmt: skip
-    cp = subprocess.run(["sh", "-c", cluster_k8s.probe_query(spec)], env=env, capture_output=True, text=True,
+    cp = subprocess.run(["sh", "-c", k8s_probe.probe_query(spec)], env=env, capture_output=True, text=True,
                         timeout=60)  # fmt: skip
     return cp.stdout, state
 
@@ -445,12 +445,12 @@ def run_probe(tmp_path: Path, spec: Any, phase: str, admitted: str, refuse: str 
 def test_the_probe_runs_the_cuda_sample_and_a_job_per_tenant_and_cleans_up(tmp_path: Path) -> None:
     spec = variant("k8s-gpu-operator", lambda d: None)
     out, state = run_probe(tmp_path, spec, "Succeeded", "True")
-    probe = cluster_k8s.parse_probe(out)
+    probe = k8s_probe.parse_probe(out)
     assert probe["cuda"][0] == "Succeeded" and "Test PASSED" in probe["cuda"][1]
     assert probe["admission"] == {"team-vision": "True", "team-language": "True"}
     pod = yaml.safe_load((state / "manifest0").read_text())
     assert pod["metadata"]["name"].startswith("gpuforge-probe-") and pod["metadata"]["name"].endswith("-cuda")
-    assert pod["spec"]["containers"][0]["image"] == cluster_k8s.CUDA_SAMPLE_IMAGE
+    assert pod["spec"]["containers"][0]["image"] == k8s_probe.CUDA_SAMPLE_IMAGE
     assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
     assert kubernetes_validate.validate(pod, "1.31", strict=True) == "1.31"
     jobs = [yaml.safe_load((state / f"manifest{i}").read_text()) for i in (1, 2)]
@@ -465,21 +465,21 @@ def test_the_probe_runs_the_cuda_sample_and_a_job_per_tenant_and_cleans_up(tmp_p
 
     data, plane = data_for(spec)
     data.kube_probe = probe
-    assert cluster_k8s.k8s_cuda_sample(data, plane)[0] == PASS
-    assert cluster_k8s.k8s_queue_admission(data, plane)[0] == PASS
+    assert k8s_probe.k8s_cuda_sample(data, plane)[0] == PASS
+    assert k8s_probe.k8s_queue_admission(data, plane)[0] == PASS
 
 
 def test_a_failed_sample_and_a_job_never_admitted_fail(tmp_path: Path) -> None:
     spec = variant("k8s-gpu-operator", lambda d: None)
     out, _ = run_probe(tmp_path, spec, "Failed", "False")
     data, plane = data_for(spec)
-    data.kube_probe = cluster_k8s.parse_probe(out)
-    status, msg = cluster_k8s.k8s_cuda_sample(data, plane)
+    data.kube_probe = k8s_probe.parse_probe(out)
+    status, msg = k8s_probe.k8s_cuda_sample(data, plane)
     assert status == FAIL and msg.startswith("the CUDA sample pod ended Failed within 300 s")
-    status, msg = cluster_k8s.k8s_queue_admission(data, plane)
+    status, msg = k8s_probe.k8s_queue_admission(data, plane)
     assert status == FAIL and "team-vision: False" in msg and "team-language: False" in msg
     data.kube_probe = None
-    assert cluster_k8s.k8s_cuda_sample(data, plane)[0] == BLOCKED
+    assert k8s_probe.k8s_cuda_sample(data, plane)[0] == BLOCKED
 
 
 def volcano_spec() -> Any:
@@ -491,7 +491,7 @@ def volcano_spec() -> Any:
 def test_the_volcano_probe_makes_a_podgroup_per_tenant_queue_and_cleans_up(tmp_path: Path) -> None:
     spec = volcano_spec()
     out, state = run_probe(tmp_path, spec, "Succeeded", "Inqueue")
-    probe = cluster_k8s.parse_probe(out)
+    probe = k8s_probe.parse_probe(out)
     assert probe["admission"] == {"team-vision": "Inqueue", "team-language": "Inqueue"}
     name = yaml.safe_load((state / "manifest0").read_text())["metadata"]["name"].replace("-cuda", "-admit")
     groups = [yaml.safe_load((state / f"manifest{i}").read_text()) for i in (1, 2)]
@@ -513,7 +513,7 @@ def test_the_volcano_probe_makes_a_podgroup_per_tenant_queue_and_cleans_up(tmp_p
 
     data, plane = data_for(spec)
     data.kube_probe = probe
-    assert cluster_k8s.k8s_queue_admission(data, plane) == (
+    assert k8s_probe.k8s_queue_admission(data, plane) == (
         PASS, "a job was admitted in each of 2 volcano tenant queue(s)")  # fmt: skip
 
 
@@ -522,16 +522,16 @@ def test_a_podgroup_left_pending_or_refused_is_not_admitted(tmp_path: Path) -> N
     # language's Queue refuses PodGroups (Volcano's webhook: only an Open queue takes them)
     out, _ = run_probe(tmp_path, spec, "Succeeded", "Pending", refuse='queue: "language"')
     data, plane = data_for(spec)
-    data.kube_probe = cluster_k8s.parse_probe(out)
+    data.kube_probe = k8s_probe.parse_probe(out)
     assert data.kube_probe["admission"] == {"team-vision": "Pending", "team-language": "create-failed"}
-    assert cluster_k8s.k8s_queue_admission(data, plane) == (
+    assert k8s_probe.k8s_queue_admission(data, plane) == (
         FAIL, "not admitted within 60 s: team-vision: Pending; team-language: create-failed")  # fmt: skip
     # Running (its pods run) is past admission too; nothing read is not
     data.kube_probe = {"cuda": ("Succeeded", []), "admission": {"team-vision": "Running", "team-language": "none"}}
-    assert cluster_k8s.k8s_queue_admission(data, plane) == (FAIL, "not admitted within 60 s: team-language: none")
+    assert k8s_probe.k8s_queue_admission(data, plane) == (FAIL, "not admitted within 60 s: team-language: none")
 
 
 def test_no_admission_probe_without_tenants_in_a_queue() -> None:
     none = variant("k8s-gpu-operator", lambda d: d["kubernetes"].update(batch_queue={"kind": "none"}))
-    assert cluster_k8s.k8s_queue_admission(*data_for(none)) == (SKIP, "no Kueue or Volcano tenants in the spec")
-    assert "for t in ; do" in cluster_k8s.probe_query(none)  # the CUDA sample only
+    assert k8s_probe.k8s_queue_admission(*data_for(none)) == (SKIP, "no Kueue or Volcano tenants in the spec")
+    assert "for t in ; do" in k8s_probe.probe_query(none)  # the CUDA sample only
