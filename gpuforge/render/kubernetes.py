@@ -116,13 +116,29 @@ def operator_cdi(spec: Spec) -> bool:
     return spec.container_runtime.cdi and op.toolkit is ManagedBy.OPERATOR
 
 
+#: The device plugin hands a container its GPUs as volume mounts, the only list the toolkit accepts
+#: from unprivileged containers once ``NVIDIA_VISIBLE_DEVICES`` is refused (GPU Operator docs,
+#: Security Considerations, "Preventing Unprivileged Access to GPUs"; k8s_facts.SOURCES
+#: "gpu-operator-unprivileged", "device-plugin-list-strategy").
+DEVICE_PLUGIN_ENV = {"DEVICE_LIST_STRATEGY": "volume-mounts"}
+#: The operator's toolkit container writes the same two settings the host's toolkit layer sets with
+#: nvidia-ctk (``gpuforge.render.nvidia.UNPRIVILEGED_GPU_SETTINGS``), from these variables.
+OPERATOR_TOOLKIT_ENV = {
+    "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED": "false",
+    "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS": "true",
+}
+
+
 def gpu_operator_values(spec: Spec) -> dict[str, Any]:
     """Overrides of the GPU Operator chart's values (every key path exists in its values.yaml).
 
     gpuforge applies MIG layouts with the host's nvidia-mig-manager, so the operator's MIG
     manager stays off (it would otherwise label nodes ``all-disabled`` and undo them).
     dcgm-exporter's ServiceMonitor needs the Prometheus Operator, which gpuforge does not
-    install, so it is off as well.
+    install, so it is off as well. Unprivileged pods get only the GPUs they request: the device
+    plugin passes them as volume mounts (``devicePlugin.env``), and the toolkit, the host's
+    (``gpuforge.render.nvidia.restrict_unprivileged_gpus``) or the operator's (``toolkit.env``),
+    ignores their ``NVIDIA_VISIBLE_DEVICES``.
     """
     k = kubernetes_section(spec)
     op = k.gpu_operator
@@ -133,6 +149,7 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
     toolkit: dict[str, Any] = {"enabled": op.toolkit is ManagedBy.OPERATOR}
     if op.toolkit is ManagedBy.OPERATOR:
         toolkit["version"] = f"v{spec.versions.container_toolkit}"
+        toolkit["env"] = [{"name": k, "value": v} for k, v in OPERATOR_TOOLKIT_ENV.items()]
     values: dict[str, Any] = {
         "cdi": {"enabled": operator_cdi(spec)},
         "driver": driver,
@@ -141,16 +158,16 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
         "migManager": {"enabled": False},
         "dcgmExporter": {"enabled": op.dcgm_exporter, "serviceMonitor": {"enabled": False}},
     }
+    device_plugin: dict[str, Any] = {"env": [{"name": k, "value": v} for k, v in DEVICE_PLUGIN_ENV.items()]}
     ts = time_slicing_config(spec)
     if ts is not None:
-        values["devicePlugin"] = {
-            "config": {
-                "create": True,
-                "name": TIME_SLICING_CONFIGMAP,
-                "default": TIME_SLICING_KEY,
-                "data": {TIME_SLICING_KEY: LiteralStr(dump_yaml(ts))},
-            }
+        device_plugin["config"] = {
+            "create": True,
+            "name": TIME_SLICING_CONFIGMAP,
+            "default": TIME_SLICING_KEY,
+            "data": {TIME_SLICING_KEY: LiteralStr(dump_yaml(ts))},
         }
+    values["devicePlugin"] = device_plugin
     return values
 
 

@@ -36,6 +36,21 @@ MIG_CONFIG = "/etc/nvidia-mig-manager/gpuforge.yaml"
 MIG_MANAGER_DROPIN = "/etc/systemd/system/nvidia-mig-manager.service.d/zz-gpuforge.conf"
 #: The CDI spec the host's container toolkit writes (``nvidia-ctk cdi generate``).
 CDI_SPEC = "/etc/cdi/nvidia.yaml"
+#: The host toolkit's own config (nvidia-container-runtime and its hook read it on every container).
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+#: Kubernetes GPU nodes: an unprivileged container gets only the GPUs the device plugin hands it as
+#: volume mounts, never those its ``NVIDIA_VISIBLE_DEVICES`` asks for (k8s_facts.SOURCES
+#: "gpu-operator-unprivileged", "ctk-config").
+UNPRIVILEGED_GPU_SETTINGS: dict[str, bool] = {
+    "accept-nvidia-visible-devices-envvar-when-unprivileged": False,
+    "accept-nvidia-visible-devices-as-volume-mounts": True,
+}
+#: The toolkit's values for those keys when the file does not set them (its default file has them
+#: commented out; k8s_facts.SOURCES "ctk-config").
+TOOLKIT_CONFIG_DEFAULTS: dict[str, bool] = {
+    "accept-nvidia-visible-devices-envvar-when-unprivileged": True,
+    "accept-nvidia-visible-devices-as-volume-mounts": False,
+}
 
 DCGM_COUNTERS_CSV = "/etc/dcgm-exporter/gpuforge-counters.csv"
 DCGM_EXPORTER_UNIT = "/etc/systemd/system/dcgm-exporter.service"
@@ -126,6 +141,24 @@ def engine_wanted(spec: Spec, node: Node) -> bool:
     return spec.container_runtime.engine is not ContainerEngine.NONE and bool(node.roles & CONTAINER_ROLES)
 
 
+def k8s_host_toolkit(spec: Spec, node: Node) -> bool:
+    """A Kubernetes node that carries the host's container toolkit (a GPU node of a Kubernetes role)."""
+    return spec.kubernetes is not None and bool(node.roles & K8S_ROLES) and toolkit_wanted(spec, node)
+
+
+def restrict_unprivileged_gpus(spec: Spec, node: Node) -> bool:
+    """The host toolkit's config ignores ``NVIDIA_VISIBLE_DEVICES`` from unprivileged containers and
+    takes the device plugin's volume mounts instead (:data:`UNPRIVILEGED_GPU_SETTINGS`).
+
+    On Kubernetes nodes only: nvidia is the default runtime there (:func:`nvidia_default_runtime`),
+    so with the toolkit's defaults any pod setting ``NVIDIA_VISIBLE_DEVICES=all`` (CUDA base images
+    do) would see every GPU without a request, past the device plugin and the batch queue's
+    quotas. The GPU Operator's device plugin passes ``DEVICE_LIST_STRATEGY=volume-mounts`` to match
+    (``gpuforge.render.kubernetes.gpu_operator_values``). Slurm nodes keep the toolkit's defaults.
+    """
+    return k8s_host_toolkit(spec, node)
+
+
 def nvidia_default_runtime(spec: Spec, node: Node) -> bool:
     """nvidia is the node's default container runtime: where the spec asks for it
     (``container_runtime.nvidia_default``), and always on a Kubernetes node that carries the host's
@@ -139,8 +172,7 @@ def nvidia_default_runtime(spec: Spec, node: Node) -> bool:
     gives it no GPU (``cdi.enabled`` is off with the host toolkit, see
     ``gpuforge.render.kubernetes.operator_cdi``). Slurm nodes keep the spec's choice.
     """
-    k8s_host_toolkit = spec.kubernetes is not None and bool(node.roles & K8S_ROLES) and toolkit_wanted(spec, node)
-    return spec.container_runtime.nvidia_default or k8s_host_toolkit
+    return spec.container_runtime.nvidia_default or k8s_host_toolkit(spec, node)
 
 
 def cdi_on_host(spec: Spec, node: Node) -> bool:

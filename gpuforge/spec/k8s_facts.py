@@ -121,6 +121,13 @@ SOURCES: dict[str, Citation] = {
         "fails with driver.ErrReleaseNotFound 'release: not found'. helm's own 'upgrade --install' decides "
         "install vs upgrade with the same History query (cmd/helm/upgrade.go: histClient.Max = 1)",
     ),
+    "helm-release-not-found": Citation(
+        "helm/helm v3.16.3 pkg/storage/driver/driver.go",
+        "https://github.com/helm/helm/blob/v3.16.3/pkg/storage/driver/driver.go",
+        "'ErrReleaseNotFound indicates that a release is not found.' ErrReleaseNotFound = "
+        "errors.New(\"release: not found\"): the error 'helm history' of a release that does not exist fails "
+        "with (helm-history); gpuforge looks for these words in the last line of helm's failing output",
+    ),
     "helm-status": Citation(
         "helm status (helm.sh/docs/helm/helm_status); helm/helm v3.16.3 pkg/release/status.go",
         "https://helm.sh/docs/helm/helm_status/",
@@ -135,6 +142,37 @@ SOURCES: dict[str, Citation] = {
         "'helm repo add nvidia https://helm.ngc.nvidia.com/nvidia'; 'helm install --wait --generate-name "
         "-n gpu-operator --create-namespace nvidia/gpu-operator --version=<v>' (gpuforge: helm upgrade --install "
         "with a fixed release name and --repo, so a re-run upgrades in place)",
+    ),
+    "gpu-operator-unprivileged": Citation(
+        "NVIDIA GPU Operator: Security Considerations (NVIDIA/cloud-native-docs gpu-operator/"
+        "security-considerations.rst)",
+        "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/security-considerations.html",
+        "Preventing Unprivileged Access to GPUs: a default toolkit and device plugin give unprivileged containers "
+        "GPUs when 'the container sets NVIDIA_VISIBLE_DEVICES'; 'The toolkit ignores NVIDIA_VISIBLE_DEVICES', "
+        "'The plugin produces a list of GPU devices as volume mounts ... and the toolkit accepts this list "
+        "exclusively'; values: toolkit.env ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED 'false', "
+        "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS 'true'; devicePlugin.env DEVICE_LIST_STRATEGY="
+        "volume-mounts (both 'env: []' in the chart's values.yaml)",
+    ),
+    "device-plugin-list-strategy": Citation(
+        "NVIDIA/k8s-device-plugin README.md",
+        "https://github.com/NVIDIA/k8s-device-plugin#as-command-line-flags-or-envvars",
+        "DEVICE_LIST_STRATEGY: '[envvar | volume-mounts | cdi-annotations | cdi-cri ] (default 'envvar')'; "
+        "'volume-mounts: the list of devices is passed as a set of volume mounts instead of as an environment "
+        "variable to instruct the NVIDIA Container Runtime to inject the devices' (helm value deviceListStrategy)",
+    ),
+    "ctk-config": Citation(
+        "NVIDIA/nvidia-container-toolkit cmd/nvidia-ctk/config/config.go, internal/config/config.go, "
+        "internal/config/toml_test.go",
+        "https://github.com/NVIDIA/nvidia-container-toolkit/tree/main/cmd/nvidia-ctk/config",
+        "'nvidia-ctk config': --config-file (default /etc/nvidia-container-runtime/config.toml), '--set' 'Set a "
+        "config value using the pattern key=value ... can be specified multiple times', '--in-place' 'Modify the "
+        "config file in-place'; top-level keys 'accept-nvidia-visible-devices-envvar-when-unprivileged' and "
+        "'accept-nvidia-visible-devices-as-volume-mounts' (bool), commented out in the default file "
+        "('#...-as-volume-mounts = false', '#...-envvar-when-unprivileged = true'). The operator's toolkit "
+        "installer reads the same options from ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED / "
+        "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS (gpu-operator-unprivileged). Bottlerocket agrees: "
+        "settings.kubelet-device-plugins.nvidia.device-list-strategy 'Default: volume-mounts' (bottlerocket.dev)",
     ),
     "kueue-install": Citation(
         "Kueue: Installation (kueue.sigs.k8s.io/docs/installation)",

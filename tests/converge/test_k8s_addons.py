@@ -27,6 +27,12 @@ ADMIN = "KUBECONFIG=/etc/kubernetes/admin.conf"
 OPERATOR_STAMP = f"{STAMP_DIR}/gpu-operator.applied"
 RELEASE = "helm-release:gpu-operator/gpu-operator"
 HISTORY = f"{ADMIN} /usr/local/bin/helm history gpu-operator --namespace gpu-operator --max 1 -o json"
+READ = f'out=$({HISTORY} 2>&1); echo "rc=$?"; printf \'%s\\n\' "$out"'
+NOT_FOUND = "Error: release: not found"  # helm's ErrReleaseNotFound (k8s_facts SOURCES helm-release-not-found)
+UNREACHABLE = (
+    'Error: Kubernetes cluster unreachable: Get "https://10.0.0.10:6443/version": '
+    "dial tcp 10.0.0.10:6443: connect: connection refused"
+)
 
 
 def history(revision: int, status: str = "deployed") -> str:
@@ -42,6 +48,16 @@ def history(revision: int, status: str = "deployed") -> str:
         "description": "Upgrade complete" if status == "deployed" else 'Upgrade "gpu-operator" failed',
     }
     return json.dumps([entry], separators=(",", ":")) + "\n"
+
+
+def present(revision: int, status: str = "deployed") -> str:
+    """The fact read's output when helm lists the release: exit status 0, then the history."""
+    return f"rc=0\n{history(revision, status)}"
+
+
+def failed(line: str, rc: int = 1) -> str:
+    """The fact read's output when helm fails (its error on its combined output)."""
+    return f"rc={rc}\n{line}\n"
 
 
 def load(mutate: Any = None, base_dir: Path | None = None) -> Any:
@@ -64,7 +80,7 @@ def applied(spec: Any, revision: int = 3) -> dict[str, str | None]:
     facts: dict[str, str | None] = {
         a.stamp: a.digest + (f" revision:{revision}" if a.release else "") + "\n" for a in addons(spec)
     }
-    facts[RELEASE] = history(revision)
+    facts[RELEASE] = present(revision)
     return facts
 
 
@@ -108,11 +124,11 @@ def test_the_live_release_is_read_in_the_same_round_trip_as_the_stamps() -> None
     spec = load()
     layer = addons_layer(spec, next(n for n in resolve_nodes(spec) if n.name == "kcp1"))
     reads = [p for p in layer.read_paths if isinstance(p, CommandRead)]
-    assert [(str(r), r.command) for r in reads] == [(RELEASE, HISTORY)]
+    assert [(str(r), r.command) for r in reads] == [(RELEASE, READ)]
     assert [p for p in layer.read_paths if not isinstance(p, CommandRead)] == [a.stamp for a in addons(spec)]
     command = layer_state_command([], [], [], [], layer.read_paths)
     assert command.count("__section=") == 1  # one fact, one command
-    assert f'echo "{RELEASE}=$({{ {HISTORY}; }} 2>/dev/null | base64 -w0)"' in command
+    assert f'echo "{RELEASE}=$({{ {READ}; }} 2>/dev/null | base64 -w0)"' in command
 
 
 def operator_only(steps: list[Any]) -> Any:
@@ -123,10 +139,10 @@ def operator_only(steps: list[Any]) -> Any:
 
 
 def test_an_uninstalled_release_is_installed_again_although_its_stamp_is_current() -> None:
-    """``helm uninstall`` removes the release: helm history prints nothing (release: not found)."""
+    """``helm uninstall`` removes the release: helm history fails with release: not found."""
     spec = load()
     facts = applied(spec)
-    facts[RELEASE] = None
+    facts[RELEASE] = failed(NOT_FOUND)
     step = operator_only(plan(spec, facts))
     assert step.summary.endswith(": release gpu-operator not found in namespace gpu-operator")
 
@@ -135,7 +151,7 @@ def test_a_release_changed_by_hand_is_upgraded_again() -> None:
     """A rollback or a manual upgrade makes a new revision: not the one gpuforge recorded."""
     spec = load()
     facts = applied(spec, revision=3)
-    facts[RELEASE] = history(5)
+    facts[RELEASE] = present(5)
     step = operator_only(plan(spec, facts))
     assert step.summary.endswith(": release gpu-operator is at revision 5, gpuforge applied revision 3")
 
@@ -144,7 +160,7 @@ def test_a_release_changed_by_hand_is_upgraded_again() -> None:
 def test_a_release_that_is_not_deployed_is_upgraded_again(status: str) -> None:
     spec = load()
     facts = applied(spec, revision=3)
-    facts[RELEASE] = history(3, status)
+    facts[RELEASE] = present(3, status)
     step = operator_only(plan(spec, facts))
     assert step.summary.endswith(f": release gpu-operator is {status} (revision 3)")
 
@@ -158,54 +174,142 @@ def test_a_stamp_without_a_revision_runs_helm_once_more() -> None:
     assert step.summary.endswith("/etc/gpuforge/k8s/gpu-operator-values.yaml)")  # no drift reason: stamp differs
 
 
-def test_unreadable_history_output_counts_as_no_release() -> None:
+def unreadable_warning(line: str) -> dict[str, Any]:
+    return {
+        "kind": StepKind.WARNING,
+        "summary": "GPU Operator v26.7.0 (helm upgrade --install, values /etc/gpuforge/k8s/gpu-operator-values.yaml): "
+        "release gpu-operator in namespace gpu-operator could not be read and was not compared with the stamp: " + line,
+    }
+
+
+@pytest.mark.parametrize(
+    ("output", "line"),
+    [
+        (failed(UNREACHABLE), UNREACHABLE),
+        (failed("bash: /usr/local/bin/helm: No such file or directory", 127), "bash: /usr/local/bin/helm: No such "
+         "file or directory"),
+        (failed("", 124), "helm history exited 124"),
+        ("rc=0\nnot json\n", "helm history printed no revision"),
+        (None, "no exit status from helm history"),
+        (history(3), "no exit status from helm history"),
+    ],
+    ids=["unreachable", "no-helm", "timeout", "not-json", "no-output", "no-rc"],
+)  # fmt: skip
+def test_an_unreadable_release_with_a_current_stamp_is_a_warning_and_no_helm(output: str | None, line: str) -> None:
+    """API server down, helm missing, RBAC, a timeout: not a missing release, so no helm upgrade."""
     spec = load()
     facts = applied(spec)
-    facts[RELEASE] = "Error: Kubernetes cluster unreachable\n"
-    operator_only(plan(spec, facts))
+    facts[RELEASE] = output
+    assert [s.as_dict() for s in plan(spec, facts)] == [unreadable_warning(line)]
 
 
-FAKE_HELM = """#!/bin/sh
-# history <release> --namespace <ns> --max 1 -o json: what $FAKE_HISTORY holds, or helm's error
+def test_an_unreadable_release_with_a_changed_digest_runs_helm() -> None:
+    """The stamp differs: helm runs as for any change (its own error shows if the API is down)."""
+    before = load()
+    after = load(lambda d: d["kubernetes"]["gpu_operator"].update(time_slicing_replicas=4))
+    facts = applied(before)
+    facts[RELEASE] = failed(UNREACHABLE)
+    (step,) = plan(after, facts)
+    operator = next(a for a in addons(after) if a.name == "gpu-operator")
+    assert step.as_dict() == {
+        "kind": StepKind.INSTALL,
+        "summary": f"apply {operator.summary}",
+        "command": f"{operator.command} && {operator.stamp_command()}",
+    }
+
+
+def test_a_missing_release_runs_helm_and_a_present_one_at_its_revision_nothing() -> None:
+    spec = load()
+    operator = next(a for a in addons(spec) if a.name == "gpu-operator")
+    facts = applied(spec, revision=3)
+    facts[RELEASE] = failed(NOT_FOUND)
+    assert [s.as_dict() for s in plan(spec, facts)] == [
+        {
+            "kind": StepKind.INSTALL,
+            "summary": f"apply {operator.summary}: release gpu-operator not found in namespace gpu-operator",
+            "command": f"{operator.command} && {operator.stamp_command()}",
+        }
+    ]
+    facts[RELEASE] = present(3)
+    assert plan(spec, facts) == []
+    # helm's warnings share the output (2>&1): the history is still found
+    facts[RELEASE] = "rc=0\nWARNING: Kubernetes configuration file is group-readable. This is insecure.\n" + history(3)
+    assert plan(spec, facts) == []
+
+
+FAKE_HELM = f"""#!/bin/sh
+# history <release> --namespace <ns> --max 1 -o json: what $FAKE_HISTORY holds, else helm's error:
+# the API server refused the connection ($FAKE_UNREACHABLE set) or the release does not exist
 [ "$1" = history ] || exit 2
-if [ -s "$FAKE_HISTORY" ]; then cat "$FAKE_HISTORY"; else echo 'Error: release: not found' >&2; exit 1; fi
+if [ -s "$FAKE_HISTORY" ]; then cat "$FAKE_HISTORY"; exit 0; fi
+echo 'WARNING: Kubernetes configuration file is group-readable. This is insecure.' >&2
+if [ -n "$FAKE_UNREACHABLE" ]; then echo '{UNREACHABLE}' >&2; exit 1; fi
+echo '{NOT_FOUND}' >&2; exit 1
 """
 
 
-def on_node(tmp_path: Path, command: str, history_output: str | None) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` in a shell with a fake helm (and the stamps under ``tmp_path``)."""
+def on_node(
+    tmp_path: Path, command: str, history_output: str | None, helm_fails: str = "not-found"
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a shell with a fake helm (and the stamps under ``tmp_path``); ``helm_fails``
+    says how it fails without a history: ``not-found``, ``unreachable``, or ``absent`` (no helm)."""
     helm = tmp_path / "helm"
-    helm.write_text(FAKE_HELM)
-    helm.chmod(0o755)
+    if helm_fails != "absent":
+        helm.write_text(FAKE_HELM)
+        helm.chmod(0o755)
     (tmp_path / "history.json").write_text(history_output or "")
     script = command.replace(HELM, str(helm)).replace(STAMP_DIR, str(tmp_path / "k8s"))
     env = {**os.environ, "FAKE_HISTORY": str(tmp_path / "history.json")}
+    if helm_fails == "unreachable":
+        env["FAKE_UNREACHABLE"] = "1"
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, check=False)
 
 
 @pytest.mark.parametrize(
-    ("live", "stamp_revision", "helm_runs"),
-    [(history(3), 3, False), (history(4), 3, True), (history(3, "failed"), 3, True), (None, 3, True)],
-    ids=["same-revision", "other-revision", "failed", "missing"],
+    ("live", "helm_fails", "read", "outcome"),
+    [
+        (history(3), "", present(3), []),
+        (history(4), "", present(4), ["apply GPU Operator v26.7.0"]),
+        (history(3, "failed"), "", present(3, "failed"), ["apply GPU Operator v26.7.0"]),
+        (None, "not-found", None, ["apply GPU Operator v26.7.0"]),
+        (None, "unreachable", None, [f"warning: ... {UNREACHABLE}"]),
+        (None, "absent", None, None),
+    ],
+    ids=["same-revision", "other-revision", "failed", "missing", "unreachable", "no-helm"],
 )
 def test_the_fact_read_on_a_node_decides_as_the_plan_does(
-    tmp_path: Path, live: str | None, stamp_revision: int, helm_runs: bool
+    tmp_path: Path, live: str | None, helm_fails: str, read: str | None, outcome: list[str] | None
 ) -> None:
     """The layer's fact command, run by a shell against a fake helm, parsed by the fact's parser."""
     spec = load()
     layer = addons_layer(spec, next(n for n in resolve_nodes(spec) if n.name == "kcp1"))
     (tmp_path / "k8s").mkdir()
-    for path, text in applied(spec, stamp_revision).items():
+    for path, text in applied(spec, 3).items():
         if path.startswith(STAMP_DIR):
             (tmp_path / "k8s" / Path(path).name).write_text(text or "")
-    out = on_node(tmp_path, layer_state_command([], [], [], [], layer.read_paths), live)
+    out = on_node(tmp_path, layer_state_command([], [], [], [], layer.read_paths), live, helm_fails)
     assert out.returncode == 0, out.stderr
     facts = parse_layer_state(out.stdout.splitlines())
     facts.contents = {k.replace(str(tmp_path / "k8s"), STAMP_DIR): v for k, v in facts.contents.items()}
-    assert facts.contents[RELEASE] == live
+    if read is not None:
+        assert facts.contents[RELEASE] == read
+    elif helm_fails == "not-found":
+        assert (facts.contents[RELEASE] or "").startswith("rc=1\n")
+        assert (facts.contents[RELEASE] or "").endswith(f"\n{NOT_FOUND}\n")
     assert layer.after is not None
     steps = layer.after(facts, set())
-    assert [s.summary.split(" (")[0] for s in steps] == (["apply GPU Operator v26.7.0"] if helm_runs else [])
+    summaries = [
+        f"warning: ... {s.summary.partition('the stamp: ')[2]}"
+        if s.kind is StepKind.WARNING
+        else s.summary.split(" (")[0]
+        for s in steps
+    ]
+    if helm_fails == "absent":  # the shell's line: "bash: line 1: <path>: No such file or directory"
+        (summary,) = summaries
+        assert summary.startswith("warning: ... bash: ")
+        assert summary.endswith(f"{tmp_path / 'helm'}: No such file or directory")
+    else:
+        assert summaries == outcome
 
 
 def test_the_stamp_records_the_revision_helm_reports_after_the_upgrade(tmp_path: Path) -> None:
@@ -217,7 +321,7 @@ def test_the_stamp_records_the_revision_helm_reports_after_the_upgrade(tmp_path:
     # read back, the same digest and revision need no helm
     facts = applied(spec)
     facts[OPERATOR_STAMP] = (tmp_path / "k8s" / "gpu-operator.applied").read_text()
-    facts[RELEASE] = history(7)
+    facts[RELEASE] = present(7)
     assert plan(spec, facts) == []
 
 

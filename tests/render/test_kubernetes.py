@@ -87,7 +87,7 @@ def test_values_follow_the_spec() -> None:
     assert host["mig"] == {"strategy": "mixed"}
     assert host["dcgmExporter"]["enabled"] is False  # the example runs DCGM and its exporter on the host
     assert host["migManager"] == {"enabled": False}
-    assert "devicePlugin" not in host
+    assert host["devicePlugin"] == {"env": [{"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}]}
 
     def operator_stack(d: dict[str, Any]) -> None:
         d["kubernetes"]["gpu_operator"].update(driver="operator", toolkit="operator", dcgm_exporter=True)
@@ -95,8 +95,38 @@ def test_values_follow_the_spec() -> None:
 
     op = k8s.gpu_operator_values(variant(operator_stack))
     assert op["driver"] == {"enabled": True, "version": "550.163.01", "kernelModuleType": "open"}
-    assert op["toolkit"] == {"enabled": True, "version": "v1.17.8"}
+    assert op["toolkit"] == {
+        "enabled": True,
+        "version": "v1.17.8",
+        "env": [
+            {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+            {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
+        ],
+    }
+    assert op["devicePlugin"] == host["devicePlugin"]
     assert op["dcgmExporter"]["enabled"] is True
+
+
+def test_unprivileged_pods_get_only_the_gpus_they_request() -> None:
+    """GPU Operator docs, Security Considerations, "Preventing Unprivileged Access to GPUs": the
+    toolkit ignores NVIDIA_VISIBLE_DEVICES from unprivileged containers and accepts the device
+    plugin's volume mounts; the plugin runs with DEVICE_LIST_STRATEGY=volume-mounts. The host's
+    toolkit is configured on Kubernetes GPU nodes only (the nvidia-container-toolkit layer)."""
+    spec = inventory("k8s-gpu-operator")
+    nodes = {n.name: n for n in resolve_nodes(spec)}
+    assert nvidia.restrict_unprivileged_gpus(spec, nodes["kgpu01"])
+    assert nvidia.restrict_unprivileged_gpus(spec, nodes["kinf01"])
+    assert not nvidia.restrict_unprivileged_gpus(spec, nodes["kcp1"])  # no GPU, no toolkit
+    op = operator(toolkit="operator")
+    assert not nvidia.restrict_unprivileged_gpus(op, next(n for n in resolve_nodes(op) if n.name == "kgpu01"))
+    slurm = inventory("slurm-h100")
+    assert not any(nvidia.restrict_unprivileged_gpus(slurm, n) for n in resolve_nodes(slurm))
+    assert nvidia.UNPRIVILEGED_GPU_SETTINGS == {
+        "accept-nvidia-visible-devices-envvar-when-unprivileged": False,
+        "accept-nvidia-visible-devices-as-volume-mounts": True,
+    }
+    names = {e["name"].lower().replace("_", "-") for e in k8s.gpu_operator_values(op)["toolkit"]["env"]}
+    assert names == set(nvidia.UNPRIVILEGED_GPU_SETTINGS)  # the operator's toolkit gets the same two
 
 
 @needs_upstream

@@ -42,6 +42,10 @@ class CommandRead(str):
         read.command = command
         return read
 
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]
+        """``copy``, ``deepcopy`` and ``pickle`` call ``__new__`` with these (key and command)."""
+        return str(self), self.command
+
 
 def _read_content(p: str) -> str:
     if isinstance(p, CommandRead):

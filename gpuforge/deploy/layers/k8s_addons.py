@@ -9,21 +9,28 @@ run leaves the old stamp, so the next run applies again (every command here is i
 (URLs, commands) are :mod:`gpuforge.spec.k8s_facts`.
 
 An add-on installed as a helm release (the GPU Operator) is also compared with the live release,
-read in the same round trip as the stamps (``helm history --max 1 -o json``): its stamp records
-the release revision helm reported right after the upgrade, and helm runs again when the release
-is missing, not ``deployed``, or at another revision than the stamp's (someone uninstalled, rolled
-back or upgraded it by hand).
+read in the same round trip as the stamps (:mod:`gpuforge.deploy.layers.helm_release`): its stamp
+records the release revision helm reported right after the upgrade, and helm runs again when the
+release is missing, not ``deployed``, or at another revision than the stamp's (someone uninstalled,
+rolled back or upgraded it by hand). A release helm cannot read (API server down, RBAC) is reported
+with a warning and not compared; helm runs only if the stamp's digest differs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 from dataclasses import dataclass
 
 from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
-from gpuforge.deploy.facts.layer import CommandRead
+from gpuforge.deploy.layers.helm_release import (
+    HELM,
+    KUBECONFIG,
+    REVISION_MARK,
+    HelmRelease,
+    read_release,
+    release_drift,
+)
 from gpuforge.deploy.layers.nvidia.common import unavailable_step, upload_file
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubeadm as cfg
@@ -35,44 +42,7 @@ from gpuforge.spec.model import K8S_ROLES, SourceMode
 from gpuforge.spec.nodes import Node, resolve_nodes
 
 STAMP_DIR = "/var/lib/gpuforge/k8s"
-KUBECONFIG = f"KUBECONFIG={k8s_facts.ADMIN_CONF}"
-HELM = "/usr/local/bin/helm"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-#: Between the digest and the release revision in a helm add-on's stamp.
-REVISION_MARK = " revision:"
-
-
-@dataclass(frozen=True)
-class HelmRelease:
-    """The helm release an add-on installs; its live state is read beside the stamps."""
-
-    name: str
-    namespace: str
-
-    @property
-    def history(self) -> str:
-        """The release's newest revision as JSON; nothing on stdout when there is no release."""
-        argv = [HELM, *k8s_facts.helm_history_latest_args(self.name, self.namespace)]
-        return " ".join([KUBECONFIG, *(shlex.quote(x) for x in argv)])
-
-    @property
-    def key(self) -> str:
-        """Where the layer's facts hold the history JSON (``LayerFacts.contents``; None: no release)."""
-        return f"helm-release:{self.namespace}/{self.name}"
-
-    @property
-    def read(self) -> CommandRead:
-        """The fact read, in the same round trip as the stamps."""
-        return CommandRead(self.key, self.history)
-
-    def stamp_command(self, digest: str, stamp: str) -> str:
-        """Write ``<digest> revision:<n>`` with the revision helm reports now (after the upgrade);
-        fails, leaving no stamp, when helm reports none."""
-        sed = shlex.quote(k8s_facts.HELM_HISTORY_REVISION_SED)
-        return (
-            f'rev=$({self.history} | sed -n {sed}) && test -n "$rev" && install -d -m 0755 {STAMP_DIR} && '
-            f'echo {shlex.quote(digest)}"{REVISION_MARK}$rev" > {stamp}'
-        )
 
 
 @dataclass(frozen=True)
@@ -225,41 +195,6 @@ def addons(s: Spec) -> list[AddOn]:
     return out
 
 
-def live_release(history: str | None) -> tuple[int, str] | None:
-    """(revision, status) of a release's newest revision from ``helm history --max 1 -o json``;
-    None when there is no release (helm printed nothing) or the output is not that list."""
-    try:
-        entries = json.loads(history or "")
-    except ValueError:
-        return None
-    if not isinstance(entries, list):
-        return None
-    revisions = [e for e in entries if isinstance(e, dict) and isinstance(e.get("revision"), int)]
-    if not revisions:
-        return None
-    newest = max(revisions, key=lambda e: int(e["revision"]))
-    return int(newest["revision"]), str(newest.get("status", ""))
-
-
-def release_drift(a: AddOn, facts: LayerFacts) -> str | None:
-    """Why ``a`` must be applied again although its stamp's digest is current (None: it need not).
-
-    For a helm release: the live release is missing, not ``deployed``, or at another revision
-    than the one recorded when gpuforge last applied it."""
-    if a.release is None:
-        return None
-    _, _, recorded = (facts.contents.get(a.stamp) or "").strip().rpartition(REVISION_MARK)
-    live = live_release(facts.contents.get(a.release.key))
-    if live is None:
-        return f"release {a.release.name} not found in namespace {a.release.namespace}"
-    revision, status = live
-    if status != k8s_facts.HELM_RELEASE_DEPLOYED:
-        return f"release {a.release.name} is {status or 'in no state'} (revision {revision})"
-    if str(revision) != recorded:
-        return f"release {a.release.name} is at revision {revision}, gpuforge applied revision {recorded or '?'}"
-    return None
-
-
 def _stamped(a: AddOn, facts: LayerFacts) -> bool:
     """The stamp holds the add-on's current digest (and, for a helm release, a revision)."""
     stamp = (facts.contents.get(a.stamp) or "").strip()
@@ -269,14 +204,33 @@ def _stamped(a: AddOn, facts: LayerFacts) -> bool:
     return bool(mark) and digest == a.digest
 
 
+def _release_check(a: AddOn, facts: LayerFacts) -> tuple[str | None, Step | None]:
+    """For an add-on whose stamp is current: why its live release needs helm again (None: it
+    does not), or a warning when the release could not be read (so it was not compared)."""
+    if a.release is None:
+        return None, None
+    read = read_release(facts.contents.get(a.release.key))
+    if read.error is not None:
+        r = a.release
+        return None, Step(
+            StepKind.WARNING,
+            f"{a.summary}: release {r.name} in namespace {r.namespace} could not be read and was not "
+            f"compared with the stamp: {read.error}",
+        )
+    return release_drift(a.release, facts.contents.get(a.stamp), read), None
+
+
 def addon_steps(items: list[AddOn], facts: LayerFacts) -> list[Step]:
     """The add-ons whose stamp differs or whose live release drifted from it; nothing after one
-    that has no source (later ones may need it)."""
+    that has no source (later ones may need it). A current add-on whose release cannot be read
+    is a warning, not a run."""
     steps: list[Step] = []
     for a in items:
         why = None
         if _stamped(a, facts):
-            why = release_drift(a, facts)
+            why, warning = _release_check(a, facts)
+            if warning is not None:
+                steps.append(warning)
             if why is None:
                 continue
         if a.command is None:

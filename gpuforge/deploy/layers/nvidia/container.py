@@ -18,6 +18,7 @@ from gpuforge.deploy.needs import (
     Ctx,
     toolkit_wanted,
 )
+from gpuforge.probes.toolkit_config import differing
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import (
     CDI_SPEC,
@@ -25,8 +26,12 @@ from gpuforge.render.nvidia import (
     CONTAINERD_DROPIN_DIR,
     CONTAINERD_NVIDIA_DROPIN,
     DOCKER_DAEMON_JSON,
+    TOOLKIT_CONFIG,
+    TOOLKIT_CONFIG_DEFAULTS,
+    UNPRIVILEGED_GPU_SETTINGS,
     host_driver,
     nvidia_default_runtime,
+    restrict_unprivileged_gpus,
 )
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import ContainerEngine
@@ -91,8 +96,26 @@ def engine_layer(ctx: Ctx) -> Layer:
     )
 
 
+def toolkit_config_step(current: str | None) -> Step | None:
+    """``nvidia-ctk config --in-place --set ...`` where the toolkit's config lacks a setting of
+    :data:`UNPRIVILEGED_GPU_SETTINGS` (``current``: the file as read, None when missing).
+
+    nvidia-container-runtime and its hook read the file on every container start, so nothing
+    restarts (k8s_facts.SOURCES "ctk-config").
+    """
+    todo = differing(current, UNPRIVILEGED_GPU_SETTINGS, TOOLKIT_CONFIG_DEFAULTS)
+    if not todo:
+        return None
+    sets = " ".join(f"--set {k}={str(v).lower()}" for k, v in UNPRIVILEGED_GPU_SETTINGS.items())
+    cmd = f"nvidia-ctk config --in-place {sets}"  # the default --config-file is TOOLKIT_CONFIG
+    what = ", ".join(f"{k} = {str(v).lower()}" for k, v in todo.items())
+    return Step(StepKind.RECONFIGURE, f"{TOOLKIT_CONFIG}: {what} (GPUs only through the device plugin)", cmd)
+
+
 def toolkit_layer(ctx: Ctx) -> Layer:
-    """The four toolkit packages pinned together; the CDI spec when it is missing or stale."""
+    """The four toolkit packages pinned together; the CDI spec when it is missing or stale; on
+    Kubernetes nodes, the toolkit's config refusing ``NVIDIA_VISIBLE_DEVICES`` from unprivileged
+    containers (:func:`gpuforge.render.nvidia.restrict_unprivileged_gpus`)."""
     if not toolkit_wanted(ctx):
         return Layer.empty("nvidia-container-toolkit")
     s, hf = ctx.spec, ctx.host
@@ -102,6 +125,7 @@ def toolkit_layer(ctx: Ctx) -> Layer:
     pinned = [f"{p}={ver}-1" for p in TOOLKIT_PACKAGES] if ctx.deb else [f"{p}-{ver}-1" for p in TOOLKIT_PACKAGES]
     driver = ctx.driver_version if host_driver(s) else (hf.loaded_driver or "operator")
     want_marker = f"{ver} {driver}"
+    restrict = restrict_unprivileged_gpus(s, ctx.node)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
@@ -143,11 +167,16 @@ def toolkit_layer(ctx: Ctx) -> Layer:
                             f"CDI spec not generated ({why}): the driver {ctx.driver_version} is not loaded here",
                         )
                     )
+        if restrict:
+            step = toolkit_config_step(facts.contents.get(TOOLKIT_CONFIG))
+            if step is not None:
+                steps.append(step)
         return keep_reports(ctx, "nvidia-container-toolkit", steps)
 
+    read_paths = ((CDI_SPEC, CDI_MARKER) if cdi else ()) + ((TOOLKIT_CONFIG,) if restrict else ())
     return Layer(
         "nvidia-container-toolkit",
         packages=tuple(pinned) if ctx.deb and repo.available else (),
-        read_paths=(CDI_SPEC, CDI_MARKER) if cdi else (),
+        read_paths=read_paths,
         after=after,
     )
