@@ -172,6 +172,23 @@ APT_CASES = [
 ]
 
 
+def bundle_complete(
+    tmp_path: Path, loopback: Server, os_name: str, branch: int, flavor: str, release_file: str, mig: bytes
+) -> tuple[Path, dict[str, Any]]:
+    """``gpuforge bundle`` of the MIG spec for one driver from the loopback upstream: complete, nothing
+    missing, and the mig-manager release file in it as released; the bundle folder and its manifest."""
+    spec = spec_text(os_name, branch, flavor)
+    spec_file = tmp_path / "cluster.yaml"
+    spec_file.write_text(spec)
+    out = tmp_path / "bundle"
+    code, output = bundle(spec_file, out)
+    assert code == 0, output
+    m = manifest(out)
+    assert m["complete"] is True and m["missing"] == [] and m["fetched_from"] == "upstream"
+    check_mig_manager(out, loopback, release_file, mig, spec, OsFamily(os_name))
+    return out, m
+
+
 @pytest.mark.parametrize(("os_name", "distro", "branch", "flavor", "branches"), APT_CASES, ids=lambda v: str(v))
 def test_apt_bundle_from_upstream_layout(
     loopback: Server, repo_key: RepoKey, tmp_path: Path, os_name: str, distro: str, branch: int, flavor: str,
@@ -190,16 +207,7 @@ def test_apt_bundle_from_upstream_layout(
     place(loopback, f"{src.CONTAINER_UPSTREAM}/gpgkey", repo_key.armored())
     mig = build_deb(work, "nvidia-mig-manager", f"{MIG}-1", "", "").read_bytes()  # a real .deb, as released
     release_files(loopback, ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb"), MIG_DEB, mig)
-    spec = spec_text(os_name, branch, flavor)
-    spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(spec)
-    out = tmp_path / "bundle"
-
-    code, output = bundle(spec_file, out)
-    assert code == 0, output
-    m = manifest(out)
-    assert m["complete"] is True and m["missing"] == [] and m["fetched_from"] == "upstream"
-    check_mig_manager(out, loopback, MIG_DEB, mig, spec, OsFamily(os_name))
+    out, m = bundle_complete(tmp_path, loopback, os_name, branch, flavor, MIG_DEB, mig)
     control = subprocess.run(
         ["dpkg-deb", "-f", str(out / "artifacts" / MIG_DEB), "Package", "Version"], capture_output=True, text=True
     )
@@ -245,16 +253,7 @@ def test_rpm_bundle_from_upstream_layout(loopback: Server, repo_key: RepoKey, tm
     place(loopback, table.EPEL_GPGKEY, repo_key.armored())
     mig = build_rpm(work, Rpm("nvidia-mig-manager", f"{MIG}-1")).read_bytes()  # a real .rpm, as released
     release_files(loopback, ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm"), MIG_RPM, mig)
-    spec = spec_text("rhel9", 570, "proprietary")
-    spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(spec)
-    out = tmp_path / "bundle"
-
-    code, output = bundle(spec_file, out)
-    assert code == 0, output
-    m = manifest(out)
-    assert m["complete"] is True and m["missing"] == [] and m["fetched_from"] == "upstream"
-    check_mig_manager(out, loopback, MIG_RPM, mig, spec, OsFamily.RHEL9)
+    out, m = bundle_complete(tmp_path, loopback, "rhel9", 570, "proprietary", MIG_RPM, mig)
     query = subprocess.run(
         ["rpm", "-qp", "--nosignature", "--qf", "%{NAME} %{VERSION}-%{RELEASE}", str(out / "artifacts" / MIG_RPM)],
         capture_output=True,
