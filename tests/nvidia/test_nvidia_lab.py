@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from gpuforge.spec import hostlist
+from gpuforge.spec.model import Versions
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -236,7 +237,8 @@ def test_plan_toolkit_enroot_pyxis_dcgm_from_real_facts(gpu_lab: GpuLab) -> None
     dcgm = gpu["nvidia-dcgm"]
     kinds = [s["kind"] for s in dcgm]
     assert "datacenter-gpu-manager-4-core" in dcgm[0]["command"]
-    assert any(f"{mirror}/artifacts/dcgm-exporter-4.2.3-4.1.3-linux-amd64" in s.get("command", "") for s in dcgm)
+    exporter = Versions().dcgm_exporter  # the lab spec takes the default pin
+    assert any(f"{mirror}/artifacts/dcgm-exporter-{exporter}-linux-amd64" in s.get("command", "") for s in dcgm)
     assert kinds[-1] == "note" and "enable" not in kinds and "start" not in kinds  # no GPU: not started
 
     # A GPU-less compute node gets enroot and pyxis, nothing of the GPU stack.
