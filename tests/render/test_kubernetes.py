@@ -20,6 +20,7 @@ from gpuforge.spec.model import Spec
 from gpuforge.spec.types import k8s_name
 from tests import helpers
 from tests.helpers import UPSTREAM, inventory, needs_upstream
+from tests.render.test_nvidia import merge_deep as merge_containerd2
 
 SECRETS = Secrets.redacted()
 
@@ -450,16 +451,9 @@ def containerd_of(spec: Spec, name: str) -> dict[str, Any]:
     merged = tomllib.loads(files[nvidia.CONTAINERD_CONFIG].decode())
     if nvidia.CONTAINERD_NVIDIA_DROPIN in files:
         dropin = tomllib.loads(files[nvidia.CONTAINERD_NVIDIA_DROPIN].decode())
-        merged = merge_deep(merged, dropin)
+        merged = merge_containerd2(merged, dropin)
     cri: dict[str, Any] = merged["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
     return cri
-
-
-def merge_deep(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for key, value in b.items():
-        out[key] = merge_deep(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def test_kubernetes_gpu_nodes_with_the_host_toolkit_run_nvidia_as_the_default_runtime() -> None:

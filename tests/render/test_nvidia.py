@@ -90,16 +90,16 @@ def _merge_v1(main: dict[str, Any], dropin: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _merge_deep(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def merge_deep(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """containerd 2.x import merge: keys merged recursively, later file wins."""
     out = dict(a)
     for key, value in b.items():
-        out[key] = _merge_deep(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = merge_deep(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
 @pytest.mark.parametrize("default", [False, True])
-@pytest.mark.parametrize("merge", [_merge_v1, _merge_deep], ids=["containerd1.x", "containerd2.x"])
+@pytest.mark.parametrize("merge", [_merge_v1, merge_deep], ids=["containerd1.x", "containerd2.x"])
 def test_containerd_effective_config(default: bool, merge: Callable[..., dict[str, Any]]) -> None:
     """After containerd merges the drop-in, both runtimes exist with SystemdCgroup and the
     default runtime names an existing runtime (CRI refuses to load otherwise)."""
