@@ -37,7 +37,7 @@ PACKAGES = "munge slurmctld slurmd slurm-client slurmdbd mariadb-server promethe
 def gpuforge(*args: str, env: dict[str, str]) -> float:
     start = time.monotonic()
     cp = subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", *args],
+        [sys.executable, "-m", "gpuforge", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **env},

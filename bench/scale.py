@@ -110,7 +110,7 @@ def gpuforge(*args: str, env: dict[str, str]) -> Timed:
         busy = busy_cpu_s()
         start = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuforge.cli", *args],
+            [sys.executable, "-m", "gpuforge", *args],
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,

@@ -22,7 +22,7 @@ LAB_SPEC = REPO / "inventories" / "lab.yaml"
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     """Run the gpuforge CLI as a user would, capturing everything it prints."""
     return subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", *args],
+        [sys.executable, "-m", "gpuforge", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

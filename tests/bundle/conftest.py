@@ -324,7 +324,7 @@ def cli_env() -> dict[str, str]:
 def run_bundle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``gpuforge bundle ARGS`` as a subprocess (``env``: instead of ``cli_env()``)."""
     return subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", "bundle", *args],
+        [sys.executable, "-m", "gpuforge", "bundle", *args],
         capture_output=True,
         text=True,
         timeout=300,

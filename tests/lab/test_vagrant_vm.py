@@ -55,7 +55,7 @@ def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path, capsys: p
     shutil.copy(REPO / "Vagrantfile", workdir / "Vagrantfile")
     spec, known_hosts = workdir / "spec.yaml", workdir / "known_hosts"
     _spec_for_one_vm(spec, known_hosts)
-    gpuforge = [sys.executable, "-m", "gpuforge.cli"]
+    gpuforge = [sys.executable, "-m", "gpuforge"]
     env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
 
     inode = None

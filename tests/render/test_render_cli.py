@@ -17,7 +17,7 @@ H100 = str(REPO / "inventories" / "slurm-h100.yaml")
 
 def gpuforge(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=300
+        [sys.executable, "-m", "gpuforge", *args], capture_output=True, text=True, cwd=REPO, timeout=300
     )
 
 

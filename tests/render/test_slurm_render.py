@@ -190,7 +190,7 @@ def test_render_is_deterministic_across_processes(tmp_path: Path) -> None:
     for seed in ("1", "2"):
         out = tmp_path / seed
         result = subprocess.run(
-            [sys.executable, "-m", "gpuforge.cli", "render", "inventories/slurm-h100.yaml", "-o", str(out)],
+            [sys.executable, "-m", "gpuforge", "render", "inventories/slurm-h100.yaml", "-o", str(out)],
             cwd=REPO,
             env={**ENV, "PYTHONHASHSEED": seed, "GPUFORGE_STATE_DIR": str(tmp_path / "state")},
             capture_output=True,
@@ -379,7 +379,7 @@ def test_render_cli_writes_redacted_files(tmp_path: Path) -> None:
     (secrets / "slurmdbd-db-password").write_text(PASSWORD)
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", "render", "inventories/slurm-h100.yaml", "-o", str(out)],
+        [sys.executable, "-m", "gpuforge", "render", "inventories/slurm-h100.yaml", "-o", str(out)],
         cwd=REPO,
         env={**ENV, "GPUFORGE_STATE_DIR": str(state)},
         capture_output=True,
@@ -407,7 +407,7 @@ def test_render_cli_writes_redacted_files(tmp_path: Path) -> None:
 def test_render_cli_creates_no_secrets(tmp_path: Path) -> None:
     state = tmp_path / "state"
     result = subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", "render", "inventories/lab.yaml", "-o", str(tmp_path / "out")],
+        [sys.executable, "-m", "gpuforge", "render", "inventories/lab.yaml", "-o", str(tmp_path / "out")],
         cwd=REPO,
         env={**ENV, "GPUFORGE_STATE_DIR": str(state)},
         capture_output=True,
@@ -422,7 +422,7 @@ def test_render_cli_creates_no_secrets(tmp_path: Path) -> None:
 def test_render_cli_refuses_a_bad_spec(tmp_path: Path) -> None:
     bad = REPO / "tests" / "spec" / "bad" / "switch_cycle.yaml"
     result = subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", "render", str(bad), "-o", str(tmp_path / "out")],
+        [sys.executable, "-m", "gpuforge", "render", str(bad), "-o", str(tmp_path / "out")],
         cwd=REPO,
         env=ENV,
         capture_output=True,

@@ -8,7 +8,7 @@ Each corpus file starts with comment lines:
 ``# xfail: REASON``  a known gpuforge bug: the case is expected to fail (strictly, so that
                      the marker must be removed when the bug is fixed).
 
-``gpuforge check FILE`` runs as a subprocess (``python -m gpuforge.cli``), all files at once
+``gpuforge check FILE`` runs as a subprocess (``python -m gpuforge``), all files at once
 in a thread pool, and must exit 2 with every problem on stderr: the file name, the line
 number, the field path and the message on one line, and never a traceback.
 """
@@ -82,7 +82,7 @@ def rel(path: Path) -> str:
 
 def run_check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", "check", *args],
+        [sys.executable, "-m", "gpuforge", "check", *args],
         cwd=REPO,
         env=env or ENV,
         capture_output=True,

@@ -29,7 +29,7 @@ ENV = {**os.environ, "COLUMNS": "1000", "NO_COLOR": "1"}
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "gpuforge", *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120
     )
 
 

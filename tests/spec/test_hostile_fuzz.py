@@ -101,6 +101,6 @@ def test_cli_check_refuses_a_newline_with_exit_2(leaf: int, tmp_path: Path) -> N
     data, _ = mutate(leaf, "{v}\nSlurmctldHost=evil")
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(data))
-    argv = [sys.executable, "-m", "gpuforge.cli", "check", str(spec)]
+    argv = [sys.executable, "-m", "gpuforge", "check", str(spec)]
     cp = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert cp.returncode == 2 and "Traceback" not in cp.stderr, (LEAVES[leaf], cp.stdout, cp.stderr)
