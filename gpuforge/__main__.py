@@ -6,6 +6,11 @@ CLI does (``pyinfra_cli/__init__.py``: ``monkey.patch_all()``). pyinfra's API ru
 a greenlet; unpatched, paramiko's connection threads and blocking socket reads hold up gevent's
 hub, and the nodes are connected to and read one after another (48 lab nodes: 3.1 s to connect
 instead of 0.5 s). The other commands skip it: it costs about 0.1 s at start.
+
+``os``, ``subprocess`` and ``signal`` stay unpatched: the site Ansible steps run ansible-runner in
+this process (pexpect: fork, waitpid, a pty), and under gevent's versions of those an apply hung
+for good on a pipe read with ansible-playbook already exited. What pyinfra's concurrency needs is
+the sockets, threads, locks, queues and ``select``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ def main() -> None:
     if needs_gevent_patching(sys.argv):
         from gevent import monkey
 
-        monkey.patch_all()
+        monkey.patch_all(os=False, subprocess=False, signal=False)  # see the module's docstring
     from gpuforge.cli import main as cli_main
 
     cli_main()
