@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import gevent
 from pyinfra.api import Config, Inventory, State
@@ -23,7 +24,9 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operations import run_ops
+from pyinfra.api.state import BaseStateCallback
 
+from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.inventory import inventory_groups
 from gpuforge.deploy.progress import LayerProgress, ProgressCallback
 from gpuforge.deploy.runstate import RunState
@@ -102,6 +105,27 @@ class ApplyResult:
         return sum(len(h.changed) for h in self.hosts.values())
 
 
+class EndMergedReadsOnChange(BaseStateCallback):
+    """Once an operation ran a command, failed or did not finish on any host, the run's merged
+    fact reads no longer stand (``gpuforge.deploy.fact_prefetch``). pyinfra runs each operation
+    on every host before the next one starts, so the next operation's reads see the change."""
+
+    def __init__(self, prefetch: FactPrefetch) -> None:
+        self.prefetch = prefetch
+
+    def operation_end(self, state: Any, op_hash: Any) -> None:  # type: ignore[override]
+        if self.prefetch.stale:
+            return
+        for h in state.inventory:
+            data = state.ops.get(h, {}).get(op_hash)
+            if data is None:
+                continue
+            meta = data.operation_meta
+            if not meta.is_complete() or meta.did_error() or meta.did_change():
+                self.prefetch.invalidate()
+                return
+
+
 def build_state(spec: Spec, spec_path: str | Path, limit: list[str] | None, run: RunState) -> State:
     """pyinfra's state for one run over the selected nodes (every host's data holds ``run``)."""
     groups = inventory_groups(spec, spec_path, limit, run)
@@ -144,6 +168,8 @@ def run_site(
     if not reached:
         return ApplyResult(results)
     say("planning and converging")
+    run.prefetch = FactPrefetch()  # this pyinfra run's own: site Ansible steps change nodes between runs
+    state.add_callback_handler(EndMergedReadsOnChange(run.prefetch))
     add_deploy(state, site)
     progress = LayerProgress(say)
     state.add_callback_handler(ProgressCallback(progress))

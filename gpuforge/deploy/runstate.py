@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuforge.deploy.converge import Step
+from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.slurm_changes import SlurmAction
 from gpuforge.spec import k8s_facts
 
@@ -61,6 +62,9 @@ class RunState:
     layers: tuple[str, ...] | None = None
     """The layers this pyinfra run walks (None: all of them). A run with site Ansible steps walks
     the layers in segments, one pyinfra run each, with the steps between them."""
+    prefetch: FactPrefetch | None = None
+    """The current pyinfra run's merged fact reads (``run_site`` makes one per run; None: every
+    layer reads on its own, as under the plain ``pyinfra`` CLI)."""
 
     def __copy__(self) -> RunState:
         return self

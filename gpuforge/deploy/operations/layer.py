@@ -8,6 +8,7 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.api.operation import OperationMeta
 from pyinfra.api.state import StateStage
 from pyinfra.context import state
 from pyinfra.facts.files import FileContents
@@ -16,6 +17,7 @@ from gpuforge.deploy.context import run_state
 from gpuforge.deploy.converge import (
     STAGING_DIR,
     Layer,
+    LayerFacts,
     Step,
     plan_layer,
     repair_steps,
@@ -23,6 +25,7 @@ from gpuforge.deploy.converge import (
     sudo_upload_temp,
     upload_commands,
 )
+from gpuforge.deploy.fact_prefetch import FactRequest
 from gpuforge.deploy.facts.layer import LayerState
 from gpuforge.deploy.runstate import PlannedOp
 
@@ -33,16 +36,41 @@ def file_diff(path: str, old: list[str] | None, new: bytes) -> str:
     return "\n".join(difflib.unified_diff(old or [], new_lines, f"{path} (node)", f"{path} (spec)", lineterm="", n=2))
 
 
-def read_layer_facts(layer: Layer) -> Any:
-    return host.get_fact(
-        LayerState,
-        packages=list(dict.fromkeys([*layer.packages, *layer.watch_packages])),
-        paths=layer.fact_paths,
-        units=[s.unit for s in layer.services],
-        accounts=[a.name for a in layer.accounts],
-        read_paths=list(layer.read_paths),
-        **({"rpm": True} if layer.rpm else {}),
+def layer_request(layer: Layer) -> FactRequest:
+    """What ``layer`` reads of its host (``LayerState``'s arguments)."""
+    return FactRequest(
+        packages=tuple(dict.fromkeys([*layer.packages, *layer.watch_packages])),
+        paths=tuple(layer.fact_paths),
+        units=tuple(s.unit for s in layer.services),
+        accounts=tuple(a.name for a in layer.accounts),
+        read_paths=tuple(layer.read_paths),
+        rpm=layer.rpm,
     )
+
+
+def read_facts(request: FactRequest) -> LayerFacts:
+    """This host's state for ``request``: its part of the run's merged read while that stands
+    (made now if this is the host's first read), else a read of its own (``fact_prefetch``)."""
+    prefetch = run_state().prefetch
+    if prefetch is None:
+        facts: LayerFacts = host.get_fact(LayerState, **request.kwargs())
+        return facts
+    merged = prefetch.pending(host.name)
+    if merged is not None:
+        prefetch.store(host.name, host.get_fact(LayerState, **merged.kwargs()))
+    found = prefetch.lookup(host.name, request)
+    if found is not None:
+        return found
+    prefetch.count_read(host.name)
+    facts = host.get_fact(LayerState, **request.kwargs())
+    return facts
+
+
+def _register(request: FactRequest) -> None:
+    """Prepare time: tell the run's merged read what this host's operation will read."""
+    prefetch = run_state().prefetch
+    if prefetch is not None:
+        prefetch.register(host.name, request)
 
 
 def sudo_user() -> str | None:
@@ -70,8 +98,17 @@ def step_commands(steps: list[Step], via_user: str | None = None) -> Generator[A
             yield StringCommand(step.command)
 
 
+def converge(name: str, layer: Layer) -> OperationMeta:
+    """Add the operation that converges ``layer`` on this host (see :func:`converge_layer`), its
+    read registered for the run's merged read."""
+    if not layer.is_empty:
+        _register(layer_request(layer))
+    meta: OperationMeta = converge_layer(name=name, layer=layer)
+    return meta
+
+
 @operation()
-def converge(layer: Layer) -> Generator[Any, None, None]:
+def converge_layer(layer: Layer) -> Generator[Any, None, None]:
     """Bring this host's ``layer`` to the desired state; a no-op when it already is.
 
     Every host runs the same sequence of operations (pyinfra's API orders operations by
@@ -82,7 +119,7 @@ def converge(layer: Layer) -> Generator[Any, None, None]:
         host.noop(f"{layer.name}: not on this node")
         return
     run = run_state()
-    facts = read_layer_facts(layer)
+    facts = read_facts(layer_request(layer))
     steps, changed = plan_layer(layer, facts)
     if state.current_stage == StateStage.Execute:
         # Later operations read it (restart the controller after every node has its new slurm.conf).
@@ -102,8 +139,20 @@ def converge(layer: Layer) -> Generator[Any, None, None]:
     yield from step_commands(steps, sudo_user())
 
 
+def repair_request(packages: tuple[str, ...]) -> FactRequest:
+    return FactRequest(packages=packages)
+
+
+def repair_packages(name: str, packages: tuple[str, ...]) -> OperationMeta:
+    """Add the operation that repairs an interrupted dpkg run (see :func:`repair_interrupted_packages`)."""
+    if packages:
+        _register(repair_request(packages))
+    meta: OperationMeta = repair_interrupted_packages(name=name, packages=packages)
+    return meta
+
+
 @operation()
-def repair_packages(packages: tuple[str, ...]) -> Generator[Any, None, None]:
+def repair_interrupted_packages(packages: tuple[str, ...]) -> Generator[Any, None, None]:
     """Finish an interrupted dpkg run on this host before anything installs; a no-op when none was.
 
     A separate operation so that apply reports the repair as its own change.
@@ -111,7 +160,7 @@ def repair_packages(packages: tuple[str, ...]) -> Generator[Any, None, None]:
     if not packages:
         host.noop("packages: none on this node")
         return
-    facts = host.get_fact(LayerState, packages=list(packages), paths=[], units=[], accounts=[], read_paths=[])
+    facts = read_facts(repair_request(packages))
     steps = repair_steps(facts)
     if not steps:
         host.noop("packages: dpkg state is clean")
