@@ -72,11 +72,13 @@ def graph() -> list[Import]:
 
 
 def room(module: str) -> str:
-    """The folder a module lives in: ``spec``, ``render``, ``deploy``, ...; ``cli`` for the CLI,
-    ``entry`` for the thin ``deploys/`` entry points."""
+    """The folder a module lives in: ``spec``, ``render``, ``deploy``, ...; ``cli`` for the CLI and
+    its entry point (``gpuforge.__main__``), ``entry`` for the thin ``deploys/`` entry points."""
     parts = module.split(".")
     if parts[0] == "deploys":
         return "entry"
+    if parts[1:] == ["__main__"]:
+        return "cli"
     if len(parts) == 1:
         return "package"
     return parts[1]

@@ -1,9 +1,10 @@
 """One round trip per layer: packages, files, units, accounts and chosen file contents.
 
 Composes the commands and parsers of the small facts (packages, files, systemd) so that
-a layer's whole state on a host costs a single SSH command. A ``read_paths`` entry may also
-be a :class:`CommandRead`: the output of a read-only command (the live state of a helm
-release), read in the same round trip as the files.
+a layer's whole state on a host costs a single SSH command (and, merged by
+``gpuforge.deploy.fact_prefetch``, all of a node's layers cost one while a run changes
+nothing). A ``read_paths`` entry may also be a :class:`CommandRead`: the output of a
+read-only command (the live state of a helm release), read in the same round trip as the files.
 """
 
 from __future__ import annotations
