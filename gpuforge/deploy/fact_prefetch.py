@@ -115,8 +115,6 @@ class FactPrefetch:
     """Per host: the merged read and the identities of the requests it covers."""
     stale: bool = False
     """Something changed (or failed) in this run: merged reads no longer stand."""
-    reads: dict[str, int] = field(default_factory=dict)
-    """Per host: fact round trips this run made for its layers (merged or own)."""
 
     def register(self, host: str, request: FactRequest) -> None:
         self.registered.setdefault(host, []).append(request)
@@ -134,7 +132,6 @@ class FactPrefetch:
     def store(self, host: str, facts: LayerFacts) -> None:
         covered = merge(self.registered.get(host, []))[1]
         self.merged[host] = (facts, {r.identity() for r in covered})
-        self.count_read(host)
 
     def lookup(self, host: str, request: FactRequest) -> LayerFacts | None:
         """``request``'s part of the host's merged read, or None when it has to read on its own."""
@@ -142,6 +139,3 @@ class FactPrefetch:
             return None
         facts, covered = self.merged[host]
         return project(facts, request) if request.identity() in covered else None
-
-    def count_read(self, host: str) -> None:
-        self.reads[host] = self.reads.get(host, 0) + 1

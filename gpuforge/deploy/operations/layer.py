@@ -61,7 +61,6 @@ def read_facts(request: FactRequest) -> LayerFacts:
     found = prefetch.lookup(host.name, request)
     if found is not None:
         return found
-    prefetch.count_read(host.name)
     facts = host.get_fact(LayerState, **request.kwargs())
     return facts
 
