@@ -111,8 +111,10 @@ class FactPrefetch:
 
     registered: dict[str, list[FactRequest]] = field(default_factory=dict)
     """Per host, every request its layers will make, in operation order (prepare time)."""
-    merged: dict[str, tuple[LayerFacts, set[tuple[Any, ...]]]] = field(default_factory=dict)
-    """Per host: the merged read and the identities of the requests it covers."""
+    covers: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
+    """Per host: the identities of the requests its merged read covers (set by :meth:`pending`)."""
+    merged: dict[str, LayerFacts] = field(default_factory=dict)
+    """Per host: the merged read."""
     stale: bool = False
     """Something changed (or failed) in this run: merged reads no longer stand."""
 
@@ -127,15 +129,16 @@ class FactPrefetch:
         """The merged request to read for ``host`` now, or None (already read, stale, nothing registered)."""
         if self.stale or host in self.merged or not self.registered.get(host):
             return None
-        return merge(self.registered[host])[0]
+        request, covered = merge(self.registered[host])
+        self.covers[host] = {r.identity() for r in covered}
+        return request
 
     def store(self, host: str, facts: LayerFacts) -> None:
-        covered = merge(self.registered.get(host, []))[1]
-        self.merged[host] = (facts, {r.identity() for r in covered})
+        """Keep the host's merged read (the answer to :meth:`pending`'s request)."""
+        self.merged[host] = facts
 
     def lookup(self, host: str, request: FactRequest) -> LayerFacts | None:
         """``request``'s part of the host's merged read, or None when it has to read on its own."""
-        if self.stale or host not in self.merged:
+        if self.stale or host not in self.merged or request.identity() not in self.covers.get(host, set()):
             return None
-        facts, covered = self.merged[host]
-        return project(facts, request) if request.identity() in covered else None
+        return project(self.merged[host], request)

@@ -88,6 +88,7 @@ def test_nothing_is_served_from_a_merged_read_once_the_run_changed_something() -
     prefetch = FactPrefetch()
     prefetch.register("n1", request)
     prefetch.register("n2", request)
+    prefetch.pending("n1")  # n1's first read: the merged request, then its answer
     prefetch.store("n1", LayerFacts(packages={"munge": "1"}))
     tracker = EndMergedReadsOnChange(prefetch)
 

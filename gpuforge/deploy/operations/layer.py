@@ -48,21 +48,21 @@ def layer_request(layer: Layer) -> FactRequest:
     )
 
 
+def _read(request: FactRequest) -> LayerFacts:
+    facts: LayerFacts = host.get_fact(LayerState, **request.kwargs())
+    return facts
+
+
 def read_facts(request: FactRequest) -> LayerFacts:
     """This host's state for ``request``: its part of the run's merged read while that stands
     (made now if this is the host's first read), else a read of its own (``fact_prefetch``)."""
     prefetch = run_state().prefetch
     if prefetch is None:
-        facts: LayerFacts = host.get_fact(LayerState, **request.kwargs())
-        return facts
+        return _read(request)
     merged = prefetch.pending(host.name)
     if merged is not None:
-        prefetch.store(host.name, host.get_fact(LayerState, **merged.kwargs()))
-    found = prefetch.lookup(host.name, request)
-    if found is not None:
-        return found
-    facts = host.get_fact(LayerState, **request.kwargs())
-    return facts
+        prefetch.store(host.name, _read(merged))
+    return prefetch.lookup(host.name, request) or _read(request)
 
 
 def _register(request: FactRequest) -> None:
