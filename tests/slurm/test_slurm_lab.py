@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gpuforge.validator.node.probing import NODE_EXPORTER_QUERY
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.lab
@@ -219,6 +220,12 @@ def test_node_exporter_everywhere_and_prometheus_scrapes_them(lab_cluster: Any) 
     c = lab_cluster
     for node in NODES:
         assert "node_cpu_seconds_total" in http_get(c, node, "http://localhost:9100/metrics"), node
+        # What the validator's check asks for: two collectors only, the textfile one reading gpuforge's files.
+        filtered = http_get(c, node, f"http://localhost:9100/metrics{NODE_EXPORTER_QUERY}").splitlines()
+        assert "node_textfile_scrape_error 0" in filtered and any(
+            line.startswith("node_time_seconds ") for line in filtered
+        ), (node, filtered[:20])
+        assert not any(line.startswith("node_cpu_seconds_total") for line in filtered), node
     query = "http://localhost:9090/api/v1/query?query=up%7Bjob%3D%22node-exporter%22%7D"
 
     def targets_up() -> bool:

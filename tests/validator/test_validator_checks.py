@@ -253,6 +253,19 @@ def test_node_exporter_check() -> None:
         r["monitoring.node_exporter"].message
         == "node-exporter on :9100 does not answer: [Errno 111] Connection refused"
     )
+    broken = ["node_textfile_scrape_error 1", "node_time_seconds 1.7e+09", "__rc=0"]
+    r = run(cfg, {"node_exporter": broken}, ["monitoring.node_exporter"])
+    assert r["monitoring.node_exporter"].status == FAIL
+    assert "could not read a file of its textfile directory" in r["monitoring.node_exporter"].message
+    fine = ["node_textfile_scrape_error 0", "node_time_seconds 1.7e+09", "__rc=0"]
+    assert run(cfg, {"node_exporter": fine}, ["monitoring.node_exporter"])["monitoring.node_exporter"].status == PASS
+
+
+def test_node_exporter_probe_asks_two_collectors_only() -> None:
+    """The check's probe filters node-exporter's collectors (``collect[]``): textfile and time."""
+    cfg = {"node_exporter": {"enabled": True, "port": 9200}}
+    url = probing._exporter_url(cfg, "node_exporter", 9100, query=probing.NODE_EXPORTER_QUERY)
+    assert url == "http://127.0.0.1:9200/metrics?collect%5B%5D=textfile&collect%5B%5D=time"
 
 
 def test_dcgm_exporter_check() -> None:

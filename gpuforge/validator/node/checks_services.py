@@ -116,7 +116,12 @@ def _node_exporter(ctx: NodeContext) -> Outcome:
     names = [n for n in metric_names(m.lines) if n.startswith("node_")]
     if not names:
         return FAIL, f":{port}/metrics answers but has no node_ metrics"
-    return PASS, f"node-exporter on :{port} serves {len(names)} node_ metrics"
+    if any(line.split()[:2] == ["node_textfile_scrape_error", "1"] for line in m.lines):
+        return FAIL, (
+            f"node-exporter on :{port} could not read a file of its textfile directory "
+            "(node_textfile_scrape_error 1): gpuforge's health and Slurm metrics may be missing"
+        )
+    return PASS, f"node-exporter on :{port} serves node_ metrics (textfile and time collectors)"
 
 
 def gate_dcgm_exporter(cfg: Config) -> str | None:

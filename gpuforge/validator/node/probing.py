@@ -242,9 +242,17 @@ def http_lines(url: str, timeout: float = 3.0, limit: int = 4 << 20) -> list[str
         return [f"__error={reason}", "__rc=1"]
 
 
-def _exporter_url(cfg: Config, key: str, default_port: int, field: str = "port") -> str:
+def _exporter_url(cfg: Config, key: str, default_port: int, field: str = "port", query: str = "") -> str:
     port = int((cfg.get(key) or {}).get(field) or default_port)
-    return f"http://127.0.0.1:{port}/metrics"
+    return f"http://127.0.0.1:{port}/metrics{query}"
+
+
+#: node-exporter's collectors the check asks for (``collect[]``, node_exporter's README, "Filtering
+#: enabled collectors", since v0.15.0; Debian 12 ships 1.5.0): ``textfile`` (gpuforge's health and
+#: Slurm metrics, with ``node_textfile_scrape_error``) and ``time``, both enabled by default and by
+#: gpuforge's arguments. A full scrape runs every collector (about 0.2 s on a lab node, more on a
+#: node with many devices); Prometheus does that, the check need not.
+NODE_EXPORTER_QUERY = "?collect%5B%5D=textfile&collect%5B%5D=time"
 
 
 PROBES: dict[str, Probe] = {
@@ -296,7 +304,10 @@ PROBES: dict[str, Probe] = {
             py=lambda cfg: _read_text(str((cfg.get("container") or {}).get("config_file") or "")),
         ),
         Probe("runtime_binary", py=lambda cfg: file_lines(str((cfg.get("container") or {}).get("runtime_bin") or ""))),
-        Probe("node_exporter", py=lambda cfg: http_lines(_exporter_url(cfg, "node_exporter", 9100))),
+        Probe(
+            "node_exporter",
+            py=lambda cfg: http_lines(_exporter_url(cfg, "node_exporter", 9100, query=NODE_EXPORTER_QUERY)),
+        ),
         Probe(
             "dcgm_exporter",
             py=lambda cfg: http_lines(_exporter_url(cfg, "dcgm", 9400, "exporter_port")),
