@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -32,9 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from scale import mirror_errors  # noqa: E402  (bench/ is on sys.path when run as a script)
+
 from gpuforge.deploy.apt import APT_ENV, APT_NET, APT_UPDATE, UPDATE_STALL_S  # noqa: E402
 from gpuforge.lab import core  # noqa: E402
-from gpuforge.lab.state import LabPaths, LabState  # noqa: E402
+from gpuforge.lab.state import LabState  # noqa: E402
 
 NAME, SUBNET = "gfmirror", "10.213.23.0/24"
 RESULTS = REPO / "bench" / "results"
@@ -59,14 +60,6 @@ class Run:
     mirror_errors: int = 0
 
 
-def mirror_errors() -> int:
-    try:
-        with open(os.path.join(LabPaths(NAME).mirror_dir, "log", "apt-cacher.err")) as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
-
-
 def on_node(state: LabState, node: str, command: str) -> tuple[str, int, str, float]:
     """(node, exit status, stderr, seconds) of ``command`` over SSH."""
     start = time.monotonic()
@@ -81,7 +74,7 @@ def measure(state: LabState, nodes: list[str], bound: int, trial: int) -> Run:
         reset = list(pool.map(lambda n: on_node(state, n, RESET), nodes))
     if any(rc for _, rc, _, _ in reset):
         raise SystemExit(f"resetting the nodes' lists failed: {[n for n, rc, _, _ in reset if rc]}")
-    errors = mirror_errors()
+    errors = mirror_errors(NAME)
     start = time.monotonic()
     with ThreadPoolExecutor(bound) as pool:
         results = list(pool.map(lambda n: on_node(state, n, FETCH), nodes))
@@ -94,7 +87,7 @@ def measure(state: LabState, nodes: list[str], bound: int, trial: int) -> Run:
         median_node_s=round(statistics.median(times), 1),
         stalls=sum(err.count(STALL_MARK) for _, _, err, _ in results),
         failed=[n for n, rc, _, _ in results if rc],
-        mirror_errors=mirror_errors() - errors,
+        mirror_errors=mirror_errors(NAME) - errors,
     )
 
 

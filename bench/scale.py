@@ -163,10 +163,10 @@ def ssh_all(state: Any, commands: dict[str, str]) -> tuple[float, list[str]]:
     return time.monotonic() - start, [node for node, rc in results if rc != 0]
 
 
-def mirror_errors() -> int:
-    """Lines in the lab mirror's error log (apt-cacher-ng's failures so far)."""
+def mirror_errors(lab: str = NAME) -> int:
+    """Lines in the error log of lab ``lab``'s mirror (apt-cacher-ng's failures so far)."""
     try:
-        with open(os.path.join(LabPaths(NAME).mirror_dir, "log", "apt-cacher.err")) as f:
+        with open(os.path.join(LabPaths(lab).mirror_dir, "log", "apt-cacher.err")) as f:
             return sum(1 for _ in f)
     except OSError:
         return 0
