@@ -9,7 +9,8 @@ the control host's process dies, its SSH session ends, the shell exits and the k
 lock, so a crash never leaves a node locked (and /run is empty after a reboot).
 
 A node whose lock is held is left out of the run with the holder named (user, host, pid, time,
-spec); the other nodes converge. A node that cannot be reached is left out with the SSH reason.
+spec); the other nodes converge. A node that cannot be reached (after ``TAKE_TRIES`` tries, a
+busy node's sshd may drop or time out one connection) is left out with the SSH reason.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ LOCK_FILE = f"{LOCK_DIR}/apply.lock"
 HOLDER_FILE = f"{LOCK_DIR}/apply.holder"
 HELD, BUSY = "gpuforge-lock: held", "gpuforge-lock: busy"
 TAKE_TIMEOUT_S = 30.0
+#: Tries of a lock session that ssh itself ended (exit 255), a pause of ``RETRY_PAUSE_S`` times
+#: the try's number between them.
+TAKE_TRIES = 3
+RETRY_PAUSE_S = 1.0
 #: The lock session carries no secret (a lock command and the holder's name): it offers the classic
 #: key exchanges only, curve25519 first, not OpenSSH's default post-quantum hybrid, which costs the
 #: control host and the node several times the CPU per session (about 0.07 of 0.09 CPU-seconds of an
@@ -115,14 +120,39 @@ def _first_line(proc: subprocess.Popen[bytes], deadline: float) -> str:
 
 
 def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
-    """Take the lock on every node in ``names`` at once (one SSH session each)."""
-    from gpuforge.validator.runner import explain_ssh_failure
+    """Take the lock on every node in ``names`` at once (one SSH session each).
+
+    A session that ssh itself ended (exit 255: the connection was refused, closed or timed out
+    before the lock command ran) is tried again, up to ``TAKE_TRIES`` times in all within
+    ``TAKE_TIMEOUT_S``: a node's sshd that is slow to answer on a busy host is not a node to leave
+    out. A changed host key or a refused login is final at once.
+    """
+    from gpuforge.validator.runner import ssh_failure_is_lasting
 
     locks = NodeLocks()
     raise_open_files_limit(len(names))
     command = lock_command(holder_text(spec_path))
+    deadline = time.monotonic() + TAKE_TIMEOUT_S
+    pending = list(names)
+    for attempt in range(1, TAKE_TRIES + 1):
+        unreachable = _take_once(spec, spec_path, pending, command, deadline, locks)
+        pending = [n for n, why in unreachable.items() if not ssh_failure_is_lasting(why)]
+        if not pending or attempt == TAKE_TRIES or time.monotonic() + RETRY_PAUSE_S >= deadline:
+            break
+        time.sleep(RETRY_PAUSE_S * attempt)
+    return locks
+
+
+def _take_once(
+    spec: Spec, spec_path: str | Path, names: list[str], command: str, deadline: float, locks: NodeLocks
+) -> dict[str, str]:
+    """One try on ``names``: fills ``locks``; returns the nodes ssh could not reach, with why."""
+    from gpuforge.validator.runner import explain_ssh_failure
+
     started: dict[str, subprocess.Popen[bytes]] = {}
+    unreachable: dict[str, str] = {}
     for name in names:
+        locks.refused.pop(name, None)
         try:
             argv = ssh_argv(spec, spec_path, name, command, options=LOCK_KEX_OPTION)
             started[name] = subprocess.Popen(
@@ -130,7 +160,6 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
             )
         except (OSError, RuntimeError) as exc:
             locks.refused[name] = f"cannot reach the node to take its lock: {exc}"
-    deadline = time.monotonic() + TAKE_TIMEOUT_S
     for name, proc in started.items():
         line = _first_line(proc, deadline)
         if line == HELD:
@@ -143,8 +172,9 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
             holder = line[len(BUSY) :].strip() or "another gpuforge run (holder unknown)"
             locks.refused[name] = f"another gpuforge apply holds this node: {holder}"
         elif proc.returncode == 255:
-            locks.refused[name] = f"unreachable over SSH: {explain_ssh_failure(err.decode('utf-8', 'replace'), 255)}"
+            unreachable[name] = explain_ssh_failure(err.decode("utf-8", "replace"), 255)
+            locks.refused[name] = f"unreachable over SSH: {unreachable[name]}"
         else:
             why = " ".join(err.decode("utf-8", "replace").split())[-300:] or line or "no answer in time"
             locks.refused[name] = f"could not take the node's apply lock: {why}"
-    return locks
+    return unreachable

@@ -112,6 +112,18 @@ class SshTransport:
         return self._vagrant
 
     def run(self, node: Node, command: str, stdin: bytes | None = None, timeout: float = NODE_TIMEOUT_S) -> Completed:
+        """Run ``command``; once more when ssh itself failed before the command said a word (exit
+        255, no output, a passing cause: a busy node's sshd hung up), if time is left."""
+        t0 = time.monotonic()
+        done = self._run_once(node, command, stdin, timeout)
+        spent = time.monotonic() - t0
+        if done.rc == 255 and not done.stdout and not ssh_failure_is_lasting(done.stderr) and spent < timeout / 2:
+            time.sleep(1.0)
+            again = self._run_once(node, command, stdin, timeout - spent - 1.0)
+            return Completed(again.rc, again.stdout, again.stderr, time.monotonic() - t0)
+        return done
+
+    def _run_once(self, node: Node, command: str, stdin: bytes | None, timeout: float) -> Completed:
         t0 = time.monotonic()
         try:
             argv = [*self.argv(node), command]
@@ -145,6 +157,16 @@ def _ssh_targets(tr: Transport, nodes: list[Node]) -> dict[str, tuple[str, int]]
     return found
 
 
+def ssh_failure_is_lasting(stderr: str) -> bool:
+    """True for an SSH failure another try cannot mend: a host key that does not match, a login
+    refused, a node that cannot be named (not a connection dropped or timed out)."""
+    low = stderr.lower()
+    return any(
+        words in low
+        for words in ("host key", "identification has changed", "permission denied", "could not resolve", "vagrant")
+    )
+
+
 def explain_ssh_failure(stderr: str, rc: int) -> str:
     """A one-line reason why a node could not be reached."""
     text = " ".join(stderr.split())
@@ -155,6 +177,8 @@ def explain_ssh_failure(stderr: str, rc: int) -> str:
         return f"SSH login refused (key or user): {text[:200]}"
     if rc == 124:
         return text or "no answer in time"
+    if not text and rc == 255:  # at LogLevel=ERROR ssh is silent when the node hangs up after the key exchange
+        return "ssh exited with status 255 and no message: the node closed the connection after the key exchange"
     return text[:300] or f"ssh exited with status {rc}"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -70,5 +71,69 @@ def test_the_deploys_inventory_checks_host_keys_on_every_node() -> None:
     assert len(groups["nodes"]) == len(resolve_nodes(spec))
     for name, data in groups["nodes"]:
         assert data["ssh_strict_host_key_checking"] == "yes", name
+        assert data["ssh_connect_retries"] == 2 and data["ssh_connect_retry_min_delay"] > 0, name
     # One run state, shared by every host of the run.
     assert len({id(data[RUN_STATE_KEY]) for _, data in groups["nodes"]}) == 1
+
+
+def _lock_sessions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failures: list[str]) -> list[str]:
+    """Route lock sessions to local shells: the n-th session fails as ``failures[n]`` says (an ssh
+    exit 255 with that stderr) until they run out, then takes the lock in a local directory."""
+    from gpuforge.orchestrate import node_lock
+
+    started: list[str] = []
+
+    def argv(spec: object, spec_path: object, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
+        started.append(name)
+        if len(started) <= len(failures):
+            return ["sh", "-c", f"printf %s {shlex.quote(failures[len(started) - 1])} >&2; exit 255"]
+        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(tmp_path)))]
+
+    monkeypatch.setattr(node_lock, "ssh_argv", argv)
+    monkeypatch.setattr(node_lock, "RETRY_PAUSE_S", 0.01)
+    return started
+
+
+def test_a_lock_session_that_ssh_ends_is_tried_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A busy node's sshd hung up twice (ssh exit 255, no message at LogLevel=ERROR): the third
+    try takes the lock and the node is in the run."""
+    from gpuforge.orchestrate import node_lock
+
+    spec_path = REPO / "inventories" / "lab.yaml"
+    started = _lock_sessions(monkeypatch, tmp_path, ["", "kex_exchange_identification: Connection closed"])
+    locks = node_lock.take(load_spec(spec_path), spec_path, ["node2"])
+    try:
+        assert list(locks.held) == ["node2"] and locks.refused == {}
+        assert started == ["node2"] * 3
+    finally:
+        locks.release()
+
+
+@pytest.mark.parametrize(
+    "stderr", ["Host key verification failed.", "gfadmin@10.213.0.12: Permission denied (publickey)."]
+)
+def test_a_refused_lock_session_is_not_tried_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stderr: str
+) -> None:
+    from gpuforge.orchestrate import node_lock
+
+    spec_path = REPO / "inventories" / "lab.yaml"
+    started = _lock_sessions(monkeypatch, tmp_path, [stderr] * 3)
+    locks = node_lock.take(load_spec(spec_path), spec_path, ["node2"])
+    assert started == ["node2"] and locks.held == {}
+    assert locks.refused["node2"].startswith("unreachable over SSH: ")
+
+
+def test_a_node_that_never_answers_is_left_out_after_the_last_try(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gpuforge.orchestrate import node_lock
+
+    spec_path = REPO / "inventories" / "lab.yaml"
+    started = _lock_sessions(monkeypatch, tmp_path, [""] * node_lock.TAKE_TRIES)
+    locks = node_lock.take(load_spec(spec_path), spec_path, ["node2"])
+    assert len(started) == node_lock.TAKE_TRIES and locks.held == {}
+    assert locks.refused["node2"] == (
+        "unreachable over SSH: ssh exited with status 255 and no message: the node closed the connection "
+        "after the key exchange"
+    )

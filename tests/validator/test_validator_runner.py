@@ -336,7 +336,38 @@ def test_ssh_argv_keeps_host_key_checking_on(tmp_path: Path) -> None:
 def test_ssh_failure_messages() -> None:
     assert explain_ssh_failure("Host key verification failed.\r\n", 255).startswith("host key verification failed")
     assert explain_ssh_failure("root@x: Permission denied (publickey).", 255).startswith("SSH login refused")
-    assert explain_ssh_failure("", 255) == "ssh exited with status 255"
+    assert explain_ssh_failure("", 255).startswith("ssh exited with status 255 and no message: the node closed")
+    assert explain_ssh_failure("", 1) == "ssh exited with status 1"
+
+
+def _counting_transport(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failures: int, stderr: str) -> Path:
+    """SshTransport whose "ssh" is a local shell: the first ``failures`` runs exit 255 with
+    ``stderr`` and no output (as ssh does when the node hangs up), later ones run the command."""
+    count = tmp_path / "runs"
+    script = (
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}; "
+        f'if [ "$n" -lt {failures} ]; then printf %s {shlex.quote(stderr)} >&2; exit 255; fi; sh -c "$0"'
+    )
+    monkeypatch.setattr(SshTransport, "argv", lambda self, node: ["sh", "-c", script])
+    return count
+
+
+def test_ssh_transport_tries_once_more_when_the_node_hung_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    spec = spec_from(INVENTORIES / "slurm-h100.yaml")
+    count = _counting_transport(monkeypatch, tmp_path, 1, "")
+    done = SshTransport(spec, tmp_path / "s.yaml").run(node(spec, "gpu001"), "echo ran", timeout=30)
+    assert (done.rc, done.stdout, count.read_text().strip()) == (0, "ran\n", "2")
+
+
+@pytest.mark.parametrize("stderr", ["", "Host key verification failed.", "u@h: Permission denied (publickey)."])
+def test_ssh_transport_gives_up_after_one_more_try_or_at_once_for_a_refusal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stderr: str
+) -> None:
+    spec = spec_from(INVENTORIES / "slurm-h100.yaml")
+    count = _counting_transport(monkeypatch, tmp_path, 5, stderr)
+    done = SshTransport(spec, tmp_path / "s.yaml").run(node(spec, "gpu001"), "echo ran", timeout=30)
+    assert done.rc == 255 and done.stdout == "" and done.stderr == stderr
+    assert count.read_text().strip() == ("2" if not stderr else "1")
 
 
 class LocalTransport:
