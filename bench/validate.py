@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from gpuforge.render.health import HEALTH_PROGRAM  # noqa: E402
 from gpuforge.spec import load_spec, resolve_nodes  # noqa: E402
-from gpuforge.validator.runner import SshTransport, validate  # noqa: E402
+from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, SshTransport, validate  # noqa: E402
 
 
 def bench_validate(spec_path: Path, runs: int) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def bench_health(spec_path: Path, node_name: str, runs: int) -> dict[str, Any]:
     """gpuforge-health on one node: its own duration and the SSH round trip around it."""
     spec = load_spec(spec_path)
     node = next(n for n in resolve_nodes(spec) if n.name == node_name)
-    transport = SshTransport(spec, spec_path)
+    transport = SshTransport(spec, spec_path, options=NO_SECRET_KEX_OPTION)  # as validate connects
     on_node, round_trip = [], []
     for _ in range(runs):
         done = transport.run(node, f"{HEALTH_PROGRAM} --json --no-slurm", None, 60)

@@ -38,19 +38,6 @@ TAKE_TIMEOUT_S = 30.0
 #: the try's number between them.
 TAKE_TRIES = 3
 RETRY_PAUSE_S = 1.0
-#: The lock session carries no secret (a lock command and the holder's name): it offers the classic
-#: key exchanges only, curve25519 first, not OpenSSH's default post-quantum hybrid, which costs the
-#: control host and the node several times the CPU per session (about 0.07 of 0.09 CPU-seconds of an
-#: ssh client's session here; at 48 nodes 2.7 of 3.2 s). An explicit list, not ``^curve25519...``
-#: (that prefix needs OpenSSH 8.7 on the control host); the ECDH and DH groups after it let a server
-#: without curve25519 (FIPS mode) agree. Secrets never travel in this session: the deploys' own
-#: connection and ``gpuforge kubeconfig`` are separate sessions.
-LOCK_KEX_OPTION = (
-    "-o",
-    "KexAlgorithms=curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,ecdh-sha2-nistp384,"
-    "ecdh-sha2-nistp521,diffie-hellman-group-exchange-sha256,diffie-hellman-group16-sha512,"
-    "diffie-hellman-group18-sha512,diffie-hellman-group14-sha256",
-)
 #: Open files the control host holds per node during an apply: the lock session's three pipes,
 #: pyinfra's SSH socket, and room for the transfers' temporary files.
 FILES_PER_NODE = 8
@@ -147,14 +134,15 @@ def _take_once(
     spec: Spec, spec_path: str | Path, names: list[str], command: str, deadline: float, locks: NodeLocks
 ) -> dict[str, str]:
     """One try on ``names``: fills ``locks``; returns the nodes ssh could not reach, with why."""
-    from gpuforge.validator.runner import explain_ssh_failure
+    from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, explain_ssh_failure
 
     started: dict[str, subprocess.Popen[bytes]] = {}
     unreachable: dict[str, str] = {}
     for name in names:
         locks.refused.pop(name, None)
         try:
-            argv = ssh_argv(spec, spec_path, name, command, options=LOCK_KEX_OPTION)
+            # The lock session carries no secret (a lock command and the holder's name).
+            argv = ssh_argv(spec, spec_path, name, command, options=NO_SECRET_KEX_OPTION)
             started[name] = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )

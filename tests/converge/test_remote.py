@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,12 @@ def test_ssh_argv_checks_host_keys_with_the_specs_known_hosts() -> None:
     assert argv[-2:] == ["10.213.0.12", "sinfo"]
 
 
-def test_only_the_node_lock_session_prefers_the_classic_key_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lock session carries no secret: the classic key exchanges, curve25519 first; every other
-    session keeps OpenSSH's default (post-quantum hybrid) order."""
+def test_only_sessions_without_secrets_prefer_the_classic_key_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node lock and validate carry no secret: the classic key exchanges, curve25519 first;
+    every other session (``gpuforge kubeconfig`` carries admin credentials) keeps OpenSSH's default
+    (post-quantum hybrid) order."""
     from gpuforge.orchestrate import node_lock
+    from gpuforge.validator import runner
 
     spec_path = REPO / "inventories" / "lab.yaml"
     spec = load_spec(spec_path)
@@ -41,10 +44,19 @@ def test_only_the_node_lock_session_prefers_the_classic_key_exchange(monkeypatch
     monkeypatch.setattr(node_lock.subprocess, "Popen", Refused)
     locks = node_lock.take(spec, spec_path, ["node2"])
     assert list(locks.refused) == ["node2"]
-    (argv,) = started
-    assert argv[:2] == ["ssh", "-o"] and argv[2].startswith("KexAlgorithms=curve25519-sha256,")
-    assert "sntrup" not in argv[2] and "mlkem" not in argv[2]
-    assert argv[-3:-1] == ["--", "10.213.0.12"] and "flock -n 9" in argv[-1]
+
+    def ran(argv: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+        started.append(argv)
+        return subprocess.CompletedProcess(argv, 1, b"", b"")
+
+    monkeypatch.setattr(runner.subprocess, "run", ran)
+    runner.validate(spec, spec_path, checks="connection", limit="node2")
+    lock, validate = started
+    assert "flock -n 9" in lock[-1] and "python3 -" in validate[-1]
+    for argv in (lock, validate):
+        assert argv[:2] == ["ssh", "-o"] and argv[2].startswith("KexAlgorithms=curve25519-sha256,")
+        assert "sntrup" not in argv[2] and "mlkem" not in argv[2]
+        assert argv[-3:-1] == ["--", "10.213.0.12"]
 
 
 def test_non_root_user_runs_privileged_commands_with_sudo() -> None:
