@@ -16,6 +16,9 @@ import yaml
 pytest_plugins = ["gpuforge.lab.pytest_plugin"]
 
 REPO = Path(__file__).resolve().parents[1]
+# The node program runs on this machine in many tests (as root in CI): it must not leave its
+# compiled-code cache in /var/cache here. Its own tests name a temporary folder instead.
+os.environ["GPUFORGE_NODE_PROGRAM_CACHE"] = "off"
 LAB_SPEC = REPO / "inventories" / "lab.yaml"
 
 

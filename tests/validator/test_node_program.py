@@ -6,10 +6,16 @@ path, so no gpuforge to fall back on), as a file and on stdin as ``gpuforge vali
 
 from __future__ import annotations
 
+import hashlib
 import json
+import marshal
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from gpuforge.deploy.layers.health import health_layer
 from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM
@@ -82,3 +88,90 @@ def test_the_program_runs_a_check_from_an_installed_config(tmp_path: Path) -> No
     (result,) = [r for r in doc["results"] if r["id"] == "hardware.gpu_count"]
     # node3 of the lab spec has no GPUs: skip on a GPU-less bus, fail where NVIDIA GPUs are present.
     assert result["status"] == ("skip" if nvidia_gpus_on_this_machine() == 0 else "fail"), result
+
+
+def _run_program(program: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPUFORGE_NODE_PROGRAM_CACHE": str(cache)}
+    return subprocess.run(
+        [sys.executable, "-I", str(program), "--help"], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def _entry(cache: Path) -> Path:
+    (entry,) = cache.iterdir()
+    return entry
+
+
+def _plant(entry: Path, header: bytes) -> None:
+    """Replace the cached modules with ones whose entry point prints 'from the cache'."""
+    codes = {name: compile("", name, "exec") for name in embedded_sources()}
+    codes["gpuforge.validator.nodelocal"] = compile("def main():\n    print('from the cache')\n", "x", "exec")
+    entry.write_bytes(header + marshal.dumps(codes))
+
+
+def test_a_run_keeps_its_compiled_modules_private_and_the_next_run_uses_them(tmp_path: Path) -> None:
+    program, cache = tmp_path / "gpuforge-health", tmp_path / "cache" / "node-program"
+    program.write_bytes(node_program())
+    first = _run_program(program, cache)
+    assert first.returncode == 0 and "gpuforge node health checks" in first.stdout, first.stderr
+    entry = _entry(cache)
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert entry.name == f"{_sources_sha256()}.{sys.implementation.cache_tag}"
+    header = entry.read_bytes().split(b"\n", 1)[0] + b"\n"
+    assert header.startswith(b"gpuforge-node-program ") and sys.version.encode() in header
+
+    _plant(entry, header)  # what the next run executes is what the cache holds
+    assert _run_program(program, cache).stdout == "from the cache\n"
+
+
+@pytest.mark.parametrize("damage", ["open folder", "open file", "other python", "truncated"])
+def test_a_cache_that_is_not_private_or_not_ours_is_never_run(tmp_path: Path, damage: str) -> None:
+    """A folder or file others could write, another Python's or a cut-off file: compiled anew."""
+    program, cache = tmp_path / "gpuforge-health", tmp_path / "node-program"
+    program.write_bytes(node_program())
+    assert _run_program(program, cache).returncode == 0
+    entry = _entry(cache)
+    header = entry.read_bytes().split(b"\n", 1)[0] + b"\n"
+    _plant(entry, header.replace(sys.version.encode(), b"3.0.0") if damage == "other python" else header)
+    if damage == "open folder":
+        cache.chmod(0o770)
+    elif damage == "open file":
+        entry.chmod(0o644)
+    elif damage == "truncated":
+        entry.write_bytes(entry.read_bytes()[:-100])
+    again = _run_program(program, cache)
+    assert again.returncode == 0 and "gpuforge node health checks" in again.stdout, again.stderr
+    if damage != "open folder":  # rewritten in place, private again
+        assert "from the cache" not in _run_program(program, cache).stdout
+        assert stat.S_IMODE(_entry(cache).stat().st_mode) == 0o600
+
+
+def test_the_cache_keeps_the_newest_programs_only(tmp_path: Path) -> None:
+    program, cache = tmp_path / "gpuforge-health", tmp_path / "node-program"
+    program.write_bytes(node_program())
+    cache.mkdir(mode=0o700)
+    for i in range(12):
+        old = cache / f"{i:064x}.{sys.implementation.cache_tag}"
+        old.write_bytes(b"an older program's modules")
+        os.utime(old, (1_000_000 + i, 1_000_000 + i))
+    assert _run_program(program, cache).returncode == 0
+    kept = sorted(p.name for p in cache.iterdir())
+    assert len(kept) == 8 and f"{_sources_sha256()}.{sys.implementation.cache_tag}" in kept
+    assert (
+        f"{11:064x}.{sys.implementation.cache_tag}" in kept and f"{0:064x}.{sys.implementation.cache_tag}" not in kept
+    )
+
+
+def test_without_a_cache_folder_the_program_compiles_and_runs(tmp_path: Path) -> None:
+    program = tmp_path / "gpuforge-health"
+    program.write_bytes(node_program())
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("")
+    for where in ("off", str(blocked / "node-program")):
+        env = {**os.environ, "GPUFORGE_NODE_PROGRAM_CACHE": where}
+        cp = subprocess.run([sys.executable, "-I", str(program), "--help"], capture_output=True, text=True, env=env)
+        assert cp.returncode == 0 and "gpuforge node health checks" in cp.stdout, cp.stderr
+
+
+def _sources_sha256() -> str:
+    return hashlib.sha256(json.dumps(embedded_sources(), sort_keys=True).encode()).hexdigest()

@@ -261,11 +261,70 @@ def test_node_exporter_check() -> None:
     assert run(cfg, {"node_exporter": fine}, ["monitoring.node_exporter"])["monitoring.node_exporter"].status == PASS
 
 
+class _Exporter:
+    """An HTTP server on 127.0.0.1 (a random port) that answers like an exporter and records
+    each request line; ``status`` and ``body`` say what it answers."""
+
+    def __init__(self, status: int = 200, body: bytes = b"node_time_seconds 1.7e+09\n") -> None:
+        import http.server
+        import threading
+
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append(self.requestline)
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 def test_node_exporter_probe_asks_two_collectors_only() -> None:
     """The check's probe filters node-exporter's collectors (``collect[]``): textfile and time."""
-    cfg = {"node_exporter": {"enabled": True, "port": 9200}}
-    url = probing._exporter_url(cfg, "node_exporter", 9100, query=probing.NODE_EXPORTER_QUERY)
-    assert url == "http://127.0.0.1:9200/metrics?collect%5B%5D=textfile&collect%5B%5D=time"
+    exporter = _Exporter()
+    try:
+        lines = probing.PROBES["node_exporter"].py({"node_exporter": {"enabled": True, "port": exporter.port}})
+    finally:
+        exporter.close()
+    assert lines == ["node_time_seconds 1.7e+09", "__rc=0"]
+    assert exporter.requests == ["GET /metrics?collect%5B%5D=textfile&collect%5B%5D=time HTTP/1.0"]
+
+
+def test_local_http_lines_reads_the_body_and_names_what_went_wrong() -> None:
+    big = b"".join(b"metric_%d 1\n" % i for i in range(100_000))
+    for status, body, want in (
+        (200, big, [*big.decode().splitlines(), "__rc=0"]),
+        (404, b"no such page", ["__error=HTTP 404 Not Found", "__rc=1"]),
+        (400, b"unknown collector", ["__error=HTTP 400 Bad Request", "__rc=1"]),
+    ):
+        exporter = _Exporter(status, body)
+        try:
+            assert probing.local_http_lines(exporter.port, "/metrics") == want
+        finally:
+            exporter.close()
+    exporter = _Exporter(200, big)
+    try:  # a body past the limit is cut there, never read whole
+        cut = probing.local_http_lines(exporter.port, "/metrics", limit=1000)
+    finally:
+        exporter.close()
+    assert cut[-1] == "__rc=0" and sum(len(ln) + 1 for ln in cut[:-1]) <= 1000 + 1 and cut[0] == "metric_0 1"
+    closed = _Exporter()
+    port = closed.port
+    closed.close()
+    refused = probing.local_http_lines(port, "/metrics")
+    assert refused[-1] == "__rc=1" and refused[0].startswith("__error=") and "refused" in refused[0]
 
 
 def test_dcgm_exporter_check() -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -157,10 +157,8 @@ class NodeContext:
         todo = sorted({k for k in keys if k not in self.outputs and k in PROBES and PROBES[k].cheap})
         if not todo:
             return
-        with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
-            outputs = list(pool.map(self._run, todo))
-        for i, key in enumerate(todo):
-            self.outputs[key] = outputs[i]
+        for key, lines in _in_threads(self._run, todo, 8).items():
+            self.outputs[key] = lines
 
     def out(self, key: str) -> list[str]:
         """A probe's output lines (read now if not yet read)."""
@@ -192,3 +190,26 @@ class NodeContext:
 
 
 # -- config helpers
+
+
+def _in_threads(run: Callable[[str], list[str]], keys: list[str], workers: int) -> dict[str, list[str]]:
+    """``run`` on every key, at most ``workers`` at a time (plain threads: concurrent.futures, with
+    the logging it imports, would be a sixth of the node program's start-up)."""
+    pending = iter(keys)
+    take = threading.Lock()
+    done: dict[str, list[str]] = {}
+
+    def worker() -> None:
+        while True:
+            with take:
+                key = next(pending, None)
+            if key is None:
+                return
+            done[key] = run(key)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workers, len(keys)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done

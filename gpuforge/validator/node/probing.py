@@ -5,10 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import stat
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -229,22 +228,34 @@ def file_lines(path: str) -> list[str]:
     return lines
 
 
-def http_lines(url: str, timeout: float = 3.0, limit: int = 4 << 20) -> list[str]:
-    """Body lines of an HTTP GET, then ``__rc=0``; ``__error=...`` and ``__rc=1`` when it fails."""
+def local_http_lines(port: int, target: str, timeout: float = 3.0, limit: int = 4 << 20) -> list[str]:
+    """Body lines of ``GET target`` from a node-local exporter on 127.0.0.1:``port``, then ``__rc=0``;
+    ``__error=...`` and ``__rc=1`` when it fails.
+
+    A plain HTTP/1.0 request on a socket: the server ends the body by closing the connection and
+    must not answer an HTTP/1.0 request with a chunked body (RFC 9112, 6.1), and nothing asks for
+    compression. urllib would do the same, for a third of the node program's start-up.
+    """
+    request = f"GET {target} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    answer = bytearray()
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            body = resp.read(limit).decode("utf-8", "replace")
-        return [*body.splitlines(), "__rc=0"]
-    except urllib.error.HTTPError as e:
-        return [f"__error=HTTP {e.code} {e.reason}", "__rc=1"]
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        return [f"__error={reason}", "__rc=1"]
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+            conn.sendall(request.encode("ascii"))
+            while len(answer) <= limit and (chunk := conn.recv(1 << 16)):
+                answer += chunk
+    except OSError as e:
+        return [f"__error={e}", "__rc=1"]
+    head, blank, body = bytes(answer).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+    if not blank or len(status) < 2 or not status[0].startswith("HTTP/"):
+        return [f"__error=no HTTP answer from 127.0.0.1:{port}", "__rc=1"]
+    if not status[1].startswith("2"):
+        return [f"__error=HTTP {' '.join(status[1:])}", "__rc=1"]
+    return [*body[:limit].decode("utf-8", "replace").splitlines(), "__rc=0"]
 
 
-def _exporter_url(cfg: Config, key: str, default_port: int, field: str = "port", query: str = "") -> str:
-    port = int((cfg.get(key) or {}).get(field) or default_port)
-    return f"http://127.0.0.1:{port}/metrics{query}"
+def _exporter_port(cfg: Config, key: str, default_port: int, field: str = "port") -> int:
+    return int((cfg.get(key) or {}).get(field) or default_port)
 
 
 #: node-exporter's collectors the check asks for (``collect[]``, node_exporter's README, "Filtering
@@ -306,11 +317,13 @@ PROBES: dict[str, Probe] = {
         Probe("runtime_binary", py=lambda cfg: file_lines(str((cfg.get("container") or {}).get("runtime_bin") or ""))),
         Probe(
             "node_exporter",
-            py=lambda cfg: http_lines(_exporter_url(cfg, "node_exporter", 9100, query=NODE_EXPORTER_QUERY)),
+            py=lambda cfg: local_http_lines(
+                _exporter_port(cfg, "node_exporter", 9100), f"/metrics{NODE_EXPORTER_QUERY}"
+            ),
         ),
         Probe(
             "dcgm_exporter",
-            py=lambda cfg: http_lines(_exporter_url(cfg, "dcgm", 9400, "exporter_port")),
+            py=lambda cfg: local_http_lines(_exporter_port(cfg, "dcgm", 9400, "exporter_port"), "/metrics"),
         ),
     )
 }
