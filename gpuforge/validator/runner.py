@@ -452,7 +452,8 @@ def validate(
                 targets.append((n.name, _partition_for(spec, n)))
         if targets and controllers and not data.slurm_error:
             say(f"srun on {len(targets)} node(s)")
-            done = tr.run(controllers[0], cluster.srun_command(targets), None, cluster.SRUN_TIMEOUT_S + 20)
+            budget = cluster.SRUN_GROUP_TIMEOUT_S + cluster.SRUN_TIMEOUT_S + 20
+            done = tr.run(controllers[0], cluster.srun_command(targets), None, budget)
             if done.rc in (255, 124):
                 data.slurm_error = f"controller {data.controller}: {explain_ssh_failure(done.stderr, done.rc)}"
             else:

@@ -300,22 +300,66 @@ def test_sinfo_flags_make_nodes_unusable(tmp_path: Path) -> None:
 
 
 def test_srun_command_and_output_round_trip() -> None:
-    cmd = cluster.srun_command([("node1", "batch"), ("node2", None)])
+    cmd = cluster.srun_command([("node1", "batch"), ("node2", None), ("node3", "batch")])
+    # One step per partition first, then a job of its own for each node that step did not prove.
+    assert "timeout 10 srun -N2 --ntasks-per-node=1 -w node1,node3 -p batch -t 1" in cmd
+    assert "timeout 10 srun -N1 --ntasks-per-node=1 -w node2 -t 1" in cmd
     assert "timeout 20 srun -N1 -n1 -w node1 -p batch -t 1" in cmd and "-w node2 -t 1" in cmd
-    assert cmd.count("&\n") == 2 and "\nwait\n" in cmd
     parsed = cluster.parse_srun_output("__node=node1\nnode1\n__rc=0\n__node=node2\nsrun: error: x\n__rc=1\n")
     assert parsed == {"node1": (0, "node1"), "node2": (1, "srun: error: x")}
 
 
-def test_srun_script_runs_in_a_shell(tmp_path: Path) -> None:
-    """The generated script is valid sh: run it with a fake srun/timeout on PATH."""
-    bindir = tmp_path / "bin"
+#: A stand-in for srun: every node in ``-w`` prints its hostname (node3 its FQDN), except the nodes
+#: listed in $BROKEN, which fail the whole step; every call is logged to $SRUN_LOG.
+FAKE_SRUN = """#!/bin/sh
+echo "$*" >> "$SRUN_LOG"
+while [ "$1" != "-w" ]; do shift; done
+rc=0
+for n in $(echo "$2" | tr , ' '); do
+  case " $BROKEN " in *" $n "*) echo "srun: error: task launch failed on node $n" >&2; rc=1;; esac
+done
+[ $rc -eq 0 ] || exit $rc
+for n in $(echo "$2" | tr , ' '); do [ "$n" = node3 ] && echo node3.lab.example || echo "$n"; done
+"""
+
+
+@pytest.mark.parametrize("broken", ["", "node2"])
+def test_srun_script_runs_in_a_shell(tmp_path: Path, broken: str) -> None:
+    """The generated script is valid sh: run it with a fake srun on PATH. A healthy cluster takes
+    one srun per partition; a step that fails sends every node of it to a job of its own."""
+    bindir, log = tmp_path / "bin", tmp_path / "srun.log"
     bindir.mkdir()
-    (bindir / "srun").write_text('#!/bin/sh\nwhile [ "$1" != "-w" ]; do shift; done; echo "$2"\n')
+    (bindir / "srun").write_text(FAKE_SRUN)
     (bindir / "srun").chmod(0o755)
-    cmd = cluster.srun_command([("node1", "batch"), ("node2", None)])
-    cp = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, env={"PATH": f"{bindir}:/usr/bin:/bin"})
-    assert cluster.parse_srun_output(cp.stdout) == {"node1": (0, "node1"), "node2": (0, "node2")}
+    targets = [("node1", "batch"), ("node2", "batch"), ("node3", "batch"), ("node4", None)]
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "SRUN_LOG": str(log), "BROKEN": broken}
+    cp = subprocess.run(["sh", "-c", cluster.srun_command(targets)], capture_output=True, text=True, env=env)
+    parsed = cluster.parse_srun_output(cp.stdout)
+    calls = log.read_text().splitlines()
+    if not broken:
+        assert parsed == {"node1": (0, "node1"), "node2": (0, "node2"), "node3": (0, "node3.lab.example"),
+                          "node4": (0, "node4")}  # fmt: skip
+        assert len(calls) == 2 and all("--ntasks-per-node=1" in c for c in calls)
+    else:
+        assert parsed["node2"] == (1, "srun: error: task launch failed on node node2")
+        assert {n: parsed[n] for n in ("node1", "node3", "node4")} == {
+            "node1": (0, "node1"), "node3": (0, "node3.lab.example"), "node4": (0, "node4")
+        }  # fmt: skip
+        singles = sorted(c.split("-w ")[1].split()[0] for c in calls if "-N1 -n1" in c)
+        assert len(calls) == 5 and singles == ["node1", "node2", "node3"]  # node4's own partition passed
+
+
+def test_srun_proof_never_names_a_file_outside_its_folder(tmp_path: Path) -> None:
+    """Only host labels become file names: a line like ``../x`` or ``/etc/passwd`` in a step's
+    output proves nothing and writes nothing."""
+    bindir, log = tmp_path / "bin", tmp_path / "srun.log"
+    bindir.mkdir()
+    (bindir / "srun").write_text("#!/bin/sh\necho ../escaped; echo /tmp/x; echo 'node1 extra'; echo node1\n")
+    (bindir / "srun").chmod(0o755)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "SRUN_LOG": str(log), "TMPDIR": str(tmp_path)}
+    cp = subprocess.run(["sh", "-c", cluster.srun_command([("node1", None)])], capture_output=True, text=True, env=env)
+    assert cluster.parse_srun_output(cp.stdout) == {"node1": (0, "node1")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]  # the script's folder is gone too
 
 
 def test_registry_is_consistent() -> None:
