@@ -9,6 +9,7 @@ only exported when ``dcgm.counters`` lists them).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib.util import find_spec
 from pathlib import Path
@@ -226,7 +227,16 @@ def health_metrics(spec: Spec, node: Node) -> bool:
     )
 
 
-def _timer_files(spec: Spec, unit: str, description: str, command: str) -> list[RenderedFile]:
+def first_run_s(node_name: str, unit: str, interval: int) -> int:
+    """Seconds from a collector timer's start to its first run: 10, plus a share of the interval
+    fixed by the node's name and the unit. Nodes whose timers start together (one apply, one
+    power-on) then run spread over the interval, not all in the same second; each keeps its phase
+    (``OnUnitActiveSec`` counts from its own last run) and its file never changes on a re-render."""
+    digest = hashlib.sha256(f"{unit}\0{node_name}".encode()).digest()
+    return 10 + int.from_bytes(digest[:4], "big") % interval
+
+
+def _timer_files(spec: Spec, node: Node, unit: str, description: str, command: str) -> list[RenderedFile]:
     interval = spec.monitoring.slurm_collector_interval
     service = render_template(
         "monitoring/collector.service.j2",
@@ -236,7 +246,11 @@ def _timer_files(spec: Spec, unit: str, description: str, command: str) -> list[
         timeout=max(interval - 5, 5),
     )
     timer = render_template(
-        "monitoring/collector.timer.j2", header=_header(), description=description, interval=interval
+        "monitoring/collector.timer.j2",
+        header=_header(),
+        description=description,
+        interval=interval,
+        first_run=first_run_s(node.name, unit, interval),
     )
     return [
         RenderedFile(f"/etc/systemd/system/{unit}.service", service),
@@ -292,10 +306,10 @@ def monitoring_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedF
     if args is not None:
         command = f"/usr/bin/python3 {SLURM_METRICS_PROGRAM} {' '.join(args)}"
         files.append(RenderedFile(SLURM_METRICS_PROGRAM, slurm_metrics_program(), mode="0755"))
-        files += _timer_files(spec, SLURM_METRICS_UNIT, "gpuforge Slurm metrics for node-exporter", command)
+        files += _timer_files(spec, node, SLURM_METRICS_UNIT, "gpuforge Slurm metrics for node-exporter", command)
     if health_metrics(spec, node):
         command = f"{HEALTH_PROGRAM} --no-slurm --prom {TEXTFILE_DIR}/gpuforge-health.prom"
-        files += _timer_files(spec, HEALTH_METRICS_UNIT, "gpuforge health checks for node-exporter", command)
+        files += _timer_files(spec, node, HEALTH_METRICS_UNIT, "gpuforge health checks for node-exporter", command)
     if mon.prometheus and node.has(Role.MONITORING):
         files.append(RenderedFile(PROMETHEUS_CONFIG, prometheus_yml(spec)))
         files.append(RenderedFile(PROMETHEUS_DEFAULTS, prometheus_defaults(spec)))

@@ -220,6 +220,27 @@ def test_collector_units() -> None:
     assert "timeout 10 " in files_of(fast, "ctl01")["/etc/systemd/system/gpuforge-slurm-metrics.service"]
 
 
+def test_nodes_collector_timers_start_spread_over_the_interval() -> None:
+    """64 GPU nodes whose timers start together (one apply, one power-on) first run at 10 s plus a
+    share of the interval fixed by each node's name: spread over the minute, not in one second,
+    and the same on every render."""
+    spec = inventory("slurm-h100")
+    unit = "/etc/systemd/system/gpuforge-health-metrics.timer"
+    gpus = [n.name for n in resolve_nodes(spec) if n.name.startswith("gpu")]
+    firsts = {}
+    for name in gpus:
+        timer = files_of(spec, name)[unit]
+        (line,) = [ln for ln in timer.splitlines() if ln.startswith("OnActiveSec=")]
+        firsts[name] = int(line.split("=")[1])
+        assert firsts[name] == mon.first_run_s(name, mon.HEALTH_METRICS_UNIT, 60)
+        assert 10 <= firsts[name] < 70 and "OnUnitActiveSec=60\n" in timer
+    assert len(gpus) == 64 and len(set(firsts.values())) >= 30  # 64 nodes over 60 seconds
+    assert max(sum(1 for v in firsts.values() if v == s) for s in set(firsts.values())) <= 5
+    assert files_of(spec, "gpu007")[unit] == files_of(inventory("slurm-h100"), "gpu007")[unit]
+    # Each unit has its own phase on a node (the Slurm collector and the health timer of ctl01).
+    assert mon.first_run_s("ctl01", mon.SLURM_METRICS_UNIT, 60) != mon.first_run_s("ctl01", mon.HEALTH_METRICS_UNIT, 60)
+
+
 def rules_of(spec: Spec) -> dict[str, list[dict[str, Any]]]:
     doc = yaml.safe_load(files_of(spec, monitoring_node(spec))[mon.PROMETHEUS_RULES])
     out: dict[str, list[dict[str, Any]]] = {}

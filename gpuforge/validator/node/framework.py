@@ -189,9 +189,6 @@ class NodeContext:
         return parse_units(self.out("units")).get(name)
 
 
-# -- config helpers
-
-
 def _in_threads(run: Callable[[str], list[str]], keys: list[str], workers: int) -> dict[str, list[str]]:
     """``run`` on every key, at most ``workers`` at a time (plain threads: concurrent.futures, with
     the logging it imports, would be a sixth of the node program's start-up)."""
