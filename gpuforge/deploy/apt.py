@@ -55,10 +55,14 @@ _UPDATE_WATCHED = (
     'kill "$p" 2>/dev/null; idle=0; fi; '
     'done; wait "$p"; rc=$?; rm -f "$s"; return "$rc"; }'
 )
+#: ``gf_backoff BASE SPREAD``: sleep BASE plus a random share of SPREAD seconds (a byte of
+#: /dev/urandom), so nodes that failed together do not retry in the same second: at 24 nodes
+#: through one apt-cacher-ng, fixed pauses sent the same two nodes back into the same collision.
+_BACKOFF = "gf_backoff() { sleep $(( $1 + $(od -An -N1 -tu1 /dev/urandom) % $2 )); }"
 #: Three tries with backoff: a mirror that keeps a stalled connection alive defeats apt's own timeout.
 APT_UPDATE = (
-    f"{{ {_UPDATE_WATCHED}; {UPDATE_FUNCTION} || {{ sleep 5; {UPDATE_FUNCTION}; }} "
-    f"|| {{ sleep 15; {UPDATE_FUNCTION}; }}; }}"
+    f"{{ {_UPDATE_WATCHED}; {_BACKOFF}; {UPDATE_FUNCTION} || {{ gf_backoff 5 10; {UPDATE_FUNCTION}; }} "
+    f"|| {{ gf_backoff 15 30; {UPDATE_FUNCTION}; }}; }}"
 )
 
 #: True (exit 0) when an earlier dpkg run was interrupted: entries in dpkg's journal, or a package in

@@ -109,12 +109,12 @@ def _first_line(proc: subprocess.Popen[bytes], deadline: float) -> str:
 def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
     """Take the lock on every node in ``names`` at once (one SSH session each).
 
-    A session that ssh itself ended (exit 255: the connection was refused, closed or timed out
-    before the lock command ran) is tried again, up to ``TAKE_TRIES`` times in all within
-    ``TAKE_TIMEOUT_S``: a node's sshd that is slow to answer on a busy host is not a node to leave
-    out. A changed host key or a refused login is final at once.
+    A session that the node's sshd hung up (ssh exit 255, closed or reset after it took the
+    connection: ``ssh_failure_is_passing``) is tried again, up to ``TAKE_TRIES`` times in all within
+    ``TAKE_TIMEOUT_S``: a busy node is not a node to leave out. A node that does not answer,
+    refuses the connection, has no route, or refuses the host key or the login is left out at once.
     """
-    from gpuforge.validator.runner import ssh_failure_is_lasting
+    from gpuforge.validator.runner import ssh_failure_is_passing
 
     locks = NodeLocks()
     raise_open_files_limit(len(names))
@@ -123,7 +123,7 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
     pending = list(names)
     for attempt in range(1, TAKE_TRIES + 1):
         unreachable = _take_once(spec, spec_path, pending, command, deadline, locks)
-        pending = [n for n, why in unreachable.items() if not ssh_failure_is_lasting(why)]
+        pending = [n for n, why in unreachable.items() if ssh_failure_is_passing(why)]
         if not pending or attempt == TAKE_TRIES or time.monotonic() + RETRY_PAUSE_S >= deadline:
             break
         time.sleep(RETRY_PAUSE_S * attempt)
@@ -133,7 +133,7 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
 def _take_once(
     spec: Spec, spec_path: str | Path, names: list[str], command: str, deadline: float, locks: NodeLocks
 ) -> dict[str, str]:
-    """One try on ``names``: fills ``locks``; returns the nodes ssh could not reach, with why."""
+    """One try on ``names``: fills ``locks``; returns the nodes ssh could not reach, with ssh's stderr."""
     from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, explain_ssh_failure
 
     started: dict[str, subprocess.Popen[bytes]] = {}
@@ -160,8 +160,8 @@ def _take_once(
             holder = line[len(BUSY) :].strip() or "another gpuforge run (holder unknown)"
             locks.refused[name] = f"another gpuforge apply holds this node: {holder}"
         elif proc.returncode == 255:
-            unreachable[name] = explain_ssh_failure(err.decode("utf-8", "replace"), 255)
-            locks.refused[name] = f"unreachable over SSH: {unreachable[name]}"
+            unreachable[name] = err.decode("utf-8", "replace")
+            locks.refused[name] = f"unreachable over SSH: {explain_ssh_failure(unreachable[name], 255)}"
         else:
             why = " ".join(err.decode("utf-8", "replace").split())[-300:] or line or "no answer in time"
             locks.refused[name] = f"could not take the node's apply lock: {why}"

@@ -134,11 +134,11 @@ class SshTransport:
 
     def run(self, node: Node, command: str, stdin: bytes | None = None, timeout: float = NODE_TIMEOUT_S) -> Completed:
         """Run ``command``; once more when ssh itself failed before the command said a word (exit
-        255, no output, a passing cause: a busy node's sshd hung up), if time is left."""
+        255, no output) because the node's sshd hung up (``ssh_failure_is_passing``), if time is left."""
         t0 = time.monotonic()
         done = self._run_once(node, command, stdin, timeout)
         spent = time.monotonic() - t0
-        if done.rc == 255 and not done.stdout and not ssh_failure_is_lasting(done.stderr) and spent < timeout / 2:
+        if done.rc == 255 and not done.stdout and ssh_failure_is_passing(done.stderr) and spent < timeout / 2:
             time.sleep(1.0)
             again = self._run_once(node, command, stdin, timeout - spent - 1.0)
             return Completed(again.rc, again.stdout, again.stderr, time.monotonic() - t0)
@@ -178,14 +178,14 @@ def _ssh_targets(tr: Transport, nodes: list[Node]) -> dict[str, tuple[str, int]]
     return found
 
 
-def ssh_failure_is_lasting(stderr: str) -> bool:
-    """True for an SSH failure another try cannot mend: a host key that does not match, a login
-    refused, a node that cannot be named (not a connection dropped or timed out)."""
-    low = stderr.lower()
-    return any(
-        words in low
-        for words in ("host key", "identification has changed", "permission denied", "could not resolve", "vagrant")
-    )
+def ssh_failure_is_passing(stderr: str) -> bool:
+    """True when the node's sshd took the connection and then hung up: nothing said (at
+    LogLevel=ERROR ssh is silent when the node closes after the key exchange), or a closed or reset
+    connection. A busy sshd does that (MaxStartups, load); another try soon may well pass. Not a
+    node that does not answer (a timeout already took ConnectTimeout), refuses, has no route, or
+    refuses the key or the login: trying again would only add time."""
+    low = " ".join(stderr.split()).lower()
+    return not low or any(words in low for words in ("closed by", "reset by", "kex_exchange_identification"))
 
 
 def explain_ssh_failure(stderr: str, rc: int) -> str:

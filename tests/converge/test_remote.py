@@ -122,7 +122,14 @@ def test_a_lock_session_that_ssh_ends_is_tried_again(monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize(
-    "stderr", ["Host key verification failed.", "gfadmin@10.213.0.12: Permission denied (publickey)."]
+    "stderr",
+    [
+        "Host key verification failed.",
+        "gfadmin@10.213.0.12: Permission denied (publickey).",
+        "ssh: connect to host 10.213.0.12 port 22: Connection timed out",  # ConnectTimeout already spent
+        "ssh: connect to host 10.213.0.12 port 22: No route to host",
+        "ssh: connect to host 10.213.0.12 port 22: Connection refused",
+    ],
 )
 def test_a_refused_lock_session_is_not_tried_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stderr: str

@@ -403,7 +403,10 @@ def test_ssh_transport_tries_once_more_when_the_node_hung_up(monkeypatch: pytest
     assert (done.rc, done.stdout, count.read_text().strip()) == (0, "ran\n", "2")
 
 
-@pytest.mark.parametrize("stderr", ["", "Host key verification failed.", "u@h: Permission denied (publickey)."])
+@pytest.mark.parametrize(
+    "stderr",
+    ["", "Host key verification failed.", "u@h: Permission denied (publickey).", "ssh: connect to host h: No route"],
+)
 def test_ssh_transport_gives_up_after_one_more_try_or_at_once_for_a_refusal(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stderr: str
 ) -> None:
