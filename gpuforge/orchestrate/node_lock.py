@@ -9,8 +9,8 @@ the control host's process dies, its SSH session ends, the shell exits and the k
 lock, so a crash never leaves a node locked (and /run is empty after a reboot).
 
 A node whose lock is held is left out of the run with the holder named (user, host, pid, time,
-spec); the other nodes converge. A node that cannot be reached (after ``TAKE_TRIES`` tries, a
-busy node's sshd may drop or time out one connection) is left out with the SSH reason.
+spec); the other nodes converge. A node that cannot be reached is left out with the SSH reason
+(a node whose sshd hung up on the session, as a busy one may, gets ``TAKE_TRIES`` tries first).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ LOCK_FILE = f"{LOCK_DIR}/apply.lock"
 HOLDER_FILE = f"{LOCK_DIR}/apply.holder"
 HELD, BUSY = "gpuforge-lock: held", "gpuforge-lock: busy"
 TAKE_TIMEOUT_S = 30.0
-#: Tries of a lock session that ssh itself ended (exit 255), a pause of ``RETRY_PAUSE_S`` times
-#: the try's number between them.
+#: Tries of a lock session whose node's sshd hung up (``take``), a pause of ``RETRY_PAUSE_S``
+#: times the try's number between them.
 TAKE_TRIES = 3
 RETRY_PAUSE_S = 1.0
 #: Open files the control host holds per node during an apply: the lock session's three pipes,

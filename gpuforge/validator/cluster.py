@@ -274,11 +274,10 @@ def srun_command(targets: list[tuple[str, str | None]]) -> str:
     on the controller at a thousand nodes).
     """
     lines = ["d=$(mktemp -d) || exit 1", "trap 'rm -rf \"$d\"' EXIT"]
-    groups: dict[str | None, list[str]] = {}
+    groups: dict[str, list[str]] = {}  # `` -p <partition>`` (empty: the default one) -> its nodes
     for name, partition in targets:
-        groups.setdefault(partition, []).append(name)
-    for i, (partition, names) in enumerate(groups.items()):
-        p = f" -p {partition}" if partition else ""
+        groups.setdefault(f" -p {partition}" if partition else "", []).append(name)
+    for i, (p, names) in enumerate(groups.items()):
         lines.append(
             f"(timeout {SRUN_GROUP_TIMEOUT_S} srun -N{len(names)} --ntasks-per-node=1 -w {','.join(names)}{p} -t 1 "
             f'-J gpuforge-validate hostname >"$d/.group{i}" 2>&1; echo "__rc=$?" >>"$d/.group{i}") &'
@@ -286,8 +285,7 @@ def srun_command(targets: list[tuple[str, str | None]]) -> str:
     lines.append("wait")
     for i in range(len(groups)):  # a step that ended with 0: each hostname it printed proves its node
         lines.append(f'grep -qx \'__rc=0\' "$d/.group{i}" && awk -v d="$d" \'{_PROVEN_AWK}\' "$d/.group{i}"')
-    for partition, names in groups.items():
-        p = f" -p {partition}" if partition else ""
+    for p, names in groups.items():
         lines += [
             f'[ -s "$d/{name}" ] || (timeout {SRUN_TIMEOUT_S} srun -N1 -n1 -w {name}{p} -t 1 -J gpuforge-validate '
             f'hostname >"$d/{name}" 2>&1; echo "__rc=$?" >>"$d/{name}") &'
