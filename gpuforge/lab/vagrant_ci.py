@@ -15,7 +15,8 @@ Invariants:
 - libvirt's objects are transient or removed: the storage pool is made with ``pool-create-as``,
   networks vagrant-libvirt defines are destroyed and undefined, and on the way out everything this
   module started is stopped (VMs, libvirtd, virtlogd, dnsmasq, socat, the mirror) and the namespace
-  deleted, also after a failure.
+  deleted, also after a failure. What a killed run left (libvirtd restores an active pool from its
+  state file) is cleared right after the next run's libvirtd starts.
 - A libvirtd that already runs (a workstation's, in the root namespace) is never used nor stopped:
   the lab refuses to start beside it.
 """
@@ -27,7 +28,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -164,6 +165,31 @@ def _start_libvirt(netns: str, log_dir: str, timeout: float = 30) -> None:
     raise LabError(f"libvirtd did not answer within {timeout:g} s; see {log_dir}/libvirtd.log")
 
 
+def clear_libvirt_objects(netns: str = NETNS) -> list[str]:
+    """Destroy what the namespace's libvirtd holds of a lab: every domain, every network (the
+    ones vagrant-libvirt defined also undefined; Debian's ``default`` stays defined) and the pool.
+
+    Run on the way out, and right after libvirtd starts: a run killed before its teardown leaves
+    the pool's state file under /run/libvirt/storage, and the next libvirtd restores the pool from
+    it (``pool-create-as`` then fails with "already exists"). Returns what it found, for the log.
+    """
+    found: list[str] = []
+    for dom in _virsh(netns, "list", "--all", "--name", check=False).stdout.split():
+        found.append(f"domain {dom}")
+        _virsh(netns, "destroy", dom, check=False)
+        _virsh(netns, "undefine", dom, "--nvram", check=False)
+    for net in _virsh(netns, "net-list", "--all", "--name", check=False).stdout.split():
+        _virsh(netns, "net-destroy", net, check=False)
+        if net != "default":  # Debian's own definition stays defined
+            found.append(f"network {net}")
+            _virsh(netns, "net-undefine", net, check=False)
+    if _virsh(netns, "pool-info", POOL, check=False).returncode == 0:
+        found.append(f"pool {POOL}")
+        _virsh(netns, "pool-destroy", POOL, check=False)
+        _virsh(netns, "pool-undefine", POOL, check=False)  # a transient pool has no definition: a no-op
+    return found
+
+
 def _start_relays(netns: str, socket_path: str, log_dir: str) -> None:
     """Port 3142 in the namespace -> Unix socket -> the mirror on the root namespace's loopback."""
     if os.path.exists(socket_path):
@@ -186,14 +212,7 @@ def _teardown(vl: VagrantLab, pool_dir: str, mirror_dir: str, socket_path: str) 
             with contextlib.suppress(LabError, subprocess.TimeoutExpired):  # the domains go with virsh below
                 vl.vagrant("destroy", "-f", timeout=300)
         if _ours(("libvirtd",), netns):
-            for dom in _virsh(netns, "list", "--all", "--name", check=False).stdout.split():
-                _virsh(netns, "destroy", dom, check=False)
-                _virsh(netns, "undefine", dom, "--nvram", check=False)
-            for net in _virsh(netns, "net-list", "--all", "--name", check=False).stdout.split():
-                _virsh(netns, "net-destroy", net, check=False)
-                if net != "default":  # Debian's own definition stays defined
-                    _virsh(netns, "net-undefine", net, check=False)
-            _virsh(netns, "pool-destroy", POOL, check=False)
+            clear_libvirt_objects(netns)
         stop_processes(_ours(("qemu-system-x86_64",), netns), timeout=20)
         stop_processes(_ours(("libvirtd", "virtlogd", "socat", "dnsmasq"), netns), timeout=20)
     stop_processes(
@@ -210,7 +229,9 @@ def _teardown(vl: VagrantLab, pool_dir: str, mirror_dir: str, socket_path: str) 
 
 
 @contextmanager
-def vagrant_lab(workdir: str, box: Box, nodes: int = 1, driver: str = "qemu") -> Iterator[VagrantLab]:
+def vagrant_lab(
+    workdir: str, box: Box, nodes: int = 1, driver: str = "qemu", log: Callable[[str], None] = lambda _m: None
+) -> Iterator[VagrantLab]:
     """libvirtd + a site mirror in namespace ``gf-vagrant``, the box added under ``box.name``; all gone after.
 
     ``workdir`` holds the Vagrantfile; VAGRANT_HOME is ``workdir/vagrant.d`` (the box is added there).
@@ -244,6 +265,9 @@ def vagrant_lab(workdir: str, box: Box, nodes: int = 1, driver: str = "qemu") ->
         run(["ip", "netns", "add", vl.netns])
         run(["ip", "-n", vl.netns, "link", "set", "lo", "up"])
         _start_libvirt(vl.netns, state)
+        restored = clear_libvirt_objects(vl.netns)  # what libvirtd restored of a killed earlier run
+        if restored:
+            log(f"vagrant lab: cleared what an interrupted earlier run left in libvirt: {', '.join(restored)}")
         _virsh(vl.netns, "pool-create-as", POOL, "dir", "--target", pool_dir)
         start_mirror(MIRROR_ADDRESS, host_mirrors(), MIRROR_CACHE, mirror_dir)
         _start_relays(vl.netns, socket_path, state)

@@ -60,7 +60,7 @@ def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path, capsys: p
 
     inode = None
     networks_before = [p.name for p in Path("/etc/libvirt/qemu/networks").glob("*.xml")]  # Debian's "default"
-    with vagrant_lab(str(workdir), box, nodes=1) as vl:
+    with vagrant_lab(str(workdir), box, nodes=1, log=print) as vl:
         inode = netns_inode(vl.netns)
         assert inode is not None
         t1 = time.monotonic()
