@@ -56,6 +56,13 @@ def test_24_nodes_converge_in_one_apply(lab24: Lab, tmp_path: Path) -> None:
         time.sleep(2)
     assert states == want
 
+    # apt on the nodes fetched the package lists but no translated descriptions (the base layer's
+    # Acquire::Languages "none", written before the packages layer's first update).
+    for node in ("node1", f"node{NODES}"):
+        lists = lab24.ssh(node, "ls /var/lib/apt/lists", timeout=60).stdout.split()
+        assert any(name.endswith("_main_binary-amd64_Packages") for name in lists), (node, lists)
+        assert [name for name in lists if "_i18n_Translation-" in name] == [], node
+
     again = run_cli("apply", str(spec), "--json", env=env)
     rerun = json.loads(again.stdout)
     assert again.returncode == 0 and rerun["changes"] == 0, again.stdout
