@@ -27,8 +27,12 @@ def hosts_file(spec: Spec) -> str:
     return render_template("base/hosts.j2", cluster=spec.cluster.name, entries=entries)
 
 
+#: apt's drop-in naming the site mirror's proxy.
+APT_PROXY = "/etc/apt/apt.conf.d/01gpuforge-proxy"
+
+
 def apt_proxy_conf(proxy: str) -> str:
-    """/etc/apt/apt.conf.d/01gpuforge-proxy."""
+    """:data:`APT_PROXY`: every apt request through the proxy."""
     return header("//") + f'Acquire::http::Proxy "{proxy}";\n'
 
 
@@ -39,7 +43,7 @@ APT_LANGUAGES = "/etc/apt/apt.conf.d/01gpuforge-languages"
 
 
 def apt_languages_conf() -> str:
-    """/etc/apt/apt.conf.d/01gpuforge-languages: no translated descriptions."""
+    """:data:`APT_LANGUAGES`: no translated descriptions."""
     return header("//") + 'Acquire::Languages "none";\n'
 
 
@@ -59,7 +63,7 @@ def base_files(spec: Spec, node: Node) -> list[RenderedFile]:
     if _has_addresses(spec):
         files.append(RenderedFile("/etc/hosts", hosts_file(spec)))
     if spec.sources.apt_proxy and node.os.is_deb:
-        files.append(RenderedFile("/etc/apt/apt.conf.d/01gpuforge-proxy", apt_proxy_conf(spec.sources.apt_proxy)))
+        files.append(RenderedFile(APT_PROXY, apt_proxy_conf(spec.sources.apt_proxy)))
     if node.os.is_deb and not spec.sources.apt_translations:
         files.append(RenderedFile(APT_LANGUAGES, apt_languages_conf()))
     files += slurm_apt_pin(spec, node)  # before any Slurm package is installed
