@@ -86,6 +86,8 @@ class HostResult:
     unchanged: int = 0
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    reboot_required: list[str] = field(default_factory=list)
+    """Why the node needs a reboot after this run (empty: it does not)."""
 
     @property
     def ok(self) -> bool:
@@ -95,6 +97,9 @@ class HostResult:
 @dataclass
 class ApplyResult:
     hosts: dict[str, HostResult]
+    waiting: dict[str, str] = field(default_factory=dict)
+    """Nodes left for an operator, with why (a reboot is needed, or an operator drained the node):
+    not failures, but not converged either (``gpuforge apply`` exits 3)."""
 
     @property
     def ok(self) -> bool:
@@ -142,18 +147,26 @@ def run_site(
     run: RunState,
     on_event: Callable[[str], None] | None = None,
 ) -> ApplyResult:
-    """Run the site deploy on ``names`` (every node when None); dry when ``run.dry_run``."""
+    """Run the site deploy on ``names`` (every node when None); dry when ``run.dry_run``.
+
+    The first control plane joins the run as a token host when ``names`` leaves it out
+    (``kubeadm.token_hosts``): it makes the join token and nothing else, and the result lists
+    ``names`` only (:func:`without_token_hosts`). It is not node-locked: it only creates an API
+    object through a fresh 0600 file."""
+    from gpuforge.deploy.layers.kubeadm import token_hosts
     from gpuforge.deploy.layers.site import site
 
     say = on_event or (lambda _msg: None)
     logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
-    state = build_state(spec, spec_path, names, run)
-    say(f"connecting to {len(state.inventory)} node(s)")
+    run.token_hosts = token_hosts(spec, names, run.layers)
+    state = build_state(spec, spec_path, None if names is None else [*names, *sorted(run.token_hosts)], run)
+    helpers = f" (and {', '.join(sorted(run.token_hosts))} for the join token only)" if run.token_hosts else ""
+    say(f"connecting to {len(state.inventory) - len(run.token_hosts)} node(s){helpers}")
     t0 = time.monotonic()
     with contextlib.suppress(PyinfraError):  # raised when no host could be reached; each is reported below
         connect_all(state)
     down = sorted(h.name for h in state.inventory if not h.connected)
-    reached = len(state.inventory) - len(down)
+    reached = sum(1 for h in state.inventory if h.connected and h.name not in run.token_hosts)
     say(
         Milestone(
             f"connected to {reached} node(s) in {time.monotonic() - t0:.1f} s"
@@ -166,7 +179,7 @@ def run_site(
             results[h.name].connected = False
             results[h.name].error = "unreachable over SSH (check the address, key and known_hosts)"
     if not reached:
-        return ApplyResult(results)
+        return ApplyResult(without_token_hosts(results, run))
     say("planning and converging")
     run.prefetch = FactPrefetch()  # this pyinfra run's own: site Ansible steps change nodes between runs
     state.add_callback_handler(EndMergedReadsOnChange(run.prefetch))
@@ -185,7 +198,13 @@ def run_site(
     finally:
         hub.exception_stream = sys.stderr
         progress.finish()
-    lost = lost_hosts(crashes.getvalue())
+    collect_results(state, run, results, lost_hosts(crashes.getvalue()))
+    return ApplyResult(without_token_hosts(results, run))
+
+
+def collect_results(state: State, run: RunState, results: dict[str, HostResult], lost: dict[str, str]) -> None:
+    """Each host's changed and unchanged operations, its error (the first failing operation, a lost
+    connection, an unfinished run) and its notes, into ``results``."""
     unfinished: set[str] = set()
     for op_hash in state.get_op_order():
         meta = state.get_op_meta(op_hash)
@@ -213,4 +232,20 @@ def run_site(
             results[h.name].error = "the run stopped on this node before its last operation; re-run to finish it"
         # What needs a person: reboots, components with no source, notes (they change nothing).
         results[h.name].notes.extend(f"{s.kind}: {s.summary}" for s in run.report_steps(h.name))
-    return ApplyResult(results)
+        results[h.name].reboot_required = run.reboot_required(h.name)
+
+
+def without_token_hosts(results: dict[str, HostResult], run: RunState) -> dict[str, HostResult]:
+    """The selected nodes' results, without the run's token hosts: a token host that failed makes
+    the error of every node that joins in this run (before that node's own error, if any)."""
+    out = {name: h for name, h in results.items() if name not in run.token_hosts}
+    for name in sorted(run.token_hosts):
+        helper = results.get(name)
+        if helper is None or helper.ok:
+            continue
+        why = f"no join token: {name} (the first control plane, in this run for the token only): {helper.error}"
+        for joining in run.k8s_joining():
+            if joining in out:
+                own = out[joining].error
+                out[joining].error = why if own is None else f"{why}; {own}"
+    return out

@@ -21,6 +21,8 @@ from gpuforge.deploy.slurm_changes import SlurmAction
 from gpuforge.spec import k8s_facts
 
 RUN_STATE_KEY = "gpuforge_run"
+#: The one layer a token host runs (``gpuforge.deploy.layers.kubeadm.join_token_layer``).
+JOIN_TOKEN_LAYER = "kubernetes-join-token"
 
 _ACTION_RANK = {SlurmAction.NONE: 0, SlurmAction.RECONFIGURE: 1, SlurmAction.RESTART: 2}
 
@@ -59,6 +61,10 @@ class RunState:
     """Per Kubernetes node: already in the cluster (kubeadm init or join finished on it)."""
     k8s_token: str | None = field(default=None, repr=False)
     """This run's bootstrap token for joining nodes (SECRET: only ever written into 0600 files)."""
+    token_hosts: frozenset[str] = frozenset()
+    """Hosts in this pyinfra run only to make the join token: the first control plane, when the
+    selection leaves it out (``kubeadm.token_hosts``). Every layer but :data:`JOIN_TOKEN_LAYER`
+    is empty on them, and the run's result does not list them (``run_site``)."""
     layers: tuple[str, ...] | None = None
     """The layers this pyinfra run walks (None: all of them). A run with site Ansible steps walks
     the layers in segments, one pyinfra run each, with the steps between them."""
@@ -71,6 +77,10 @@ class RunState:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunState:
         return self
+
+    def converges(self, host: str, layer: str) -> bool:
+        """Whether ``layer`` (or deploy) runs on ``host`` in this run: a token host runs the join token only."""
+        return host not in self.token_hosts or layer == JOIN_TOKEN_LAYER
 
     def record_changed(self, host: str, layer: str, paths: set[str]) -> None:
         self.changed[host][layer] = set(paths)

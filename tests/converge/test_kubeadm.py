@@ -3,6 +3,8 @@ rendered kubeadm configs against kubeadm's API field names, and gpuforge's clust
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -13,7 +15,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from gpuforge.deploy.converge import LayerFacts, StepKind
+from gpuforge.deploy.converge import STAGING_DIR, UPLOAD_DIR, LayerFacts, StepKind, upload_commands
 from gpuforge.deploy.k8s_pki import ca_cert_hash, generate_pki
 from gpuforge.deploy.layers.kubeadm import (
     KUBEADM_PENDING,
@@ -24,10 +26,13 @@ from gpuforge.deploy.layers.kubeadm import (
 )
 from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
+from gpuforge.orchestrate.apply import run_deploys
 from gpuforge.render import kubeadm as cfg
+from gpuforge.render.files import RenderedFile
 from gpuforge.spec import k8s_facts, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from tests.conftest import REPO
+from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
 from tests.render.kubeadm_api_fields import KUBELET_CONFIGURATION_FIELDS, unknown_fields
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
@@ -292,3 +297,106 @@ def test_the_store_makes_the_pki_once_and_keeps_it_private(tmp_path: Path) -> No
     for path in (base / "k8s-pki").rglob("*"):
         assert path.stat().st_mode & 0o077 == 0, path  # nothing readable by others, not even certificates
     assert not [p for p in base.iterdir() if p.name.startswith(".k8s-pki.")]  # no temporary directory left
+
+
+# --------------------------------------------------------------------------- limited runs (simulated)
+
+
+@pytest.fixture
+def k8s_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example Kubernetes spec with its SSH files under tmp_path; state under tmp_path."""
+    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
+    return write_simulated_spec(yaml.safe_load(K8S.read_text()), tmp_path, "kgpu.yaml")
+
+
+def in_the_cluster(cluster: SimulatedCluster, *hosts: str) -> None:
+    """``hosts`` answer every fact read with kubeadm's kubelet config present (members)."""
+    config = base64.b64encode(MEMBER[k8s_facts.KUBELET_CONFIG].encode()).decode()
+    answer = ["__section=contents", f"{k8s_facts.KUBELET_CONFIG}={config}"]
+    for host in hosts:
+        cluster.respond(r"__section=contents", answer, host=host)
+
+
+STAGED_MANIFEST, INSTALL_MANIFEST = upload_commands(RenderedFile(cfg.JOIN_TOKEN_MANIFEST, b"", "0600", secret=True))
+#: What the first control plane is sent when it only makes the join token (the example's SSH user
+#: is ubuntu, with sudo: the upload goes through its private upload directory).
+TOKEN_ONLY = [
+    f"install -d -m 0700 {STAGING_DIR}",
+    f"install -d -m 0755 /var/lib/gpuforge && install -d -m 0700 -o ubuntu {UPLOAD_DIR}",
+    INSTALL_MANIFEST,
+    f"{{ kubectl --kubeconfig {k8s_facts.ADMIN_CONF} create -f {cfg.JOIN_TOKEN_MANIFEST}; rc=$?; "
+    f"rm -f {cfg.JOIN_TOKEN_MANIFEST}; exit $rc; }}",
+]
+
+
+def test_a_new_worker_limited_alone_gets_a_token_made_on_the_first_control_plane(
+    k8s_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--limit kgpu02`` on a cluster whose first control plane is in: kcp1 is in the run for the
+    token only (its upload and ``kubectl create``, nothing else), kgpu02 joins with that token, the
+    result lists kgpu02 alone, and the token is in no command, event or plan."""
+    cluster = simulated(monkeypatch, tmp_path)
+    in_the_cluster(cluster, "kcp1")
+    events: list[str] = []
+    run = RunState()
+    result = run_deploys(k8s_file, "kgpu02", lambda m: events.append(str(m)), run=run)
+    assert result.ok, {n: h.error for n, h in result.hosts.items()}
+    assert list(result.hosts) == ["kgpu02"]
+    token_id, token_secret = run.join_token().split(".")
+    assert cluster.commands["kcp1"] == TOKEN_ONLY
+    ((staged, manifest),) = cluster.uploads["kcp1"]
+    assert staged == STAGED_MANIFEST
+    data = yaml.safe_load(manifest)["stringData"]
+    assert (data["token-id"], data["token-secret"]) == (token_id, token_secret)
+    joins = [d for _, d in cluster.uploads["kgpu02"] if b"JoinConfiguration" in d]
+    assert len(joins) == 1 and yaml.safe_load(joins[0])["discovery"]["bootstrapToken"]["token"] == run.join_token()
+    assert any("kubeadm join --config" in c for c in cluster.commands["kgpu02"])
+    sent = [c for cmds in cluster.commands.values() for c in cmds]
+    assert not [t for t in [*sent, *events] if token_secret in t]
+
+    dry = RunState(dry_run=True)
+    planned = run_deploys(k8s_file, "kgpu02", run=dry)
+    assert list(planned.hosts) == ["kgpu02"] and planned.ok
+    assert [op.layer for op in dry.planned["kcp1"]] == ["kubernetes-join-token"]
+    shown = json.dumps({h: [[s.as_dict() for s in op.steps] for op in ops] for h, ops in dry.planned.items()})
+    assert "kgpu02" in shown and dry.join_token().split(".")[1] not in shown
+
+
+def test_a_limited_run_makes_a_token_only_when_a_selected_node_joins(
+    k8s_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Members only (kcp2, kgpu01): no token, nothing sent to kcp1, no kubeadm. A new node
+    (kgpu02) beside them: one token planned on kcp1, for that node alone."""
+    cluster = simulated(monkeypatch, tmp_path)
+    in_the_cluster(cluster, "kcp1", "kcp2", "kgpu01")
+    run = RunState()
+    result = run_deploys(k8s_file, "kcp2,kgpu01", run=run)
+    assert result.ok and list(result.hosts) == ["kcp2", "kgpu01"]
+    assert run.k8s_token is None and "kcp1" not in cluster.commands and "kcp1" not in cluster.uploads
+    kubeadm = ("kubeadm init", "kubeadm join", "kubeadm reset", " create -f ")
+    assert not [c for cmds in cluster.commands.values() for c in cmds if any(k in c for k in kubeadm)]
+
+    dry = RunState(dry_run=True)
+    assert run_deploys(k8s_file, "kcp2,kgpu01,kgpu02", run=dry).ok
+    (token,) = dry.planned["kcp1"]
+    assert token.layer == "kubernetes-join-token"
+    assert [s.summary for s in token.steps] == [
+        "write a 30-minute bootstrap token for kgpu02 (secret)",
+        "create the bootstrap token (the manifest is removed)",
+    ]
+
+
+def test_a_join_whose_token_host_is_unreachable_names_it(
+    k8s_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """kcp1 down: the joining node's error says why it has no token; a limit of members is ok."""
+    cluster = simulated(monkeypatch, tmp_path)
+    cluster.unreachable.add("kcp1")
+    in_the_cluster(cluster, "kgpu01")
+    result = run_deploys(k8s_file, "kgpu01,kgpu02")
+    assert list(result.hosts) == ["kgpu01", "kgpu02"]
+    assert result.hosts["kgpu01"].ok
+    error = result.hosts["kgpu02"].error or ""
+    assert error.startswith("no join token: kcp1 (the first control plane, in this run for the token only): ")
+    assert "unreachable over SSH" in error
+    assert run_deploys(k8s_file, "kgpu01").ok

@@ -9,9 +9,15 @@ the cluster), in this order on every host:
 2. ``kubernetes-join-token`` (first control plane): when any node of this run still has to join,
    a bootstrap token valid for ``TOKEN_TTL_MINUTES``, created from a 0600 manifest that is
    removed right after; nothing when every node is in. pyinfra runs an operation on every host
-   before the next one, so the nodes' records of step 0 are complete here.
+   before the next one, so the nodes' records of step 0 are complete here. A run whose
+   selection (``--limit``, a rolling batch) leaves the first control plane out still has it, as a
+   token host (:func:`token_hosts`) that runs this operation and no other.
 3. ``kubernetes-join``: ``kubeadm join`` on a node that is not in the cluster, from a 0600
    JoinConfiguration (the token; the CA pinned by its hash) removed right after.
+
+No certificate key (``kubeadm init --upload-certs``, ``join --certificate-key``): gpuforge writes the
+shared keys on every control plane itself (step 1, and again after a reset), before its join,
+so a joining control plane finds them on disk and kubeadm has nothing to download.
 
 A node in the cluster gets no kubeadm command: re-runs never re-init or re-join. A kubeadm run
 that was interrupted leaves its pending marker; the next run resets the node (``kubeadm reset``
@@ -24,10 +30,10 @@ from collections.abc import Callable
 
 from gpuforge.deploy.converge import PENDING_DIR, Directory, Layer, LayerFacts, Step, StepKind
 from gpuforge.deploy.k8s_pki import ca_cert_hash
-from gpuforge.deploy.runstate import RunState
+from gpuforge.deploy.runstate import JOIN_TOKEN_LAYER, RunState
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render.files import RenderedFile, Secrets
-from gpuforge.spec import Spec, k8s_facts
+from gpuforge.spec import Spec, k8s_facts, resolve_nodes
 from gpuforge.spec.model import K8S_ROLES, Role
 from gpuforge.spec.nodes import Node
 
@@ -95,11 +101,26 @@ def control_plane_layer(s: Spec, n: Node, pki: dict[str, bytes]) -> Layer:
     )
 
 
+def token_hosts(s: Spec, names: list[str] | None, layers: tuple[str, ...] | None) -> frozenset[str]:
+    """The hosts a run over ``names`` (None: every node) walking ``layers`` (None: all) needs for
+    the join token only: the first control plane, when ``names`` leaves it out and holds another
+    Kubernetes node (whether that one joins is known from its facts, during the run)."""
+    first = cfg.first_control_plane(s)
+    if s.kubernetes is None or first is None or names is None or first.name in names:
+        return frozenset()
+    if layers is not None and "kubernetes" not in layers:
+        return frozenset()
+    if not any(n.name in names and n.roles & K8S_ROLES for n in resolve_nodes(s)):
+        return frozenset()
+    return frozenset({first.name})
+
+
 def join_token_layer(s: Spec, n: Node, run: RunState) -> Layer:
-    """On the first control plane: a short-lived bootstrap token when some node still joins."""
+    """On the first control plane (in the run's selection or a token host): a short-lived bootstrap
+    token when some node of the run still joins. The token is only in the 0600 manifest."""
     first = cfg.first_control_plane(s)
     if s.kubernetes is None or first is None or first.name != n.name:
-        return Layer.empty("kubernetes-join-token")
+        return Layer.empty(JOIN_TOKEN_LAYER)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         joining = [h for h in run.k8s_joining() if h != first.name]
@@ -116,7 +137,7 @@ def join_token_layer(s: Spec, n: Node, run: RunState) -> Layer:
             Step(StepKind.INSTALL, "create the bootstrap token (the manifest is removed)", apply),
         ]  # fmt: skip
 
-    return Layer("kubernetes-join-token", after=after)
+    return Layer(JOIN_TOKEN_LAYER, after=after)
 
 
 def join_layer(s: Spec, n: Node, run: RunState, pki: dict[str, bytes]) -> Layer:

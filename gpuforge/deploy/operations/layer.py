@@ -55,7 +55,10 @@ def _read(request: FactRequest) -> LayerFacts:
 
 def read_facts(request: FactRequest) -> LayerFacts:
     """This host's state for ``request``: its part of the run's merged read while that stands
-    (made now if this is the host's first read), else a read of its own (``fact_prefetch``)."""
+    (made now if this is the host's first read), else a read of its own (``fact_prefetch``).
+    A request that reads nothing (a layer of ``after`` steps only) costs no round trip."""
+    if request == FactRequest():
+        return LayerFacts()
     prefetch = run_state().prefetch
     if prefetch is None:
         return _read(request)
@@ -99,7 +102,10 @@ def step_commands(steps: list[Step], via_user: str | None = None) -> Generator[A
 
 def converge(name: str, layer: Layer) -> OperationMeta:
     """Add the operation that converges ``layer`` on this host (see :func:`converge_layer`), its
-    read registered for the run's merged read."""
+    read registered for the run's merged read. On a host that is in the run for the join token
+    only (``RunState.token_hosts``), every other layer is empty: same operations, nothing done."""
+    if not layer.is_empty and not run_state().converges(host.name, layer.name):
+        layer = Layer.empty(layer.name)
     if not layer.is_empty:
         _register(layer_request(layer))
     meta: OperationMeta = converge_layer(name=name, layer=layer)
@@ -143,7 +149,10 @@ def repair_request(packages: tuple[str, ...]) -> FactRequest:
 
 
 def repair_packages(name: str, packages: tuple[str, ...]) -> OperationMeta:
-    """Add the operation that repairs an interrupted dpkg run (see :func:`repair_interrupted_packages`)."""
+    """Add the operation that repairs an interrupted dpkg run (see :func:`repair_interrupted_packages`);
+    none on a host in the run for the join token only."""
+    if not run_state().converges(host.name, "packages"):
+        packages = ()
     if packages:
         _register(repair_request(packages))
     meta: OperationMeta = repair_interrupted_packages(name=name, packages=packages)

@@ -81,7 +81,7 @@ def nvidia() -> None:
     s = spec()
     n = node()
     ctx = None
-    if "nvidia" in deploys_for(n):
+    if "nvidia" in deploys_for(n) and run_state().converges(host.name, "nvidia"):  # no read on a token host
         hf = host.get_fact(NvidiaHost, packages=host_packages(s, n)) if needs_host_facts(s, n) else HostFacts()
         ctx = Ctx.build(s, n, hf, host.name, run_state())
     for title, layer in nvidia_layers(ctx):
