@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -26,7 +26,11 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
 
+if TYPE_CHECKING:
+    from gpuforge.deploy.run import ApplyResult
+
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
+LIMIT_HELP = "Only these nodes: hostlists, node-group and role names, comma-separated; '!' before one leaves it out"
 
 
 def _load(path: Path) -> Spec:
@@ -158,8 +162,15 @@ def render(
 @app.command()
 def plan(
     spec: SpecArg,
-    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="The plan as one JSON document on stdout")] = False,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option(
+            "--detailed-exitcode",
+            help="Exit 0 when nothing would change, 2 when changes are pending, 1 on an error (as Terraform's)",
+        ),
+    ] = False,
 ) -> None:
     """Show what apply would change on each host (nothing is changed; secrets redacted)."""
     from gpuforge.orchestrate.plan import plan as make_plan
@@ -178,18 +189,27 @@ def plan(
         print(json.dumps(result.as_dict(), indent=2))
     else:
         result.print(out)
-    raise typer.Exit(0 if result.ok else 1)
+    raise typer.Exit(result.exit_code(detailed_exitcode))
 
 
 @app.command()
 def apply(
     spec: SpecArg,
-    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="The result as one JSON document on stdout")] = False,
     force: Annotated[bool, typer.Option(help="Apply changes to rebuild-only fields anyway")] = False,
-    allow_reboot: Annotated[bool, typer.Option(help="Reboot drained nodes that need it (driver change)")] = False,
+    allow_reboot: Annotated[
+        bool, typer.Option(help="Reboot nodes whose change needs it (a driver), drained first, batch by batch")
+    ] = False,
+    include_drained: Annotated[
+        bool, typer.Option(help="Also change nodes an operator drained or cordoned (they stay drained)")
+    ] = False,
 ) -> None:
-    """Converge the nodes to the spec. A re-run with no spec change changes nothing."""
+    """Converge the nodes to the spec without disturbing running work (rolling changes drain first).
+
+    Exit status: 0 converged; 1 a node failed; 2 bad input or a refused change (nothing touched);
+    3 converged except nodes left for an operator (a reboot is needed, or an operator drained them).
+    """
     from gpuforge.orchestrate.apply import ApplyRefused
     from gpuforge.orchestrate.apply import apply as run_apply
     from gpuforge.orchestrate.state import ApplyLocked, RecordUnreadable
@@ -199,7 +219,12 @@ def apply(
     try:
         with err.status("applying") as status:
             result = run_apply(
-                spec, limit=limit, on_event=status_printer(err, status), force=force, allow_reboot=allow_reboot
+                spec,
+                limit=limit,
+                on_event=status_printer(err, status),
+                force=force,
+                allow_reboot=allow_reboot,
+                include_drained=include_drained,
             )
     except (ApplyRefused, ApplyLocked, RecordUnreadable) as e:
         err.print(str(e), markup=False, highlight=False)
@@ -210,39 +235,44 @@ def apply(
     except VagrantError as e:  # the spec is fine; its vagrant machines are not up
         err.print(str(e), markup=False, highlight=False)
         raise typer.Exit(1) from None
+    _print_apply(result, spec, json_out)
+    raise typer.Exit(apply_exit_code(result))
+
+
+def apply_exit_code(result: ApplyResult) -> int:
+    """0 converged; 1 a node failed; 3 nodes wait for an operator (reboot, operator's drain)."""
+    if not result.ok:
+        return 1
+    return 3 if result.waiting else 0
+
+
+def _print_apply(result: ApplyResult, spec: Path, json_out: bool) -> None:
     if json_out:
-        print(
-            json.dumps(
-                {
-                    "ok": result.ok,
-                    "changes": result.changes,
-                    "hosts": {
-                        n: {
-                            "ok": h.ok,
-                            "changed": h.changed,
-                            "unchanged": h.unchanged,
-                            "error": h.error,
-                            "notes": h.notes,
-                        }
-                        for n, h in result.hosts.items()
-                    },
-                },
-                indent=2,
-            )
-        )
-    else:
-        table = Table(title=f"apply {spec}")
-        for col in ("node", "result", "changed operations"):
-            table.add_column(col)
-        for name, h in result.hosts.items():
-            state = "[red]FAILED[/]" if not h.ok else ("[yellow]changed[/]" if h.changed else "[green]ok[/]")
-            detail = h.error if h.error else (", ".join(h.changed) or f"no change ({h.unchanged} checked)")
-            if h.notes:
-                detail += "\n" + "\n".join(h.notes)
-            table.add_row(name, state, detail)
-        out.print(table)
-        out.print(f"{result.changes} change(s)")
-    raise typer.Exit(0 if result.ok else 1)
+        hosts = {
+            n: {"ok": h.ok, "changed": h.changed, "unchanged": h.unchanged, "error": h.error, "notes": h.notes}
+            for n, h in result.hosts.items()
+        }
+        doc = {"ok": result.ok, "changes": result.changes, "hosts": hosts, "waiting": result.waiting}
+        print(json.dumps(doc, indent=2))
+        return
+    table = Table(title=f"apply {spec}")
+    for col in ("node", "result", "changed operations"):
+        table.add_column(col)
+    for name, h in result.hosts.items():
+        state = "[red]FAILED[/]" if not h.ok else ("[yellow]changed[/]" if h.changed else "[green]ok[/]")
+        detail = h.error if h.error else (", ".join(h.changed) or f"no change ({h.unchanged} checked)")
+        if name in result.waiting:
+            state, detail = "[magenta]WAITING[/]", f"{result.waiting[name]}\n{detail}"
+        if h.notes:
+            detail += "\n" + "\n".join(h.notes)
+        table.add_row(name, state, detail)
+    for name, why in result.waiting.items():
+        if name not in result.hosts:
+            table.add_row(name, "[magenta]WAITING[/]", why)
+    out.print(table)
+    out.print(f"{result.changes} change(s)")
+    if result.waiting:
+        out.print(f"{len(result.waiting)} node(s) wait for an operator (exit 3)")
 
 
 @app.command()

@@ -8,16 +8,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpuforge.deploy.run import ApplyResult, HostResult, run_site
 from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
-from gpuforge.orchestrate import k8s_drain, node_lock, remote
-from gpuforge.orchestrate.rollout import RolloutPlan, plan_rollout, roll_every_node
+from gpuforge.orchestrate import node_hold, node_lock
+from gpuforge.orchestrate.batches import Rollout, classify, merge, run_batches
+from gpuforge.orchestrate.rollout import RolloutPlan, plan_by_node, roll_every_node
 from gpuforge.orchestrate.site_steps import run_with_site_steps
-from gpuforge.orchestrate.state import RecordUnreadable, apply_lock, last_applied, record_applied
-from gpuforge.spec import Role, Spec, SpecError, SpecIssue, hostlist, load_spec, nodes_with, resolve_nodes, select_nodes
+from gpuforge.orchestrate.state import (
+    RecordUnreadable,
+    RolloutRecord,
+    apply_lock,
+    last_applied,
+    load_rollout_record,
+    record_applied,
+    spec_text,
+)
+from gpuforge.spec import Spec, SpecError, SpecIssue, hostlist, load_spec, resolve_nodes, select_limit
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.model import SourceMode
 
@@ -60,126 +70,146 @@ class ApplyRefused(Exception):
         )
 
 
+@dataclass(frozen=True)
+class ApplyOptions:
+    """What the operator asked of one apply."""
+
+    limit: str | None = None
+    """Nodes to converge (``--limit``: hostlists, group and role names, ``!`` to leave out)."""
+    force: bool = False
+    """Apply rebuild-only fields anyway."""
+    allow_reboot: bool = False
+    """Reboot (drained) nodes whose change needs it, batch by batch."""
+    include_drained: bool = False
+    """Also change nodes an operator drained or cordoned (they stay drained; never resumed)."""
+
+
 def apply(
     spec_path: str | Path,
     limit: str | None = None,
     on_event: Callable[[str], None] | None = None,
     force: bool = False,
     allow_reboot: bool = False,
+    include_drained: bool = False,
 ) -> ApplyResult:
-    """Converge every node (or those in ``limit``, a hostlist/group selector) to the spec.
+    """Converge every node (or those in ``limit``) to the spec, never under running work.
 
-    Changes are applied by the update policy of the fields they touch (compared with the
-    last successful apply): ``live`` everywhere at once, ``rolling`` batch by batch with a
-    drain, ``rebuild`` refused unless ``force``. Two applies of one spec file never run at once:
-    the second is refused (:class:`gpuforge.orchestrate.state.ApplyLocked`) before anything is touched.
+    Changes are applied by the update policy of the fields they touch, compared per node with the
+    spec that node last converged to: ``live`` at once, ``rolling`` batch by batch with a drain
+    (``--limit`` narrows which nodes roll, it never skips the roll), ``rebuild`` refused unless
+    ``force``. Nodes an operator drained are left alone unless ``include_drained``; nodes that
+    need a reboot are rebooted drained with ``allow_reboot``, else reported in ``waiting``. Two
+    applies of one spec file never run at once: the second is refused
+    (:class:`gpuforge.orchestrate.state.ApplyLocked`) before anything is touched.
     """
+    options = ApplyOptions(limit, force, allow_reboot, include_drained)
     with apply_lock(spec_path):
-        return _apply_locked(spec_path, limit, on_event, force, allow_reboot)
+        return _apply_locked(spec_path, options, on_event or (lambda _msg: None))
 
 
-def _apply_locked(
-    spec_path: str | Path,
-    limit: str | None,
-    on_event: Callable[[str], None] | None,
-    force: bool,
-    allow_reboot: bool,
-) -> ApplyResult:
-    say = on_event or (lambda _msg: None)
-    spec = load_spec(spec_path)
+def _rollout_plan(
+    spec: Spec, spec_path: str | Path, record: RolloutRecord, force: bool, say: Callable[[str], None]
+) -> RolloutPlan:
+    """What rolls, per node: nodes the record says converged to a newer spec are diffed against it."""
     try:
-        rollout = plan_rollout(last_applied(spec_path), spec)
+        applied = last_applied(spec_path)
     except RecordUnreadable as exc:
         if not force:
             raise  # fail closed: never everywhere at once when the change is unknown
         say(f"{exc.path} unreadable: --force rolls every node batch by batch")
-        rollout = roll_every_node(spec)
-    if rollout.refused and not force:
+        return roll_every_node(spec)
+    newer = record.converged_spec()
+    everyone = [n.name for n in resolve_nodes(spec)]
+    if newer is None:
+        return plan_by_node([(applied, everyone)], spec)
+    ahead = [n for n in everyone if n in record.converged]
+    return plan_by_node([(newer, ahead), (applied, [n for n in everyone if n not in ahead])], spec)
+
+
+def _apply_locked(spec_path: str | Path, options: ApplyOptions, say: Callable[[str], None]) -> ApplyResult:
+    spec = load_spec(spec_path)
+    everyone = [n.name for n in resolve_nodes(spec)]
+    selected = select_limit(spec, options.limit) if options.limit else everyone
+    record, problem = load_rollout_record(spec_path)
+    if problem:
+        say(problem)
+    rollout = _rollout_plan(spec, spec_path, record, options.force, say)
+    if rollout.refused and not options.force:
         raise ApplyRefused(rollout.refused)
-    if limit is not None or not rollout.needs_rolling:
-        result = run_deploys(spec_path, limit, on_event)
-    else:
-        result = rolling_apply(spec, spec_path, rollout, say, allow_reboot)
-    if result.ok and limit is None:
-        record_applied(spec, spec_path)
+    if record.spec != spec_text(spec):
+        record.spec, record.converged = spec_text(spec), []
+    ro = Rollout(
+        spec, spec_path, say, options.allow_reboot, record,
+        deploy=lambda names: run_deploys(spec_path, ",".join(names), say),
+        validate=lambda names: validate_nodes(spec_path, names),
+    )  # fmt: skip
+    leftover = [n for n in record.drained if n in selected and n not in rollout.rolling_nodes]
+    to_roll = [n for n in everyone if n in selected and (n in rollout.rolling_nodes or n in leftover)]
+    result = ApplyResult({})
+    rolling, operator = _hold_check(ro, to_roll, options.include_drained, result)
+    others = [n for n in selected if n not in to_roll]
+    if others:
+        merge(result, run_deploys(spec_path, ",".join(others), say))
+    if rolling:
+        fields = ", ".join(sorted({c.path for c in rollout.rolling})) or "nodes an interrupted rollout left drained"
+        say(f"rolling change ({fields}) on {hostlist.compress(rolling)}")
+        size = spec.rollout.batch_size
+        if not run_batches(ro, [rolling[i : i + size] for i in range(0, len(rolling), size)], operator, result):
+            _record_progress(ro, result, everyone)
+            return result
+    _reboot_others(ro, [n for n in others if n in result.hosts], options.include_drained, result)
+    _record_progress(ro, result, everyone)
     return result
 
 
-DRAIN_TAG = "gpuforge: rolling change"
+def _hold_check(
+    ro: Rollout, nodes: list[str], include_drained: bool, result: ApplyResult
+) -> tuple[list[str], dict[str, str]]:
+    """Which of ``nodes`` may roll, and the operator-held ones among them (reason by node): the
+    scheduler is asked once; operators' nodes wait unless ``include_drained``."""
+    if not nodes:
+        return [], {}
+    holds, error = node_hold.read_holds(ro.spec, ro.spec_path, nodes)
+    if error:
+        for name in nodes:
+            result.hosts[name] = HostResult(name, error=f"not changed: cannot read which nodes are drained: {error}")
+        return [], {}
+    ours, operator = classify(holds, ro.record, nodes)
+    ro.save()
+    if include_drained:
+        return nodes, operator
+    for name, reason in operator.items():
+        result.waiting[name] = (
+            f"drained by an operator ({reason}): left alone; apply --include-drained to change it (it stays drained)"
+        )
+    return ours, {}
 
 
-def _controller(spec: Spec) -> str | None:
-    ctl = nodes_with(spec, Role.CONTROLLER)
-    return ctl[0].name if ctl else None
+def _reboot_others(ro: Rollout, nodes: list[str], include_drained: bool, result: ApplyResult) -> None:
+    """Nodes changed outside a batch (a first bring-up, a new node) that need a reboot: rebooted
+    batch by batch with a drain when allowed, else left waiting for an operator."""
+    needing = [n for n in nodes if result.hosts[n].ok and result.hosts[n].reboot_required]
+    if not needing:
+        return
+    if not ro.allow_reboot:
+        for name in needing:
+            why = "; ".join(result.hosts[name].reboot_required)
+            result.waiting[name] = f"reboot required ({why}): apply --allow-reboot to reboot it (drained first)"
+        return
+    rolling, operator = _hold_check(ro, needing, include_drained, result)
+    size = ro.spec.rollout.batch_size
+    run_batches(ro, [rolling[i : i + size] for i in range(0, len(rolling), size)], operator, result, deployed=True)
 
 
-def _kubectl(spec: Spec, spec_path: str | Path, command: str, timeout: int) -> str | None:
-    """Run a kubectl command on the first control plane (error text, or None)."""
-    planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
-    if not planes:
-        return "no Kubernetes control plane in the spec"
-    cp = remote.run(spec, spec_path, planes[0].name, command, timeout=timeout)
-    return None if cp.returncode == 0 else (cp.stderr.strip()[-500:] or f"kubectl failed ({cp.returncode})")
-
-
-def drain(spec: Spec, spec_path: str | Path, nodes: list[str]) -> str | None:
-    """Drain ``nodes`` (Slurm: drain and wait for their jobs; Kubernetes: cordon and drain, PDBs
-    respected) and return the error text, or None."""
-    if spec.kubernetes is not None:
-        return _kubectl(spec, spec_path, k8s_drain.drain_command(nodes, spec.rollout.drain_timeout),
-                        spec.rollout.drain_timeout + 60)  # fmt: skip
-    ctl = _controller(spec)
-    if spec.slurm is None or ctl is None:
-        return None
-    names = hostlist.compress(nodes)
-    wait = max(1, spec.rollout.drain_timeout // 5)
-    cmd = (
-        f"scontrol update NodeName={names} State=DRAIN Reason='{DRAIN_TAG}' && "
-        f"for i in $(seq 1 {wait}); do squeue -h -w {names} | grep -q . || exit 0; sleep 5; done; "
-        f"echo 'jobs still running on {names} after {spec.rollout.drain_timeout} s' >&2; exit 1"
-    )
-    cp = remote.run(spec, spec_path, ctl, cmd, timeout=spec.rollout.drain_timeout + 60)
-    return None if cp.returncode == 0 else (cp.stderr.strip() or f"drain failed ({cp.returncode})")
-
-
-def resume(spec: Spec, spec_path: str | Path, nodes: list[str]) -> str | None:
-    """Resume nodes this rollout drained (never a node an operator drained for another reason)."""
-    if spec.kubernetes is not None:
-        return _kubectl(spec, spec_path, k8s_drain.resume_command(nodes), 120)
-    ctl = _controller(spec)
-    if spec.slurm is None or ctl is None:
-        return None
-    errors = []
-    for name in nodes:
-        reason = remote.run(spec, spec_path, ctl, f"sinfo -h -n {name} -o '%E'").stdout.strip()
-        if reason.startswith(DRAIN_TAG):
-            cp = remote.run(spec, spec_path, ctl, f"scontrol update NodeName={name} State=RESUME")
-            if cp.returncode != 0:
-                errors.append(f"{name}: {cp.stderr.strip()}")
-    return "; ".join(errors) or None
-
-
-REBOOT_MARKERS = "/var/run/reboot-required /var/lib/gpuforge/reboot-required"
-
-
-def reboot_if_needed(
-    spec: Spec, spec_path: str | Path, nodes: list[str], allowed: bool, say: Callable[[str], None]
-) -> dict[str, str]:
-    """Reboot nodes that say they need it; errors by node."""
-    errors: dict[str, str] = {}
-    for name in nodes:
-        needed = remote.run(spec, spec_path, name, f"ls {REBOOT_MARKERS} 2>/dev/null | grep -q .").returncode == 0
-        if not needed:
-            continue
-        if not allowed:
-            errors[name] = "reboot required (left drained): run apply --allow-reboot"
-            continue
-        say(f"rebooting {name}")
-        remote.run(spec, spec_path, name, "rm -f /var/lib/gpuforge/reboot-required; systemctl reboot", timeout=30)
-        gone = remote.wait_reachable(spec, spec_path, name, up=False, timeout=300)
-        if not gone or not remote.wait_reachable(spec, spec_path, name, up=True, timeout=900):
-            errors[name] = "did not come back after reboot within 15 minutes"
-    return errors
+def _record_progress(ro: Rollout, result: ApplyResult, everyone: list[str]) -> None:
+    """Nodes that converged join the record's; once every node has, the spec is the cluster's."""
+    done = {n for n, h in result.hosts.items() if h.ok and n not in result.waiting}
+    record = ro.record
+    record.converged = [n for n in everyone if n in done or n in record.converged]
+    if len(record.converged) == len(everyone):
+        record_applied(ro.spec, ro.spec_path)
+        record.spec, record.converged = "", []
+    ro.save()
 
 
 def validate_nodes(spec_path: str | Path, nodes: list[str]) -> dict[str, str]:
@@ -194,42 +224,6 @@ def validate_nodes(spec_path: str | Path, nodes: list[str]) -> dict[str, str]:
     return failures
 
 
-def rolling_apply(
-    spec: Spec, spec_path: str | Path, rollout: RolloutPlan, say: Callable[[str], None], allow_reboot: bool
-) -> ApplyResult:
-    """Live changes everywhere else, then each batch: drain, apply, reboot if needed, validate, resume."""
-    everyone = [n.name for n in resolve_nodes(spec)]
-    others = [n for n in everyone if n not in rollout.rolling_nodes]
-    fields = ", ".join(sorted({c.path for c in rollout.rolling}))
-    say(f"rolling change ({fields}) on {hostlist.compress(rollout.rolling_nodes)}")
-    result = ApplyResult({})
-    if others:
-        result.hosts.update(run_deploys(spec_path, ",".join(others), say).hosts)
-    for i, batch in enumerate(rollout.batches, 1):
-        say(f"batch {i}/{len(rollout.batches)}: draining {hostlist.compress(batch)}")
-        error = drain(spec, spec_path, batch)
-        if error:
-            result.hosts.update({n: HostResult(n, error=f"drain: {error}") for n in batch})
-            break
-        batch_result = run_deploys(spec_path, ",".join(batch), say)
-        result.hosts.update(batch_result.hosts)
-        if not batch_result.ok:
-            break
-        problems = reboot_if_needed(spec, spec_path, batch, allow_reboot, say)
-        if not problems:
-            problems = validate_nodes(spec_path, batch)
-        if problems:
-            for name, text in problems.items():
-                result.hosts[name].error = f"{text} (node left drained; rollout stopped)"
-            break
-        error = resume(spec, spec_path, batch)
-        if error:
-            for name in batch:
-                result.hosts[name].error = f"resume: {error}"
-            break
-    return result
-
-
 def run_deploys(
     spec_path: str | Path,
     limit: str | None = None,
@@ -239,12 +233,12 @@ def run_deploys(
     """Check the control host, make the secrets once, then run the deploys on the selected nodes
     (dry when ``run.dry_run``)."""
     spec = load_spec(spec_path)
+    names = select_limit(spec, limit) if limit else None  # a --limit matching no node: before anything else
     preflight(spec, spec_path)
     if spec.slurm is not None:
         SecretStore(spec.cluster.name).load()  # generate once, before any host is touched
     if spec.kubernetes is not None:
         SecretStore(spec.cluster.name).kubernetes_pki()  # the cluster CA, before any host is touched
-    names = select_nodes(spec, limit) if limit else None
     run = run if run is not None else RunState()
     runner = run_with_site_steps if spec.site.ansible else run_site
     if run.dry_run:  # a plan changes nothing: no node lock

@@ -43,3 +43,24 @@ def resume_command(nodes: list[str]) -> str:
             f"{KUBECTL} uncordon {n} && {KUBECTL} annotate node {n} {CORDONED_BY}-; fi"
         )
     return " && ".join(parts) or "true"
+
+
+def state_command() -> str:
+    """One line per node: ``name|unschedulable|this rollout's mark`` (empty fields when unset)."""
+    jsonpath = (
+        "{range .items[*]}{.metadata.name}{'|'}{.spec.unschedulable}{'|'}"
+        "{.metadata.annotations.gpuforge\\.dev/cordoned-by}{'\\n'}{end}"
+    )
+    return f"{KUBECTL} get nodes -o jsonpath={shlex.quote(jsonpath)}"
+
+
+def parse_states(output: str) -> dict[str, tuple[bool, bool]]:
+    """``state_command``'s output: node -> (cordoned, cordoned by a gpuforge rollout)."""
+    states: dict[str, tuple[bool, bool]] = {}
+    for line in output.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3 or not parts[0]:
+            continue
+        cordoned = parts[1] == "true"
+        states[parts[0]] = (cordoned, cordoned and parts[2] == CORDON_MARK)
+    return states

@@ -33,6 +33,20 @@ class PlanResult:
     def ok(self) -> bool:
         return not self.errors
 
+    @property
+    def pending(self) -> bool:
+        """Whether apply would change anything: a command or a file on a node, or a changed field
+        to record (steps that only report, such as notes, change nothing)."""
+        steps = (s for ops in self.hosts.values() for op in ops for s in op.steps)
+        return bool(self.fields) or any(s.command is not None or s.upload is not None for s in steps)
+
+    def exit_code(self, detailed: bool) -> int:
+        """Terraform's ``-detailed-exitcode``: 0 no change, 1 error, 2 changes pending; without
+        ``detailed``: 0 or 1."""
+        if not self.ok:
+            return 1
+        return 2 if detailed and self.pending else 0
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,

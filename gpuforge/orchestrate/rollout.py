@@ -81,3 +81,22 @@ def roll_every_node(new: Spec) -> RolloutPlan:
     size = new.rollout.batch_size
     batches = [names[i : i + size] for i in range(0, len(names), size)]
     return RolloutPlan(rolling_nodes=names, batches=batches, unknown_change=True)
+
+
+def plan_by_node(parts: list[tuple[Spec | None, list[str]]], new: Spec) -> RolloutPlan:
+    """The rollout when nodes last converged to different specs: ``parts`` pairs an old spec with
+    the nodes that run it. Each pair is planned alone and each rolls only its own nodes; refused
+    and changed fields are combined (a field refused for any node is refused)."""
+    plan = RolloutPlan()
+    rolling: set[str] = set()
+    for old, nodes in parts:
+        if not nodes:
+            continue
+        part = plan_rollout(old, new)
+        for mine, theirs in ((plan.refused, part.refused), (plan.rolling, part.rolling), (plan.live, part.live)):
+            mine.extend(c for c in theirs if c not in mine)
+        rolling.update(n for n in part.rolling_nodes if n in nodes)
+    plan.rolling_nodes = [n.name for n in resolve_nodes(new) if n.name in rolling]
+    size = new.rollout.batch_size
+    plan.batches = [plan.rolling_nodes[i : i + size] for i in range(0, len(plan.rolling_nodes), size)]
+    return plan

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuforge.deploy.secrets import state_root
@@ -88,11 +89,19 @@ def applied_spec_path(spec_path: str | Path) -> Path:
     return state_root() / "applied" / f"{_spec_key(spec_path)}.json"
 
 
+def spec_text(spec: Spec) -> str:
+    """The spec as the record keeps it (canonical JSON)."""
+    return json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
+
+
 def record_applied(spec: Spec, spec_path: str | Path) -> None:
     """Remember the spec of the last successful apply (for the next plan's field diff)."""
-    path = applied_spec_path(spec_path)
+    _write_private(applied_spec_path(spec_path), spec_text(spec))
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, 0600 from creation, in a 0700 folder."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    text = json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600 from creation
     try:
         with os.fdopen(fd, "w") as f:
@@ -120,3 +129,62 @@ def last_applied(spec_path: str | Path) -> Spec | None:
         raise RecordUnreadable(path, f"not a valid spec ({len(exc.issues)} problem(s))") from exc
     except Exception as exc:  # the spec parser on arbitrary bytes: any failure means unusable
         raise RecordUnreadable(path, f"{type(exc).__name__}: {exc}") from exc
+
+
+@dataclass
+class RolloutRecord:
+    """What a run leaves for the next run of the same spec file.
+
+    ``drained``: nodes gpuforge drained (or cordoned) and has not given back yet; written before the
+    drain command is sent and cleared after the resume, so an interrupted rollout's next run
+    resumes exactly these (and never a node an operator drained). ``spec``/``converged``: the
+    nodes that converged to ``spec`` (canonical JSON) while it was not recorded for the whole
+    cluster (a ``--limit`` run, a node left for an operator or failed): the next run diffs these
+    nodes against ``spec``, not the older whole-cluster record, so they are not drained again.
+    """
+
+    drained: list[str] = field(default_factory=list)
+    spec: str = ""
+    converged: list[str] = field(default_factory=list)
+
+    def converged_spec(self) -> Spec | None:
+        """The spec ``converged`` nodes run (None: none recorded, or it no longer parses)."""
+        if not self.spec or not self.converged:
+            return None
+        try:
+            return parse_spec(self.spec)
+        except Exception:  # a record from another gpuforge version: those nodes fall back to the older record
+            return None
+
+
+def rollout_record_path(spec_path: str | Path) -> Path:
+    return state_root() / "rollout" / f"{_spec_key(spec_path)}.json"
+
+
+def load_rollout_record(spec_path: str | Path) -> tuple[RolloutRecord, str | None]:
+    """The record, and why it could not be read (then an empty one: no held node is taken for
+    gpuforge's, so none is resumed; the caller says so)."""
+    path = rollout_record_path(spec_path)
+    try:
+        data = json.loads(path.read_text())
+        record = RolloutRecord(
+            drained=[str(n) for n in data.get("drained", [])],
+            spec=str(data.get("spec", "")),
+            converged=[str(n) for n in data.get("converged", [])],
+        )
+    except FileNotFoundError:
+        return RolloutRecord(), None
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        why = f"{path} cannot be read ({type(exc).__name__}): nodes it names as drained by gpuforge stay drained"
+        return RolloutRecord(), why
+    return record, None
+
+
+def save_rollout_record(spec_path: str | Path, record: RolloutRecord) -> None:
+    """Write the record (0600, atomically); no file when it holds nothing."""
+    path = rollout_record_path(spec_path)
+    if not record.drained and not record.converged:
+        path.unlink(missing_ok=True)
+        return
+    doc = {"drained": record.drained, "spec": record.spec, "converged": record.converged}
+    _write_private(path, json.dumps(doc, indent=2, sort_keys=True))

@@ -3,7 +3,7 @@
 from gpuforge.spec.errors import SpecError, SpecIssue
 from gpuforge.spec.load import load_spec, parse_spec, spec_json_schema
 from gpuforge.spec.model import Role, Scheduler, Spec
-from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
+from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_limit, select_nodes
 from gpuforge.spec.policy import UpdatePolicy
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "nodes_with",
     "parse_spec",
     "resolve_nodes",
+    "select_limit",
     "select_nodes",
     "spec_json_schema",
 ]

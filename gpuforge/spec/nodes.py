@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from gpuforge.spec import hostlist
+from gpuforge.spec.errors import SpecError, SpecIssue
 from gpuforge.spec.gpus import GPU_MODELS, GpuModel
 from gpuforge.spec.model import Connector, Hardware, NodeGroup, OsFamily, Role, Spec
 
@@ -114,3 +115,53 @@ def select_nodes(spec: Spec, selector: str) -> list[str]:
             if name not in names:
                 names.append(name)
     return names
+
+
+def select_limit(spec: Spec, selector: str) -> list[str]:
+    """Node names for ``--limit``, in the spec's order.
+
+    ``selector`` is comma-separated node-group names, role names and hostlists; a part led by
+    ``!`` leaves its nodes out (Ansible's and pdsh's convention; only exclusions means "every node
+    but"). Every part must name nodes of the spec, and the result must not be empty: otherwise a
+    :class:`SpecError` on ``--limit`` names what is known, before anything connects.
+    """
+    nodes = resolve_nodes(spec)
+    order = [n.name for n in nodes]
+    known = set(order)
+    groups = {g.name: g.hostnames for g in spec.node_groups}
+    roles = {r.value: [n.name for n in nodes if n.has(r)] for r in Role}
+    wanted: set[str] = set()
+    dropped: set[str] = set()
+    includes = False
+    try:
+        parts = hostlist.split_top_level(selector)
+    except ValueError as exc:
+        raise SpecError([SpecIssue(("--limit",), str(exc))]) from None
+    for raw in parts:
+        part = raw.strip()
+        exclude = part.startswith("!")
+        part = part[1:].strip() if exclude else part
+        if not part:
+            continue
+        try:
+            names = groups.get(part) or roles.get(part) or hostlist.expand(part)
+        except ValueError as exc:
+            raise SpecError([SpecIssue(("--limit",), str(exc))]) from None
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise SpecError([SpecIssue(("--limit",), f"{part!r} matches no node of the spec; {_known(spec)}")])
+        (dropped if exclude else wanted).update(names)
+        includes = includes or not exclude
+    chosen = [n for n in order if (n in wanted or not includes) and n not in dropped]
+    if not chosen:
+        raise SpecError([SpecIssue(("--limit",), f"{selector!r} leaves no node; {_known(spec)}")])
+    return chosen
+
+
+def _known(spec: Spec) -> str:
+    nodes = resolve_nodes(spec)
+    roles = sorted({r.value for n in nodes for r in n.roles})
+    return (
+        f"node groups: {', '.join(g.name for g in spec.node_groups)}; roles: {', '.join(roles)}; "
+        f"nodes: {hostlist.compress([n.name for n in nodes])}"
+    )

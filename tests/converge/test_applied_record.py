@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuforge.orchestrate import apply as apply_mod
+from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.rollout import roll_every_node
 from gpuforge.orchestrate.state import RecordUnreadable, applied_spec_path, last_applied, record_applied
 from gpuforge.spec import load_spec, resolve_nodes
@@ -60,7 +61,8 @@ def test_apply_refuses_before_touching_any_host(state_dir: Path, monkeypatch: py
         raise AssertionError("a host was touched")
 
     monkeypatch.setattr(apply_mod, "run_deploys", touched)
-    monkeypatch.setattr(apply_mod, "rolling_apply", touched)
+    monkeypatch.setattr(apply_mod, "run_batches", touched)
+    monkeypatch.setattr(remote, "run", touched)
     with pytest.raises(RecordUnreadable):
         apply_mod.apply(H100)
 
@@ -71,17 +73,19 @@ def test_forced_apply_with_an_unreadable_record_rolls_every_node(
     path = applied_spec_path(H100)
     path.parent.mkdir(parents=True)
     path.write_bytes(CORRUPT["JSON that is no spec"])
-    seen: list[object] = []
+    seen: list[list[list[str]]] = []
 
-    def rolling(spec: object, spec_path: object, rollout: object, say: object, allow_reboot: bool) -> object:
-        seen.append(rollout)
-        return apply_mod.ApplyResult({})
+    def batches(ro: object, batches: list[list[str]], operator: object, result: object) -> bool:
+        seen.append(batches)
+        return True
 
-    monkeypatch.setattr(apply_mod, "rolling_apply", rolling)
+    monkeypatch.setattr(apply_mod, "run_batches", batches)
     monkeypatch.setattr(apply_mod, "run_deploys", lambda *a, **k: pytest.fail("applied everywhere at once"))
+    in_service = subprocess.CompletedProcess([], 0, "", "")  # sinfo: every node in service
+    monkeypatch.setattr(remote, "run", lambda *a, **k: in_service)
     apply_mod.apply(H100, force=True)
     spec = load_spec(H100)
-    assert seen == [roll_every_node(spec)]
+    assert seen == [roll_every_node(spec).batches]
     plan = roll_every_node(spec)
     names = [n.name for n in resolve_nodes(spec)]
     assert plan.unknown_change and plan.rolling_nodes == names

@@ -1,26 +1,29 @@
-"""A rolling change on a Kubernetes spec drains through the Kubernetes path: ``apply.drain`` and
-``apply.resume`` send the cordon/drain and uncordon commands to the first control plane over
-``remote.run`` (no scontrol, no Slurm controller), batch by batch around the batch's deploy.
+"""A rolling change on a Kubernetes spec drains through the Kubernetes path: ``node_hold.drain``
+and ``node_hold.resume`` send the cordon/drain and uncordon commands to the first control plane
+over ``remote.run`` (no scontrol, no Slurm controller), batch by batch around the batch's deploy.
 
 ``remote.run`` is replaced by a recorder (nothing is reached); the deploys and the validator are
-replaced by recorders too, so the sequence of one rolling apply is the data under test.
+replaced by recorders too, so the sequence of one rolling apply is the data under test. (The
+commands themselves run against a stand-in ``kubectl`` in tests/converge/test_k8s_drain.py.)
 """
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuforge.deploy.run import ApplyResult, HostResult
-from gpuforge.orchestrate import apply as apply_mod
 from gpuforge.orchestrate import remote
+from gpuforge.orchestrate.batches import Rollout, run_batches
 from gpuforge.orchestrate.rollout import plan_rollout
+from gpuforge.orchestrate.state import RolloutRecord
+from gpuforge.spec import resolve_nodes
 from tests.helpers import variant
 
 K = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
-REBOOT_CHECK = "ls /var/run/reboot-required /var/lib/gpuforge/reboot-required 2>/dev/null | grep -q ."
 
 
 def drain(node: str) -> str:
@@ -64,8 +67,7 @@ class Recorder:
         self.events.append(("remote", node, command, timeout))
         if any(f"{K} drain {n} " in command for n in self.blocked):
             return subprocess.CompletedProcess(command, 1, "", self.PDB + "\n")
-        rc = 1 if command == REBOOT_CHECK else 0  # no reboot marker on the node
-        return subprocess.CompletedProcess(command, rc, "", "")
+        return subprocess.CompletedProcess(command, 0, "", "")
 
     def deploys(self, spec_path: Any, limit: str | None = None, on_event: Any = None) -> ApplyResult:
         self.events.append(("deploy", limit))
@@ -77,34 +79,39 @@ class Recorder:
 
 
 @pytest.fixture
-def rec(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+def rec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Recorder:
+    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path))  # the rollout record
     r = Recorder()
     monkeypatch.setattr(remote, "run", r.run)
-    monkeypatch.setattr(apply_mod, "run_deploys", r.deploys)
-    monkeypatch.setattr(apply_mod, "validate_nodes", r.validate)
     return r
 
 
-def rolling() -> ApplyResult:
+def rolling(rec: Recorder) -> ApplyResult:
     old, new = specs()
     plan = plan_rollout(old, new)
     assert plan.batches == [["kinf01"], ["kinf02"]]
-    return apply_mod.rolling_apply(new, "spec.yaml", plan, lambda _msg: None, allow_reboot=False)
+    others = [n.name for n in resolve_nodes(new) if n.name not in plan.rolling_nodes]
+    result = rec.deploys("spec.yaml", ",".join(others))  # the rest at once (live)
+    ro = Rollout(
+        new, "spec.yaml", lambda _msg: None, False, RolloutRecord(),
+        deploy=lambda names: rec.deploys("spec.yaml", ",".join(names)),
+        validate=lambda names: rec.validate("spec.yaml", names),
+    )  # fmt: skip
+    run_batches(ro, plan.batches, {}, result)
+    return result
 
 
 def test_a_rolling_change_drains_and_resumes_each_batch_on_the_first_control_plane(rec: Recorder) -> None:
-    assert rolling().ok
+    assert rolling(rec).ok
     others = "kcp1,kcp2,kcp3,kmon1," + ",".join(f"kgpu0{i}" for i in range(1, 9))
     assert rec.events == [
         ("deploy", others),  # the rest at once (live)
         ("remote", "kcp1", drain("kinf01"), 660),  # drain_timeout + 60
         ("deploy", "kinf01"),
-        ("remote", "kinf01", REBOOT_CHECK, 120),
         ("validate", ["kinf01"]),
         ("remote", "kcp1", resume("kinf01"), 120),
         ("remote", "kcp1", drain("kinf02"), 660),
         ("deploy", "kinf02"),
-        ("remote", "kinf02", REBOOT_CHECK, 120),
         ("validate", ["kinf02"]),
         ("remote", "kcp1", resume("kinf02"), 120),
     ]
@@ -112,6 +119,6 @@ def test_a_rolling_change_drains_and_resumes_each_batch_on_the_first_control_pla
 
 def test_a_drain_a_disruption_budget_blocks_stops_the_rollout_before_the_deploy(rec: Recorder) -> None:
     rec.blocked.add("kinf01")
-    result = rolling()
-    assert result.hosts["kinf01"].error == f"drain: {Recorder.PDB}"
+    result = rolling(rec)
+    assert result.hosts["kinf01"].error == f"drain: {Recorder.PDB} (on kcp1) (node left drained; rollout stopped)"
     assert rec.events[1:] == [("remote", "kcp1", drain("kinf01"), 660)]  # no deploy, no resume, no kinf02

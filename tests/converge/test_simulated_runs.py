@@ -21,8 +21,10 @@ from gpuforge.orchestrate import node_lock
 from gpuforge.orchestrate.apply import ApplyRefused, apply, run_deploys
 from gpuforge.orchestrate.plan import plan
 from gpuforge.orchestrate.state import last_applied
+from gpuforge.spec import load_spec, resolve_nodes
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
+from tests.converge.stub_slurm import StubSlurm
 
 GOLDEN = Path(__file__).parent / "fixtures" / "plan_fresh"
 NODES = "ctl01,db01,mon01,login01,gpu001"
@@ -170,27 +172,13 @@ def test_apply_records_the_spec_and_refuses_a_rebuild_field_next_time(
     assert cluster.commands == {}  # refused before any node was touched
 
 
-class Controller:
-    """Slurm's side of a rollout (``remote.run`` on the controller): records each command; the
-    drain reason reads as this rollout's; no node asks for a reboot."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, spec: Any, spec_path: Any, name: str, command: str, timeout: float = 60) -> Any:
-        import subprocess
-
-        from gpuforge.orchestrate.apply import DRAIN_TAG
-
-        self.calls.append((name, command))
-        out = f"{DRAIN_TAG}\n" if command.startswith("sinfo") else ""
-        return subprocess.CompletedProcess([], 1 if command.startswith("ls ") else 0, out, "")
-
-
 @pytest.fixture
-def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch) -> Controller:
-    """A first apply recorded (batches of 40), then a driver change: every GPU node rolls."""
-    from gpuforge.orchestrate import apply as apply_module
+def rolling(
+    spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> StubSlurm:
+    """A first apply recorded (batches of 40), then a driver change: every GPU node rolls. The
+    controller is a stand-in Slurm run by a real shell (tests/converge/stub_slurm.py)."""
+    from gpuforge.orchestrate import remote, slurm_drain
 
     data = yaml.safe_load(spec_file.read_text())
     data["rollout"] = {"batch_size": 40, "drain_timeout": 60}
@@ -198,13 +186,14 @@ def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.Monk
     assert apply(spec_file).ok
     data["versions"]["driver"]["version"] = "570.172.08"
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    controller = Controller()
-    monkeypatch.setattr(apply_module.remote, "run", controller)
-    return controller
+    slurm = StubSlurm(tmp_path / "slurm", "ctl01", [n.name for n in resolve_nodes(load_spec(spec_file))])
+    monkeypatch.setattr(remote, "run", slurm.remote_run)
+    monkeypatch.setattr(slurm_drain, "POLL_S", 0.2)
+    return slurm
 
 
 def test_a_rolling_change_drains_applies_validates_and_resumes_batch_by_batch(
-    spec_file: Path, cluster: SimulatedCluster, rolling: Controller, monkeypatch: pytest.MonkeyPatch
+    spec_file: Path, cluster: SimulatedCluster, rolling: StubSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gpuforge.orchestrate import apply as apply_module
 
@@ -214,15 +203,19 @@ def test_a_rolling_change_drains_applies_validates_and_resumes_batch_by_batch(
     result = apply(spec_file, on_event=events.append)
     assert result.ok, {n: h.error for n, h in result.hosts.items() if h.error}
     assert [len(b) for b in validated] == [40, 24]
-    drains = [c for n, c in rolling.calls if n == "ctl01" and "State=DRAIN" in c]
-    assert len(drains) == 2 and "NodeName=gpu[001-040]" in drains[0] and "NodeName=gpu[041-064]" in drains[1]
-    assert len([c for _, c in rolling.calls if "State=RESUME" in c]) == 64
+    drains = [line for line in rolling.log() if "State=DRAIN" in line]
+    assert drains == [
+        "scontrol update NodeName=gpu[001-040] State=DRAIN Reason=gpuforge: rolling change",
+        "scontrol update NodeName=gpu[041-064] State=DRAIN Reason=gpuforge: rolling change",
+    ]
+    assert len([line for line in rolling.log() if "State=RESUME" in line]) == 64
+    assert not any(rolling.node(f"gpu{i:03d}")["drain"] for i in range(1, 65))
     assert any(e.startswith("rolling change (versions.driver.version)") for e in events)
     assert all(n in cluster.commands for n in validated[0])
 
 
 def test_a_failed_validation_stops_the_rollout_and_leaves_the_batch_drained(
-    spec_file: Path, cluster: SimulatedCluster, rolling: Controller, monkeypatch: pytest.MonkeyPatch
+    spec_file: Path, cluster: SimulatedCluster, rolling: StubSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gpuforge.orchestrate import apply as apply_module
 
@@ -234,5 +227,6 @@ def test_a_failed_validation_stops_the_rollout_and_leaves_the_batch_drained(
     assert result.hosts["gpu001"].error == (
         "validation failed: gpu.count: 7 of 8 GPUs (node left drained; rollout stopped)"
     )
-    assert not any("State=RESUME" in c for _, c in rolling.calls)  # nothing resumed
+    assert not any("State=RESUME" in line for line in rolling.log())  # nothing resumed
+    assert rolling.node("gpu040")["drain"] and not rolling.node("gpu041")["drain"]
     assert "gpu041" not in result.hosts  # the second batch never started

@@ -156,3 +156,41 @@ def test_rolling_change_drains_validates_and_resumes_node_by_node(lab_cluster: A
     finally:
         c.write("spec.yaml")
         assert c.apply()["returncode"] == 0
+
+
+def test_a_rolling_change_keeps_an_operators_drain_and_waits_for_a_running_job(lab_cluster: Any) -> None:
+    """Issue 29's lab case on real Slurm: node3 drained by hand ("bad gpu"), a job running on node2
+    when the apply starts, then a rolling change of both workers. node3 keeps its drain and its
+    reason and is not changed; node2's job completes before node2's slurm.conf changes."""
+    c = lab_cluster
+    assert c.apply()["returncode"] == 0  # the baseline is what was applied last
+    c.ssh("node1", "scontrol update NodeName=node3 State=DRAIN Reason='bad gpu'")
+    submit = "sbatch --parsable --chdir=/tmp -A research --qos=normal -p batch -w node2 -o /dev/null --wrap 'sleep 12'"
+    job = c.ssh("node1", f'su alice -c "{submit}"').strip().split(";")[0]
+    running = f"squeue -h -j {job} -o %T | grep -q RUNNING"
+    c.ssh("node1", f"for i in $(seq 60); do {running} && exit 0; sleep 0.5; done; exit 1")
+
+    def less_memory(d: dict) -> None:
+        d["node_groups"][1]["hardware"] = {**d["node_groups"][1]["hardware"], "real_memory_mb": 900}
+
+    c.write("spec.yaml", mutate=less_memory)
+    try:
+        result = c.apply()
+        assert result["returncode"] == 3, result  # converged but for node3, which waits for its operator
+        assert "drained by an operator (bad gpu)" in result["waiting"]["node3"], result
+        assert "node3" not in result["hosts"]
+        state, reason = c.ssh("node1", "sinfo -h -N -n node3 -o '%T|%E'").strip().split("|")
+        assert state.startswith("drain") and reason == "bad gpu", (state, reason)
+        assert "RealMemory=900" not in c.ssh("node3", "grep '^NodeName=node3' /etc/slurm/slurm.conf")
+        ended = c.ssh("node1", f"sacct -n -X -P -j {job} -o State,End").strip().splitlines()[0]
+        job_state, end = ended.split("|")
+        assert job_state == "COMPLETED", ended  # not cancelled, requeued or killed by the change
+        end_s = int(c.ssh("node1", f"date -d '{end}' +%s").strip())
+        changed_s = int(c.ssh("node2", "stat -c %Y /etc/slurm/slurm.conf").strip())
+        assert end_s <= changed_s, (end, changed_s)  # node2 changed only after its job ended
+        assert "RealMemory=900" in c.ssh("node1", "scontrol show node node2")
+        assert c.ssh("node1", "sinfo -h -N -n node2 -o %T").strip() == "idle"  # given back
+    finally:
+        c.ssh("node1", "scontrol update NodeName=node3 State=RESUME", check=False)  # the operator's call
+        c.write("spec.yaml")
+        assert c.apply()["returncode"] == 0
