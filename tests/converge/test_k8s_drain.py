@@ -93,3 +93,18 @@ def test_commands_name_the_admin_kubeconfig_and_the_mark() -> None:
     assert f"annotate node kgpu01 --overwrite {CORDONED_BY}={CORDON_MARK}" in cmd
     assert "--timeout=1s" in cmd  # never an unbounded drain
     assert drain_command([], 60) == "true" and resume_command([]) == "true"
+
+
+def test_node_states_read_who_cordoned_each_node() -> None:
+    from gpuforge.orchestrate.k8s_drain import parse_states, state_command
+
+    cmd = state_command()
+    assert cmd.startswith("kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o jsonpath=")
+    # kubectl's output for that jsonpath: unset fields print as empty strings.
+    out = "kgpu01||\nkgpu02|true|\nkgpu03|true|rolling-change\nkgpu04||rolling-change\n"
+    assert parse_states(out) == {
+        "kgpu01": (False, False),
+        "kgpu02": (True, False),  # an operator's cordon
+        "kgpu03": (True, True),  # this rollout's
+        "kgpu04": (False, False),  # a stale mark on a schedulable node is nobody's hold
+    }

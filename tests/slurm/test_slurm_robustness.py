@@ -181,7 +181,8 @@ def test_a_rolling_change_keeps_an_operators_drain_and_waits_for_a_running_job(l
         assert "node3" not in result["hosts"]
         state, reason = c.ssh("node1", "sinfo -h -N -n node3 -o '%T|%E'").strip().split("|")
         assert state.startswith("drain") and reason == "bad gpu", (state, reason)
-        assert "RealMemory=900" not in c.ssh("node3", "grep '^NodeName=node3' /etc/slurm/slurm.conf")
+        node3_conf = "grep -q RealMemory=900 /etc/slurm/slurm.conf && echo changed || echo unchanged"
+        assert c.ssh("node3", node3_conf).strip() == "unchanged"  # not changed at all
         ended = c.ssh("node1", f"sacct -n -X -P -j {job} -o State,End").strip().splitlines()[0]
         job_state, end = ended.split("|")
         assert job_state == "COMPLETED", ended  # not cancelled, requeued or killed by the change
