@@ -13,7 +13,10 @@ Invariants:
   lists are configured (``dpkg --configure -a``, then ``apt-get -f install``). Each repair says so
   on stderr with a ``gpuforge:`` prefix.
 - dpkg's lock is waited for (``DPkg::Lock::Timeout``), so a concurrent apt on the node (e.g.
-  unattended-upgrades at boot) delays a run instead of failing it.
+  unattended-upgrades at boot) delays a run instead of failing it. Before the repair, a dpkg, apt
+  or apt-get process still running on the node (one an interrupted run left: its SSH session
+  ended, the package run goes on) is waited for too, up to ``PACKAGE_RUN_WAIT_S``: ``dpkg
+  --configure -a`` has no lock timeout of its own and would fail on its lock.
 """
 
 from __future__ import annotations
@@ -72,7 +75,26 @@ DPKG_INTERRUPTED = (
     '[ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] || '
     "dpkg-query -W -f='${db:Status-Abbrev}\\n' 2>/dev/null | cut -c2 | grep -q '[HUFWt]'"
 )
+#: Seconds the repair waits for a package run already going on the node (then it fails, naming it).
+PACKAGE_RUN_WAIT_S = 3600
+#: Prints the first dpkg/apt/apt-get process on the node (``name (pid N)``), exit 1 when none runs.
+#: ``/proc/<pid>/stat`` is ``pid (comm) state ...``: a zombie (``Z``) has ended and holds no lock.
+_PACKAGE_RUN = (
+    "gf_package_run() { for f in /proc/[0-9]*/stat; do "
+    '{ read -r s < "$f"; } 2>/dev/null || continue; '
+    'case "$s" in *" (dpkg) "[!Z]*|*" (apt) "[!Z]*|*" (apt-get) "[!Z]*) '
+    'c=${s#* (}; echo "${c%%)*} (pid ${s%% *})"; return 0 ;; esac; '
+    "done; return 1; }"
+)
+WAIT_FOR_PACKAGE_RUN = (
+    f"{_PACKAGE_RUN}; w=0; while b=$(gf_package_run); do "
+    '[ "$w" -eq 0 ] && echo "gpuforge: waiting for $b, a package run already going on, to finish" >&2; '
+    f'[ "$w" -ge {PACKAGE_RUN_WAIT_S} ] && '
+    f'{{ echo "gpuforge: $b still runs after {PACKAGE_RUN_WAIT_S} s: not repairing under it" >&2; exit 1; }}; '
+    "w=$((w + 1)); sleep 1; done"
+)
 REPAIR_DPKG = (
+    f"{WAIT_FOR_PACKAGE_RUN}; "
     f"if {DPKG_INTERRUPTED}; then "
     "echo 'gpuforge: an earlier package run was interrupted: dpkg --configure -a' >&2; "
     f"{APT_ENV} dpkg --force-confold --force-confdef --configure -a && "

@@ -140,7 +140,7 @@ def _apply_locked(spec_path: str | Path, options: ApplyOptions, say: Callable[[s
         record.spec, record.converged = spec_text(spec), []
     ro = Rollout(
         spec, spec_path, say, options.allow_reboot, record,
-        deploy=lambda names: run_deploys(spec_path, ",".join(names), say),
+        deploy=lambda names: run_deploys(spec_path, ",".join(names), say, locked=True),
         validate=lambda names: validate_nodes(spec_path, names),
     )  # fmt: skip
     leftover = [n for n in record.drained if n in selected and n not in rollout.rolling_nodes]
@@ -229,9 +229,11 @@ def run_deploys(
     limit: str | None = None,
     on_event: Callable[[str], None] | None = None,
     run: RunState | None = None,
+    locked: bool = False,
 ) -> ApplyResult:
     """Check the control host, make the secrets once, then run the deploys on the selected nodes
-    (dry when ``run.dry_run``)."""
+    (dry when ``run.dry_run``), each node under its apply lock (``locked``: the caller, a rollout
+    batch, holds the locks already, from before its drain to after its resume)."""
     spec = load_spec(spec_path)
     names = select_limit(spec, limit) if limit else None  # a --limit matching no node: before anything else
     preflight(spec, spec_path)
@@ -241,7 +243,7 @@ def run_deploys(
         SecretStore(spec.cluster.name).kubernetes_pki()  # the cluster CA, before any host is touched
     run = run if run is not None else RunState()
     runner = run_with_site_steps if spec.site.ansible else run_site
-    if run.dry_run:  # a plan changes nothing: no node lock
+    if run.dry_run or locked:  # a plan changes nothing: no node lock
         return runner(spec, spec_path, names, run, on_event)
     wanted = names if names is not None else [n.name for n in resolve_nodes(spec)]
     locks = node_lock.take(spec, spec_path, wanted)

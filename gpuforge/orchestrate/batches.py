@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuforge.deploy.run import ApplyResult, HostResult
-from gpuforge.orchestrate import node_hold, remote
+from gpuforge.orchestrate import node_hold, node_lock, remote
+from gpuforge.orchestrate.node_lock import NodeLocks
 from gpuforge.orchestrate.slurm_drain import NodeHold
 from gpuforge.orchestrate.state import RolloutRecord, save_rollout_record
 from gpuforge.spec import Spec, hostlist
@@ -79,7 +80,23 @@ def run_batches(
 
 
 def roll_batch(ro: Rollout, batch: list[str], operator: dict[str, str], result: ApplyResult, deployed: bool) -> bool:
-    """Drain, change, reboot if needed, validate, resume one batch (see the module's invariants)."""
+    """Drain, change, reboot if needed, validate, resume one batch (see the module's invariants),
+    holding the batch's node locks from before the drain to after the resume: no other gpuforge
+    run changes these nodes between the steps. A node another run holds stops the rollout."""
+    locks = node_lock.take(ro.spec, ro.spec_path, batch)
+    try:
+        if locks.refused:
+            for name, why in locks.refused.items():
+                _fail(result, [name], f"not changed: {why} (rollout stopped)")
+            return False
+        return _roll_locked(ro, batch, operator, result, deployed, locks)
+    finally:
+        locks.release()
+
+
+def _roll_locked(
+    ro: Rollout, batch: list[str], operator: dict[str, str], result: ApplyResult, deployed: bool, locks: NodeLocks
+) -> bool:
     ours = [n for n in batch if n not in operator]
     included = [n for n in batch if n in operator]
     ro.record.drained += [n for n in ours if n not in ro.record.drained]
@@ -94,7 +111,7 @@ def roll_batch(ro: Rollout, batch: list[str], operator: dict[str, str], result: 
         if failed:
             _fail(result, failed, STOPPED)
             return False
-    if not reboot_batch(ro, batch, result):
+    if not reboot_batch(ro, batch, result, locks):
         return False
     problems = ro.validate(batch)
     if problems:
@@ -111,9 +128,10 @@ def roll_batch(ro: Rollout, batch: list[str], operator: dict[str, str], result: 
     return True
 
 
-def reboot_batch(ro: Rollout, batch: list[str], result: ApplyResult) -> bool:
-    """Reboot the batch's nodes whose change needs it (drained already), then converge them again;
-    without ``allow_reboot`` they wait for an operator and the rollout stops."""
+def reboot_batch(ro: Rollout, batch: list[str], result: ApplyResult, locks: NodeLocks) -> bool:
+    """Reboot the batch's nodes whose change needs it (drained already), take their locks again
+    (a reboot ends the lock's session), then converge them again; without ``allow_reboot`` they
+    wait for an operator and the rollout stops."""
     needing = [n for n in batch if n in result.hosts and result.hosts[n].reboot_required]
     if not needing:
         return True
@@ -132,7 +150,7 @@ def reboot_batch(ro: Rollout, batch: list[str], result: ApplyResult) -> bool:
             back.append(name)
         else:
             _fail(result, [name], f"did not come back within {REBOOT_UP_S // 60} minutes of a reboot ({STOPPED})")
-    if len(back) < len(needing):
+    if len(back) < len(needing) or not _lock_again(ro, back, locks, result):
         return False
     merge(result, ro.deploy(back))  # what needed the new kernel module converges now
     still = [n for n in back if not result.hosts[n].ok or result.hosts[n].reboot_required]
@@ -141,6 +159,20 @@ def reboot_batch(ro: Rollout, batch: list[str], result: ApplyResult) -> bool:
         if host.ok:
             _fail(result, [name], f"still needs a reboot after one: {'; '.join(host.reboot_required)} ({STOPPED})")
     return not still
+
+
+def _lock_again(ro: Rollout, nodes: list[str], locks: NodeLocks, result: ApplyResult) -> bool:
+    """Take the locks of rebooted nodes again (their old sessions ended with the reboot)."""
+    for name in nodes:  # the reboot ended these sessions; make sure no stale one stays
+        old = locks.held.pop(name, None)
+        if old is not None:
+            old.kill()
+            old.wait()
+    again = node_lock.take(ro.spec, ro.spec_path, nodes)
+    locks.held.update(again.held)
+    for name, why in again.refused.items():
+        _fail(result, [name], f"after its reboot: {why} ({STOPPED})")
+    return not again.refused
 
 
 def merge(result: ApplyResult, more: ApplyResult) -> None:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-STUB = r'''
+STUB = r"""
 import json, os, re, sys, time, fcntl
 
 STATE = os.environ["STUB_SLURM"]
@@ -77,7 +77,7 @@ with open(STATE + ".lock", "w") as lock:
             st = ("draining" if busy else "drained") if node["drain"] else ("allocated" if busy else "idle")
             print(fmt.replace("%N", n).replace("%T", st).replace("%E", node["reason"] or "none"))
     json.dump(state, open(STATE, "w"))
-'''
+"""
 
 
 class StubSlurm:

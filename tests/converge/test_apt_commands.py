@@ -222,6 +222,7 @@ def test_a_time_bound_ends_only_network_waits() -> None:
 def test_fakes_cover_every_tool_the_commands_call() -> None:
     """If the commands start calling another package tool, the fakes (and this test) must learn it."""
     command = apt.install_command(["x"], update_first=True) + "; " + apt.REPAIR
+    command = command.replace(apt.WAIT_FOR_PACKAGE_RUN, "true")  # reads /proc only: tested on its own below
     command = re.sub(r"\$\{[^}]*\}|\$\(\([^)]*\)\)", "", command)  # parameter and arithmetic expansions
     command = command.replace(apt.UPDATE_FUNCTION + "()", "").replace(apt.UPDATE_FUNCTION, "true")
     command = command.replace("gf_backoff()", "").replace("gf_backoff", "true")
@@ -260,3 +261,47 @@ def test_a_failed_install_is_reported_by_the_line_naming_its_package() -> None:
         "E: Some index files failed to download. They have been ignored, or old ones used instead.",
     ]
     assert _last_lines("a\nb\nc\nd\n") == "b / c / d"  # nothing names a package: the last lines
+
+
+def fake_proc(tmp_path: Path, processes: dict[int, str]) -> Path:
+    """A /proc with one ``<pid>/stat`` per process: ``pid (comm) state ...``, as the kernel writes it."""
+    root = tmp_path / "proc"
+    for pid, stat in processes.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "stat").write_text(f"{pid} {stat} 1 1 1 0 -1 4194560\n")
+    return root
+
+
+def wait_command(proc: Path, bound_s: int | None = None) -> str:
+    command = apt.WAIT_FOR_PACKAGE_RUN.replace("/proc/", f"{proc}/")
+    return command if bound_s is None else command.replace(str(apt.PACKAGE_RUN_WAIT_S), str(bound_s))
+
+
+def test_the_repair_waits_for_a_package_run_left_going_on_the_node(tmp_path: Path) -> None:
+    """An interrupted run's dpkg (pid 4242, running, gone after 2 s) is waited for before the
+    repair runs, with one line saying so; zombies and other processes are not waited for."""
+    import time
+
+    proc = fake_proc(
+        tmp_path, {1: "(systemd) S", 77: "(dpkg) Z", 90: "(dpkg-deb) S", 91: "(my dpkg) S", 4242: "(dpkg) S"}
+    )
+    ends = f"(sleep 2; rm -rf {proc}/4242) & "
+    started = time.monotonic()
+    cp = subprocess.run(["sh", "-c", f"{ends}{wait_command(proc)}; echo done"], capture_output=True, text=True)
+    assert time.monotonic() - started >= 2 and cp.returncode == 0 and cp.stdout == "done\n", cp
+    assert cp.stderr == "gpuforge: waiting for dpkg (pid 4242), a package run already going on, to finish\n"
+    idle = subprocess.run(["sh", "-c", f"{wait_command(proc)}; echo done"], capture_output=True, text=True)
+    assert idle.stdout == "done\n" and idle.stderr == ""  # only a zombie, dpkg-deb and look-alikes left
+
+
+@pytest.mark.parametrize("name", ["apt-get", "apt", "dpkg"])
+def test_the_repair_gives_up_on_a_package_run_that_never_ends(tmp_path: Path, name: str) -> None:
+    proc = fake_proc(tmp_path, {313: f"({name}) D"})
+    cp = subprocess.run(["sh", "-c", f"{wait_command(proc, 1)}; echo repaired"], capture_output=True, text=True)
+    assert cp.returncode == 1 and "repaired" not in cp.stdout
+    assert f"gpuforge: {name} (pid 313) still runs after 1 s: not repairing under it" in cp.stderr
+
+
+def test_the_repair_waits_before_dpkg_configure() -> None:
+    assert apt.REPAIR_DPKG.index(apt.WAIT_FOR_PACKAGE_RUN) < apt.REPAIR_DPKG.index("dpkg --force-confold")
+    assert apt.REPAIR.endswith(apt.REPAIR_DPKG)

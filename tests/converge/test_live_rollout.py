@@ -8,6 +8,8 @@ validator is a recorder too (its own tests are elsewhere).
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import yaml
 from gpuforge.cli import apply_exit_code
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import apply as apply_mod
-from gpuforge.orchestrate import remote, slurm_drain
+from gpuforge.orchestrate import node_lock, remote, slurm_drain
 from gpuforge.orchestrate.slurm_drain import DRAIN_TAG
 from gpuforge.orchestrate.state import last_applied, load_rollout_record, record_applied, rollout_record_path
 from gpuforge.spec import SpecError, load_spec
@@ -49,8 +51,11 @@ class Deploys:
         self.interrupt_at: str | None = None
         self.on_change: dict[str, Any] = {}
         self.rolling = True
+        self.lock_file: Any = None
 
-    def __call__(self, spec_path: Any, limit: str | None = None, on_event: Any = None, run: Any = None) -> ApplyResult:
+    def __call__(
+        self, spec_path: Any, limit: str | None = None, on_event: Any = None, run: Any = None, locked: bool = False
+    ) -> ApplyResult:
         wanted = Path(spec_path).read_text()
         hosts = {}
         for name in (limit or "").split(","):
@@ -65,11 +70,22 @@ class Deploys:
             if name in WORKERS and self.rolling:
                 assert self.slurm.node(name)["drain"], f"{name} changed while in service"
                 assert not self.slurm.jobs_running(name), f"{name} changed under a running job"
+                assert self.locked(name), f"{name} changed without its node lock held"
             self.changed.append(name)
             self.has[name] = wanted
             self.on_change.pop(name, lambda: None)()
             hosts[name] = HostResult(name, changed=["slurm"], reboot_required=needs)
         return ApplyResult(hosts)
+
+    def locked(self, name: str) -> bool:
+        """Whether some process holds ``name``'s apply lock (``flock -n`` cannot take it)."""
+        path = self.lock_file(name)
+        return path.exists() and subprocess.run(["flock", "-n", str(path), "true"]).returncode == 1
+
+    def validate(self, spec_path: Any, nodes: list[str]) -> dict[str, str]:
+        for name in nodes:
+            assert self.locked(name), f"{name} validated without its node lock held"
+        return {}
 
 
 @pytest.fixture
@@ -86,8 +102,19 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     monkeypatch.setattr(remote, "run", slurm.remote_run)
     monkeypatch.setattr(remote, "wait_reachable", lambda *a, **k: True)
     monkeypatch.setattr(apply_mod, "run_deploys", deploys)
-    monkeypatch.setattr(apply_mod, "validate_nodes", lambda _path, nodes: {})
+    monkeypatch.setattr(apply_mod, "validate_nodes", deploys.validate)
+    locks = tmp_path / "node-locks"
+
+    def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
+        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(locks / name)))]
+
+    monkeypatch.setattr(node_lock, "ssh_argv", local_lock)  # the real lock command, on a local file per node
+    deploys.lock_file = lambda name: locks / name / "apply.lock"
     return spec_file, slurm, deploys
+
+
+def errors(result: ApplyResult) -> dict[str, Any]:
+    return {"errors": {n: h.error for n, h in result.hosts.items() if h.error}, "waiting": result.waiting}
 
 
 def drains(slurm: StubSlurm) -> list[str]:
@@ -99,7 +126,7 @@ def test_jobs_that_finish_during_the_wait_finish_before_their_node_changes(clust
     slurm.add_job(41, "node2", seconds=1.5)
     started = time.time()
     result = apply_mod.apply(spec_file)
-    assert result.ok and not result.waiting, result
+    assert result.ok and not result.waiting, errors(result)
     assert time.time() - started >= 1.5  # it waited for job 41 (the recorder checked node2 then)
     assert deploys.changed == ["node1", "node2", "node3", "node4", "node5"]  # the controller live, then 2 batches
     assert drains(slurm) == [
@@ -155,7 +182,7 @@ def test_an_operators_drain_is_kept_and_never_resumed(cluster: Any) -> None:
     slurm_log = len(slurm.log())
     deploys.changed.clear()
     result = apply_mod.apply(spec_file, include_drained=True)
-    assert result.ok and not result.waiting, result
+    assert result.ok and not result.waiting, errors(result)
     assert deploys.changed == ["node3"]  # the others had it already
     assert not any("State=DRAIN" in line for line in slurm.log()[slurm_log:])  # node3 waited on, not re-drained
     assert slurm.node("node3") == {"drain": True, "reason": "bad gpu", "history": []}  # still the operator's
@@ -183,7 +210,7 @@ def test_an_interrupted_rollout_is_resumed_by_the_next_run(cluster: Any) -> None
     deploys.changed.clear()
     before = len(drains(slurm))
     result = apply_mod.apply(spec_file)
-    assert result.ok and not result.waiting, result
+    assert result.ok and not result.waiting, errors(result)
     assert deploys.changed == ["node4", "node5"]  # node2 and node3 are not drained again
     assert drains(slurm)[before:] == [f"scontrol update NodeName=node[4-5] State=DRAIN Reason={DRAIN_TAG}"]
     assert all(not slurm.node(n)["drain"] for n in WORKERS)
@@ -223,7 +250,7 @@ def test_a_reboot_the_change_needs_happens_drained_and_only_when_allowed(cluster
     assert slurm.node("node2")["drain"] and slurm.node("node4")["history"] == []  # stopped at the first batch
     assert slurm.node_commands == []
     result = apply_mod.apply(spec_file, allow_reboot=True)
-    assert result.ok and not result.waiting, result
+    assert result.ok and not result.waiting, errors(result)
     assert [n for n, c in slurm.node_commands if "systemctl reboot" in c] == ["node2"]
     assert slurm.node("node2")["history"] == ["DRAIN", "DRAIN", "RESUME"]  # taken back by the rollout's record
     assert all(not slurm.node(n)["drain"] for n in WORKERS)
@@ -241,9 +268,23 @@ def test_a_first_bring_up_reboots_drained_batches_or_says_who_waits(
     assert "apply --allow-reboot" in result.waiting["node3"] and slurm.log() == []
     assert last_applied(spec_file) is None  # not converged yet
     result = apply_mod.apply(spec_file, allow_reboot=True)
-    assert result.ok and not result.waiting, result
+    assert result.ok and not result.waiting, errors(result)
     # One batch of the rollout's size (2), drained before the reboot; the others are not touched.
     assert drains(slurm) == [f"scontrol update NodeName=node[3-4] State=DRAIN Reason={DRAIN_TAG}"]
     assert [n for n, c in slurm.node_commands if "systemctl reboot" in c] == ["node3", "node4"]
     assert slurm.node("node3")["history"] == ["DRAIN", "RESUME"]
     assert last_applied(spec_file) == load_spec(spec_file)
+
+
+def test_a_batch_node_another_run_holds_is_not_drained_and_stops_the_rollout(cluster: Any) -> None:
+    spec_file, slurm, deploys = cluster
+    other = node_lock.take(load_spec(spec_file), "colleague.yaml", ["node3"])  # another apply holds node3
+    try:
+        assert list(other.held) == ["node3"]
+        result = apply_mod.apply(spec_file)
+    finally:
+        other.release()
+    assert "another gpuforge apply holds this node" in (result.hosts["node3"].error or "")
+    assert "(colleague.yaml)" in (result.hosts["node3"].error or "")
+    assert drains(slurm) == [] and "node2" not in deploys.changed  # nothing of the batch was drained or changed
+    assert not slurm.node("node2")["drain"]

@@ -80,3 +80,37 @@ def test_interrupted_dpkg_and_unparsable_lists_are_repaired_by_the_next_apply(la
             f"rm -f {BLOCK}; dpkg --configure -a; dpkg -P gpuforge-slow hello; rm -f /root/gpuforge-slow.deb",
             check=False,
         )
+
+
+SEEN = "/run/gpuforge-test-wait-seen"
+#: Ends the held dpkg once the apply's repair is seen waiting for it (at most 120 s), and notes it.
+END_WHEN_WAITED_FOR = (
+    "setsid sh -c 'for i in $(seq 1 600); do "
+    f'pgrep -f "[g]f_package_run" >/dev/null && {{ touch {SEEN}; sleep 2; break; }}; sleep 0.2; done; '
+    f"rm -f {BLOCK}' </dev/null >/dev/null 2>&1 &"
+)
+
+
+def test_a_package_run_left_going_on_a_node_is_waited_for_then_repaired(lab_cluster: Any) -> None:
+    """Issue 30's Ctrl-C case: an interrupted apply's package run goes on on the node after the
+    control host stopped (here a dpkg held in a postinst; its state is half-configured, so the
+    repair is due). The next apply waits for it instead of failing on dpkg's lock, then repairs
+    (nothing left to repair once it ended) and converges."""
+    c = lab_cluster
+    c.ssh(NODE, f"DEBIAN_FRONTEND=noninteractive apt-get -q -y remove {REMOVED} >/dev/null; rm -f {SEEN}")
+    c.ssh(NODE, SLOW_DEB)
+    try:
+        c.ssh(NODE, f"touch {BLOCK}; setsid dpkg -i /root/gpuforge-slow.deb </dev/null >/dev/null 2>&1 &")
+        started = "pgrep -f '[g]puforge-slow.postinst' >/dev/null"
+        c.ssh(NODE, f"for i in $(seq 1 300); do {started} && exit 0; sleep 0.1; done; exit 1")
+        refused = c.lab.ssh(NODE, "dpkg --configure -a")  # what the repair ran before: it fails on the lock
+        assert refused.returncode != 0 and "lock" in refused.stderr, refused
+        c.ssh(NODE, END_WHEN_WAITED_FOR)
+        result = c.apply()
+        assert result["returncode"] == 0 and result["ok"], result
+        assert c.ssh(NODE, f"test -e {SEEN} && echo waited").strip() == "waited"  # the apply did wait
+        assert c.ssh(NODE, f"dpkg-query -W -f='${{db:Status-Abbrev}}' {REMOVED}").strip() == "ii"
+        assert c.ssh(NODE, "dpkg-query -W -f='${db:Status-Abbrev}' gpuforge-slow").strip() == "ii"
+    finally:
+        cleanup = f"rm -f {BLOCK} {SEEN}; sleep 2; dpkg --configure -a; dpkg -P gpuforge-slow"
+        c.ssh(NODE, f"{cleanup}; rm -f /root/gpuforge-slow.deb", check=False)
