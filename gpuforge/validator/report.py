@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -20,6 +21,25 @@ from gpuforge.validator.node.framework import Result
 #: Statuses a report counts: the node checks' and ``error`` (site checks).
 REPORT_STATUSES = (*STATUSES, ERROR)
 FAILING = (FAIL, ERROR)
+
+#: Characters XML 1.0 does not allow (its ``Char`` production), and C0/C1 controls a terminal acts on.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_NOT_PRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}" if ord(match.group()) < 0x100 else f"\\u{ord(match.group()):04x}"
+
+
+def xml_safe(text: str) -> str:
+    """``text`` with what XML 1.0 cannot carry written as ``\\xNN`` (node output may hold any byte)."""
+    return _NOT_XML.sub(_shown, text)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters (escape sequences a terminal would act on) written as ``\\xNN``."""
+    return _NOT_PRINTABLE.sub(_shown, text)
+
 
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 SCHEMA_VERSION = 1
@@ -137,13 +157,16 @@ class Report:
                 package=self.cluster,
             )
             for r in n.checks:
-                case = ET.SubElement(suite, "testcase", classname=n.name, name=r.id, time=f"{r.duration_s:.3f}")
+                case = ET.SubElement(
+                    suite, "testcase", classname=xml_safe(n.name), name=xml_safe(r.id), time=f"{r.duration_s:.3f}"
+                )
+                message = xml_safe(r.message)
                 if r.status in FAILING:
                     tag = "failure" if r.status == FAIL else "error"
-                    failure = ET.SubElement(case, tag, message=r.message, type=f"{r.layer}/{r.severity}")
-                    failure.text = r.message
+                    failure = ET.SubElement(case, tag, message=message, type=xml_safe(f"{r.layer}/{r.severity}"))
+                    failure.text = message
                 elif r.status in (SKIP, BLOCKED):
-                    ET.SubElement(case, "skipped", message=f"{r.status}: {r.message}")
+                    ET.SubElement(case, "skipped", message=f"{r.status}: {message}")
         ET.indent(root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -205,7 +228,7 @@ class Report:
             for col in ("node", "check", "severity", "message"):
                 ft.add_column(col, overflow="fold")
             for node, r in failures:
-                ft.add_row(node, r.id, r.severity, Text(r.message))
+                ft.add_row(node, terminal_safe(r.id), r.severity, Text(terminal_safe(r.message)))
             console.print(ft)
         counts = self.counts()
         verdict = "[green]OK[/]" if self.ok else ("[red]COULD NOT RUN[/]" if self.could_not_run else "[red]FAILED[/]")

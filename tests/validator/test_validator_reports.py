@@ -179,3 +179,25 @@ def test_exit_codes() -> None:
     assert sample_report().exit_code == 1
     down = Report("c", "s", [NodeReport("n1", [Result("connection.ssh", "connection", "critical", FAIL, "down")])])
     assert down.exit_code == 2 and down.could_not_run
+
+
+def test_node_output_with_control_characters_keeps_the_junit_readable() -> None:
+    """A failing check whose message carries what a node printed (an escape sequence, a NUL, a
+    form feed, a lone surrogate): the JUnit file still parses and validates, the bytes are shown
+    as ``\\xNN``, and the human table shows no escape sequence a terminal would act on."""
+    import io
+    import xml.etree.ElementTree as ET
+
+    message = "nvidia-smi: \x1b[31mNVML\x1b[0m \x00 failed\x0c \ud800 end"
+    r = Result("gpu.smi", "driver", "critical", FAIL, message, 0.1)
+    report = Report("c1", "spec.yaml", [NodeReport("gpu001", [r])], duration_s=0.2)
+    text = report.to_junit()
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(text)
+    failure = ET.fromstring(text).find("./testsuite/testcase/failure")
+    assert failure is not None
+    shown = "nvidia-smi: \\x1b[31mNVML\\x1b[0m \\x00 failed\\x0c \\ud800 end"
+    assert failure.get("message") == shown and failure.text == shown
+    out = io.StringIO()
+    report.print(Console(file=out, width=300, force_terminal=True, color_system=None))
+    assert "\x1b[31m" not in out.getvalue() and "\x00" not in out.getvalue()
+    assert "\\x1b[31mNVML" in out.getvalue()
