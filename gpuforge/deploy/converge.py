@@ -346,8 +346,12 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
                 )
             )
     file_steps(layer.files)
+    stale = [s.unit for s in layer.services if (facts.units.get(s.unit) or {}).get("NeedDaemonReload")]
     if any(p.startswith("/etc/systemd/") for p in changed):
         steps.append(Step(StepKind.DAEMON_RELOAD, "systemctl daemon-reload", "systemctl daemon-reload"))
+    elif stale:  # a unit file an interrupted run wrote without the reload after it
+        what = f"systemctl daemon-reload ({', '.join(stale)} changed on disk since systemd loaded it)"
+        steps.append(Step(StepKind.DAEMON_RELOAD, what, "systemctl daemon-reload"))
     if layer.before_services is not None:
         steps.extend(layer.before_services(facts, changed))
     steps.extend(service_steps(layer.services, facts, changed, installed=bool(missing or off_pin)))

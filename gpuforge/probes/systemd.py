@@ -8,7 +8,15 @@ from typing import TypedDict
 
 from gpuforge.probes._common import as_name_list, parse_marker, quote_all, to_int
 
-UNIT_PROPERTIES: tuple[str, ...] = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID")
+UNIT_PROPERTIES: tuple[str, ...] = (
+    "Id",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "UnitFileState",
+    "MainPID",
+    "NeedDaemonReload",
+)
 
 UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
 
@@ -22,6 +30,8 @@ class UnitState(TypedDict):
     SubState: str | None
     UnitFileState: str | None
     MainPID: int | None
+    NeedDaemonReload: bool
+    """The unit's file (or a drop-in) changed on disk since systemd loaded it (``daemon-reload`` owed)."""
 
 
 class UnitStatesInfo(TypedDict):
@@ -39,6 +49,7 @@ def _unit_state(props: dict[str, str]) -> UnitState:
         SubState=props.get("SubState") or None,
         UnitFileState=props.get("UnitFileState") or None,
         MainPID=to_int(props.get("MainPID")),
+        NeedDaemonReload=props.get("NeedDaemonReload") == "yes",
     )
 
 

@@ -235,3 +235,32 @@ def test_layer_state_reads_pending_markers() -> None:
     assert "__section=pending" in cmd and "ls -1 /var/lib/gpuforge/pending" in cmd
     facts = parse_layer_state(["__section=pending", "munge.restart", "slurmctld.reconfigure"])
     assert facts.pending == {"munge.restart", "slurmctld.reconfigure"}
+
+
+def test_an_owed_restart_after_a_unit_file_written_without_the_reload_reloads_first() -> None:
+    """Issue 30's half-finished run: dcgm-exporter's unit was written, the run died before
+    ``daemon-reload`` and the restart. The re-run finds the files as wanted, the restart owed, and
+    systemd saying the unit changed on disk (NeedDaemonReload=yes): it reloads, then restarts."""
+    unit = RenderedFile("/etc/systemd/system/dcgm-exporter.service", b"[Service]\nExecStart=/usr/bin/x\n")
+    layer = Layer("nvidia-dcgm", files=[unit], services=(Service("dcgm-exporter", restart_on=(unit.path,)),))
+    have = {"sha256": sha256(unit.data), "mode": "0644", "owner": "root", "group": "root", "type": "file"}
+    stale = {**ACTIVE, "NeedDaemonReload": True}
+    facts = LayerFacts(files={unit.path: have}, units={"dcgm-exporter": stale}, pending={"dcgm-exporter.restart"})
+    steps, _ = plan_layer(layer, facts)
+    assert [(s.kind, s.command) for s in steps][:2] == [
+        ("daemon-reload", "systemctl daemon-reload"),
+        ("restart", "systemctl restart dcgm-exporter" + CLEAR_MUNGE.replace("munge", "dcgm-exporter")),
+    ]
+    assert "dcgm-exporter changed on disk since systemd loaded it" in steps[0].summary
+    loaded = LayerFacts(files={unit.path: have}, units={"dcgm-exporter": ACTIVE}, pending=set())
+    assert plan_layer(layer, loaded)[0] == []  # loaded and nothing owed: nothing to do
+
+
+def test_need_daemon_reload_is_read_from_systemctl_show() -> None:
+    from gpuforge.probes.systemd import parse_systemctl_show
+
+    lines = ["__units=a.service b.service", "Id=a.service", "NeedDaemonReload=yes", "", "Id=b.service",
+             "NeedDaemonReload=no", "", "__rc=0"]  # fmt: skip
+    units = parse_systemctl_show(lines)["units"]
+    assert units["a.service"] is not None and units["a.service"]["NeedDaemonReload"] is True
+    assert units["b.service"] is not None and units["b.service"]["NeedDaemonReload"] is False
