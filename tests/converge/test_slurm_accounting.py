@@ -95,3 +95,27 @@ def test_steps_run_as_one_sacctmgr_process() -> None:
     cmd = batch_command(steps)
     assert cmd.endswith("| sacctmgr -i") and cmd.count("sacctmgr") == 1
     assert "add cluster gflab\\nadd qos low\\n" in cmd or "add cluster gflab\nadd qos low\n" in cmd
+
+
+def test_a_run_interrupted_after_slurmdbd_conf_makes_the_database_again() -> None:
+    """Issue 30's half-finished run: slurmdbd.conf was written (its restart recorded as pending on
+    the node first), then the run died before the database step. The re-run finds the file as
+    wanted, yet makes the database and user again, before the owed restart."""
+    from gpuforge.deploy.converge import LayerFacts, plan_layer, sha256
+    from gpuforge.deploy.layers.slurm import SLURMDBD_CONF, accounting_layer
+    from gpuforge.render.files import Secrets
+
+    layer = accounting_layer(load_spec("inventories/lab.yaml"), Secrets.redacted())
+    conf = next(f for f in layer.files if f.path == SLURMDBD_CONF)
+    have = {"sha256": sha256(conf.data), "mode": conf.mode, "owner": conf.owner, "group": conf.group, "type": "file"}
+    packages = dict.fromkeys(layer.packages, "1")
+    running = {"ActiveState": "active", "UnitFileState": "enabled"}
+    units = {"mariadb": running, "slurmdbd": running}
+    log_dir = {"/var/log/slurm": {"type": "directory", "mode": "0755", "owner": "slurm", "group": "slurm"}}
+
+    def kinds(pending: set[str]) -> list[str]:
+        facts = LayerFacts(packages=packages, files={SLURMDBD_CONF: have, **log_dir}, units=units, pending=pending)
+        return [s.kind for s in plan_layer(layer, facts)[0] if s.kind != "verify"]
+
+    assert kinds({"slurmdbd.restart"})[:2] == ["database", "restart"]
+    assert "database" not in kinds(set())  # nothing owed: the database is not touched

@@ -56,7 +56,10 @@ def accounting_layer(s: Spec, sec: Secrets) -> Layer:
     conf = RenderedFile(SLURMDBD_CONF, slurmdbd_conf(s, sec), mode="0600", owner="slurm", group="slurm", secret=True)
 
     def create_db(facts: LayerFacts, changed: set[str]) -> list[Step]:
-        if SLURMDBD_CONF not in changed:
+        # The step is idempotent and comes before slurmdbd's restart, whose pending marker is written
+        # before slurmdbd.conf and cleared by the restart: a run interrupted anywhere between the
+        # file and the restart leaves the marker, and the re-run makes the database and user again.
+        if SLURMDBD_CONF not in changed and "slurmdbd.restart" not in facts.pending:
             return []
         # The password is read on the node from slurmdbd.conf; it never appears in a command.
         sql = (
