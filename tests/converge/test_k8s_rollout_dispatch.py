@@ -9,6 +9,7 @@ commands themselves run against a stand-in ``kubectl`` in tests/converge/test_k8
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpuforge.deploy.run import ApplyResult, HostResult
-from gpuforge.orchestrate import remote
+from gpuforge.orchestrate import node_lock, remote
 from gpuforge.orchestrate.batches import Rollout, run_batches
 from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.orchestrate.state import RolloutRecord
@@ -83,6 +84,12 @@ def rec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Recorder:
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path))  # the rollout record
     r = Recorder()
     monkeypatch.setattr(remote, "run", r.run)
+    locks = tmp_path / "node-locks"
+
+    def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
+        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(locks / name)))]
+
+    monkeypatch.setattr(node_lock, "ssh_argv", local_lock)  # the batch's node locks, on local files
     return r
 
 
