@@ -1,13 +1,15 @@
-"""Shared helpers for gpuforge facts: shell guards, status markers and small parsers.
+"""Shared helpers of the node readings: shell guards, status markers and small parsers.
 
-Every fact command that depends on an optional binary is wrapped so that it
+Every reading's command that depends on an optional binary is wrapped so that it
 
 * prints ``__missing=<binary>`` instead of failing when the binary is absent, and
 * appends ``__rc=<exit code>`` after the real command (whose stderr is merged into stdout).
 
 The wrapper itself always exits 0, so pyinfra never treats a missing tool or a failing
-``nvidia-smi`` as a fact error, and ``process()`` always receives at least one line and can
-report *why* nothing useful came back.
+``nvidia-smi`` as a fact error, and a parser always receives at least one line and can
+report *why* nothing useful came back. The node program adds two markers of its own:
+``__timeout=<seconds>`` (the command ran past its time) and ``__error=<why>`` (an in-process
+reader failed).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass, field
 
 RC_MARKER = "__rc="
 MISSING_MARKER = "__missing="
+TIMEOUT_MARKER = "__timeout="
+ERROR_MARKER = "__error="
 
 _MARKER_RE = re.compile(r"^__(?P<key>[a-z0-9_]+)=(?P<value>.*)$")
 
@@ -43,20 +47,37 @@ class CommandOutput:
     lines: list[str] = field(default_factory=list)
     rc: int | None = None
     missing: str | None = None
+    timeout: str | None = None
+    """Seconds the command was given before the node program stopped it (None: it finished)."""
+    error: str | None = None
+    """Why an in-process reader could not read (None: it could)."""
 
     @property
     def available(self) -> bool:
         return self.missing is None
 
+    @property
+    def ok(self) -> bool:
+        """It ran to the end and exited 0 (or printed no status)."""
+        return self.missing is None and self.timeout is None and self.error is None and self.rc in (0, None)
+
+    def last_line(self) -> str:
+        """The last non-blank data line (where tools print why they failed), or ''."""
+        return next((line.strip() for line in reversed(self.lines) if line.strip()), "")
+
 
 def split_guarded(output: Iterable[str]) -> CommandOutput:
-    """Separate ``__rc=``/``__missing=`` markers from the data lines."""
+    """Separate the ``__rc=``, ``__missing=``, ``__timeout=`` and ``__error=`` markers from the data lines."""
     result = CommandOutput()
     for line in output:
         if line.startswith(RC_MARKER):
             result.rc = to_int(line[len(RC_MARKER) :])
         elif line.startswith(MISSING_MARKER):
             result.missing = line[len(MISSING_MARKER) :].strip() or "unknown"
+        elif line.startswith(TIMEOUT_MARKER):
+            result.timeout = line[len(TIMEOUT_MARKER) :].strip() or "?"
+        elif line.startswith(ERROR_MARKER):
+            result.error = line[len(ERROR_MARKER) :].strip() or "unknown error"
         else:
             result.lines.append(line)
     return result

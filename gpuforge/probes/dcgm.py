@@ -1,13 +1,16 @@
-"""DCGM facts: ``dcgmi diag`` results (text table or ``-j`` JSON) and dcgm-exporter metrics."""
+"""DCGM readings: ``dcgmi diag`` results (text table or ``-j`` JSON).
+
+dcgm-exporter's metrics are read as any node-local exporter's: :mod:`gpuforge.probes.metrics`.
+"""
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any, TypedDict
 
-from gpuforge.probes._common import split_guarded
+from gpuforge.probes._common import as_bool, guarded, split_guarded
+from gpuforge.probes.reading import Reading
 
 # --------------------------------------------------------------------------- dcgmi diag
 
@@ -31,7 +34,7 @@ class DiagTest(TypedDict):
 
 
 class DcgmiDiagInfo(TypedDict):
-    """Result of :class:`DcgmiDiag`."""
+    """What :data:`DCGM_DIAG` reads."""
 
     available: bool
     rc: int | None
@@ -262,108 +265,32 @@ def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
 
 def parse_dcgmi_diag(lines: list[str]) -> DcgmiDiagInfo:
     """Parse ``dcgmi diag`` output in either text or JSON form."""
+    out = split_guarded(lines)
+    if out.timeout is not None:
+        info = _empty_diag(out.available, out.rc)
+        info["error"] = f"did not finish within {out.timeout} s"
+        return info
     if any(line.lstrip().startswith("{") for line in lines):
         return parse_dcgmi_diag_json(lines)
     return parse_dcgmi_diag_text(lines)
 
 
-# --------------------------------------------------------------------------- dcgm-exporter
+# --------------------------------------------------------------------------- reading
+
+DIAG_LEVELS = ("1", "2", "3", "4")
+#: Seconds each level may take (dcgmi diag: seconds / about 2 min / about 15 min / longer), with margin.
+DIAG_TIMEOUT_S = {1: 180.0, 2: 900.0, 3: 3600.0, 4: 7200.0}
 
 
-class MetricSample(TypedDict):
-    """One sample: labels and value (non-finite values kept as strings: ``NaN``, ``+Inf``)."""
-
-    labels: dict[str, str]
-    value: float | str
-
-
-class Metric(TypedDict):
-    """One metric family from the Prometheus text exposition."""
-
-    type: str | None
-    help: str | None
-    samples: list[MetricSample]
+def diag_command(level: int | str = 1, json_output: bool | str = False) -> str:
+    """``dcgmi diag -r LEVEL`` (``-j``: JSON); level 1 is quick, 3 and 4 take many minutes."""
+    if str(level).strip() not in DIAG_LEVELS:
+        raise ValueError(f"dcgmi diag level must be 1-4, not {level!r}")
+    return guarded("dcgmi", f"dcgmi diag -r {int(level)}{' -j' if as_bool(json_output) else ''}")
 
 
-class ExporterMetricsInfo(TypedDict):
-    """Result of :class:`DcgmExporterMetrics`."""
-
-    available: bool
-    rc: int | None
-    error: str | None
-    metrics: dict[str, Metric]
+def _diag_timeout(level: int | str = 1, json_output: bool | str = False) -> float:
+    return DIAG_TIMEOUT_S.get(int(str(level).strip() or 1), DIAG_TIMEOUT_S[4])
 
 
-CURL_EXIT_CODES: dict[int, str] = {
-    6: "could not resolve host",
-    7: "failed to connect (exporter not listening)",
-    22: "HTTP error status returned",
-    28: "operation timed out",
-    52: "empty reply from server",
-    56: "failure receiving network data",
-}
-
-_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?\s*$")
-_LABEL_RE = re.compile(r'\s*(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*,?')
-
-
-def _unescape_label(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
-
-
-def parse_prometheus_labels(text: str) -> dict[str, str]:
-    """Parse ``key="value",...`` (with ``\\"``, ``\\\\`` and ``\\n`` escapes)."""
-    return {m.group("key"): _unescape_label(m.group("value")) for m in _LABEL_RE.finditer(text)}
-
-
-def _sample_value(text: str) -> float | str:
-    try:
-        value = float(text)
-    except ValueError:
-        return text
-    return value if math.isfinite(value) else text
-
-
-def parse_prometheus_text(lines: list[str]) -> dict[str, Metric]:
-    """Parse Prometheus text exposition format into metric families."""
-    metrics: dict[str, Metric] = {}
-
-    def family(name: str) -> Metric:
-        return metrics.setdefault(name, Metric(type=None, help=None, samples=[]))
-
-    for raw in lines:
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] in {"HELP", "TYPE"}:
-                text = parts[3] if len(parts) > 3 else ""
-                if parts[1] == "HELP":
-                    family(parts[2])["help"] = text
-                else:
-                    family(parts[2])["type"] = text
-            continue
-        match = _SAMPLE_RE.match(line)
-        if match is None:
-            continue
-        family(match.group("name"))["samples"].append(
-            MetricSample(
-                labels=parse_prometheus_labels(match.group("labels") or ""),
-                value=_sample_value(match.group("value")),
-            )
-        )
-    return metrics
-
-
-def parse_exporter_metrics(lines: list[str]) -> ExporterMetricsInfo:
-    """Parse guarded ``curl`` output of a dcgm-exporter ``/metrics`` endpoint."""
-    out = split_guarded(lines)
-    error: str | None = None
-    if not out.available:
-        error = "curl not found"
-    elif out.rc not in (None, 0):
-        error = f"curl exit code {out.rc}: {CURL_EXIT_CODES.get(out.rc or 0, 'request failed')}"
-    return ExporterMetricsInfo(
-        available=out.available, rc=out.rc, error=error, metrics=parse_prometheus_text(out.lines)
-    )
+DCGM_DIAG: Reading[DcgmiDiagInfo] = Reading("dcgm.diag", diag_command, parse_dcgmi_diag, timeout_s=_diag_timeout)

@@ -1,4 +1,5 @@
-"""File facts: digest, mode and ownership of many paths in one round trip (drives idempotent sync)."""
+"""File readings: digest, mode and ownership of many paths in one round trip (drives idempotent sync),
+and one file's text."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import shlex
 from collections.abc import Sequence
 from typing import TypedDict
 
-from gpuforge.probes._common import as_list, parse_marker, to_int
+from gpuforge.probes._common import CommandOutput, as_list, parse_marker, split_guarded, to_int
+from gpuforge.probes.reading import Reading
 
 
 class FileDigest(TypedDict):
@@ -35,7 +37,10 @@ def normalize_mode(mode: str) -> str:
 
 
 def parse_file_digests(lines: list[str]) -> dict[str, FileDigest | None]:
-    """Parse the ``__file=``/``__stat=``/``__sha256=``/``__missing=`` records of :class:`FileDigests`."""
+    """Parse the ``__file=``/``__stat=``/``__sha256=``/``__missing=`` records of :func:`file_digests_command`.
+
+    A path the command cannot see (missing, or in a directory this user may not search) maps to None.
+    """
     result: dict[str, FileDigest | None] = {}
     current: str | None = None
     for line in lines:
@@ -69,14 +74,18 @@ def parse_file_digests(lines: list[str]) -> dict[str, FileDigest | None]:
     return result
 
 
-def file_digests_command(paths: Sequence[str] | str) -> str:
-    """The shell command whose output ``parse_file_digests`` reads."""
-    checked = as_list(paths)
-    if not checked:
+def _absolute(paths: list[str]) -> list[str]:
+    if not paths:
         raise ValueError("at least one path is required")
-    for path in checked:
+    for path in paths:
         if not path.startswith("/") or "\n" in path or "\r" in path:
             raise ValueError(f"paths must be absolute, single-line: {path!r}")
+    return paths
+
+
+def file_digests_command(paths: Sequence[str] | str) -> str:
+    """The shell command whose output ``parse_file_digests`` reads."""
+    checked = _absolute(as_list(paths))
     quoted = " ".join(shlex.quote(path) for path in checked)
     return (
         f"for p in {quoted}; do "
@@ -88,3 +97,15 @@ def file_digests_command(paths: Sequence[str] | str) -> str:
         "printf '__sha256=%s\\n' \"${h%% *}\"; fi; "
         "else printf '__missing=%s\\n' \"$p\"; fi; done; true"
     )
+
+
+def file_text_command(path: str) -> str:
+    """One file's lines and ``__rc=``, or ``__missing=<path>`` when it does not exist."""
+    (checked,) = _absolute([path])
+    quoted = shlex.quote(checked)
+    return f'if [ -e {quoted} ]; then cat -- {quoted} 2>&1; echo "__rc=$?"; else echo "__missing={checked}"; fi'
+
+
+FILE_DIGESTS: Reading[dict[str, FileDigest | None]] = Reading("files.digests", file_digests_command, parse_file_digests)
+#: ``missing`` is the path when the file does not exist; ``lines`` its text.
+FILE_TEXT: Reading[CommandOutput] = Reading("files.text", file_text_command, split_guarded)

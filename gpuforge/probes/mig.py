@@ -1,13 +1,15 @@
-"""MIG facts: MIG mode per GPU, MIG devices from ``nvidia-smi -L`` and mig-parted assertions."""
+"""MIG readings: MIG mode per GPU, MIG devices (``nvidia-smi -L``), the GPU instance profiles a GPU
+offers (``nvidia-smi mig -lgip``) and whether a mig-parted layout is applied."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from typing import TypedDict
 
-from gpuforge.probes._common import na_to_none, split_csv, split_guarded, to_int
-
-from .nvidia import NvidiaSmiStatus, _smi_status, explain_nvidia_smi_rc
+from gpuforge.probes._common import guarded, na_to_none, split_csv, split_guarded, to_int
+from gpuforge.probes.nvidia_smi import NvidiaSmiStatus, explain_nvidia_smi_rc, smi_status
+from gpuforge.probes.reading import Reading
 
 # --------------------------------------------------------------------------- MIG mode
 
@@ -25,7 +27,7 @@ class MigModeGpu(TypedDict):
 
 
 class MigModeInfo(NvidiaSmiStatus):
-    """Result of :class:`MigMode`."""
+    """What :data:`MIG_MODE` reads."""
 
     gpus: list[MigModeGpu]
 
@@ -36,7 +38,7 @@ def parse_mig_mode(lines: list[str]) -> MigModeInfo:
     info = MigModeInfo(
         available=out.available,
         rc=out.rc,
-        error=explain_nvidia_smi_rc(out.rc, out.available),
+        error=explain_nvidia_smi_rc(out.rc, out.available, out.timeout),
         messages=[],
         gpus=[],
     )
@@ -81,7 +83,7 @@ class ListedGpu(TypedDict):
 
 
 class MigDevicesInfo(NvidiaSmiStatus):
-    """Result of :class:`MigDevices`."""
+    """What :data:`MIG_DEVICES` reads."""
 
     gpus: list[ListedGpu]
 
@@ -96,7 +98,7 @@ def parse_nvidia_smi_list(lines: list[str]) -> MigDevicesInfo:
     info = MigDevicesInfo(
         available=out.available,
         rc=out.rc,
-        error=explain_nvidia_smi_rc(out.rc, out.available),
+        error=explain_nvidia_smi_rc(out.rc, out.available, out.timeout),
         messages=[],
         gpus=[],
     )
@@ -137,7 +139,7 @@ class GpuInstanceProfile(TypedDict):
 
 
 class GpuInstanceProfilesInfo(NvidiaSmiStatus):
-    """Result of :class:`MigGpuInstanceProfiles`; ``profiles`` is empty when no GPU has MIG on."""
+    """What :data:`MIG_PROFILES` reads; ``profiles`` is empty when no GPU has MIG on."""
 
     profiles: list[GpuInstanceProfile]
 
@@ -151,7 +153,7 @@ _LGIP_RE = re.compile(
 
 def parse_mig_lgip(lines: list[str]) -> GpuInstanceProfilesInfo:
     """Parse ``nvidia-smi mig -lgip`` (the GPU instance profiles table, every MIG-enabled GPU)."""
-    status, body = _smi_status(lines)
+    status, body = smi_status(lines)
     info: GpuInstanceProfilesInfo = {**status, "profiles": []}
     for line in body:
         row = _LGIP_RE.match(line)
@@ -210,5 +212,32 @@ def parse_mig_parted_assert(lines: list[str]) -> MigPartedAssertInfo:
             message = msg
     if not out.available:
         message = "nvidia-mig-parted not found"
-    applied = None if not out.available or out.rc is None else out.rc == 0
+    elif out.timeout is not None:
+        message = f"nvidia-mig-parted assert did not finish within {out.timeout} s"
+    applied = None if not out.available or out.timeout is not None or out.rc is None else out.rc == 0
     return MigPartedAssertInfo(available=out.available, applied=applied, rc=out.rc, message=message, output=text)
+
+
+# --------------------------------------------------------------------------- readings
+
+
+def mig_parted_assert_command(config_file: str, config_name: str) -> str:
+    body = f"nvidia-mig-parted assert -f {shlex.quote(config_file)} -c {shlex.quote(config_name)}"
+    return guarded("nvidia-mig-parted", body)
+
+
+MIG_MODE: Reading[MigModeInfo] = Reading(
+    "mig.mode",
+    lambda: guarded("nvidia-smi", f"nvidia-smi --query-gpu={','.join(MIG_MODE_FIELDS)} --format=csv,noheader"),
+    parse_mig_mode,
+)
+MIG_DEVICES: Reading[MigDevicesInfo] = Reading(
+    "mig.devices", lambda: guarded("nvidia-smi", "nvidia-smi -L"), parse_nvidia_smi_list
+)
+MIG_PROFILES: Reading[GpuInstanceProfilesInfo] = Reading(
+    "mig.profiles", lambda: guarded("nvidia-smi", "nvidia-smi mig -lgip"), parse_mig_lgip
+)
+#: Read-only: exit 0 when the named layout is applied. It asks every GPU, hence its longer time.
+MIG_PARTED_ASSERT: Reading[MigPartedAssertInfo] = Reading(
+    "mig.parted_assert", mig_parted_assert_command, parse_mig_parted_assert, timeout_s=30.0
+)

@@ -1,10 +1,11 @@
 """What the NVIDIA deploys must know about a host before they build its layers (stdlib only).
 
-One round trip per GPU node (``NvidiaHost``): the NVIDIA devices on the PCI bus (from sysfs,
-no lspci needed), the loaded kernel driver version, and installed versions of packages that
-gpuforge installs outside apt/dnf repositories (enroot from release files) or on rpm systems
-(where the layer facts' dpkg query sees nothing). Layers decide from these facts, e.g.
-whether a service that needs a GPU can run at all, so re-runs do not keep trying.
+One round trip per GPU node (:data:`NVIDIA_HOST`, the deploy's ``NvidiaHost`` fact): the NVIDIA
+devices on the PCI bus (from sysfs, no lspci needed), the loaded kernel driver version, and
+installed versions of packages that gpuforge installs outside apt/dnf repositories (enroot from
+release files) or on rpm systems (where the layer facts' dpkg query sees nothing). Layers decide
+from these facts, e.g. whether a service that needs a GPU can run at all, so re-runs do not keep
+trying.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: PCI device IDs of NVSwitch chips (A100 generation 10de:1af1, H100 generation 10de:22a3).
-NVSWITCH_DEVICE_IDS: frozenset[str] = frozenset({"1af1", "22a3"})
+from gpuforge.probes.pci import parse_sysfs_pci, sysfs_pci_command
+from gpuforge.probes.reading import Reading
 
 _PKG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*$")
 
@@ -68,9 +69,7 @@ def nvidia_host_command(packages: Sequence[str] = ()) -> str:
     joined = " ".join(shlex.quote(n) for n in names)
     parts = [
         "echo __section=pci",
-        "for d in /sys/bus/pci/devices/*; do "
-        '[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && echo "$(cat "$d/class") $(cat "$d/device")"; '
-        "done",
+        sysfs_pci_command(),
         "echo __section=driver",
         "cat /sys/module/nvidia/version 2>/dev/null || "
         "sed -n 's/.*Kernel Module[^0-9]*\\([0-9][0-9.]*\\).*/\\1/p' /proc/driver/nvidia/version 2>/dev/null",
@@ -94,22 +93,17 @@ def nvidia_host_command(packages: Sequence[str] = ()) -> str:
 
 
 def parse_nvidia_host(lines: list[str]) -> HostFacts:
+    """Parse :func:`nvidia_host_command`'s sections (the PCI one with :func:`parse_sysfs_pci`)."""
     facts = HostFacts()
     section = None
+    pci: list[str] = []
     for raw in lines:
         line = raw.strip()
         if line.startswith("__section="):
             section = line.split("=", 1)[1]
             continue
         if section == "pci":
-            parts = line.split()
-            if len(parts) != 2:
-                continue
-            cls, dev = parts[0].lower().removeprefix("0x"), parts[1].lower().removeprefix("0x")
-            if dev in NVSWITCH_DEVICE_IDS or cls.startswith("0680"):
-                facts.nvswitches.append(dev)
-            elif cls.startswith("03"):
-                facts.gpus.append(dev)
+            pci.append(line)
         elif section == "driver" and line and facts.loaded_driver is None:
             facts.loaded_driver = line
         elif section == "kernel" and line and facts.kernel_release is None:
@@ -126,4 +120,10 @@ def parse_nvidia_host(lines: list[str]) -> HostFacts:
             cols = raw.rstrip("\n").split("\t")
             if len(cols) >= 3 and cols[0] in facts.packages and len(cols[2]) >= 2 and cols[2][1] == "i":
                 facts.packages[cols[0]] = cols[1].strip() or None
+    bus = parse_sysfs_pci(pci)
+    facts.gpus = [d["device_id"] for d in bus["gpus"]]
+    facts.nvswitches = [d["device_id"] for d in bus["nvswitches"]]
     return facts
+
+
+NVIDIA_HOST: Reading[HostFacts] = Reading("nvidia.host", nvidia_host_command, parse_nvidia_host)

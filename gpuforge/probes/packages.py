@@ -1,4 +1,4 @@
-"""Package facts: installed versions of a chosen set of Debian packages in one round trip."""
+"""Package readings: installed versions of a chosen set of Debian packages in one round trip."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from gpuforge.probes._common import as_name_list, parse_marker
+from gpuforge.probes.reading import Reading
 
 #: Debian package name, optionally qualified with an architecture (``libc6:amd64``).
 DEB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(?::[a-z0-9\-]+)?$")
@@ -65,3 +66,6 @@ def dpkg_query_command(packages: Sequence[str] | str) -> str:
         f"dpkg-query -W -f='${{Package}}\\t${{Version}}\\t${{db:Status-Abbrev}}\\n' {joined} 2>/dev/null; "
         "true"
     )
+
+
+DEB_VERSIONS: Reading[dict[str, str | None]] = Reading("packages.deb_versions", dpkg_query_command, parse_dpkg_query)

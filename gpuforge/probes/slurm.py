@@ -1,11 +1,13 @@
-"""Slurm facts: node and partition state, accounting entities, node hardware and versions."""
+"""Slurm readings: node and partition state, accounting entities, node hardware and versions, and the
+node checks' munge round trip and ``srun --help``."""
 
 from __future__ import annotations
 
 import re
 from typing import TypedDict
 
-from gpuforge.probes._common import parse_marker, split_guarded, to_int
+from gpuforge.probes._common import CommandOutput, guarded, parse_marker, split_guarded, to_int
+from gpuforge.probes.reading import Reading
 
 #: Suffix flags sinfo appends to node states (``man sinfo``, NODE STATE CODES).
 SINFO_STATE_FLAGS: dict[str, str] = {
@@ -101,7 +103,7 @@ class SinfoNode(TypedDict):
 
 
 class SinfoInfo(SlurmCommandStatus):
-    """Result of :class:`SinfoNodes`."""
+    """What :data:`SINFO_NODES` reads."""
 
     nodes: dict[str, SinfoNode]
 
@@ -192,13 +194,13 @@ def parse_scontrol_records(lines: list[str], record_key: str) -> tuple[dict[str,
 
 
 class ScontrolNodeInfo(SlurmCommandStatus):
-    """Result of :class:`ScontrolNodes`."""
+    """What :data:`SCONTROL_NODES` reads."""
 
     nodes: dict[str, dict[str, str]]
 
 
 class ScontrolPartitionInfo(SlurmCommandStatus):
-    """Result of :class:`ScontrolPartitions`."""
+    """What :data:`SCONTROL_PARTITIONS` reads."""
 
     partitions: dict[str, dict[str, str]]
 
@@ -228,7 +230,7 @@ SACCTMGR_QUERIES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 class SacctmgrInfo(TypedDict):
-    """Result of :class:`SacctmgrEntities`."""
+    """What :data:`SACCTMGR` reads."""
 
     available: bool
     error: str | None
@@ -283,7 +285,7 @@ def parse_sacctmgr(lines: list[str]) -> SacctmgrInfo:
 
 
 class SlurmdHardwareInfo(SlurmCommandStatus):
-    """Result of :class:`SlurmdHardware`: ``hardware`` holds NodeName, CPUs, Boards, ... as reported."""
+    """What :data:`SLURMD_HARDWARE` reads: ``hardware`` holds NodeName, CPUs, Boards, ... as reported."""
 
     hardware: dict[str, str | int]
 
@@ -341,3 +343,54 @@ def parse_slurm_version(lines: list[str]) -> SlurmVersionInfo:
             info["slurmd"] = match.group("version")
     info["version"] = info["sinfo"] or info["slurmd"]
     return info
+
+
+# --------------------------------------------------------------------------- readings
+
+_NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]*$")
+
+
+def scontrol_nodes_command(node: str = "") -> str:
+    """``scontrol show node -o``: every node, or only ``node``."""
+    if not _NODE_NAME_RE.match(node):
+        raise ValueError(f"invalid node name: {node!r}")
+    return guarded("scontrol", f"scontrol show node -o{f' {node}' if node else ''}")
+
+
+def sacctmgr_command() -> str:
+    """QOS, accounts and associations in one round trip (three ``sacctmgr`` calls, sectioned)."""
+    parts = [
+        f"echo '__section={section}'; sacctmgr -nP show {entity} format={','.join(fields)} 2>&1; echo \"__rc=$?\""
+        for section, (entity, fields) in SACCTMGR_QUERIES.items()
+    ]
+    return "if command -v sacctmgr >/dev/null 2>&1; then " + "; ".join(parts) + "; else echo '__missing=sacctmgr'; fi"
+
+
+SLURM_VERSION_COMMAND = (
+    "for b in sinfo slurmd; do if command -v $b >/dev/null 2>&1; "
+    'then echo "__bin=$b"; $b -V 2>&1; fi; done; echo "__done=1"'
+)
+
+SINFO_NODES: Reading[SinfoInfo] = Reading(
+    "slurm.sinfo_nodes", lambda: guarded("sinfo", f"sinfo -h -N -o '{SINFO_FORMAT}'"), parse_sinfo_nodes, timeout_s=15.0
+)
+SCONTROL_NODES: Reading[ScontrolNodeInfo] = Reading(
+    "slurm.scontrol_nodes", scontrol_nodes_command, parse_scontrol_nodes, timeout_s=15.0
+)
+SCONTROL_PARTITIONS: Reading[ScontrolPartitionInfo] = Reading(
+    "slurm.scontrol_partitions",
+    lambda: guarded("scontrol", "scontrol show partition -o"),
+    parse_scontrol_partitions,
+    timeout_s=15.0,
+)
+SACCTMGR: Reading[SacctmgrInfo] = Reading("slurm.sacctmgr", sacctmgr_command, parse_sacctmgr, timeout_s=30.0)
+SLURMD_HARDWARE: Reading[SlurmdHardwareInfo] = Reading(
+    "slurm.slurmd_hardware", lambda: guarded("slurmd", "slurmd -C"), parse_slurmd_c
+)
+SLURM_VERSION: Reading[SlurmVersionInfo] = Reading("slurm.version", lambda: SLURM_VERSION_COMMAND, parse_slurm_version)
+#: A munge credential encoded and decoded on this node: ``ok`` when munged works with its key.
+MUNGE_ROUND_TRIP: Reading[CommandOutput] = Reading(
+    "slurm.munge_round_trip", lambda: guarded("munge", "munge -n | unmunge"), split_guarded
+)
+#: ``srun --help``: with pyxis loaded it lists ``--container-image``.
+SRUN_HELP: Reading[CommandOutput] = Reading("slurm.srun_help", lambda: guarded("srun", "srun --help"), split_guarded)

@@ -7,6 +7,11 @@ back on at boot; the node check reports swap that is on. Both read the files wit
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gpuforge.probes._common import split_guarded
+from gpuforge.probes.reading import Reading
+
 
 def active_swaps(proc_swaps: str) -> list[str]:
     """Swap areas in use, per ``/proc/swaps`` (its first line is a header)."""
@@ -22,3 +27,21 @@ def fstab_swap_lines(fstab: str) -> list[str]:
         if len(fields) >= 3 and not fields[0].startswith("#") and fields[2] == "swap":
             found.append(line)
     return found
+
+
+@dataclass
+class SwapsInfo:
+    """``/proc/swaps``: whether it could be read, and the swap areas in use."""
+
+    readable: bool
+    active: list[str]
+
+
+def parse_proc_swaps(lines: list[str]) -> SwapsInfo:
+    out = split_guarded(lines)
+    return SwapsInfo(out.ok, active_swaps("\n".join(out.lines)) if out.ok else [])
+
+
+PROC_SWAPS: Reading[SwapsInfo] = Reading(
+    "swap.proc_swaps", lambda: 'cat /proc/swaps 2>/dev/null; echo "__rc=$?"', parse_proc_swaps
+)

@@ -1,4 +1,4 @@
-"""systemd facts: state of several units in one ``systemctl show`` call."""
+"""systemd readings: state of several units in one ``systemctl show`` call."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TypedDict
 
 from gpuforge.probes._common import as_name_list, parse_marker, quote_all, to_int
+from gpuforge.probes.reading import Reading
 
 UNIT_PROPERTIES: tuple[str, ...] = (
     "Id",
@@ -35,7 +36,7 @@ class UnitState(TypedDict):
 
 
 class UnitStatesInfo(TypedDict):
-    """Result of :class:`UnitStates`; ``units`` maps each requested name to its state or None."""
+    """What :data:`UNIT_STATES` reads; ``units`` maps each requested name to its state or None."""
 
     error: str | None
     units: dict[str, UnitState | None]
@@ -99,3 +100,6 @@ def unit_states_command(units: Sequence[str] | str) -> str:
         f"systemctl show -p {','.join(UNIT_PROPERTIES)} {quote_all(names)} 2>&1; "
         'echo "__rc=$?"'
     )
+
+
+UNIT_STATES: Reading[UnitStatesInfo] = Reading("systemd.unit_states", unit_states_command, parse_systemctl_show)

@@ -10,19 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuforge.spec.model import DEFAULT_ALERT_XIDS, Role, Spec
+from gpuforge.render.escape import promql_string
+from gpuforge.spec.model import Role, Spec
 from gpuforge.spec.nodes import resolve_nodes
-
-#: What each Xid class means (NVIDIA's Xid catalog) and what to do.
-XID_TEXT = {
-    48: "double-bit ECC error: drain the node, reset the GPU; RMA if it repeats",
-    63: "ECC page retirement or row remapping pending: drain, reset the GPU to apply it",
-    64: "ECC page retirement or row remapping failed: drain the node and RMA the GPU",
-    74: "NVLink error: check the NVLink/NVSwitch fabric (nvidia-smi nvlink -e), reset the GPU",
-    79: "GPU has fallen off the bus: drain, power-cycle the node; check PCIe/power if it repeats",
-    94: "contained ECC error: the application was stopped; reset the GPU when idle",
-    95: "uncontained ECC error: drain the node and reset the GPU",
-}
+from gpuforge.spec.xid_catalog import BY_CODE, CATALOG_URL, CRITICAL_XIDS
 
 
 def _rule(
@@ -42,8 +33,15 @@ def promql_regex_escape(text: str) -> str:
 
 
 def alert_xids(spec: Spec) -> list[int]:
-    """The Xid codes that alert: the default classes, then the spec's own, each once."""
-    return list(dict.fromkeys([*DEFAULT_ALERT_XIDS, *spec.monitoring.alerts.xids]))
+    """The Xid codes that alert: the critical ones of the Xid table (those ``gpu.xid`` fails on),
+    then the spec's own, each once."""
+    return list(dict.fromkeys([*CRITICAL_XIDS, *spec.monitoring.alerts.xids]))
+
+
+def xid_runbook(xid: int) -> str:
+    """What the Xid table says of ``xid`` (meaning and action), or where to look it up."""
+    row = BY_CODE.get(xid)
+    return row.runbook() if row else f"Xid {xid} (listed in monitoring.alerts.xids): see {CATALOG_URL}"
 
 
 def _node_rules(spec: Spec) -> list[dict[str, Any]]:
@@ -100,7 +98,7 @@ def _gpu_rules(spec: Spec) -> list[dict[str, Any]]:
             "critical",
             "gpu",
             f"Xid {xid} on GPU {{{{ $labels.gpu }}}} of {{{{ $labels.node }}}}",
-            XID_TEXT.get(xid, f"Xid {xid} (listed in monitoring.alerts.xids): see NVIDIA's Xid catalog"),
+            xid_runbook(xid),
             xid=str(xid),
         )
         for xid in alert_xids(spec)
@@ -173,7 +171,7 @@ def _gpu_rules(spec: Spec) -> list[dict[str, Any]]:
 def _slurm_rules(spec: Spec) -> list[dict[str, Any]]:
     lim = spec.monitoring.alerts
     ops = "|".join(promql_regex_escape(r) for r in lim.operator_reasons)
-    not_ops = f',reason!~"({ops}).*"' if ops else ""
+    not_ops = f",reason!~{promql_string(f'({ops}).*')}" if ops else ""
     rules = [
         _rule(
             "SlurmNodeUnavailable",

@@ -1,10 +1,12 @@
-"""The node-local health check as ONE file: ``nodelocal`` and the shared probes it imports.
+"""The node-local health check as ONE file: ``nodelocal`` and the modules it imports.
 
 Nodes have no gpuforge installed, and ``gpuforge validate`` runs the checker as ``python3 -``
 with the program on stdin, so it must be a single file. It is built here from the package's
 own modules: their sources are embedded and served by a small importer, then
-``gpuforge.validator.nodelocal.main()`` runs. The parsers the checks use are therefore the
-same code as the deploy facts' parsers (``gpuforge.probes``), not copies.
+``gpuforge.validator.nodelocal.main()`` runs. The readings the checks use are therefore the
+same code as the deploy facts' (``gpuforge.probes``), and the Xid table the same as the alert
+rules' (``gpuforge.spec.xid_catalog``): not copies. Every embedded module is standard library
+only (tests/validator/test_node_program.py).
 
 The bytes depend only on the sources (sorted, no timestamps): an unchanged program is an
 unchanged file on the node, so a re-apply changes nothing.
@@ -21,10 +23,10 @@ from pathlib import Path
 
 ENTRY = "gpuforge.validator.nodelocal"
 #: Package ``__init__`` modules are embedded empty: the program needs only their submodules.
-PACKAGES = ("gpuforge", "gpuforge.probes", "gpuforge.validator", "gpuforge.validator.node")
+PACKAGES = ("gpuforge", "gpuforge.probes", "gpuforge.spec", "gpuforge.validator", "gpuforge.validator.node")
 
 _BOOTSTRAP = '''#!/usr/bin/env python3
-"""gpuforge node health check (built from gpuforge.validator.nodelocal and gpuforge.probes; do not edit)."""
+"""gpuforge node health check (built from gpuforge.validator.nodelocal and the modules it imports; do not edit)."""
 import marshal
 import os
 import stat

@@ -1,7 +1,9 @@
 """Validation of a running cluster against its spec (``gpuforge validate``, ``gpuforge health``).
 
-- :mod:`.nodelocal`: the node-local checks in one stdlib-only file (installed as
-  ``/usr/local/sbin/gpuforge-health``; also sent over SSH by ``validate``)
+- :mod:`.nodelocal`: the node-local checks, built into one stdlib-only file (installed as
+  ``/usr/local/sbin/gpuforge-health``; also sent over SSH by ``validate``); what they read is
+  :mod:`.node.inputs` (readings of :mod:`gpuforge.probes`), the Xids they judge
+  :mod:`gpuforge.spec.xid_catalog`
 - :mod:`.config`: ``health_config(spec, node)``, the node's ``/etc/gpuforge/health.json``
 - :mod:`.cluster`: cluster-wide checks (sinfo/srun from the controller, kubectl, munge key, host keys)
 - :mod:`.registry`: every check by id, selection with dependencies

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuforge.probes.slurm import SinfoInfo, parse_scontrol_nodes, parse_sinfo_nodes
+from gpuforge.probes.slurm import SCONTROL_NODES, SINFO_NODES, SinfoInfo
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node, nodes_with, select_nodes
 from gpuforge.validator.node.base import BLOCKED, CRITICAL, FAIL, PASS, SKIP, WARNING, Outcome
@@ -323,12 +323,8 @@ def parse_srun_output(text: str) -> dict[str, tuple[int | None, str]]:
 
 
 SLURM_QUERY = (
-    "echo '__section=sinfo'; "
-    "if command -v sinfo >/dev/null 2>&1; then sinfo -h -N -o '%n|%T|%P|%G' 2>&1; echo \"__rc=$?\"; "
-    "else echo '__missing=sinfo'; fi; "
-    "echo '__section=scontrol'; "
-    'if command -v scontrol >/dev/null 2>&1; then scontrol show node -o 2>&1; echo "__rc=$?"; '
-    "else echo '__missing=scontrol'; fi; "
+    f"echo '__section=sinfo'; {SINFO_NODES.command()}; "
+    f"echo '__section=scontrol'; {SCONTROL_NODES.command()}; "
     "echo '__section=sacctmgr'; "
     "if command -v sacctmgr >/dev/null 2>&1; then timeout 10 sacctmgr -nP show cluster format=Cluster 2>&1; "
     "echo \"__rc=$?\"; else echo '__missing=sacctmgr'; fi"
@@ -350,12 +346,12 @@ def sections(text: str) -> dict[str, list[str]]:
 def apply_slurm_query(data: ClusterData, text: str) -> None:
     """Fill ``data`` from :data:`SLURM_QUERY` output."""
     parts = sections(text)
-    info = parse_sinfo_nodes(parts.get("sinfo", ["__missing=sinfo"]))
+    info = SINFO_NODES.parse(parts.get("sinfo", ["__missing=sinfo"]))
     if info["error"]:
         data.slurm_error = f"sinfo on {data.controller}: {info['error']}"
         return
     data.sinfo = info
-    nodes = parse_scontrol_nodes(parts.get("scontrol", []))
+    nodes = SCONTROL_NODES.parse(parts.get("scontrol", []))
     data.reasons = {name: rec["Reason"] for name, rec in nodes["nodes"].items() if rec.get("Reason")}
     acct = parts.get("sacctmgr", [])
     if any(line.startswith("__rc=0") for line in acct):

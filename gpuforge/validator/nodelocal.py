@@ -9,13 +9,14 @@ the same program over SSH (``python3 - --validate --json``), so a node answers b
 
 Rules:
 
-* Python standard library and ``gpuforge.probes`` only (nodes have no gpuforge installed; the
-  program carries the probes it uses, see tests/validator/test_node_program.py).
+* Python standard library, ``gpuforge.probes`` and ``gpuforge.spec.xid_catalog`` only (nodes
+  have no gpuforge installed; the program carries the modules it uses, see
+  tests/validator/test_node_program.py).
 * A check either runs and passes or fails, is skipped with a reason (it does not apply to
   this node), or is blocked (a check it depends on did not pass). Nothing passes that did
   not run.
-* Probes (commands, files, sysfs, HTTP) print the same ``__rc=``/``__missing=`` markers as
-  the gpuforge facts, so the small parsers here are tested against the facts' fixtures.
+* What a check reads is a reading of ``gpuforge.probes`` (``validator.node.inputs``): the
+  deploy facts' own command and parser, tested against the facts' recorded fixtures.
 * In Slurm mode (``--slurm``, or when slurmd runs it as HealthCheckProgram) a node with a
   failing critical check is drained with a ``gpuforge: health: ...`` reason, and a node drained
   with that tag is resumed once everything passes. A node drained by anyone else (an operator,

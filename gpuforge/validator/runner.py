@@ -33,9 +33,9 @@ from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
 from gpuforge.validator import cluster, cluster_k8s, k8s_probe, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
-from gpuforge.validator.node import probing
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
 from gpuforge.validator.node.framework import Check, Result, evaluate
+from gpuforge.validator.node.inputs import INPUTS
 from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 
@@ -255,7 +255,7 @@ def _slow_budget(cfg: dict[str, Any], node_checks: list[Check]) -> float:
     extra = 0.0
     for c in node_checks:
         if not c.health and c.gate and not c.gate(cfg):
-            extra += sum(probing.PROBES[k].timeout(cfg) for k in c.needs if not probing.PROBES[k].cheap)
+            extra += sum(INPUTS[k].timeout(cfg) for k in c.needs if not INPUTS[k].cheap)
     return extra
 
 

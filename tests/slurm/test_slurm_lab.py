@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpuforge.validator.node.probing import NODE_EXPORTER_QUERY
+from gpuforge.probes.metrics import NODE_EXPORTER_QUERY
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.lab

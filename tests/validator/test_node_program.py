@@ -1,4 +1,4 @@
-"""The node program is one self-contained file: nodelocal and the probes it imports, nothing else.
+"""The node program is one self-contained file: nodelocal, the probes and the Xid table it imports.
 
 Run here the way nodes run it: ``python3 -I`` (no site-packages, no current directory on the
 path, so no gpuforge to fall back on), as a file and on stdin as ``gpuforge validate`` sends it.
@@ -24,26 +24,36 @@ from tests.architecture.imports import graph
 from tests.validator.vhelpers import lab_spec, node, nvidia_gpus_on_this_machine
 
 NODE_PREFIXES = ("gpuforge.probes.", "gpuforge.validator.node.", "gpuforge.validator.nodelocal")
+#: Modules of other rooms the checker reads, standard library only: the Xid table the alert rules read too.
+NODE_MODULES = ("gpuforge.spec.xid_catalog",)
+
+
+def _for_nodes(module: str) -> bool:
+    return module.startswith(NODE_PREFIXES) or module in NODE_MODULES
 
 
 def test_the_program_is_deterministic_and_carries_nodelocal_and_its_probes() -> None:
     assert node_program() == node_program.__wrapped__()  # built again from the sources: same bytes
     sources = embedded_sources()
     assert "gpuforge.validator.nodelocal" in sources
-    assert {"gpuforge.probes.nvidia", "gpuforge.probes.nvidia_host", "gpuforge.probes._common"} <= set(sources)
+    assert {"gpuforge.probes.nvidia", "gpuforge.probes.nvidia_smi", "gpuforge.probes._common"} <= set(sources)
+    assert "gpuforge.spec.xid_catalog" in sources
     assert all(sources[p] == "" for p in PACKAGES)
     assert "gpuforge.validator.node.checks_services" in sources  # every check module, registered
-    # Nothing but the probes and the checker itself: the node has only the standard library.
-    assert all(m in PACKAGES or m.startswith(NODE_PREFIXES) for m in sources), sorted(sources)
+    # Nothing but the probes, the Xid table and the checker itself: the node has only the standard library.
+    assert all(m in PACKAGES or _for_nodes(m) for m in sources), sorted(sources)
+    assert "gpuforge.probes.index" not in sources  # the readings the checks do not use stay home
 
 
-def test_the_checker_imports_only_the_standard_library_and_probes() -> None:
+def test_every_module_of_the_program_imports_only_the_standard_library_and_its_own() -> None:
+    embedded = set(embedded_sources())
     outside = sorted(
         f"{e.importer} line {e.line}: {e.imported}"
         for e in graph()
-        if (e.importer == "gpuforge.validator.nodelocal" or e.importer.startswith("gpuforge.validator.node."))
+        if e.importer in embedded
+        and e.importer not in PACKAGES  # packages are embedded empty
         and e.imported.split(".")[0] not in sys.stdlib_module_names
-        and not e.imported.startswith(NODE_PREFIXES)
+        and not _for_nodes(e.imported)
     )
     assert not outside, outside
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuforge.probes import metrics, pci
 from gpuforge.render.node_program import node_program
-from gpuforge.validator.node import base, execute, framework, parsers, probing
+from gpuforge.validator.node import base, execute, framework, inputs
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.node.framework import Check, Result, evaluate
 
@@ -60,12 +61,21 @@ def test_nvidia_smi_exit_9_is_explained_and_blocks_gpu_health() -> None:
 def test_xid_79_fails() -> None:
     r = run(gpu_cfg(), hgx_outputs(xid=output("nvidia/xid_79_fallen_off_bus")))
     assert r["gpu.xid"].status == FAIL
-    assert "Xid 79 on 0000:44:00.0 (GPU has fallen off the bus)" in r["gpu.xid"].message
+    assert "Xid 79 on 0000:44:00.0 (GPU has fallen off the bus: drain)" in r["gpu.xid"].message
 
 
-def test_harmless_xids_pass_with_a_note() -> None:
+def test_application_xids_pass_with_a_note_and_109_needs_a_gpu_reset() -> None:
+    """Xid 13 is the application's (restart it); NVIDIA's catalog asks for a GPU reset on 109."""
     r = run(gpu_cfg(), hgx_outputs(xid=output("nvidia/xid_13_harmless_and_109_dmesg_ctime")))
-    assert r["gpu.xid"].status == PASS and "13, 109" in r["gpu.xid"].message
+    assert r["gpu.xid"].status == FAIL
+    assert r["gpu.xid"].message.startswith("critical Xid since boot (dmesg): Xid 109 on ")
+    assert "(Context Switch Timeout Error: reset GPU)" in r["gpu.xid"].message
+    only_13 = [line for line in output("nvidia/xid_13_harmless_and_109_dmesg_ctime") if ": 109, " not in line]
+    r = run(gpu_cfg(), hgx_outputs(xid=only_13))
+    assert (r["gpu.xid"].status, r["gpu.xid"].message) == (
+        PASS,
+        "no critical Xid since boot, only Xid 13 (Graphics Engine Exception; restart app)",
+    )
 
 
 def test_remapped_rows_pending_fails() -> None:
@@ -220,9 +230,7 @@ def test_slurmdbd_conf_world_readable_fails() -> None:
     cfg = slurm_cfg(accounting_db=True)
     conf = ["__file=/etc/slurm/slurmdbd.conf", "__stat=644|slurm|slurm|regular file|700", "__sha256=aa"]
     r = run(cfg, {"slurmdbd_conf": conf}, ["security.slurmdbd_conf"])
-    assert (
-        r["security.slurmdbd_conf"].status == FAIL and "readable by every user" in r["security.slurmdbd_conf"].message
-    )
+    assert r["security.slurmdbd_conf"].status == FAIL and "open to every user" in r["security.slurmdbd_conf"].message
     conf[1] = "__stat=600|slurm|slurm|regular file|700"
     assert run(cfg, {"slurmdbd_conf": conf}, ["security.slurmdbd_conf"])["security.slurmdbd_conf"].status == PASS
 
@@ -295,7 +303,7 @@ def test_node_exporter_probe_asks_two_collectors_only() -> None:
     """The check's probe filters node-exporter's collectors (``collect[]``): textfile and time."""
     exporter = _Exporter()
     try:
-        lines = probing.PROBES["node_exporter"].py({"node_exporter": {"enabled": True, "port": exporter.port}})
+        lines = inputs.NODE_EXPORTER.read({"node_exporter": {"enabled": True, "port": exporter.port}})
     finally:
         exporter.close()
     assert lines == ["node_time_seconds 1.7e+09", "__rc=0"]
@@ -306,31 +314,32 @@ def test_local_http_lines_reads_the_body_and_names_what_went_wrong() -> None:
     big = b"".join(b"metric_%d 1\n" % i for i in range(100_000))
     for status, body, want in (
         (200, big, [*big.decode().splitlines(), "__rc=0"]),
-        (404, b"no such page", ["__error=HTTP 404 Not Found", "__rc=1"]),
-        (400, b"unknown collector", ["__error=HTTP 400 Bad Request", "__rc=1"]),
+        (404, b"no such page", ["__error=HTTP 404 Not Found"]),
+        (400, b"unknown collector", ["__error=HTTP 400 Bad Request"]),
     ):
         exporter = _Exporter(status, body)
         try:
-            assert probing.local_http_lines(exporter.port, "/metrics") == want
+            assert metrics.local_http_lines(exporter.port, "/metrics") == want
         finally:
             exporter.close()
     exporter = _Exporter(200, big)
     try:  # a body past the limit is cut there, never read whole
-        cut = probing.local_http_lines(exporter.port, "/metrics", limit=1000)
+        cut = metrics.local_http_lines(exporter.port, "/metrics", limit=1000)
     finally:
         exporter.close()
     assert cut[-1] == "__rc=0" and sum(len(ln) + 1 for ln in cut[:-1]) <= 1000 + 1 and cut[0] == "metric_0 1"
     closed = _Exporter()
     port = closed.port
     closed.close()
-    refused = probing.local_http_lines(port, "/metrics")
-    assert refused[-1] == "__rc=1" and refused[0].startswith("__error=") and "refused" in refused[0]
+    (refused,) = metrics.local_http_lines(port, "/metrics")
+    assert refused.startswith("__error=") and "refused" in refused
+    assert metrics.parse_exporter_metrics([refused])["error"] == refused.removeprefix("__error=")
 
 
 def test_dcgm_exporter_check() -> None:
     cfg = gpu_cfg()
     cfg["dcgm"].update(exporter=True, counters=["DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_DEV_GPU_TEMP"])
-    r = run(cfg, hgx_outputs(dcgm_exporter=output("dcgm/exporter_nvlink_a100")), ["monitoring.dcgm_exporter"])
+    r = run(cfg, hgx_outputs(dcgm_exporter=output("metrics/exporter_nvlink_a100")), ["monitoring.dcgm_exporter"])
     assert r["monitoring.dcgm_exporter"].status == FAIL
     assert r["monitoring.dcgm_exporter"].message == "dcgm-exporter lacks DCGM_FI_DEV_GPU_TEMP"
 
@@ -416,9 +425,9 @@ def test_nodelocal_runs_as_a_standalone_script(tmp_path: Path) -> None:
 
 
 def test_probe_units_follow_roles() -> None:
-    assert probing.units_for(slurm_cfg()) == ["munge.service", "slurmd.service"]
-    assert "nvidia-fabricmanager.service" in probing.units_for(gpu_cfg())
-    assert "slurmdbd.service" in probing.units_for(slurm_cfg(accounting_db=True))
+    assert inputs.units_for(slurm_cfg()) == ["munge.service", "slurmd.service"]
+    assert "nvidia-fabricmanager.service" in inputs.units_for(gpu_cfg())
+    assert "slurmdbd.service" in inputs.units_for(slurm_cfg(accounting_db=True))
 
 
 def test_unreadable_pci_bus_is_said_so() -> None:
@@ -431,7 +440,8 @@ def test_unreadable_pci_bus_is_said_so() -> None:
     )
 
 
-def test_sysfs_reader(tmp_path: Path) -> None:
+def test_sysfs_reader_in_process_and_in_the_shell_agree(tmp_path: Path) -> None:
+    """The node program reads sysfs in-process; the reading's shell command prints the same lines."""
     for addr, vendor, klass, device in [("0000:1b:00.0", "0x10de", "0x030200", "0x2330"),
                                         ("0000:07:00.0", "0x10de", "0x068000", "0x22a3"),
                                         ("0000:00:02.0", "0x8086", "0x030000", "0x3e92")]:  # fmt: skip
@@ -439,9 +449,13 @@ def test_sysfs_reader(tmp_path: Path) -> None:
         d.mkdir()
         for name, value in (("vendor", vendor), ("class", klass), ("device", device)):
             (d / name).write_text(value + "\n")
-    info = parsers.parse_sysfs_pci(probing._read_sysfs_pci({"_sysfs_pci": str(tmp_path)}))
-    assert info.available and [a for a, _, _ in info.gpus] == ["0000:1b:00.0"] and info.nvswitches == ["0000:07:00.0"]
-    assert not parsers.parse_sysfs_pci(probing._read_sysfs_pci({"_sysfs_pci": str(tmp_path / "none")})).available
+    for root in (tmp_path, tmp_path / "none"):
+        local = inputs.SYSFS_PCI.read({"_sysfs_pci": str(root)})
+        assert local == inputs.run_shell(pci.sysfs_pci_command(str(root)), 10)
+    info = pci.parse_sysfs_pci(inputs.SYSFS_PCI.read({"_sysfs_pci": str(tmp_path)}))
+    assert info["readable"] and [g["address"] for g in info["gpus"]] == ["0000:1b:00.0"]
+    assert [s["address"] for s in info["nvswitches"]] == ["0000:07:00.0"]
+    assert not pci.parse_sysfs_pci(inputs.SYSFS_PCI.read({"_sysfs_pci": str(tmp_path / "none")}))["readable"]
 
 
 def _python39() -> str | None:
@@ -490,7 +504,7 @@ def test_unreadable_kernel_log_fails_xid_instead_of_skipping() -> None:
     r = run(gpu_cfg(), hgx_outputs(xid=["__source=none"]), ["gpu.xid"])
     assert (r["gpu.xid"].status, r["gpu.xid"].message) == (
         FAIL,
-        "cannot read the kernel log (dmesg and journalctl -k failed): serious Xids cannot be ruled out",
+        "cannot read the kernel log (dmesg and journalctl -k failed): critical Xids cannot be ruled out",
     )
 
 
@@ -549,12 +563,12 @@ def test_dcgmi_missing_timed_out_or_erroring_fails() -> None:
     cfg["dcgm"]["diag_level"] = 2
     cases = {
         "dcgmi not found (DCGM not installed)": ["__missing=dcgmi"],
-        "dcgmi diag -r 2 did not finish within 900 s": ["__timeout=900"],
+        "dcgmi diag -r 2: did not finish within 900 s": ["__timeout=900"],
         "dcgmi diag -r 2: Error: unable to establish a connection to the host engine": [
             "Error: unable to establish a connection to the host engine",
             "__rc=226",
         ],
-        "dcgmi diag -r 2: no JSON output from dcgmi": ["__rc=226"],
+        "dcgmi diag -r 2: dcgmi exited with status 226": ["__rc=226"],
     }
     for message, out in cases.items():
         r = run(cfg, hgx_outputs(dcgm_diag=out), ["gpu.dcgm_diag"])
@@ -566,7 +580,7 @@ def test_mig_parted_missing_or_timed_out_fails() -> None:
     r = run(cfg, hgx_outputs(mig=["__missing=nvidia-mig-parted"]), ["gpu.mig"])
     assert (r["gpu.mig"].status, r["gpu.mig"].message) == (FAIL, "nvidia-mig-parted not found")
     r = run(cfg, hgx_outputs(mig=["__timeout=30"]), ["gpu.mig"])
-    assert (r["gpu.mig"].status, r["gpu.mig"].message) == (FAIL, "nvidia-mig-parted assert did not finish")
+    assert (r["gpu.mig"].status, r["gpu.mig"].message) == (FAIL, "nvidia-mig-parted assert did not finish within 30 s")
 
 
 def test_swap_on_a_kubernetes_node_fails() -> None:

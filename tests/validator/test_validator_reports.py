@@ -12,7 +12,7 @@ import pytest
 import xmlschema
 from rich.console import Console
 
-from gpuforge.probes.dcgm import parse_prometheus_text
+from gpuforge.probes.metrics import parse_prometheus_text
 from gpuforge.validator.node import output
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.node.framework import Result

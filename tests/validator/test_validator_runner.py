@@ -450,7 +450,7 @@ def local_munge_key_outcome() -> tuple[str, str]:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return FAIL, f"{path} missing"
+        return FAIL, f"{path} missing (or hidden from this user)"
     owner = pwd.getpwuid(st.st_uid).pw_name
     group = grp.getgrgid(st.st_gid).gr_name
     if (f"{stat.S_IMODE(st.st_mode):04o}", owner, group) == ("0400", "munge", "munge"):

@@ -61,7 +61,7 @@ def slurm_cfg(**slurm: Any) -> dict[str, Any]:
 
 
 def units(states: dict[str, str]) -> list[str]:
-    """``systemctl show`` output (the UnitStates fact's format) for unit -> ActiveState."""
+    """``systemctl show`` output (the ``systemd.unit_states`` reading's format) for unit -> ActiveState."""
     lines = [f"__units={' '.join(states)}"]
     for name, active in states.items():
         if active == "not-found":
@@ -234,7 +234,7 @@ def lab_spec(tmp_path: Path, mutate: Any = None) -> tuple[Spec, Path]:
 
 
 def nvidia_gpus_on_this_machine() -> int:
-    """NVIDIA GPUs on this machine's PCI bus, read by the project's own NvidiaHost probe (sysfs)."""
+    """NVIDIA GPUs on this machine's PCI bus, read by the project's own ``nvidia.host`` reading (sysfs)."""
     import subprocess
 
     from gpuforge.probes.nvidia_host import nvidia_host_command, parse_nvidia_host

@@ -1,6 +1,6 @@
 """One round trip per layer: packages, files, units, accounts and chosen file contents.
 
-Composes the commands and parsers of the small facts (packages, files, systemd) so that
+Composes the commands and parsers of the small readings (packages, files, systemd) so that
 a layer's whole state on a host costs a single SSH command (and, merged by
 ``gpuforge.deploy.fact_prefetch``, all of a node's layers cost one while a run changes
 nothing). A ``read_paths`` entry may also be a :class:`CommandRead`: the output of a
@@ -15,12 +15,12 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from pyinfra.api import FactBase
-
 from gpuforge.deploy.apt import DPKG_INTERRUPTED
 from gpuforge.deploy.converge import PENDING_DIR, LayerFacts, package_name
+from gpuforge.deploy.facts.adapter import reading_fact
 from gpuforge.probes.files import file_digests_command, parse_file_digests
 from gpuforge.probes.packages import dpkg_query_command, parse_dpkg_query, rpm_query_command
+from gpuforge.probes.reading import Reading
 from gpuforge.probes.systemd import parse_systemctl_show, unit_states_command
 
 SECTIONS = ("packages", "files", "units", "accounts", "contents", "dpkg", "pending")
@@ -116,23 +116,6 @@ def parse_layer_state(lines: list[str]) -> LayerFacts:
     return facts
 
 
-class LayerState(FactBase[LayerFacts]):
-    """Everything ``plan_layer`` needs to know about a host, in one command."""
-
-    def command(
-        self,
-        packages: Sequence[str],
-        paths: Sequence[str],
-        units: Sequence[str],
-        accounts: Sequence[str],
-        read_paths: Sequence[str],
-        rpm: bool = False,
-    ) -> str:
-        return layer_state_command(packages, paths, units, accounts, read_paths, rpm)
-
-    @staticmethod
-    def default() -> LayerFacts:
-        return LayerFacts()
-
-    def process(self, output: list[str]) -> LayerFacts:
-        return parse_layer_state(output)
+#: Everything ``plan_layer`` needs to know about a host, in one command.
+LAYER_STATE: Reading[LayerFacts] = Reading("deploy.layer_state", layer_state_command, parse_layer_state)
+LayerState = reading_fact(LAYER_STATE)

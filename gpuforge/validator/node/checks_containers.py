@@ -9,7 +9,7 @@ from collections.abc import Callable
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, Config, Outcome
 from gpuforge.validator.node.checks_gpu import expected_gpus, gate_toolkit, slurm_role
 from gpuforge.validator.node.framework import NodeContext, check
-from gpuforge.validator.node.parsers import parse_file, split_markers
+from gpuforge.validator.node.inputs import CONTAINER, CONTAINERD_DROPIN, RUNTIME_BINARY, RUNTIME_CONFIG
 
 
 @check(
@@ -22,26 +22,22 @@ from gpuforge.validator.node.parsers import parse_file, split_markers
 )
 def _runtime(ctx: NodeContext) -> Outcome:
     c = ctx.cfg.get("container") or {}
-    binary = parse_file(ctx.out("runtime_binary"))
     runtime_bin = c.get("runtime_bin")
-    if binary is None:
+    if ctx.read(RUNTIME_BINARY).get(str(runtime_bin)) is None:
         return FAIL, f"{runtime_bin} not installed (nvidia-container-toolkit missing)"
-    engine = c.get("engine")
-    if engine == "docker":
-        m = split_markers(ctx.out("runtime_config"))
-        if m.missing:
+    config = ctx.read(RUNTIME_CONFIG)
+    if c.get("engine") == "docker":
+        if config.missing:
             return FAIL, f"{c.get('config_file')} missing: docker has no nvidia runtime"
         try:
-            data = json.loads("\n".join(m.lines) or "{}")
+            data = json.loads("\n".join(config.lines) or "{}")
         except ValueError as e:
             return FAIL, f"{c.get('config_file')} is not valid JSON: {e}"
         path = ((data.get("runtimes") or {}).get("nvidia") or {}).get("path")
         if path != runtime_bin:
             return FAIL, f"{c.get('config_file')}: runtimes.nvidia.path is {path!r}, want {runtime_bin}"
         return PASS, f"docker runtime nvidia -> {runtime_bin}"
-    config = split_markers(ctx.out("runtime_config")).lines
-    dropin = split_markers(ctx.out("containerd_dropin")).lines
-    joined = "\n".join([*config, *dropin])
+    joined = "\n".join([*config.lines, *ctx.read(CONTAINERD_DROPIN).lines])
     if re.search(r"runtimes\.nvidia\]", joined) and runtime_bin and runtime_bin in joined:
         return PASS, f"containerd runtime nvidia -> {runtime_bin}"
     return FAIL, (
@@ -61,26 +57,23 @@ def _runtime(ctx: NodeContext) -> Outcome:
     health=False,
 )
 def _container(ctx: NodeContext) -> Outcome:
-    lines = ctx.out("container")
-    m = split_markers(lines)
-    mode = m.markers.get("mode", "cli")
-    want = expected_gpus(ctx.cfg)
-    if m.missing:
+    info = ctx.read(CONTAINER)
+    out, want = info.output, expected_gpus(ctx.cfg)
+    if out.missing:
         return FAIL, "nvidia-container-cli not found (libnvidia-container-tools missing)"
-    if m.timeout:
+    if out.timeout:
         return FAIL, "the container check did not finish in time"
-    if m.rc not in (0, None):
-        tail = next((line.strip() for line in reversed(m.lines) if line.strip()), f"exit {m.rc}")
-        return FAIL, f"{'container run' if mode != 'cli' else 'nvidia-container-cli info'} failed: {tail}"
-    if mode == "cli":
-        seen = sum(1 for line in m.lines if line.strip().startswith("Device Index:"))
+    if out.rc not in (0, None):
+        return FAIL, f"{'container run' if info.mode != 'cli' else 'nvidia-container-cli info'} failed: " + (
+            out.last_line() or f"exit {out.rc}"
+        )
+    if info.mode == "cli":
         what = "nvidia-container-cli info (no test image present)"
     else:
-        seen = sum(1 for line in m.lines if re.match(r"^GPU \d+: ", line))
-        what = f"nvidia-smi -L in a container ({mode})"
-    if seen < want:
-        return FAIL, f"{what} shows {seen} of {want} GPUs"
-    return PASS, f"{what} shows {seen} GPU(s)"
+        what = f"nvidia-smi -L in a container ({info.mode})"
+    if info.gpus < want:
+        return FAIL, f"{what} shows {info.gpus} of {want} GPUs"
+    return PASS, f"{what} shows {info.gpus} GPU(s)"
 
 
 # -- scheduler (node side)

@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
-from gpuforge.probes.mig import parse_mig_lgip
-from gpuforge.probes.nvidia import SERIOUS_XIDS, parse_topology_matrix
+from gpuforge.spec import xid_catalog
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, WARNING, Config, Outcome
 from gpuforge.validator.node.framework import NodeContext, check
-from gpuforge.validator.node.parsers import (
-    explain_smi_rc,
-    parse_diag_json,
-    parse_driver,
-    parse_modules,
-    parse_nvlink,
-    parse_remapped_rows,
-    parse_xid,
-    split_markers,
-)
-from gpuforge.validator.node.probing import XID_MEANING
+from gpuforge.validator.node.inputs import DCGM_DIAG, DRIVER, MIG, MIG_PROFILES, MODULES, NVLINK, REMAPPED, TOPO, XID
 
 
 def expected_gpus(cfg: Config) -> int:
@@ -36,6 +23,8 @@ def slurm_role(cfg: Config, role: str | None = None) -> bool:
 
 
 NO_GPU_REASON = "the spec declares no GPUs for this node"
+#: Critical Xids a gpu.xid failure names (the rest are counted).
+MAX_XIDS_LISTED = 4
 
 
 def gate_gpu(cfg: Config) -> str | None:
@@ -48,17 +37,17 @@ def gate_gpu(cfg: Config) -> str | None:
 def no_gpu_reason(ctx: NodeContext) -> str:
     """Why GPU checks are skipped, with what the PCI bus shows."""
     pci = ctx.pci()
-    if not pci.available:
-        return f"{NO_GPU_REASON} (PCI bus not readable: no lspci, {pci.source} unreadable)"
-    if not pci.gpus:
-        return f"no NVIDIA device on the PCI bus ({pci.source} lists none) and {NO_GPU_REASON}"
-    return f"{NO_GPU_REASON} ({len(pci.gpus)} NVIDIA GPU(s) on the bus: see hardware.gpu_count)"
+    if not pci["readable"]:
+        return f"{NO_GPU_REASON} (PCI bus not readable: no lspci, {pci['source']} unreadable)"
+    if not pci["gpus"]:
+        return f"no NVIDIA device on the PCI bus ({pci['source']} lists none) and {NO_GPU_REASON}"
+    return f"{NO_GPU_REASON} ({len(pci['gpus'])} NVIDIA GPU(s) on the bus: see hardware.gpu_count)"
 
 
 def _no_bus_note(ctx: NodeContext) -> str:
     pci = ctx.pci()
-    if pci.available and not pci.gpus:
-        return f"; no NVIDIA GPU on the PCI bus ({pci.source} lists none)"
+    if pci["readable"] and not pci["gpus"]:
+        return f"; no NVIDIA GPU on the PCI bus ({pci['source']} lists none)"
     return ""
 
 
@@ -66,10 +55,10 @@ def unit_state_outcome(ctx: NodeContext, unit: str) -> tuple[bool, str]:
     state = ctx.unit(unit)
     if state is None:
         return False, f"{unit}: state unknown (systemctl show gave nothing)"
-    if state.get("LoadState") == "not-found":
+    if state["LoadState"] == "not-found":
         return False, f"{unit} is not installed"
-    active = state.get("ActiveState") == "active"
-    return active, f"{unit} is {state.get('ActiveState')} ({state.get('SubState')})"
+    active = state["ActiveState"] == "active"
+    return active, f"{unit} is {state['ActiveState']} ({state['SubState']})"
 
 
 # -- hardware
@@ -85,22 +74,25 @@ def unit_state_outcome(ctx: NodeContext, unit: str) -> tuple[bool, str]:
 def _gpu_count(ctx: NodeContext) -> Outcome:
     want = expected_gpus(ctx.cfg)
     pci = ctx.pci()
-    have = len(pci.gpus)
+    have = len(pci["gpus"])
     if want == 0 and have == 0:
         return SKIP, no_gpu_reason(ctx)
-    if not pci.available:
+    if not pci["readable"]:
         return (
             FAIL,
-            f"cannot read the PCI bus (no lspci, {pci.source} unreadable); the spec declares {_gpu_label(ctx.cfg)}",
+            f"cannot read the PCI bus (no lspci, {pci['source']} unreadable); the spec declares {_gpu_label(ctx.cfg)}",
         )
     if want == 0:
         return FAIL, f"{have} NVIDIA GPU(s) on the PCI bus, but the spec declares none for this node"
     if have == 0:
-        return FAIL, f"the spec declares {_gpu_label(ctx.cfg)} GPUs, but no NVIDIA GPU is on the PCI bus ({pci.source})"
+        return (
+            FAIL,
+            f"the spec declares {_gpu_label(ctx.cfg)} GPUs, but no NVIDIA GPU is on the PCI bus ({pci['source']})",
+        )
     if have != want:
         return FAIL, f"{have} NVIDIA GPU(s) on the PCI bus, the spec declares {_gpu_label(ctx.cfg)}"
     ids = {d.lower() for d in (ctx.cfg.get("gpu") or {}).get("pci_device_ids") or []}
-    wrong = sorted({dev for _, dev, _ in pci.gpus if ids and dev not in ids})
+    wrong = sorted({g["device_id"] for g in pci["gpus"] if ids and g["device_id"] not in ids})
     if wrong:
         return FAIL, (
             f"GPU model differs from the spec ({(ctx.cfg.get('gpu') or {}).get('model')}): "
@@ -120,9 +112,9 @@ def _gpu_count(ctx: NodeContext) -> Outcome:
 def _nvswitch(ctx: NodeContext) -> Outcome:
     want = bool((ctx.cfg.get("gpu") or {}).get("nvswitch"))
     pci = ctx.pci()
-    have = len(pci.nvswitches)
+    have = len(pci["nvswitches"])
     if want and not have:
-        return FAIL, f"the spec says nvswitch: true, but {pci.source} shows no NVSwitch"
+        return FAIL, f"the spec says nvswitch: true, but {pci['source']} shows no NVSwitch"
     if not want and have:
         return FAIL, f"{have} NVSwitch(es) on the bus, but the spec says nvswitch: false (fabric manager unchecked)"
     return PASS, f"{have} NVSwitch(es) on the PCI bus" if have else "no NVSwitch on the bus, as the spec says"
@@ -140,18 +132,18 @@ def _nvswitch(ctx: NodeContext) -> Outcome:
     gate=gate_gpu,
 )
 def _driver_module(ctx: NodeContext) -> Outcome:
-    loaded, version = parse_driver(ctx.out("driver"))
-    if not loaded:
+    driver = ctx.read(DRIVER)
+    if not driver["loaded"]:
         return FAIL, "nvidia kernel module not loaded (no /proc/driver/nvidia/version)" + _no_bus_note(ctx)
-    return PASS, f"nvidia kernel module {version or '(version unknown)'} loaded"
+    return PASS, f"nvidia kernel module {driver['version'] or '(version unknown)'} loaded"
 
 
 @check("driver.nouveau", "driver", CRITICAL, "nouveau is not loaded", needs=("modules",), gate=gate_gpu)
 def _nouveau(ctx: NodeContext) -> Outcome:
-    readable, names = parse_modules(ctx.out("modules"))
-    if not readable:
+    modules = ctx.read(MODULES)
+    if not modules["readable"]:
         return FAIL, "cannot read /proc/modules"
-    if "nouveau" in names:
+    if "nouveau" in modules["modules"]:
         return FAIL, "nouveau is loaded: blacklist it (/etc/modprobe.d/blacklist-nouveau.conf), rebuild the initramfs"
     return PASS, "nouveau not loaded"
 
@@ -167,14 +159,14 @@ def _nouveau(ctx: NodeContext) -> Outcome:
 )
 def _smi(ctx: NodeContext) -> Outcome:
     smi = ctx.smi()
-    if smi.error:
-        detail = f" ({smi.messages[0]})" if smi.messages else ""
-        return FAIL, smi.error + detail
+    if smi["error"]:
+        detail = f" ({smi['messages'][0]})" if smi["messages"] else ""
+        return FAIL, smi["error"] + detail
     want = expected_gpus(ctx.cfg)
-    if len(smi.gpus) < want:
-        return FAIL, f"nvidia-smi lists {len(smi.gpus)} of the {want} GPUs the spec declares"
-    names = sorted({g.name for g in smi.gpus})
-    return PASS, f"nvidia-smi lists {len(smi.gpus)} GPU(s): {', '.join(names)}"
+    if len(smi["gpus"]) < want:
+        return FAIL, f"nvidia-smi lists {len(smi['gpus'])} of the {want} GPUs the spec declares"
+    names = sorted({g["name"] or "?" for g in smi["gpus"]})
+    return PASS, f"nvidia-smi lists {len(smi['gpus'])} GPU(s): {', '.join(names)}"
 
 
 @check(
@@ -190,8 +182,8 @@ def _driver_version(ctx: NodeContext) -> Outcome:
     pin = ctx.cfg.get("driver_version")
     if not pin:
         return SKIP, "the spec pins no driver version"
-    _, loaded = parse_driver(ctx.out("driver"))
-    versions = {v for v in [loaded, *(g.driver_version for g in ctx.smi().gpus)] if v}
+    loaded = ctx.read(DRIVER)["version"]
+    versions = {v for v in [loaded, *(g["driver_version"] for g in ctx.smi()["gpus"])] if v}
     if not versions:
         return FAIL, f"cannot read the loaded driver version (spec pins {pin})"
     if versions != {pin}:
@@ -209,7 +201,7 @@ def _driver_version(ctx: NodeContext) -> Outcome:
     gate=gate_gpu,
 )
 def _persistence(ctx: NodeContext) -> Outcome:
-    off = [str(g.index) for g in ctx.smi().gpus if g.persistence is not True]
+    off = [str(g["index"]) for g in ctx.smi()["gpus"] if g["persistence_mode"] is not True]
     if off:
         return FAIL, f"persistence mode off on GPU {', '.join(off)} (run nvidia-persistenced --persistence-mode)"
     return PASS, "persistence mode on for all GPUs"
@@ -245,7 +237,7 @@ def _fabric_manager(ctx: NodeContext) -> Outcome:
 def _topology(ctx: NodeContext) -> Outcome:
     """On an NVSwitch system each GPU reaches each other one through the switches (``NV<links>``);
     a pair over PCIe (``SYS``, ``NODE``, ``PHB``, ``PXB``, ``PIX``) has lost its NVLink path."""
-    info = parse_topology_matrix(ctx.out("topo"))
+    info = ctx.read(TOPO)
     if not info["available"]:
         return FAIL, "nvidia-smi not found"
     if not info["links"]:
@@ -271,8 +263,8 @@ def _topology(ctx: NodeContext) -> Outcome:
     gate=gate_gpu,
 )
 def _ecc(ctx: NodeContext) -> Outcome:
-    gpus = ctx.smi().gpus
-    counted = [g for g in gpus if g.ecc_uncorrected is not None]
+    gpus = ctx.smi()["gpus"]
+    counted = [g for g in gpus if g["ecc_uncorrected_volatile"] is not None]
     if not counted:
         gpu = ctx.cfg.get("gpu") or {}
         if gpu.get("ecc_expected"):
@@ -281,7 +273,11 @@ def _ecc(ctx: NodeContext) -> Outcome:
                 "memory: uncorrected errors would go unseen (nvidia-smi -e 1, then reset the GPUs)"
             )
         return SKIP, "no GPU reports ECC counters (ECC off or not supported)"
-    bad = [f"GPU {g.index}: {g.ecc_uncorrected}" for g in counted if (g.ecc_uncorrected or 0) > 0]
+    bad = [
+        f"GPU {g['index']}: {g['ecc_uncorrected_volatile']}"
+        for g in counted
+        if (g["ecc_uncorrected_volatile"] or 0) > 0
+    ]
     if bad:
         return FAIL, f"uncorrected volatile ECC errors: {'; '.join(bad)}"
     return PASS, f"no uncorrected ECC errors on {len(counted)} GPU(s)"
@@ -297,40 +293,43 @@ def _ecc(ctx: NodeContext) -> Outcome:
     gate=gate_gpu,
 )
 def _remapped(ctx: NodeContext) -> Outcome:
-    m, rows = parse_remapped_rows(ctx.out("remapped"))
-    if m.missing or m.timeout or m.rc not in (0, None):
-        return FAIL, explain_smi_rc(m.rc) or "nvidia-smi --query-remapped-rows did not run"
-    known = [r for r in rows if r.pending is not None or r.failure is not None]
+    info = ctx.read(REMAPPED)
+    if info["error"] or not info["available"]:
+        return FAIL, info["error"] or "nvidia-smi --query-remapped-rows did not run"
+    known = [r for r in info["gpus"] if r["pending"] is not None or r["failure"] is not None]
     if not known:
         return SKIP, "row remapping not supported by these GPUs"
     bad = []
     for r in known:
-        if r.failure:
-            bad.append(f"{r.address}: row remapping FAILED (replace the GPU)")
-        elif r.pending:
-            bad.append(f"{r.address}: row remapping pending (reset the GPU)")
+        if r["failure"]:
+            bad.append(f"{r['pci_address']}: row remapping FAILED (replace the GPU)")
+        elif r["pending"]:
+            bad.append(f"{r['pci_address']}: row remapping pending (reset the GPU)")
     if bad:
         return FAIL, "; ".join(bad)
     return PASS, f"no pending or failed row remapping on {len(known)} GPU(s)"
 
 
-@check("gpu.xid", "hardware", CRITICAL, "No serious Xid errors in the kernel log", needs=("xid",), gate=gate_gpu)
+@check("gpu.xid", "hardware", CRITICAL, "No critical Xid in the kernel log since boot", needs=("xid",), gate=gate_gpu)
 def _xid(ctx: NodeContext) -> Outcome:
-    source, events = parse_xid(ctx.out("xid"))
-    if source is None:  # no evidence is not a pass: a fallen-off GPU would go unseen
-        return FAIL, "cannot read the kernel log (dmesg and journalctl -k failed): serious Xids cannot be ruled out"
-    serious = [e for e in events if e[0] in SERIOUS_XIDS]
-    if serious:
-        seen = []
-        for code, addr, text in serious:
-            item = f"Xid {code} on {addr} ({XID_MEANING.get(code) or text or 'see NVIDIA Xid catalog'})"
-            if item not in seen:
-                seen.append(item)
-        return FAIL, f"serious Xid since boot ({source}): {'; '.join(seen[:4])}"
-    if events:
-        codes = sorted({e[0] for e in events})
-        return PASS, f"only non-serious Xid(s) since boot: {', '.join(map(str, codes))}"
-    return PASS, f"no Xid errors since boot ({source})"
+    """Critical, per ``gpuforge.spec.xid_catalog`` (the alert rules' table too): the GPU needs a reset,
+    the node a restart, or the GPU a replacement. Other Xids are named, and pass."""
+    info = ctx.read(XID)
+    if info["source"] is None:  # no evidence is not a pass: a fallen-off GPU would go unseen
+        return FAIL, "cannot read the kernel log (dmesg and journalctl -k failed): critical Xids cannot be ruled out"
+    critical: list[str] = []
+    for event in info["events"]:
+        row = xid_catalog.BY_CODE.get(event["code"])
+        if row is not None and row.critical:
+            item = f"Xid {row.code} on {event['pci_address']} ({row.meaning}: {row.action})"
+            if item not in critical:
+                critical.append(item)
+    if critical:
+        more = f" and {len(critical) - MAX_XIDS_LISTED} more" if len(critical) > MAX_XIDS_LISTED else ""
+        return FAIL, f"critical Xid since boot ({info['source']}): {'; '.join(critical[:MAX_XIDS_LISTED])}{more}"
+    if info["codes"]:
+        return PASS, f"no critical Xid since boot, only {', '.join(map(xid_catalog.describe, info['codes']))}"
+    return PASS, f"no Xid errors since boot ({info['source']})"
 
 
 @check(
@@ -343,23 +342,24 @@ def _xid(ctx: NodeContext) -> Outcome:
     gate=gate_gpu,
 )
 def _nvlink(ctx: NodeContext) -> Outcome:
-    m, gpus = parse_nvlink(ctx.out("nvlink"))
-    if m.missing or m.timeout or m.rc not in (0, None):
-        return FAIL, explain_smi_rc(m.rc) or "nvidia-smi nvlink -s did not run"
+    info = ctx.read(NVLINK)
+    if info["error"] or not info["available"]:
+        return FAIL, info["error"] or "nvidia-smi nvlink -s did not run"
     nvswitch = bool((ctx.cfg.get("gpu") or {}).get("nvswitch"))
-    bad = []
-    for g in gpus:
-        if nvswitch and (g.inactive or not g.active):
-            what = f"links {', '.join(map(str, g.inactive))} inactive" if g.inactive else "no active NVLink"
-            bad.append(f"GPU {g.index}: {what}")
-        elif g.inactive and g.active:
-            bad.append(f"GPU {g.index}: links {', '.join(map(str, g.inactive))} inactive")
+    bad, links = [], 0
+    for g in info["gpus"]:
+        active = sum(link["active"] for link in g["links"])
+        inactive = ", ".join(str(link["link"]) for link in g["links"] if not link["active"])
+        links += active
+        if nvswitch and (inactive or not active):
+            bad.append(f"GPU {g['index']}: {f'links {inactive} inactive' if inactive else 'no active NVLink'}")
+        elif inactive and active:
+            bad.append(f"GPU {g['index']}: links {inactive} inactive")
     if bad:
         return FAIL, "; ".join(bad)
-    links = sum(g.active for g in gpus)
     if not links:
         return PASS, "no NVLink in use (no NVSwitch declared)"
-    return PASS, f"{links} NVLink(s) active on {len(gpus)} GPU(s), none inactive"
+    return PASS, f"{links} NVLink(s) active on {len(info['gpus'])} GPU(s), none inactive"
 
 
 @check(
@@ -372,13 +372,13 @@ def _nvlink(ctx: NodeContext) -> Outcome:
     gate=gate_gpu,
 )
 def _pcie(ctx: NodeContext) -> Outcome:
-    gpus = [g for g in ctx.smi().gpus if g.width_current is not None and g.width_max is not None]
+    gpus = [g for g in ctx.smi()["gpus"] if g["pcie_link_width_current"] is not None and g["pcie_link_width_max"]]
     if not gpus:
         return SKIP, "nvidia-smi reports no PCIe link width"
     bad = [
-        f"GPU {g.index}: x{g.width_current} of x{g.width_max}"
+        f"GPU {g['index']}: x{g['pcie_link_width_current']} of x{g['pcie_link_width_max']}"
         for g in gpus
-        if (g.width_current or 0) < (g.width_max or 0)
+        if (g["pcie_link_width_current"] or 0) < (g["pcie_link_width_max"] or 0)
     ]
     if bad:
         return FAIL, f"PCIe link degraded: {'; '.join(bad)}"
@@ -399,17 +399,14 @@ def gate_mig(cfg: Config) -> str | None:
     gate=gate_mig,
 )
 def _mig(ctx: NodeContext) -> Outcome:
-    m = split_markers(ctx.out("mig"))
+    info = ctx.read(MIG)
     name = (ctx.cfg.get("mig") or {}).get("config")
-    if m.missing:
-        return FAIL, "nvidia-mig-parted not found"
-    if m.timeout:
-        return FAIL, "nvidia-mig-parted assert did not finish"
-    if m.rc == 0:
+    if info["applied"]:
         return PASS, f"MIG layout {name} applied"
-    last = next((line for line in reversed(m.lines) if line.strip()), "")
-    msg = re.search(r'msg="((?:[^"\\]|\\.)*)"', last)
-    return FAIL, f"MIG layout {name} not applied: {(msg.group(1) if msg else last.strip()) or f'exit {m.rc}'}"
+    if not info["available"] or info["applied"] is None:
+        return FAIL, info["message"] or "nvidia-mig-parted assert did not run"
+    why = info["message"] or f"exit {info['rc']}"
+    return FAIL, f"MIG layout {name} not applied: {why}"
 
 
 @check(
@@ -424,7 +421,7 @@ def _mig(ctx: NodeContext) -> Outcome:
 def _mig_profiles(ctx: NodeContext) -> Outcome:
     """A layout written for another memory size (1g.10gb on a 94 GB H100, which offers 1g.12gb)
     is named here, instead of mig-parted's failure to create an unknown profile."""
-    info = parse_mig_lgip(ctx.out("mig_profiles"))
+    info = ctx.read(MIG_PROFILES)
     wanted = [str(p) for p in (ctx.cfg.get("mig") or {}).get("profiles") or []]
     if not info["available"]:
         return FAIL, "nvidia-smi not found"
@@ -464,20 +461,18 @@ def gate_diag(cfg: Config) -> str | None:
     health=False,
 )
 def _diag(ctx: NodeContext) -> Outcome:
-    m = split_markers(ctx.out("dcgm_diag"))
+    info = ctx.read(DCGM_DIAG)
     level = (ctx.cfg.get("dcgm") or {}).get("diag_level")
-    if m.missing:
-        return FAIL, "dcgmi not found (DCGM not installed)"
-    if m.timeout:
-        return FAIL, f"dcgmi diag -r {level} did not finish within {m.timeout} s"
-    overall, failing, error = parse_diag_json(ctx.out("dcgm_diag"))
-    if error and overall is None:
-        return FAIL, f"dcgmi diag -r {level}: {error}"
-    if overall == "fail" or failing:
+    if not info["available"]:
+        return FAIL, info["error"] or "dcgmi not found"
+    failing = [t["name"] for t in info["tests"] if t["status"] == "fail"]
+    if info["error"] and info["overall"] is None:
+        return FAIL, f"dcgmi diag -r {level}: {info['error']}"
+    if info["overall"] == "fail" or failing:
         return FAIL, f"dcgmi diag -r {level} failed: {', '.join(failing) or 'see dcgmi output'}"
-    if overall is None:
-        return FAIL, f"dcgmi diag -r {level} reported no results (exit {m.rc})"
-    return PASS, f"dcgmi diag -r {level}: {overall}"
+    if info["overall"] is None:
+        return FAIL, f"dcgmi diag -r {level} reported no results (exit {info['rc']})"
+    return PASS, f"dcgmi diag -r {level}: {info['overall']}"
 
 
 # -- toolkit and containers

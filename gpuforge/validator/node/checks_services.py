@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpuforge.probes.swap import active_swaps
+from gpuforge.probes.files import FileDigest
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, WARNING, Config, Outcome
 from gpuforge.validator.node.checks_containers import gate_role, gate_slurm
 from gpuforge.validator.node.checks_gpu import gate_gpu, unit_state_outcome
 from gpuforge.validator.node.framework import NodeContext, check
-from gpuforge.validator.node.parsers import metric_names, parse_file, split_markers
+from gpuforge.validator.node.inputs import (
+    DCGM_EXPORTER,
+    MUNGE,
+    MUNGE_KEY,
+    NODE_EXPORTER,
+    SLURMDBD_CONF,
+    SRUN_HELP,
+    SWAPS,
+)
 
 
 @check("scheduler.munge", "scheduler", CRITICAL, "munged runs and credentials round-trip",
@@ -18,12 +24,11 @@ def _munge(ctx: NodeContext) -> Outcome:
     active, text = unit_state_outcome(ctx, "munge.service")
     if not active:
         return FAIL, text
-    m = split_markers(ctx.out("munge"))
-    if m.missing:
+    out = ctx.read(MUNGE)
+    if out.missing:
         return FAIL, "munge client not installed"
-    if m.rc not in (0, None) or m.timeout:
-        tail = next((line.strip() for line in reversed(m.lines) if line.strip()), "")
-        return FAIL, f"munge -n | unmunge failed: {tail or f'exit {m.rc}'}"
+    if not out.ok:
+        return FAIL, f"munge -n | unmunge failed: {out.last_line() or out.error or f'exit {out.rc}'}"
     return PASS, "munge.service active; munge -n | unmunge works"
 
 
@@ -67,13 +72,12 @@ def _kubelet(ctx: NodeContext) -> Outcome:
 @check("scheduler.k8s_swap_off", "scheduler", CRITICAL, "swap is off (kubelet will not run with swap on)",
        needs=("swaps",), gate=gate_kubelet)  # fmt: skip
 def _k8s_swap_off(ctx: NodeContext) -> Outcome:
-    m = split_markers(ctx.out("swaps"))
-    if m.rc not in (0, None):
+    swaps = ctx.read(SWAPS)
+    if not swaps.readable:
         return FAIL, "cannot read /proc/swaps"
-    on = active_swaps("\n".join(m.lines))
-    return (
-        (FAIL, f"swap is on: {', '.join(on)} (swapoff -a; gpuforge apply keeps it off)") if on else (PASS, "swap off")
-    )
+    if swaps.active:
+        return FAIL, f"swap is on: {', '.join(swaps.active)} (swapoff -a; gpuforge apply keeps it off)"
+    return PASS, "swap off"
 
 
 def gate_pyxis(cfg: Config) -> str | None:
@@ -90,12 +94,12 @@ def gate_pyxis(cfg: Config) -> str | None:
 @check("job.pyxis", "job", CRITICAL, "pyxis is loaded: srun --help lists --container-image",
        needs=("srun_help",), gate=gate_pyxis)  # fmt: skip
 def _pyxis(ctx: NodeContext) -> Outcome:
-    m = split_markers(ctx.out("srun_help"))
-    if m.missing:
+    out = ctx.read(SRUN_HELP)
+    if out.missing:
         return FAIL, "srun not installed"
-    if any("--container-image" in line for line in m.lines):
+    if any("--container-image" in line for line in out.lines):
         return PASS, "srun --help lists --container-image (pyxis loaded)"
-    err = next((line.strip() for line in m.lines if "spank" in line.lower() or "error" in line.lower()), "")
+    err = next((line.strip() for line in out.lines if "spank" in line.lower() or "error" in line.lower()), "")
     return FAIL, "srun --help does not list --container-image: pyxis not loaded" + (f" ({err})" if err else "")
 
 
@@ -110,13 +114,14 @@ def gate_node_exporter(cfg: Config) -> str | None:
        needs=("node_exporter",), gate=gate_node_exporter)  # fmt: skip
 def _node_exporter(ctx: NodeContext) -> Outcome:
     port = (ctx.cfg.get("node_exporter") or {}).get("port", 9100)
-    m = split_markers(ctx.out("node_exporter"))
-    if m.rc != 0:
-        return FAIL, f"node-exporter on :{port} does not answer: {m.markers.get('error', 'no response')}"
-    names = [n for n in metric_names(m.lines) if n.startswith("node_")]
-    if not names:
+    info = ctx.read(NODE_EXPORTER)
+    if info["error"] or info["rc"] != 0:
+        return FAIL, f"node-exporter on :{port} does not answer: {info['error'] or 'no response'}"
+    metrics = {name: m for name, m in info["metrics"].items() if m["samples"]}
+    if not any(name.startswith("node_") for name in metrics):
         return FAIL, f":{port}/metrics answers but has no node_ metrics"
-    if any(line.split()[:2] == ["node_textfile_scrape_error", "1"] for line in m.lines):
+    scrape_errors = metrics.get("node_textfile_scrape_error", {"samples": []})["samples"]
+    if any(sample["value"] == 1 for sample in scrape_errors):
         return FAIL, (
             f"node-exporter on :{port} could not read a file of its textfile directory "
             "(node_textfile_scrape_error 1): gpuforge's health and Slurm metrics may be missing"
@@ -135,10 +140,10 @@ def gate_dcgm_exporter(cfg: Config) -> str | None:
 def _dcgm_exporter(ctx: NodeContext) -> Outcome:
     dcgm = ctx.cfg.get("dcgm") or {}
     port = dcgm.get("exporter_port", 9400)
-    m = split_markers(ctx.out("dcgm_exporter"))
-    if m.rc != 0:
-        return FAIL, f"dcgm-exporter on :{port} does not answer: {m.markers.get('error', 'no response')}"
-    names = metric_names(m.lines)
+    info = ctx.read(DCGM_EXPORTER)
+    if info["error"] or info["rc"] != 0:
+        return FAIL, f"dcgm-exporter on :{port} does not answer: {info['error'] or 'no response'}"
+    names = {name for name, m in info["metrics"].items() if m["samples"]}
     missing = [c for c in dcgm.get("counters") or [] if c not in names]
     if not any(n.startswith("DCGM_") for n in names):
         return FAIL, f":{port}/metrics has no DCGM_ metrics"
@@ -150,24 +155,22 @@ def _dcgm_exporter(ctx: NodeContext) -> Outcome:
 # -- security
 
 
-def _mode_text(info: dict[str, Any]) -> str:
-    return f"{info.get('mode')} {info.get('owner')}:{info.get('group')}"
+def _mode_text(info: FileDigest) -> str:
+    return f"{info['mode']} {info['owner']}:{info['group']}"
 
 
 @check("security.munge_key", "security", CRITICAL, "munge.key is 0400 munge:munge",
        needs=("munge_key",), gate=gate_slurm)  # fmt: skip
 def _munge_key(ctx: NodeContext) -> Outcome:
-    path = (ctx.cfg.get("slurm") or {}).get("munge_key")
-    info = parse_file(ctx.out("munge_key"))
+    path = str((ctx.cfg.get("slurm") or {}).get("munge_key"))
+    info = ctx.read(MUNGE_KEY).get(path)
     if info is None:
-        return FAIL, f"{path} missing"
-    if info.get("error"):
-        return FAIL, f"cannot read {path}: {info['error']}"
-    if info.get("sha256"):
+        return FAIL, f"{path} missing (or hidden from this user)"
+    if info["sha256"]:
         ctx.data["security.munge_key"] = {"sha256": info["sha256"]}
-    if (info.get("mode"), info.get("owner"), info.get("group")) != ("0400", "munge", "munge"):
+    if (info["mode"], info["owner"], info["group"]) != ("0400", "munge", "munge"):
         return FAIL, f"{path} is {_mode_text(info)}, want 0400 munge:munge"
-    if not info.get("sha256"):
+    if not info["sha256"]:
         return FAIL, f"{path} is not readable (no digest)"
     return PASS, f"{path} is 0400 munge:munge"
 
@@ -175,13 +178,12 @@ def _munge_key(ctx: NodeContext) -> Outcome:
 @check("security.slurmdbd_conf", "security", CRITICAL, "slurmdbd.conf (database password) is not world-readable",
        needs=("slurmdbd_conf",), gate=gate_role("accounting_db", "accounting"), health=False)  # fmt: skip
 def _slurmdbd_conf(ctx: NodeContext) -> Outcome:
-    path = (ctx.cfg.get("slurm") or {}).get("slurmdbd_conf")
-    info = parse_file(ctx.out("slurmdbd_conf"))
+    path = str((ctx.cfg.get("slurm") or {}).get("slurmdbd_conf"))
+    info = ctx.read(SLURMDBD_CONF).get(path)
     if info is None:
-        return FAIL, f"{path} missing"
-    mode = int(str(info.get("mode") or "0"), 8)
-    if mode & 0o007:
-        return FAIL, f"{path} is {_mode_text(info)}: readable by every user (holds the database password)"
-    if info.get("owner") != "slurm":
+        return FAIL, f"{path} missing (or hidden from this user)"
+    if int(info["mode"] or "0", 8) & 0o007:
+        return FAIL, f"{path} is {_mode_text(info)}: open to every user (it holds the database password)"
+    if info["owner"] != "slurm":
         return FAIL, f"{path} is {_mode_text(info)}, want owner slurm (slurmdbd refuses otherwise)"
     return PASS, f"{path} is {_mode_text(info)}"

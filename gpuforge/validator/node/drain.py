@@ -4,32 +4,29 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import socket
 from collections.abc import Sequence
 
+from gpuforge.probes._common import split_guarded
+from gpuforge.probes.slurm import SCONTROL_NODES
 from gpuforge.validator.node.base import CRITICAL, FAIL, MAX_REASON, REASON_TAG, Config
 from gpuforge.validator.node.framework import Result
-from gpuforge.validator.node.parsers import split_markers
-from gpuforge.validator.node.probing import guarded, quote, run_shell
+from gpuforge.validator.node.inputs import run_shell
 
 
 def scontrol_node(name: str) -> tuple[str | None, str | None, str]:
-    """(State, Reason, error) of ``name`` from ``scontrol show node -o``."""
-    lines = run_shell(guarded("scontrol", f"scontrol show node -o {quote(name)}"), 15)
-    m = split_markers(lines)
-    if m.missing:
-        return None, None, "scontrol not found"
-    if m.rc not in (0, None) or m.timeout:
-        return None, None, "; ".join(line.strip() for line in m.lines if line.strip()) or f"exit {m.rc}"
-    return (*parse_node_state(" ".join(m.lines)), "")
-
-
-def parse_node_state(text: str) -> tuple[str | None, str | None]:
-    """State and Reason of a one-line ``scontrol show node`` record."""
-    state = re.search(r"(?:^|\s)State=(\S+)", text)
-    reason = re.search(r"(?:^|\s)Reason=(.*?)(?=\s(?:Comment|Extra|InstanceId|InstanceType)=|$)", text.strip())
-    value = reason.group(1).strip() if reason else None
-    return (state.group(1) if state else None), (value if value and value != "(null)" else None)
+    """(State, Reason, error) of ``name`` from ``scontrol show node -o NAME`` (Reason None when unset)."""
+    try:
+        command = SCONTROL_NODES.command(name)
+    except ValueError as e:
+        return None, None, str(e)
+    info = SCONTROL_NODES.parse(run_shell(command, SCONTROL_NODES.timeout(name)))
+    if info["error"]:
+        return None, None, info["error"]
+    record = info["nodes"].get(name, {})
+    reason = record.get("Reason")
+    return record.get("State"), (reason if reason and reason != "(null)" else None), ""
 
 
 def reason_text(failures: Sequence[Result]) -> str:
@@ -79,10 +76,9 @@ def slurm_update(node: str, results: Sequence[Result]) -> str:
         return text
     args = ["scontrol", "update", f"NodeName={node}"]
     args += ["State=DRAIN", f"Reason={text}"] if action == "drain" else ["State=RESUME"]
-    lines = run_shell(" ".join(quote(a) for a in args), 15)
-    m = split_markers(lines)
-    if m.rc not in (0, None) or m.timeout:
-        return f"{action} {node} failed: {' '.join(m.lines).strip() or f'exit {m.rc}'}"
+    out = split_guarded(run_shell(" ".join(shlex.quote(a) for a in args), SCONTROL_NODES.timeout()))
+    if not out.ok:
+        return f"{action} {node} failed: {' '.join(out.lines).strip() or out.timeout or f'exit {out.rc}'}"
     return f"{'drained' if action == 'drain' else 'resumed'} {node}" + (f": {text}" if text else "")
 
 

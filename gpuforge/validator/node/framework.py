@@ -1,4 +1,4 @@
-"""Checks, results, the registry (``@check``) and the context a check reads its probes from."""
+"""Checks, results, the registry (``@check``) and the context a check reads its inputs from."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from gpuforge.probes.nvidia_smi import NvidiaSmiGpuInfo
+from gpuforge.probes.pci import NvidiaPciInfo
+from gpuforge.probes.systemd import UnitState
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP, STATUSES, Config, Outcome
-from gpuforge.validator.node.parsers import PciInfo, SmiInfo, parse_gpu_query, parse_lspci, parse_sysfs_pci, parse_units
-from gpuforge.validator.node.probing import PROBES, run_shell
+from gpuforge.validator.node.inputs import INPUTS, LSPCI, SMI, SYSFS_PCI, UNITS, Input
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,11 @@ def check(
 
 
 class NodeContext:
-    """The node's config and its probe outputs (read once, cheap ones in parallel)."""
+    """The node's config and what its inputs read (each once, cheap ones in parallel).
+
+    ``outputs`` holds each input's raw lines (recorded ones in tests); :meth:`read` parses them
+    with the input's reading, once.
+    """
 
     def __init__(self, cfg: Config, outputs: dict[str, list[str]] | None = None) -> None:
         self.cfg = cfg
@@ -137,37 +145,40 @@ class NodeContext:
         self.durations: dict[str, float] = {}
         self.data: dict[str, dict[str, Any]] = {}
         self._charged: set[str] = set()
+        self._parsed: dict[str, Any] = {}
 
     def _run(self, key: str) -> list[str]:
-        probe = PROBES[key]
         t0 = time.monotonic()
         try:
-            if probe.py is not None:
-                lines = probe.py(self.cfg)
-            else:
-                assert probe.sh is not None
-                lines = run_shell(probe.sh(self.cfg), probe.timeout(self.cfg))
-        except Exception as e:  # a probe that cannot run reports why
-            lines = [f"__error={type(e).__name__}: {e}", "__rc=1"]
+            lines = INPUTS[key].read(self.cfg)
+        except Exception as e:  # an input that cannot be read says why
+            lines = [f"__error={type(e).__name__}: {e}"]
         self.durations[key] = time.monotonic() - t0
         return lines
 
     def prefetch(self, keys: Iterable[str]) -> None:
-        """Read the cheap probes among ``keys`` in parallel."""
-        todo = sorted({k for k in keys if k not in self.outputs and k in PROBES and PROBES[k].cheap})
+        """Read the cheap inputs among ``keys`` in parallel."""
+        todo = sorted({k for k in keys if k not in self.outputs and k in INPUTS and INPUTS[k].cheap})
         if not todo:
             return
         for key, lines in _in_threads(self._run, todo, 8).items():
             self.outputs[key] = lines
 
     def out(self, key: str) -> list[str]:
-        """A probe's output lines (read now if not yet read)."""
+        """An input's output lines (read now if not yet read)."""
         if key not in self.outputs:
             self.outputs[key] = self._run(key)
         return self.outputs[key]
 
+    def read(self, source: Input[T]) -> T:
+        """What ``source`` read, parsed by its reading (once)."""
+        if source.key not in self._parsed:
+            self._parsed[source.key] = source.reading.parse(self.out(source.key))
+        value: T = self._parsed[source.key]
+        return value
+
     def charge(self, keys: Iterable[str]) -> float:
-        """Probe time to book on the first check that reads each probe."""
+        """Reading time to book on the first check that reads each input."""
         total = 0.0
         for key in keys:
             if key not in self._charged:
@@ -177,16 +188,17 @@ class NodeContext:
 
     # -- shared readings
 
-    def pci(self) -> PciInfo:
+    def pci(self) -> NvidiaPciInfo:
         """NVIDIA devices on the bus: lspci when installed, else sysfs."""
-        info = parse_lspci(self.out("lspci"))
-        return info if info.available else parse_sysfs_pci(self.out("sysfs_pci"))
+        info = self.read(LSPCI)
+        return info if info["readable"] else self.read(SYSFS_PCI)
 
-    def smi(self) -> SmiInfo:
-        return parse_gpu_query(self.out("smi"))
+    def smi(self) -> NvidiaSmiGpuInfo:
+        return self.read(SMI)
 
-    def unit(self, name: str) -> dict[str, Any] | None:
-        return parse_units(self.out("units")).get(name)
+    def unit(self, name: str) -> UnitState | None:
+        """The state systemd reports for ``name`` (None: it reported nothing for it)."""
+        return self.read(UNITS)["units"].get(name)
 
 
 def _in_threads(run: Callable[[str], list[str]], keys: list[str], workers: int) -> dict[str, list[str]]:
