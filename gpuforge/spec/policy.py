@@ -20,7 +20,9 @@ class UpdatePolicy(StrEnum):
     """How a change to a field is applied to a running cluster."""
 
     LIVE = "live"
-    """Re-render and reload/reconfigure in place; no job is disturbed."""
+    """Re-render in place and reload, reconfigure or restart the daemons that read the change; no drain,
+    no reboot, no job disturbed (a daemon that runs jobs restarts only where its documentation says
+    running jobs carry on, as Slurm's does for slurmd and slurmctld)."""
 
     ROLLING = "rolling"
     """Drain, change, validate and resume nodes one batch at a time."""

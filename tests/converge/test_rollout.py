@@ -6,10 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from gpuforge.orchestrate.rollout import plan_rollout
-from gpuforge.spec import Spec, load_spec, parse_spec
+from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
 
 H100 = "inventories/slurm-h100.yaml"
 
@@ -67,3 +68,20 @@ def test_new_nodes_join_without_a_drain() -> None:
     plan = plan_rollout(old, new)
     assert not plan.refused
     assert "gpu065" not in plan.rolling_nodes
+
+
+@pytest.mark.parametrize(("group", "layout"), [("gpu", "inference"), ("mig", None)])
+def test_a_groups_mig_config_change_drains_exactly_that_groups_nodes(group: str, layout: str | None) -> None:
+    """node_groups[].mig_config is rolling: a group that takes up a layout (or drops its own) has
+    every one of its nodes drained, and no other node (the layout is applied only on drained GPUs)."""
+    old = load_spec(H100)
+
+    def change(d: dict[str, Any]) -> None:
+        next(g for g in d["node_groups"] if g["name"] == group)["mig_config"] = layout
+
+    new = variant(H100, change)
+    plan = plan_rollout(old, new)
+    assert [c.path for c in plan.rolling] == [f"node_groups.{group}.mig_config"]
+    assert not plan.refused and not plan.live
+    members = [n.name for n in resolve_nodes(old) if n.group == group]
+    assert members and plan.rolling_nodes == members

@@ -34,7 +34,8 @@ from gpuforge.deploy.runstate import RunState, SlurmDecision
 from gpuforge.deploy.slurm_changes import SlurmAction, classify, removed_nodes
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurm_package, slurmdbd_conf
-from gpuforge.spec import Role, Spec
+from gpuforge.spec import Role, Spec, nodes_with
+from gpuforge.spec.model import ConfigMode
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
 
@@ -48,6 +49,13 @@ SLURMD_FILES = (
     "/etc/default/slurmd",
     "/etc/systemd/system/slurmd.service.d/gpuforge-configless.conf",
 )
+#: slurmd's files that a configless slurmd fetches from slurmctld when it starts (Slurm's
+#: configless_slurm.html): on a configless cluster only the controller has them, so a change of
+#: one there is a change of every slurmd's (slurm.conf's own changes are classified cluster-wide).
+CONFIGLESS_SERVED = (f"{SLURM_ETC}/gres.conf", f"{SLURM_ETC}/cgroup.conf", f"{SLURM_ETC}/plugstack.conf")
+#: What slurmctld reads besides slurm.conf: a change of it alone needs a reconfigure
+#: (topology.conf(5): changes take effect on a restart, SIGHUP or "scontrol reconfigure").
+TOPOLOGY_CONF = f"{SLURM_ETC}/topology.conf"
 
 
 def accounting_layer(s: Spec, sec: Secrets) -> Layer:
@@ -153,7 +161,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
     )
 
 
-def controller_layer(s: Spec, run: RunState) -> Layer:
+def controller_layer(s: Spec, host_name: str, run: RunState) -> Layer:
     def act(facts: LayerFacts, changed: set[str]) -> list[Step]:
         unit = facts.units.get("slurmctld") or {}
         if unit.get("ActiveState") != "active":
@@ -163,6 +171,8 @@ def controller_layer(s: Spec, run: RunState) -> Layer:
             return []  # service_steps makes the restart the node records as pending
         if action is SlurmAction.NONE and "slurmctld.reconfigure" in facts.pending:
             action, why = SlurmAction.RECONFIGURE, "a reconfigure is pending on the node"
+        if action is SlurmAction.NONE and TOPOLOGY_CONF in run.changed_paths(host_name, "slurm-config"):
+            action, why = SlurmAction.RECONFIGURE, f"{TOPOLOGY_CONF} changed"
         steps = []
         gone = run.slurm_removed_nodes()
         for name in gone:
@@ -200,13 +210,23 @@ def controller_layer(s: Spec, run: RunState) -> Layer:
     return Layer("slurm-controller", services=(Service("slurmctld"),), before_services=register, after=act)
 
 
-def compute_layer(host_name: str, run: RunState) -> Layer:
+def served_changes(s: Spec, run: RunState) -> set[str]:
+    """slurmd's files that changed on the controllers of a configless cluster in this run (the
+    slurm-config operation ran on every node before slurmd's)."""
+    if s.slurm is None or s.slurm.config_mode is not ConfigMode.CONFIGLESS:
+        return set()
+    controllers = [n.name for n in nodes_with(s, Role.CONTROLLER)]
+    return {p for c in controllers for p in run.changed_paths(c, "slurm-config") if p in CONFIGLESS_SERVED}
+
+
+def compute_layer(s: Spec, host_name: str, run: RunState) -> Layer:
     def act(facts: LayerFacts, changed: set[str]) -> list[Step]:
         unit = facts.units.get("slurmd") or {}
         if unit.get("ActiveState") != "active" or "slurmd.restart" in facts.pending:
             return []  # service_steps starts it, or makes the restart the node records as pending
         action, why = run.slurm_action()
         mine = run.changed_paths(host_name, "slurm-config") & set(SLURMD_FILES)
+        mine |= {f"{p} (served by slurmctld)" for p in served_changes(s, run) - mine}
         if pyxis_rebuilt(run, host_name):
             mine.add("spank_pyxis.so (rebuilt)")
         done = clear_pending("slurmd")
@@ -238,10 +258,10 @@ def slurm() -> None:
     )
     converge(
         name="slurm: slurmctld",
-        layer=controller_layer(s, run) if on and n.has(Role.CONTROLLER) else Layer.empty("slurm-controller"),
+        layer=controller_layer(s, host.name, run) if on and n.has(Role.CONTROLLER) else Layer.empty("slurm-controller"),
     )
     converge(
         name="slurm: slurmd",
-        layer=compute_layer(host.name, run) if on and n.has(Role.COMPUTE) else Layer.empty("slurm-compute"),
+        layer=compute_layer(s, host.name, run) if on and n.has(Role.COMPUTE) else Layer.empty("slurm-compute"),
     )
     sync_accounting(name="slurm: QOS, accounts and users", spec=s, enabled=acct and n.has(Role.CONTROLLER))

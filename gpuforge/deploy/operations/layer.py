@@ -9,7 +9,6 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.api.operation import OperationMeta
-from pyinfra.api.state import StateStage
 from pyinfra.context import state
 from pyinfra.facts.files import FileContents
 
@@ -126,8 +125,9 @@ def converge_layer(layer: Layer) -> Generator[Any, None, None]:
     run = run_state()
     facts = read_facts(layer_request(layer))
     steps, changed = plan_layer(layer, facts)
-    if state.current_stage == StateStage.Execute:
-        # Later operations read it (restart the controller after every node has its new slurm.conf).
+    if state.is_executing:
+        # Later operations read it (slurmd restarts for its changed files, a rebuilt pyxis). Under
+        # pyinfra's API, as gpuforge runs it, the stage stays at Setup while run_ops executes.
         run.record_changed(host.name, layer.name, changed)
     if not steps:
         host.noop(f"{layer.name} is up to date")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step, StepKind
+from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step, StepKind, clear_pending
 from gpuforge.deploy.layers.nvidia.common import (
     CDI_MARKER,
     STATE_DIR,
@@ -60,7 +60,17 @@ def engine_layer(ctx: Ctx) -> Layer:
     repo = None if ctx.deb else src.docker_repo(ctx.spec)
     paths = tuple(f.path for f in files)
     installed = ctx.deb or ctx.host.packages.get(pkg) is not None
-    services = (Service(unit, restart_on=paths),) if installed or (repo is not None and repo.available) else ()
+    docker = engine is ContainerEngine.DOCKER
+    # dockerd stops every container when it exits (live-restore is off by default; containerd's
+    # shims keep its containers over a restart), and what gpuforge changes in daemon.json
+    # (runtimes, default-runtime) a reload applies (moby daemon/reload.go: "Platform runtime";
+    # dockerd(8), configuration reload behavior): a changed daemon.json is reloaded.
+    service = (
+        Service(unit, reload_on=paths, reload_command="systemctl reload docker")
+        if docker
+        else Service(unit, restart_on=paths)
+    )
+    services = (service,) if installed or (repo is not None and repo.available) else ()
     nvidia_runtime = CONTAINERD_NVIDIA_DROPIN in paths or (
         DOCKER_DAEMON_JSON in paths and b'"nvidia"' in ctx.files[DOCKER_DAEMON_JSON].data
     )
@@ -74,6 +84,16 @@ def engine_layer(ctx: Ctx) -> Layer:
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
+        running = (facts.units.get(unit) or {}).get("ActiveState") == "active"
+        if docker and running and DOCKER_DAEMON_JSON in changed and facts.files.get(DOCKER_DAEMON_JSON) is None:
+            # A dockerd that ran without our daemon.json: its exec-opts (cgroup driver) apply only at start.
+            steps.append(
+                Step(
+                    StepKind.RESTART,
+                    f"restart docker (its first {DOCKER_DAEMON_JSON}: exec-opts apply only when it starts)",
+                    f"systemctl restart docker{clear_pending(unit)}",
+                )
+            )
         if nvidia_runtime and nvidia_default_runtime(ctx.spec, ctx.node):
             tk_repo = src.container_repo(ctx.spec, ctx.os)
             if not tk_repo.available:

@@ -67,8 +67,10 @@ def driver_layer(ctx: Ctx) -> Layer:
             packages += driver_packages(ctx)
         if fm_ok:
             packages += fabric_manager_packages(ctx)
-        if toolkit_pkg and cuda.available:
-            packages.append(toolkit_pkg)
+    # The CUDA toolkit is installed by a step of its own, not with the layer's packages: an install
+    # of those restarts the layer's services, and nvidia-fabricmanager's exit aborts running CUDA
+    # jobs (Fabric Manager User Guide: ABORT_CUDA_JOBS_ON_FM_EXIT, 1 by default).
+    watch = (toolkit_pkg,) if ctx.deb and toolkit_pkg and cuda.available else ()
     services: list[Service] = []
     state = gpu_service_state(ctx)
     if state is not None:
@@ -101,8 +103,9 @@ def driver_layer(ctx: Ctx) -> Layer:
             steps += mark_reboot(reboots, facts.contents.get(REBOOT_MARKER))
         if fm_ok:
             steps += fabric_manager_steps(ctx, version_of(facts, fabric_manager_package(ctx)))
-        if not ctx.deb and toolkit_pkg and cuda.available and hf.packages.get(toolkit_pkg) is None:
-            steps.append(Step(StepKind.INSTALL, f"install {toolkit_pkg}", dnf_install([toolkit_pkg])))
+        if toolkit_pkg and cuda.available and version_of(facts, toolkit_pkg) is None:
+            install = apt_install([toolkit_pkg]) if ctx.deb else dnf_install([toolkit_pkg])
+            steps.append(Step(StepKind.INSTALL, f"install {toolkit_pkg}", install))
         return keep_reports(ctx, "nvidia-driver:before", steps)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -144,6 +147,7 @@ def driver_layer(ctx: Ctx) -> Layer:
     return Layer(
         "nvidia-driver",
         packages=tuple(packages),
+        watch_packages=watch,
         files=files,
         services=tuple(services),
         read_paths=(initramfs_conf, REBOOT_MARKER),

@@ -7,6 +7,9 @@ package; it is fetched (or pushed from the bundle) and installed at ``versions.m
 from __future__ import annotations
 
 import shlex
+from typing import Any
+
+import yaml
 
 from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Step, StepKind
 from gpuforge.deploy.layers.nvidia.common import (
@@ -28,6 +31,29 @@ from gpuforge.render.nvidia import (
 )
 
 
+def _layout(config: str | None, name: str) -> Any:
+    """The entries of layout ``name`` in a mig-parted config file (None: not there, or no config)."""
+    try:
+        doc = yaml.safe_load(config or "")
+    except yaml.YAMLError:
+        return None
+    configs = doc.get("mig-configs") if isinstance(doc, dict) else None
+    return configs.get(name) if isinstance(configs, dict) else None
+
+
+def layout_kept(name: str, new: dict[str, str], old: dict[str, str | None]) -> bool:
+    """Whether the node's files already select layout ``name`` with the same entries (``new``: the
+    files as written now, ``old``: as read on the node; both by path). The config file holds every
+    layout that fits the GPUs, the drop-in more than the choice (the CDI hook): a change elsewhere
+    in them leaves the node's layout as it is."""
+    selecting = [line for line in new[MIG_MANAGER_DROPIN].splitlines() if "MIG_PARTED_SELECTED_CONFIG=" in line]
+    old_dropin = (old.get(MIG_MANAGER_DROPIN) or "").splitlines()
+    if not selecting or selecting[0] not in old_dropin:
+        return False
+    entries = _layout(new[MIG_CONFIG], name)
+    return entries is not None and _layout(old.get(MIG_CONFIG), name) == entries
+
+
 def mig_layer(ctx: Ctx) -> Layer:
     """nvidia-mig-manager with the node's layout; a new layout waits for a drain (rolling)."""
     if not ctx.gpu_node or not ctx.node.mig_config:
@@ -37,6 +63,7 @@ def mig_layer(ctx: Ctx) -> Layer:
     pushed = [upload_file(release.node_path, src.bundle_files_single(release.local))] if release.local else []
     files = ctx.file(MIG_CONFIG) + ctx.file(MIG_MANAGER_DROPIN)
     name = ctx.node.mig_config
+    written = {f.path: f.data.decode() for f in files}
     later = f"MIG layout {name} waits for the next boot (nvidia-mig-manager applies it)"
     mark = (
         f"install -d -m 0755 {STATE_DIR} && touch {REBOOT_MARKER} && "
@@ -76,7 +103,9 @@ def mig_layer(ctx: Ctx) -> Layer:
                         "systemctl enable nvidia-mig-manager.service",
                     )
                 )
-        if changed & {MIG_CONFIG, MIG_MANAGER_DROPIN}:
+        on_node = {path: facts.contents.get(path) for path in written}
+        kept = len(written) == 2 and layout_kept(name, written, on_node)
+        if changed & {MIG_CONFIG, MIG_MANAGER_DROPIN} and not kept:
             if ctx.host.gpu_present:
                 reason = f"MIG layout {name!r} changed"
                 steps.append(
@@ -96,5 +125,6 @@ def mig_layer(ctx: Ctx) -> Layer:
         early_files=pushed,
         directories=(Directory("/etc/nvidia-mig-manager"),),
         files=files,
+        read_paths=(MIG_CONFIG, MIG_MANAGER_DROPIN),
         after=after,
     )
