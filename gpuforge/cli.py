@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,6 +28,7 @@ out = Console()
 err = Console(stderr=True, soft_wrap=True)
 
 if TYPE_CHECKING:
+    from gpuforge.bundle.build import BundleResult
     from gpuforge.deploy.run import ApplyResult
 
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
@@ -121,7 +123,7 @@ def render(
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write files to")],
     limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
 ) -> None:
-    """Render every node's files into DIR/<node>/<path> (secrets redacted)."""
+    """Render every node's files into DIR/<node>/<path> (secrets and webhook credentials redacted)."""
     from gpuforge.render import render_cluster
     from gpuforge.spec import select_nodes
 
@@ -151,7 +153,7 @@ def render(
                     err.print(f"refused: {f.path} of {node_name} would leave {output}", markup=False, highlight=False)
                     raise typer.Exit(2)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(f.data)
+                target.write_bytes(f.shown)  # credentials from the spec hidden, as plans show them
                 written += 1
     except OSError as e:
         err.print(f"cannot write under {output}: {e.strerror or e} ({e.filename})", markup=False, highlight=False)
@@ -221,7 +223,7 @@ def apply(
             result = run_apply(
                 spec,
                 limit=limit,
-                on_event=status_printer(err, status),
+                on_event=_without_credentials(status_printer(err, status)),
                 force=force,
                 allow_reboot=allow_reboot,
                 include_drained=include_drained,
@@ -239,6 +241,19 @@ def apply(
     raise typer.Exit(apply_exit_code(result))
 
 
+def _without_credentials(on_event: Callable[[str], None]) -> Callable[[str], None]:
+    """``on_event`` for messages with URL credentials hidden (a command's output quoting a webhook);
+    a :class:`~gpuforge.progress.Milestone` stays one."""
+    from gpuforge.progress import Milestone
+    from gpuforge.spec.redact import redact_url_credentials
+
+    def shown(message: str) -> None:
+        text = redact_url_credentials(message)
+        on_event(Milestone(text) if isinstance(message, Milestone) else text)
+
+    return shown
+
+
 def apply_exit_code(result: ApplyResult) -> int:
     """0 converged; 1 a node failed; 3 nodes wait for an operator (reboot, operator's drain)."""
     if not result.ok:
@@ -247,9 +262,18 @@ def apply_exit_code(result: ApplyResult) -> int:
 
 
 def _print_apply(result: ApplyResult, spec: Path, json_out: bool) -> None:
+    """The result as a table or JSON; errors and notes (a command's output) with URL credentials hidden."""
+    from gpuforge.spec.redact import redact_url_credentials as shown
+
     if json_out:
         hosts = {
-            n: {"ok": h.ok, "changed": h.changed, "unchanged": h.unchanged, "error": h.error, "notes": h.notes}
+            n: {
+                "ok": h.ok,
+                "changed": h.changed,
+                "unchanged": h.unchanged,
+                "error": shown(h.error) if h.error else h.error,
+                "notes": [shown(note) for note in h.notes],
+            }
             for n, h in result.hosts.items()
         }
         doc = {"ok": result.ok, "changes": result.changes, "hosts": hosts, "waiting": result.waiting}
@@ -265,7 +289,7 @@ def _print_apply(result: ApplyResult, spec: Path, json_out: bool) -> None:
             state, detail = "[magenta]WAITING[/]", f"{result.waiting[name]}\n{detail}"
         if h.notes:
             detail += "\n" + "\n".join(h.notes)
-        table.add_row(name, state, detail)
+        table.add_row(name, state, shown(detail))
     for name, why in result.waiting.items():
         if name not in result.hosts:
             table.add_row(name, "[magenta]WAITING[/]", why)
@@ -292,30 +316,34 @@ def kubeconfig(
     out.print(f"KUBECONFIG={path}", markup=False, highlight=False)
 
 
+FINGERPRINT_HELP = (
+    "The bundle key's fingerprint as 'gpuforge bundle' printed it (--verify needs it, or SPEC's "
+    "sources.bundle_fingerprint); when building, the existing key is kept only if it is this one"
+)
+
+
 @app.command()
 def bundle(
     spec: Annotated[Path | None, typer.Argument(help="Cluster spec (YAML)", exists=False)] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory to fill")] = None,
-    verify: Annotated[Path | None, typer.Option("--verify", help="Check this bundle against its manifest")] = None,
+    verify: Annotated[
+        Path | None,
+        typer.Option("--verify", help="Check this bundle: its manifest signed by the pinned key, then every file"),
+    ] = None,
+    fingerprint: Annotated[str | None, typer.Option("--fingerprint", help=FINGERPRINT_HELP)] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
     from gpuforge.bundle.build import build_bundle
     from gpuforge.bundle.build import tools_missing as bundle_tools_missing
-    from gpuforge.bundle.verify import verify_bundle
 
+    pin = _fingerprint_option(fingerprint)
     if verify is not None:
-        problems = verify_bundle(verify)
-        if json_out:
-            print(json.dumps({"ok": not problems, "problems": problems}, indent=2))
-        else:
-            for p in problems:
-                err.print(f"{verify}: {p}", markup=False, highlight=False)
-            summary = f"{verify}: {'OK' if not problems else f'{len(problems)} problem(s)'}"
-            out.print(summary, markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1 if problems else 0)
+        if pin is None and spec is not None:
+            pin = _load(spec).sources.bundle_fingerprint
+        _verify_bundle(verify, pin, json_out)
     if spec is None or output is None:
-        err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR", markup=False)
+        err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR --fingerprint FPR", markup=False)
         raise typer.Exit(2)
     s = _load(spec)
     missing_tools = bundle_tools_missing(s)
@@ -328,38 +356,92 @@ def bundle(
         )
         raise typer.Exit(2)
     try:
-        result = build_bundle(s, spec, output, log=lambda m: err.print(m, markup=False, highlight=False))
+        result = build_bundle(s, spec, output, log=_say, fingerprint=pin)
     except OSError as e:
         err.print(f"cannot write the bundle in {output}: {e}", markup=False, highlight=False)
         raise typer.Exit(2) from None
-    m = result.manifest
     if json_out:
-        print(json.dumps(m, indent=2))
+        print(json.dumps(result.manifest, indent=2))
     else:
-        size = sum(f["size"] for f in m["files"])
-        out.print(
-            f"{output}: {len(m['files'])} files ({size / 2**20:.1f} MiB): {result.downloaded} downloaded, "
-            f"{result.reused} reused, {result.removed} stale removed",
+        _print_bundle(result, output, pin or s.sources.bundle_fingerprint)
+    raise typer.Exit(0 if result.complete else 1)
+
+
+def _say(message: str) -> None:
+    err.print(message, markup=False, highlight=False)
+
+
+def _fingerprint_option(value: str | None) -> str | None:
+    """``--fingerprint`` as the one form comparisons use, or exit 2 naming what is wrong."""
+    from gpuforge.spec.openpgp import openpgp_fingerprint
+
+    if value is None:
+        return None
+    try:
+        return openpgp_fingerprint(value)
+    except ValueError as e:
+        err.print(f"--fingerprint: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _verify_bundle(bundle_dir: Path, pin: str | None, json_out: bool) -> None:
+    """``bundle --verify``: exit 0 when the bundle checks out against the pinned key, 1 when it
+    does not, 2 when no key is pinned (nothing is checked: the bundle cannot vouch for itself)."""
+    from gpuforge.bundle.verify import verify_bundle
+
+    if pin is None:
+        err.print(
+            f"{bundle_dir}: not verified: --verify needs --fingerprint FPR, the bundle key fingerprint "
+            "'gpuforge bundle' printed (or SPEC with sources.bundle_fingerprint); a bundle's own manifest "
+            "and key cannot vouch for it",
             markup=False,
             highlight=False,
-            soft_wrap=True,
         )
-        for r in m["repositories"]:
-            ext = len(r["external"])
-            signers = sorted({src["signed_by"] for src in r["sources"] if src.get("signed_by")})
-            checked = sorted(
-                {src["checked"] for src in r["sources"] if src.get("checked") and not src.get("signed_by")}
+        raise typer.Exit(2)
+    problems = verify_bundle(bundle_dir, pin)
+    if json_out:
+        print(json.dumps({"ok": not problems, "fingerprint": pin, "problems": problems}, indent=2))
+    else:
+        for p in problems:
+            err.print(f"{bundle_dir}: {p}", markup=False, highlight=False)
+        summary = f"{bundle_dir}: {f'OK (signed by {pin})' if not problems else f'{len(problems)} problem(s)'}"
+        out.print(summary, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(1 if problems else 0)
+
+
+def _print_bundle(result: BundleResult, output: Path, pinned: str | None) -> None:
+    """What a build did, the bundle key's fingerprint to pin, and whether the spec's pin still holds."""
+    m = result.manifest
+    size = sum(f["size"] for f in m["files"])
+    out.print(
+        f"{output}: {len(m['files'])} files ({size / 2**20:.1f} MiB): {result.downloaded} downloaded, "
+        f"{result.reused} reused, {result.removed} stale removed",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    for r in m["repositories"]:
+        ext = len(r["external"])
+        signers = sorted({src["signed_by"] for src in r["sources"] if src.get("signed_by")})
+        checked = sorted({src["checked"] for src in r["sources"] if src.get("checked") and not src.get("signed_by")})
+        signed = f", index signed by {', '.join(signers)}" if signers else ""
+        signed += f", checked: {', '.join(checked)}" if checked else ""
+        line = f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies{signed}"
+        out.print(line, soft_wrap=True, markup=False, highlight=False)
+    key = m["signing"].get("fingerprint") if m["signing"] else None
+    if key:
+        out.print(f"  signed with bundle key {key} ({m['signing']['key']}, manifest.json.asc)", soft_wrap=True)
+        out.print(f"  pin it: sources.bundle_fingerprint: {key}", soft_wrap=True, markup=False, highlight=False)
+        if pinned is not None and pinned != key:
+            err.print(
+                f"the bundle key changed: sources.bundle_fingerprint is {pinned}, this bundle is signed by {key} "
+                "(a build that changes the bundle signs it with a new key): pin the new one",
+                markup=False,
+                highlight=False,
             )
-            signed = f", index signed by {', '.join(signers)}" if signers else ""
-            signed += f", checked: {', '.join(checked)}" if checked else ""
-            line = f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies{signed}"
-            out.print(line, soft_wrap=True, markup=False, highlight=False)
-        if m["signing"]:
-            out.print(f"  signed with bundle key {m['signing']['fingerprint']} ({m['signing']['key']})", soft_wrap=True)
-        for miss in m["missing"]:
-            err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
-        out.print("complete" if result.complete else "INCOMPLETE: see manifest.json (missing)", soft_wrap=True)
-    raise typer.Exit(0 if result.complete else 1)
+    for miss in m["missing"]:
+        err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
+    out.print("complete" if result.complete else "INCOMPLETE: see manifest.json (missing)", soft_wrap=True)
 
 
 def _register_subcommands() -> None:

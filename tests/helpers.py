@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,27 +43,53 @@ def variant(name: str, change: Callable[[dict[str, Any]], None]) -> Spec:
     return parse_spec(yaml.safe_dump(data))
 
 
-def write_bundle_manifest(bundle: Path, complete: bool = True) -> dict[str, str]:
-    """A manifest listing every regular file of a test bundle (path -> sha256 returned); its apt
-    repositories signed first, as ``gpuforge bundle`` signs them."""
-    import hashlib
-    import json
+#: A well-formed bundle key fingerprint for specs that are only rendered (no bundle is verified).
+RENDER_ONLY_BUNDLE_FINGERPRINT = "0123456789ABCDEF0123456789ABCDEF01234567"
 
-    from gpuforge.bundle.layout import FORMAT
+
+def write_bundle_manifest(
+    bundle: Path, complete: bool = True, text: Callable[[dict[str, Any]], str] = json.dumps
+) -> dict[str, str]:
+    """A manifest listing every regular file of a test bundle (path -> sha256 returned), signed as
+    ``gpuforge bundle`` signs it: a key made for the call signs the apt repositories, then the
+    manifest (``manifest.json.asc``); ``bundle_fingerprint`` reads that key's fingerprint.
+    ``text`` writes the manifest (a test's malformed one is signed all the same)."""
+    import hashlib
+
+    from gpuforge.bundle.layout import FORMAT, MANIFEST, MANIFEST_SIG
+    from gpuforge.bundle.signing import BundleSigner
     from gpuforge.bundle.trust import sign_repositories
 
     repos = sorted(p.parent.relative_to(bundle).as_posix() for p in bundle.glob("apt/*/Packages"))
-    if repos:
-        sign_repositories(bundle, repos, "test", lambda rel, data: (bundle / rel).write_bytes(data))
-    files = sorted(p for p in bundle.rglob("*") if p.is_file() and not p.is_symlink() and p.name != "manifest.json")
-    entries = [
-        {
-            "path": p.relative_to(bundle).as_posix(),
-            "size": p.stat().st_size,
-            "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
-        }
-        for p in files
-    ]
-    manifest = {"format": FORMAT, "files": entries, "complete": complete}
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+    def write(rel: str, data: bytes) -> None:
+        (bundle / rel).parent.mkdir(parents=True, exist_ok=True)
+        (bundle / rel).write_bytes(data)
+
+    with BundleSigner("gpuforge test bundle") as signer:
+        sign_repositories(signer, bundle, repos, write)
+        files = sorted(
+            p
+            for p in bundle.rglob("*")
+            if p.is_file() and not p.is_symlink() and p.name not in (MANIFEST, MANIFEST_SIG)
+        )
+        entries: list[dict[str, Any]] = [
+            {
+                "path": p.relative_to(bundle).as_posix(),
+                "size": p.stat().st_size,
+                "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
+            }
+            for p in files
+        ]
+        data = text({"format": FORMAT, "files": entries, "complete": complete}).encode()
+        write(MANIFEST, data)
+        write(MANIFEST_SIG, signer.detach_sign(data))
     return {e["path"]: e["sha256"] for e in entries}
+
+
+def bundle_fingerprint(bundle: Path) -> str:
+    """The fingerprint of the key a test bundle holds (what the operator recorded when it was made)."""
+    from gpuforge.bundle.signing import BUNDLE_KEY, primary_fingerprints
+
+    [fingerprint] = primary_fingerprints((bundle / BUNDLE_KEY).read_bytes())
+    return fingerprint

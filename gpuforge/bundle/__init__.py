@@ -24,13 +24,19 @@ and lists the index's SHA256 (rpm: ``repomd.xml.asc``, or each package's own sig
 Each bundled repository gets its own ``InRelease`` (rpm: ``repodata/repomd.xml.asc``),
 signed with a key made for the build whose secret half is never stored; nodes trust its
 public half, ``apt/gpuforge-bundle.gpg`` through ``signed-by`` (no ``[trusted=yes]``),
-``rpm/gpuforge-bundle.asc`` through ``repo_gpgcheck=1``.
+``rpm/gpuforge-bundle.asc`` through ``repo_gpgcheck=1``. The same key signs ``manifest.json``
+(``manifest.json.asc``), and ``gpuforge bundle`` prints its fingerprint for the operator to pin
+(``sources.bundle_fingerprint``, ``--verify DIR --fingerprint FPR``): trust is anchored outside the
+bundle, so a bundle folder anyone can write cannot re-sign itself. A re-run keeps the key only when
+it is the pinned one and nothing it signed changed; otherwise a new key signs everything.
 
 Downloads land in ``DIR/.partial/`` and are renamed into place only once their checksum
-matches the repository index (release files: ``KNOWN_SHA256`` when it lists them, else
-the checksum is recorded). A re-run keeps every file whose checksum still matches; an
-index that cannot be reached leaves that repository as the previous run made it.
-``verify_bundle`` re-checks a bundle against its manifest.
+matches the repository index (release files: the sha256 known beforehand, from
+``gpuforge.spec.artifact_digests`` or the spec's ``sources.artifact_sha256``; a release file
+with none is refused and listed as missing, never recorded as it came). A re-run keeps every
+file whose checksum still matches; an index that cannot be reached leaves that repository as the
+previous run made it.
+``verify_bundle`` re-checks a bundle against the pinned key, then every file against its manifest.
 """
 
 from __future__ import annotations

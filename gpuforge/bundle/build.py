@@ -19,14 +19,27 @@ from gpuforge.bundle.builder import Builder, keep_previous, write_atomic
 from gpuforge.bundle.debian import PackageIndex, Stanza, parse_packages, render_packages
 from gpuforge.bundle.fetch import Fetcher, FetchError, hash_file, index_sums
 from gpuforge.bundle.images import image_list, render_image_list
-from gpuforge.bundle.layout import FORMAT, IMAGES, MANIFEST, PARTIAL, SAFE_DEB, Log
+from gpuforge.bundle.layout import FORMAT, IMAGES, MANIFEST, MANIFEST_SIG, PARTIAL, SAFE_DEB, Log
 from gpuforge.bundle.needs import ArtifactNeed, RepoNeed, fetch_spec, spec_needs
 from gpuforge.bundle.resolve import resolve
 from gpuforge.bundle.rpm_repo import is_built, rpm_repo_bundle
 from gpuforge.bundle.rpmmd import REPOMD_SIG
 from gpuforge.bundle.rpmsig import rpm_tools_missing
-from gpuforge.bundle.signing import BUNDLE_KEY, BUNDLE_RPM_KEY, RELEASE, SignatureError, gpg_tools_missing
-from gpuforge.bundle.trust import UntrustedIndex, sign_repositories, signed_index
+from gpuforge.bundle.signing import (
+    BUNDLE_KEY,
+    BUNDLE_RPM_KEY,
+    RELEASE,
+    BundleSigner,
+    SignatureError,
+    gpg_tools_missing,
+)
+from gpuforge.bundle.trust import (
+    UntrustedIndex,
+    manifest_signed_by,
+    sign_repositories,
+    signed_by_pinned_key,
+    signed_index,
+)
 from gpuforge.spec import Spec
 from gpuforge.spec.nvidia_packages import RPM_METADATA_SIGNED
 
@@ -159,9 +172,20 @@ def tools_missing(spec: Spec) -> list[str]:
 
 
 def build_bundle(
-    spec: Spec, spec_file: Path, out: Path, *, timeout: float = 60.0, log: Log | None = None
+    spec: Spec,
+    spec_file: Path,
+    out: Path,
+    *,
+    timeout: float = 60.0,
+    log: Log | None = None,
+    fingerprint: str | None = None,
 ) -> BundleResult:
-    """Gather what ``spec`` needs into ``out`` and write ``out/manifest.json``."""
+    """Gather what ``spec`` needs into ``out``, write ``out/manifest.json`` and sign it.
+
+    ``fingerprint`` (default: the spec's ``sources.bundle_fingerprint``) is the bundle key the
+    operator pinned: a re-run keeps that key and its signatures while what they cover is
+    unchanged; any other key in ``out`` is replaced by a new one (see ``_seal``).
+    """
     say: Log = log or (lambda _m: None)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
@@ -182,52 +206,115 @@ def build_bundle(
         for name in sorted(needs.artifacts):
             _artifact(b, needs.artifacts[name])
         _images(b, spec)
-        apt = [r["path"] for r in repos if r.get("format") != "rpm" and (out / r["path"] / "Packages").is_file()]
-        rpm = [r["path"] for r in repos if r.get("format") == "rpm" and is_built(out, r["path"])]
-        signing = _sign(b, spec.cluster.name, apt, rpm)
     finally:
         shutil.rmtree(out / PARTIAL, ignore_errors=True)
-    removed = _prune(out, set(b.files), kept_dirs, [r["path"] for r in repos if r.get("format") == "rpm"])
-    manifest = {
-        "format": FORMAT,
-        "spec": {
-            "name": spec.cluster.name,
-            "file": spec_file.name,
-            "sha256": hash_file(spec_file, ["sha256"])["sha256"],
-        },
-        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "fetched_from": fetch_spec(spec).sources.mode.value,
-        "complete": not b.missing,
-        "files": [b.files[k] for k in sorted(b.files)],
-        "signing": signing,
-        "repositories": repos,
-        "missing": b.missing,
-    }
-    write_atomic(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    contents = _Contents(spec, spec_file, repos, kept_dirs)
+    manifest, removed = _seal(b, contents, fingerprint or spec.sources.bundle_fingerprint)
     return BundleResult(manifest, b.downloaded, b.reused, removed)
 
 
-def _sign(b: Builder, name: str, repos: list[str], rpm_repos: list[str]) -> dict[str, Any]:
-    """Sign the bundled apt and rpm repositories (gpuforge.bundle.trust); the manifest's ``signing`` record."""
-    if not repos and not rpm_repos:
-        return {}
+@dataclass(frozen=True)
+class _Contents:
+    """What a build gathered, for the manifest: the spec it came from and the repositories."""
+
+    spec: Spec
+    spec_file: Path
+    repos: list[dict[str, Any]]
+    kept_dirs: set[str]
+
+    def apt(self, out: Path) -> list[str]:
+        return [r["path"] for r in self.repos if r.get("format") != "rpm" and (out / r["path"] / "Packages").is_file()]
+
+    def rpm(self, out: Path) -> list[str]:
+        return [r["path"] for r in self.repos if r.get("format") == "rpm" and is_built(out, r["path"])]
+
+
+def _seal(b: Builder, c: _Contents, pinned: str | None) -> tuple[dict[str, Any], int]:
+    """Sign the repositories and the manifest with one key, write the manifest; (manifest, files pruned).
+
+    Invariants: every signature in the bundle is by the key in ``apt/gpuforge-bundle.gpg``; an
+    existing key is kept only when it is ``pinned`` and its signatures still cover what is there
+    (a re-run with no change rewrites nothing, not even the manifest); otherwise a new key made
+    for this build signs everything, and its secret half is gone when the build ends.
+    """
+    apt, rpm = c.apt(b.out), c.rpm(b.out)
+    removed = 0
+    if pinned is not None and signed_by_pinned_key(b.out, apt, rpm, pinned):
+        signing = _signing_record(b, apt, rpm, pinned)
+        removed = _prune_unlisted(b, c)
+        manifest = _manifest(b, c, signing)
+        if _same_manifest(b.previous, manifest) and manifest_signed_by(b.out, pinned):
+            return b.previous, removed
 
     def write(rel: str, data: bytes) -> None:
         (b.out / rel).parent.mkdir(parents=True, exist_ok=True)
         write_atomic(b.out / rel, data)
 
     try:
-        fingerprint = sign_repositories(b.out, repos, name, write, rpm_repos)
+        with BundleSigner(f"gpuforge bundle {c.spec.cluster.name}") as signer:
+            sign_repositories(signer, b.out, apt, write, rpm)
+            signing = _signing_record(b, apt, rpm, signer.fingerprint())
+            removed += _prune_unlisted(b, c)
+            manifest = _manifest(b, c, signing)
+            data = _manifest_bytes(manifest)
+            write_atomic(b.out / MANIFEST, data)
+            write_atomic(b.out / MANIFEST_SIG, signer.detach_sign(data))
+            return manifest, removed
     except SignatureError as e:
-        b.miss("repository signatures", None, f"cannot sign the bundle's repositories: {e}")
-        return {}
+        b.miss("bundle signature", None, f"cannot sign the bundle: {e}")
+    (b.out / MANIFEST_SIG).unlink(missing_ok=True)  # an old signature must not outlive what it covered
+    removed += _prune_unlisted(b, c)
+    manifest = _manifest(b, c, {})
+    write_atomic(b.out / MANIFEST, _manifest_bytes(manifest))
+    return manifest, removed
+
+
+def _signing_record(b: Builder, repos: list[str], rpm_repos: list[str], fingerprint: str) -> dict[str, Any]:
+    """List the key and the repositories' signatures as bundle files; the manifest's ``signing`` record."""
     signed = [f"{path}/{RELEASE}" for path in repos] + [f"{path}/{REPOMD_SIG}" for path in rpm_repos]
     for rel in (BUNDLE_KEY, *([BUNDLE_RPM_KEY] if rpm_repos else []), *signed):
         b.add_file(rel, hash_file(b.out / rel, ["sha256"])["sha256"], None, "generated (bundle signature)")
-    record: dict[str, Any] = {"key": BUNDLE_KEY, "fingerprint": fingerprint, "repositories": repos + rpm_repos}
+    record: dict[str, Any] = {
+        "key": BUNDLE_KEY,
+        "fingerprint": fingerprint,
+        "manifest_signature": MANIFEST_SIG,
+        "repositories": repos + rpm_repos,
+    }
     if rpm_repos:
         record["rpm_key"] = BUNDLE_RPM_KEY
     return record
+
+
+def _prune_unlisted(b: Builder, c: _Contents) -> int:
+    return _prune(b.out, set(b.files), c.kept_dirs, [r["path"] for r in c.repos if r.get("format") == "rpm"])
+
+
+def _manifest(b: Builder, c: _Contents, signing: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "spec": {
+            "name": c.spec.cluster.name,
+            "file": c.spec_file.name,
+            "sha256": hash_file(c.spec_file, ["sha256"])["sha256"],
+        },
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "fetched_from": fetch_spec(c.spec).sources.mode.value,
+        "complete": not b.missing,
+        "files": [b.files[k] for k in sorted(b.files)],
+        "signing": signing,
+        "repositories": c.repos,
+        "missing": b.missing,
+    }
+
+
+def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2) + "\n").encode()
+
+
+def _same_manifest(previous: dict[str, Any], manifest: dict[str, Any]) -> bool:
+    """The same manifest but for when it was made (as JSON reads it back)."""
+    now = json.loads(_manifest_bytes(manifest))
+    return {k: v for k, v in previous.items() if k != "created"} == {k: v for k, v in now.items() if k != "created"}
 
 
 def _images(b: Builder, spec: Spec) -> None:
@@ -244,20 +331,30 @@ def _images(b: Builder, spec: Spec) -> None:
 
 
 def _artifact(b: Builder, an: ArtifactNeed) -> None:
+    """One release file in ``artifacts/``: downloaded (or placed by hand, where nothing publishes it)
+    and listed only when its sha256 is the one known before it was fetched.
+
+    Invariant: the manifest lists no release file whose sha256 gpuforge did not know beforehand
+    (``gpuforge.spec.artifact_digests`` or the spec's ``sources.artifact_sha256``): such a file is
+    refused, listed as missing with how to pin its sha256, never recorded as it came.
+    """
     a = an.artifact
     rel = f"artifacts/{a.name}"
-    expect = {"sha256": a.sha256} if a.sha256 else {}
+    if a.sha256 is None:
+        b.miss(rel, a.url, a.reason or f"no sha256 is known for {a.name}: refused")
+        return
+    known = f"sha256 known beforehand: {a.sha256_from or 'gpuforge'}"
     if a.url is None:
         dest = b.out / rel
         if dest.is_file():  # placed by hand: nothing publishes it
             sha = hash_file(dest, ["sha256"])["sha256"]
-            if a.sha256 and sha != a.sha256:
-                b.miss(rel, None, f"the file in the bundle has sha256 {sha}, gpuforge knows {a.sha256}")
+            if sha != a.sha256:
+                b.miss(rel, None, f"the file in the bundle has sha256 {sha}, not the known {a.sha256}: refused")
             else:
-                b.add_file(rel, sha, None, "placed in the bundle by hand")
+                b.add_file(rel, sha, None, f"placed in the bundle by hand; {known}")
             return
         b.miss(rel, None, f"{a.reason}; or place the file at {rel} in the bundle")
         return
-    got = b.get(rel, a.url, expect, None)
+    got = b.get(rel, a.url, {"sha256": a.sha256}, None)
     if got is not None:
-        b.add_file(rel, got, a.url, "known" if a.sha256 else "none published (recorded)")
+        b.add_file(rel, got, a.url, known)

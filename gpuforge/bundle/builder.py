@@ -9,6 +9,8 @@ from typing import Any
 
 from gpuforge.bundle.fetch import Fetcher, FetchError, hash_file
 from gpuforge.bundle.layout import MANIFEST, PARTIAL, Log
+from gpuforge.spec.bounded_read import InputFileError, read_regular_file
+from gpuforge.spec.limits import BUNDLE_MANIFEST_BYTES
 
 
 class Builder:
@@ -59,10 +61,11 @@ class Builder:
 
 
 def _previous_manifest(out: Path) -> dict[str, Any]:
-    """An existing manifest (empty when there is none or it is unreadable)."""
+    """An existing manifest (empty when there is none or it is unreadable: a link, not a regular
+    file, or over its size limit is never read)."""
     try:
-        data = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_regular_file(out / MANIFEST, BUNDLE_MANIFEST_BYTES, follow_links=False))
+    except (InputFileError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -6,9 +6,12 @@ import re
 from collections.abc import Callable
 
 MANIFEST = "manifest.json"
+#: The manifest's detached signature by the bundle key (the key whose fingerprint the operator pins).
+MANIFEST_SIG = "manifest.json.asc"
 # 2: apt repositories signed (InRelease, apt/gpuforge-bundle.gpg); 3: rpm repositories built
-# and signed (repodata/repomd.xml.asc, rpm/gpuforge-bundle.asc)
-FORMAT = "gpuforge-bundle/3"
+# and signed (repodata/repomd.xml.asc, rpm/gpuforge-bundle.asc); 4: the manifest signed
+# (manifest.json.asc), the bundle key present in every bundle
+FORMAT = "gpuforge-bundle/4"
 PARTIAL = ".partial"
 #: Kubernetes specs: the container images the cluster pulls (gpuforge.bundle.images).
 IMAGES = "images.txt"

@@ -23,6 +23,7 @@ from gpuforge.spec import Spec, k8s_facts, resolve_nodes
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverSource, SourceMode
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.repo_keys import repository_fingerprint
 from gpuforge.spec.roles import deploys_for
 
 
@@ -39,7 +40,7 @@ class RepoNeed:
     pins: list[Pin] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
     key_url: str | None = None  # the key that signs its InRelease (apt), its metadata or packages (rpm)
-    fingerprint: str | None = None  # the primary key fingerprint required of that signature
+    fingerprint: str | None = None  # the primary key fingerprint its key must have (gpuforge.spec.repo_keys)
     module_streams: set[tuple[str, str]] = field(default_factory=set)  # rpm: (module, stream) the nodes enable
 
     @property
@@ -201,9 +202,10 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
             if need is None:
                 need = RepoNeed(repo.kind, fmt, url, repo.reason, src.cuda_distro(n.os))
                 if fmt == "apt":
-                    need.key_url, need.fingerprint = src.apt_release_key(s, repo)
+                    need.key_url = src.apt_release_key(s, repo)[0]
                 else:
-                    need.key_url, need.fingerprint = src.rpm_repo_key(s, repo)
+                    need.key_url = src.rpm_repo_key(s, repo)[0]
+                need.fingerprint = repository_fingerprint(s, repo.kind, fmt == "apt")
                 needs.repos[key] = need
             if repo.kind == src.CUDA_REPO:
                 need.module_streams |= streams

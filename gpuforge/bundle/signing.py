@@ -8,7 +8,8 @@ carry the index's checksums: upstream key -> index -> every ``.deb``.
 The bundle's own repositories are signed with a key made for that build (``BundleSigner``):
 its private half lives in a 0700 directory removed when the build ends, never stored; nodes
 get the public half (``apt/gpuforge-bundle.gpg``) and use ``signed-by`` instead of
-``[trusted=yes]``.
+``[trusted=yes]``. A key is trusted only once it is the pinned one (``pinned_key_problem``: the
+file holds exactly one primary key, of the pinned fingerprint), never for being in the bundle.
 """
 
 from __future__ import annotations
@@ -118,6 +119,62 @@ def _valid_fingerprint(status: list[str]) -> str:
             fields = s.split()
             return fields[-1].upper()  # the primary key's fingerprint (gpg's doc/DETAILS)
     raise SignatureError("gpgv reported no valid signature")
+
+
+def primary_fingerprints(key: bytes) -> list[str]:
+    """The primary key fingerprints of a key file (armored or binary), as gpg reads it.
+
+    ``gpg --show-keys`` in a throw-away home: nothing is imported into any keyring. The
+    colon listing gives each primary key as a ``pub`` record followed by its ``fpr`` record
+    (gpg's doc/DETAILS); subkeys (``sub``) are not primary keys. Raises SignatureError when
+    gpg cannot read the file as keys.
+    """
+    with tempfile.TemporaryDirectory(prefix="gpuforge-keys-") as home:
+        cmd = ["gpg", "--batch", "--no-tty", "--homedir", home, "--with-colons", "--show-keys"]
+        try:
+            r = subprocess.run(
+                cmd, input=key, capture_output=True, timeout=_GPG_TIMEOUT, env={**os.environ, "LC_ALL": "C"}
+            )
+        except FileNotFoundError:
+            raise SignatureError("gpg is not installed (apt-get install gnupg)") from None
+        except subprocess.TimeoutExpired:
+            raise SignatureError(f"gpg did not finish in {_GPG_TIMEOUT:.0f} s") from None
+    if r.returncode != 0:
+        raise SignatureError("the key file holds no OpenPGP key gpg can read")
+    found: list[str] = []
+    record = ""
+    for line in r.stdout.decode("utf-8", "replace").splitlines():
+        fields = line.split(":")
+        if fields[0] == "fpr" and record == "pub" and len(fields) > 9:
+            found.append(fields[9].upper())
+        record = fields[0] if fields[0] != "fpr" else ""
+    return found
+
+
+def pinned_key_problem(key: bytes, fingerprint: str) -> str | None:
+    """Why ``key`` is not exactly the pinned key (None: it holds one primary key, ``fingerprint``).
+
+    Checked before the key is trusted for anything: a key file with a second key beside the
+    pinned one is refused too, since gpgv would accept either's signatures.
+    """
+    try:
+        found = primary_fingerprints(key)
+    except SignatureError as e:
+        return str(e)
+    if found != [fingerprint]:
+        return f"holds key {', '.join(found) or '(none)'}, not the pinned {fingerprint}"
+    return None
+
+
+def verify_pinned(data: bytes, signature: bytes, key: bytes, fingerprint: str) -> None:
+    """Raise SignatureError unless ``signature`` is a valid detached signature of ``data`` made by
+    the key pinned by ``fingerprint`` (``key`` must hold that key and no other)."""
+    problem = pinned_key_problem(key, fingerprint)
+    if problem is not None:
+        raise SignatureError(problem)
+    signed = verify_detached(data, signature, key)
+    if signed.fingerprint != fingerprint:
+        raise SignatureError(f"signed by key {signed.fingerprint}, not by the pinned {fingerprint}")
 
 
 def verify_inrelease(inrelease: bytes, keyring: bytes) -> Signed:
@@ -235,6 +292,11 @@ class BundleSigner:
     def public_key(self) -> bytes:
         """The public key as a binary keyring (what ``signed-by`` names)."""
         return self._gpg(["--export"])
+
+    def fingerprint(self) -> str:
+        """The primary key fingerprint of the key made for this build."""
+        [fingerprint] = primary_fingerprints(self.public_key())
+        return fingerprint
 
     def public_key_armored(self) -> bytes:
         """The public key ASCII-armored (what dnf's ``gpgkey=`` imports)."""

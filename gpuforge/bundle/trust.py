@@ -3,9 +3,12 @@
 In: ``signed_index`` fetches a flat repository's ``Packages`` index only together with its
 ``InRelease`` (or ``Release`` + ``Release.gpg``) and the repository key, checks the signature
 (and, from upstream, the key's cited fingerprint) and the index's SHA256 against the signed
-text. Out: ``sign_repositories`` writes each bundled repository's ``InRelease`` signed by a key
-made for the build and the public key at ``apt/gpuforge-bundle.gpg``, keeping both as they are
-when nothing they cover changed (a re-run with no change rewrites nothing).
+text. Every repository key must first be exactly the key pinned for it (``need.fingerprint``:
+upstream's cited fingerprint, or the one the spec pins for a re-signing mirror), a key served
+beside a mirror is never trusted for being there. Out: ``sign_repositories`` writes each bundled
+repository's ``InRelease`` signed by a key made for the build and the public key at
+``apt/gpuforge-bundle.gpg``; ``signed_by_pinned_key`` says when a re-run may keep both as they
+are (the key is the operator's pinned one and nothing it covers changed).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuforge.bundle.fetch import Fetcher, FetchError, decode_index
+from gpuforge.bundle.layout import MANIFEST, MANIFEST_SIG
 from gpuforge.bundle.needs import RepoNeed
 from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
 from gpuforge.bundle.signing import (
@@ -26,9 +30,11 @@ from gpuforge.bundle.signing import (
     Signed,
     check_index,
     inrelease_problem,
+    pinned_key_problem,
     release_text,
     verify_detached,
     verify_inrelease,
+    verify_pinned,
 )
 
 
@@ -74,14 +80,22 @@ def _signed_release(fetcher: Fetcher, base: str, keyring: bytes) -> Signed:
 def repository_key(fetcher: Fetcher, need: RepoNeed, keys: dict[str, bytes]) -> tuple[str, str, bytes]:
     """(the repository's base URL, its key's URL, the key file); ``keys`` caches key files by URL.
 
-    Raises FetchError, or UntrustedIndex when no key is known for the repository.
+    The key file must hold exactly the key pinned for the repository (``need.fingerprint``:
+    upstream's cited one, or a mirror's pinned one) before it checks anything: a key served
+    beside a mirror is not trusted for being there. Raises FetchError, or UntrustedIndex when
+    no key is known or pinned for the repository, or the key is not the pinned one.
     """
     assert need.url is not None
     base = need.url.rstrip("/")
     if need.key_url is None:
         raise UntrustedIndex(base, "no signing key is known for this repository")
+    if need.fingerprint is None:
+        raise UntrustedIndex(need.key_url, "no fingerprint is pinned for this repository's key")
     if need.key_url not in keys:
         keys[need.key_url] = fetcher.small(need.key_url, 1 << 20)
+    problem = pinned_key_problem(keys[need.key_url], need.fingerprint)
+    if problem is not None:
+        raise UntrustedIndex(need.key_url, f"the repository key file {problem}")
     return base, need.key_url, keys[need.key_url]
 
 
@@ -150,34 +164,52 @@ def _current(out: Path, repos: list[str], rpm_repos: list[str]) -> bool:
     )
 
 
+def signed_by_pinned_key(out: Path, repos: list[str], rpm_repos: list[str], fingerprint: str | None) -> bool:
+    """May a build keep the bundle's key and repository signatures as they are?
+
+    Only when the key is the one the operator pinned (``fingerprint``) and its signatures still
+    cover the indexes: a key someone else put in the bundle is never kept, whatever it signed.
+    """
+    key = out / BUNDLE_KEY
+    if fingerprint is None or not key.is_file():
+        return False
+    return pinned_key_problem(key.read_bytes(), fingerprint) is None and _current(out, repos, rpm_repos)
+
+
+def manifest_signed_by(out: Path, fingerprint: str) -> bool:
+    """Does ``manifest.json.asc`` verify ``manifest.json`` with the pinned bundle key?"""
+    try:
+        verify_pinned(
+            (out / MANIFEST).read_bytes(),
+            (out / MANIFEST_SIG).read_bytes(),
+            (out / BUNDLE_KEY).read_bytes(),
+            fingerprint,
+        )
+    except (OSError, SignatureError):
+        return False
+    return True
+
+
 def sign_repositories(
+    signer: BundleSigner,
     out: Path,
     repos: list[str],
-    bundle_name: str,
-    write: Callable[[str, bytes], None],
+    write: Callable[[str, bytes], object],
     rpm_repos: list[str] | None = None,
-) -> str:
-    """Sign every bundled repository: apt (``apt/<kind>`` with a ``Packages``: ``InRelease``) and
-    rpm-md (``rpm/<kind>``: ``repodata/repomd.xml.asc``); the key's fingerprint.
+) -> None:
+    """Write the bundle key and sign every bundled repository with ``signer``'s key: apt
+    (``apt/<kind>`` with a ``Packages``: ``InRelease``) and rpm-md (``rpm/<kind>``:
+    ``repodata/repomd.xml.asc``).
 
-    ``write(rel, data)`` writes one bundle file atomically. When the existing keys and
-    signatures still cover the indexes nothing is written; otherwise a new key signs all.
-    Raises SignatureError when gpg cannot sign.
+    ``write(rel, data)`` writes one bundle file atomically. The key is written even with no
+    repository: it also signs the manifest. Raises SignatureError when gpg cannot sign.
     """
     rpms = list(rpm_repos or [])
-    if not _current(out, repos, rpms):
-        with BundleSigner(f"gpuforge bundle {bundle_name}") as signer:
-            write(BUNDLE_KEY, signer.public_key())
-            if rpms:
-                write(BUNDLE_RPM_KEY, signer.public_key_armored())
-            for path in repos:
-                text = release_text(path, {"Packages": (out / path / "Packages").read_bytes()})
-                write(f"{path}/{RELEASE}", signer.clearsign(text))
-            for path in rpms:
-                write(f"{path}/{REPOMD_SIG}", signer.detach_sign((out / path / REPOMD).read_bytes()))
-    keyring = (out / BUNDLE_KEY).read_bytes()
-    if repos:
-        return verify_inrelease((out / repos[0] / RELEASE).read_bytes(), keyring).fingerprint
-    return verify_detached(
-        (out / rpms[0] / REPOMD).read_bytes(), (out / rpms[0] / REPOMD_SIG).read_bytes(), keyring
-    ).fingerprint
+    write(BUNDLE_KEY, signer.public_key())
+    if rpms:
+        write(BUNDLE_RPM_KEY, signer.public_key_armored())
+    for path in repos:
+        text = release_text(path, {"Packages": (out / path / "Packages").read_bytes()})
+        write(f"{path}/{RELEASE}", signer.clearsign(text))
+    for path in rpms:
+        write(f"{path}/{REPOMD_SIG}", signer.detach_sign((out / path / REPOMD).read_bytes()))

@@ -1,10 +1,18 @@
-"""Re-check a bundle against its manifest (nothing unverified is pushed to a node).
+"""Re-check a bundle against the key the operator pinned (nothing unverified is pushed to a node).
+
+Trust comes from outside the bundle: the operator pins the fingerprint of the key
+``gpuforge bundle`` signed it with (``--fingerprint``, ``sources.bundle_fingerprint``). The
+bundle's key file must hold exactly that key before it is used; ``manifest.json.asc`` must verify
+``manifest.json`` with it; only then is the manifest read, and every file is checked against it:
+so a bundle folder anyone can write cannot vouch for itself by rewriting its manifest or
+re-signing it with a key of its own.
 
 Every entry of the bundle tree is looked at without following links (``lstat``): only
 directories and regular files may be there (a symlink to ``/dev/zero`` or to a control-host
 file, a FIFO, a dangling link are refused), every file under ``apt/``, ``rpm/`` and
-``artifacts/`` must be listed, and every listed file must have its size and sha256. A
-malformed manifest is a problem to report, never a crash.
+``artifacts/`` must be listed, and every listed file must have its size and sha256. The
+repositories' signatures must be by the same pinned key. A malformed manifest is a problem to
+report, never a crash.
 """
 
 from __future__ import annotations
@@ -17,9 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.bundle.fetch import hash_file
-from gpuforge.bundle.layout import FORMAT, MANIFEST, PARTIAL
+from gpuforge.bundle.layout import FORMAT, MANIFEST, MANIFEST_SIG, PARTIAL
 from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
-from gpuforge.bundle.signing import BUNDLE_KEY, BUNDLE_RPM_KEY, RELEASE, dearmor, inrelease_problem
+from gpuforge.bundle.signing import (
+    BUNDLE_KEY,
+    BUNDLE_RPM_KEY,
+    RELEASE,
+    SignatureError,
+    dearmor,
+    inrelease_problem,
+    verify_pinned,
+)
 from gpuforge.bundle.trust import repomd_problem
 
 #: Folders pushed to nodes: nothing in them may be unlisted.
@@ -62,20 +78,16 @@ def _tree_problems(out: Path) -> tuple[list[str], dict[str, int]]:
     return problems, files
 
 
-def _signature_problems(out: Path, files: dict[str, int]) -> list[str]:
-    """Every apt repository's InRelease must verify with the bundle key and cover its Packages;
-    every rpm repository's repomd.xml.asc must verify with it (repomd.xml lists each file's checksum)."""
+def _signature_problems(out: Path, files: dict[str, int], keyring: bytes) -> list[str]:
+    """Every apt repository's InRelease must verify with the pinned bundle key (``keyring``) and
+    cover its Packages; every rpm repository's repomd.xml.asc must verify with it (repomd.xml lists
+    each file's checksum), and dnf's armored copy of the key must be that same key."""
     repos = sorted(rel.rsplit("/", 1)[0] for rel in files if rel.startswith("apt/") and rel.endswith("/Packages"))
     rpm_repos = sorted(
         rel.removesuffix(f"/{REPOMD}") for rel in files if rel.startswith("rpm/") and rel.endswith(f"/{REPOMD}")
     )
-    if not repos and not rpm_repos:
-        return []
-    if BUNDLE_KEY not in files:
-        return [f"{BUNDLE_KEY}: missing (nodes check the repositories' signatures with it)"]
     if rpm_repos and BUNDLE_RPM_KEY not in files:
         return [f"{BUNDLE_RPM_KEY}: missing (dnf checks the rpm repositories' signatures with it)"]
-    keyring = (out / BUNDLE_KEY).read_bytes()
     problems = [(f"{path}/{RELEASE}", inrelease_problem(out, path, keyring)) for path in repos]
     problems += [(f"{path}/{REPOMD_SIG}", repomd_problem(out, path, keyring)) for path in rpm_repos]
     if rpm_repos and dearmor((out / BUNDLE_RPM_KEY).read_bytes()) != dearmor(keyring):
@@ -83,15 +95,64 @@ def _signature_problems(out: Path, files: dict[str, int]) -> list[str]:
     return [f"{rel}: {why}" for rel, why in problems if why is not None]
 
 
-def verify_bundle(bundle_dir: str | Path) -> list[str]:
-    """Problems of a bundle against its manifest (empty: every file is there, intact, listed)."""
-    out = Path(bundle_dir)
+def _read_regular(path: Path) -> bytes:
+    """A regular file's bytes, never through a symbolic link (OSError otherwise); a FIFO does not block."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError("not a regular file")
+        return f.read()
+
+
+def anchored_manifest(out: Path, fingerprint: str) -> tuple[bytes, bytes] | str:
+    """(manifest.json's bytes, the bundle key) once the manifest's signature verifies with the key
+    pinned by ``fingerprint``; else why not. Nothing in the bundle is believed before this."""
+    read: dict[str, bytes] = {}
+    for rel in (BUNDLE_KEY, MANIFEST, MANIFEST_SIG):
+        try:
+            read[rel] = _read_regular(out / rel)
+        except OSError as e:
+            return (
+                f"{out / rel}: cannot read it as a regular file ({e.strerror or e}); 'gpuforge bundle' writes it "
+                "(a bundle made before gpuforge signed its manifest: run gpuforge bundle again)"
+            )
+    key, manifest, signature = read[BUNDLE_KEY], read[MANIFEST], read[MANIFEST_SIG]
     try:
-        manifest = json.loads((out / MANIFEST).read_text())
+        verify_pinned(manifest, signature, key, fingerprint)
+    except SignatureError as e:
+        return (
+            f"{MANIFEST_SIG}: the manifest is not signed by the pinned bundle key {fingerprint} ({e}): "
+            "the bundle was changed or re-signed since it was made, or the pin is not this bundle's"
+        )
+    return manifest, key
+
+
+#: What ``verify_bundle`` says when no fingerprint is pinned.
+NOT_ANCHORED = (
+    "not anchored: no pinned key fingerprint (pass --fingerprint, or set sources.bundle_fingerprint, to the "
+    "fingerprint 'gpuforge bundle' printed): the bundle's own manifest and key cannot vouch for it"
+)
+
+
+def verify_bundle(bundle_dir: str | Path, fingerprint: str | None = None) -> list[str]:
+    """Problems of a bundle (empty: signed by the pinned key, every file there, intact, listed).
+
+    ``fingerprint`` is the bundle key the operator pinned (40 hex digits); without one the
+    bundle is not verified at all (one problem, ``NOT_ANCHORED``), never taken at its word.
+    """
+    out = Path(bundle_dir)
+    if fingerprint is None:
+        return [NOT_ANCHORED]
+    anchored = anchored_manifest(out, fingerprint)
+    if isinstance(anchored, str):
+        return [anchored]
+    raw, keyring = anchored
+    try:
+        manifest = json.loads(raw)
         entries = manifest["files"]
         if not isinstance(entries, list):
             raise TypeError("files is not a list")
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError) as err:
         return [f"{out / MANIFEST}: cannot read the manifest ({err})"]
     if manifest.get("format") != FORMAT:
         return [
@@ -99,6 +160,19 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
             "(run gpuforge bundle again to rebuild it)"
         ]
     problems, files = _tree_problems(out)
+    problems += _listing_problems(out, entries, files)
+    if not problems:
+        problems += _signature_problems(out, files, keyring)
+    if (out / PARTIAL).exists():
+        problems.append(f"{PARTIAL}/: an interrupted run left partial downloads")
+    if not manifest.get("complete", False):
+        problems.append(f"the manifest records an incomplete bundle ({len(manifest.get('missing', []))} missing)")
+    return problems
+
+
+def _listing_problems(out: Path, entries: list[Any], files: dict[str, int]) -> list[str]:
+    """Each listed file present with its size and sha256; nothing pushed to nodes unlisted."""
+    problems: list[str] = []
     listed: set[str] = set()
     for i, e in enumerate(entries):
         bad = manifest_entry_problem(i, e)
@@ -116,10 +190,4 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
     for rel in sorted(files):
         if rel.split("/", 1)[0] in PUSHED and rel not in listed:
             problems.append(f"{rel}: not in the manifest (it would be pushed to the nodes unchecked)")
-    if not problems:
-        problems += _signature_problems(out, files)
-    if (out / PARTIAL).exists():
-        problems.append(f"{PARTIAL}/: an interrupted run left partial downloads")
-    if not manifest.get("complete", False):
-        problems.append(f"the manifest records an incomplete bundle ({len(manifest.get('missing', []))} missing)")
     return problems

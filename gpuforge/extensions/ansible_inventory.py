@@ -4,6 +4,12 @@ The same connection settings as gpuforge's own deploys: the spec's SSH user, por
 host-key checking ON (``StrictHostKeyChecking=yes`` with the spec's known_hosts), privilege
 through ``become`` for a non-root user with ``ssh.sudo``. Group names are Ansible-safe
 (``role_compute``, ``group_gpu``: the same names gpuforge's pyinfra inventory uses).
+
+Ansible templates every string of an inventory it reads, so a ``{{ lookup('pipe', ...) }}`` in a
+host variable would run on the control host. Every string variable is written as
+``{"__ansible_unsafe": value}``, the JSON form of Ansible's unsafe text (what
+``ansible-inventory --list`` itself writes for ``!unsafe`` values; ansible/ansible#82999): it is
+used as it is and never templated. Host and group names (the keys) are spec names, never templated.
 """
 
 from __future__ import annotations
@@ -17,6 +23,32 @@ from gpuforge.probes.vagrant import VagrantHost
 from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node
+
+#: The JSON key Ansible's loader reads as "this string is unsafe: never template it".
+UNSAFE_KEY = "__ansible_unsafe"
+
+
+def unsafe(value: Any) -> Any:
+    """``value`` with every string in it marked unsafe for Ansible (``{"__ansible_unsafe": s}``);
+    numbers, booleans and None as they are."""
+    if isinstance(value, str):
+        return {UNSAFE_KEY: value}
+    if isinstance(value, dict):
+        return {k: unsafe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [unsafe(v) for v in value]
+    return value
+
+
+def unwrapped(value: Any) -> Any:
+    """``value`` with :func:`unsafe`'s marks taken off again (what Ansible's variables hold)."""
+    if isinstance(value, dict):
+        if set(value) == {UNSAFE_KEY}:
+            return value[UNSAFE_KEY]
+        return {k: unwrapped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrapped(v) for v in value]
+    return value
 
 
 def role_group(role_value: str) -> str:
@@ -78,13 +110,14 @@ def _host_vars(spec: Spec, node: Node, vagrant: Mapping[str, VagrantHost]) -> di
 def ansible_inventory(
     spec: Spec, limit: list[str] | None = None, vagrant: Mapping[str, VagrantHost] | None = None
 ) -> dict[str, Any]:
-    """The YAML/JSON inventory (``all: {hosts, vars, children}``) of the nodes in ``limit`` (all: None)."""
+    """The JSON inventory (``all: {hosts, vars, children}``) of the nodes in ``limit`` (all: None);
+    every string variable marked unsafe (:func:`unsafe`), so Ansible never templates a spec value."""
     hosts: dict[str, dict[str, Any]] = {}
     children: dict[str, dict[str, Any]] = {}
     for node in resolve_nodes(spec):
         if limit is not None and node.name not in limit:
             continue
-        hosts[node.name] = _host_vars(spec, node, vagrant or {})
+        hosts[node.name] = unsafe(_host_vars(spec, node, vagrant or {}))
         for name in [*(role_group(r.value) for r in sorted(node.roles)), node_group(node.group)]:
             children.setdefault(name, {"hosts": {}})["hosts"][node.name] = None
     all_vars: dict[str, Any] = {
@@ -95,4 +128,4 @@ def ansible_inventory(
     }
     if spec.ssh.user != "root":
         all_vars["ansible_become_method"] = "sudo"
-    return {"all": {"hosts": hosts, "vars": all_vars, "children": dict(sorted(children.items()))}}
+    return {"all": {"hosts": hosts, "vars": unsafe(all_vars), "children": dict(sorted(children.items()))}}

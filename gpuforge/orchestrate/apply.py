@@ -45,7 +45,8 @@ def preflight(spec: Spec, spec_path: str | Path) -> None:
     elif bundle is not None and spec.sources.mode is SourceMode.OFFLINE:
         from gpuforge.bundle.verify import verify_bundle
 
-        for problem in verify_bundle(bundle)[:10]:  # nothing unverified is pushed to a node
+        # Nothing unverified is pushed to a node; the bundle is trusted only through the pinned key.
+        for problem in verify_bundle(bundle, spec.sources.bundle_fingerprint)[:10]:
             issues.append(SpecIssue(("sources", "bundle_dir"), f"bundle {spec.sources.bundle_dir}: {problem}"))
     if spec.site.ansible:
         from gpuforge.extensions.ansible_run import AnsibleMissing, ansible_playbook_binary

@@ -2,12 +2,15 @@
 
 Runs the same deploys as apply in dry-run mode (facts are read, nothing is changed),
 and lists spec fields changed since the last successful apply with their update policy.
-Secrets are never shown: secret files appear as "secret content (not shown)".
+Secrets are never shown: secret files appear as "secret content (not shown)", and a file that
+holds credentials from the spec (alertmanager.yml's webhook URLs) is diffed through its
+``redact``; every diff, step and error also passes :func:`redact_url_credentials`, so neither the
+text nor the JSON plan shows a password in a URL.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from gpuforge.orchestrate.apply import run_deploys
 from gpuforge.orchestrate.state import RecordUnreadable, last_applied
 from gpuforge.spec import load_spec
 from gpuforge.spec.diff import FieldChange, diff_specs
+from gpuforge.spec.redact import redact_url_credentials
 
 
 @dataclass
@@ -88,12 +92,35 @@ class PlanResult:
                         console.print(Syntax(diff, "diff", theme="ansi_dark"))
 
 
+def shown_ops(ops: list[PlannedOp]) -> list[PlannedOp]:
+    """``ops`` as a plan shows them: each file's diff through the file's own ``redact`` (which hides
+    the old copy's credentials as well as the new one's), then every diff, step summary and command
+    through :func:`redact_url_credentials`."""
+    shown: list[PlannedOp] = []
+    for op in ops:
+        files = {s.upload.path: s.upload for s in op.steps if s.upload is not None}
+        diffs = {}
+        for path, diff in op.diffs.items():
+            own = files[path].redact if path in files else None
+            diffs[path] = redact_url_credentials(own(diff) if own is not None else diff)
+        steps = [
+            replace(
+                s,
+                summary=redact_url_credentials(s.summary),
+                command=None if s.command is None else redact_url_credentials(s.command),
+            )
+            for s in op.steps
+        ]
+        shown.append(PlannedOp(op.layer, steps, diffs))
+    return shown
+
+
 def plan(spec_path: str | Path, limit: str | None = None) -> PlanResult:
     spec = load_spec(spec_path)
     run = RunState(dry_run=True)
     result = run_deploys(spec_path, limit=limit, run=run)
-    hosts = {name: run.planned.get(name, []) for name in result.hosts}
-    errors = {name: h.error for name, h in result.hosts.items() if h.error}
+    hosts = {name: shown_ops(run.planned.get(name, [])) for name in result.hosts}
+    errors = {name: redact_url_credentials(h.error) for name, h in result.hosts.items() if h.error}
     try:
         old = last_applied(spec_path)
     except RecordUnreadable as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuforge.render.escape import apt_conf_string
 from gpuforge.render.files import RenderedFile, header, per_spec, render_template
 from gpuforge.render.slurm import slurm_apt_pin
 from gpuforge.spec.model import Spec
@@ -32,8 +33,8 @@ APT_PROXY = "/etc/apt/apt.conf.d/01gpuforge-proxy"
 
 
 def apt_proxy_conf(proxy: str) -> str:
-    """:data:`APT_PROXY`: every apt request through the proxy."""
-    return header("//") + f'Acquire::http::Proxy "{proxy}";\n'
+    """:data:`APT_PROXY`: every apt request through the proxy (``proxy`` as one apt.conf string)."""
+    return header("//") + f"Acquire::http::Proxy {apt_conf_string(proxy)};\n"
 
 
 #: apt's drop-in that stops translated package descriptions (the Translation-* indexes: 33 MB of

@@ -60,6 +60,10 @@ class RenderedFile:
     group: str = "root"
     secret: bool = False
     """Holds a secret: never printed or diffed; placeholders stand in for the values in plans."""
+    redact: Callable[[str], str] | None = field(default=None, compare=False)
+    """How the text is shown (plan diffs, ``render -o``) when it holds credentials from the spec:
+    a function that hides them (:mod:`gpuforge.spec.redact`), applied to the node's old copy too.
+    None: shown as it is. Never changes what is written to the node."""
 
     @property
     def data(self) -> bytes:
@@ -67,6 +71,13 @@ class RenderedFile:
         if isinstance(self.content, LocalSource):
             return Path(self.content.path).read_bytes()
         return self.content.encode() if isinstance(self.content, str) else self.content
+
+    @property
+    def shown(self) -> bytes:
+        """The content as plans and ``render -o`` show it: :attr:`redact` applied to rendered text."""
+        if self.redact is None or not isinstance(self.content, str):
+            return self.data
+        return self.redact(self.content).encode()
 
     @property
     def streamed(self) -> bool:

@@ -2,15 +2,18 @@
 queue controller's manifests): where each comes from, for the deploy and the offline bundle alike.
 
 Each is an :class:`~gpuforge.render.nvidia_sources.Artifact`: upstream URL, the site's artifacts
-mirror, or the offline bundle's ``artifacts/`` (checked against its manifest). URLs are
-:mod:`gpuforge.spec.k8s_facts`.
+mirror, or the offline bundle's ``artifacts/`` (checked against its manifest), used only once its
+sha256 is the known one (``gpuforge.spec.artifact_digests`` or the spec's ``sources.artifact_sha256``).
+URLs are :mod:`gpuforge.spec.k8s_facts`.
 """
 
 from __future__ import annotations
 
+import shlex
+
 from gpuforge.render import kubernetes as k8s
 from gpuforge.render import nvidia_sources as src
-from gpuforge.spec import k8s_facts
+from gpuforge.spec import artifact_digests, k8s_facts
 from gpuforge.spec.model import Spec
 
 
@@ -33,6 +36,40 @@ def gpu_operator_chart_artifact(spec: Spec) -> src.Artifact:
     """The chart archive (``helm fetch`` of NVIDIA's repository names it ``gpu-operator-<v>.tgz``)."""
     name = k8s_facts.gpu_operator_chart_file(spec.versions.gpu_operator)
     return src.artifact(spec, name, f"{k8s_facts.GPU_OPERATOR_REPO}/charts/{name}")
+
+
+def gpu_operator_chart_from_repository(spec: Spec, repo_url: str) -> src.Artifact:
+    """The chart archive as ``helm pull`` fetches it from a chart repository (upstream's or the
+    site's mirror), with the sha256 it must have; unavailable, saying how to pin it, when none is known."""
+    name = k8s_facts.gpu_operator_chart_file(spec.versions.gpu_operator)
+    sha = src.known_sha256(spec, name)
+    if sha is None:
+        reason = f"no sha256 is known for {name}, so gpuforge never installs it: {artifact_digests.pin_hint(name)}"
+        return src.Artifact(name, url=repo_url, reason=reason)
+    return src.Artifact(name, url=repo_url, sha256=sha)
+
+
+def chart_pull_command(chart: src.Artifact, helm: str) -> str:
+    """Shell command leaving the chart archive at ``chart.node_path``, checked before helm installs it.
+
+    ``helm pull`` from the repository ``chart.url`` lands in a directory beside its place; the archive
+    is moved into place only once its sha256 is ``chart.sha256``, else the directory is removed and
+    the command fails (the same invariant as ``nvidia_sources.fetch_command``).
+    """
+    if not chart.available or chart.sha256 is None or chart.url is None:
+        raise ValueError(f"{chart.name}: {chart.reason or 'no known sha256'}")
+    part = f"{chart.node_path}.part.d"
+    pulled = f"{part}/{chart.name}"
+    refused = shlex.quote(f"gpuforge: {chart.name} is not the file of sha256 {chart.sha256}: removed, not used")
+    version = chart.name.removeprefix(f"{k8s_facts.GPU_OPERATOR_CHART_NAME}-").removesuffix(".tgz")
+    remove = f"rm -rf {shlex.quote(part)}"
+    return (
+        f"install -d -m 0755 {src.DOWNLOAD_DIR} && {remove} && "
+        f"{helm} pull {k8s_facts.GPU_OPERATOR_CHART_NAME} --repo {shlex.quote(chart.url)} "
+        f"--version {shlex.quote(version)} --destination {shlex.quote(part)} && "
+        f"{{ {src.sha256_check(chart.sha256, pulled)} || {{ echo {refused} >&2; {remove}; false; }}; }} && "
+        f"mv {shlex.quote(pulled)} {shlex.quote(chart.node_path)} && {remove}"
+    )
 
 
 def queue_controller_artifact(spec: Spec) -> src.Artifact:

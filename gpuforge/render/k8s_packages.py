@@ -20,6 +20,14 @@ K8S_REPO_FILE = "/etc/yum.repos.d/gpuforge-kubernetes.repo"
 K8S_REPO_ID = "gpuforge-kubernetes"
 #: Armored, as pkgs.k8s.io serves it: apt reads ``.asc`` keyrings, so no gpg is needed on the node.
 K8S_KEYRING = "/etc/apt/keyrings/gpuforge-kubernetes.asc"
+#: The same key on RHEL nodes, where dnf's ``gpgkey=file://`` reads it: put there only once it is
+#: the pinned key, so dnf never imports a key a mirror serves (``gpgkey=<url>`` would).
+K8S_RPM_KEY = "/etc/pki/rpm-gpg/gpuforge-kubernetes.asc"
+
+
+def key_path(os_family: OsFamily) -> str:
+    """Where a node keeps pkgs.k8s.io's key (apt's ``signed-by``, dnf's ``gpgkey``)."""
+    return K8S_KEYRING if os_family.is_deb else K8S_RPM_KEY
 
 
 def kubernetes_repo(spec: Spec, os_family: OsFamily) -> src.Repo:
@@ -55,7 +63,8 @@ def apt_pin(version: str) -> str:
 
 
 def dnf_repo_file(repo: src.Repo) -> str:
-    """``/etc/yum.repos.d/gpuforge-kubernetes.repo``: upstream's file, with our repo id.
+    """``/etc/yum.repos.d/gpuforge-kubernetes.repo``: upstream's file, with our repo id and the key
+    the kubernetes layer put in place once it was the pinned one (``K8S_RPM_KEY``).
 
     ``exclude=`` keeps ``dnf upgrade`` off the Kubernetes packages; gpuforge installs them
     naming the repository in ``--disableexcludes`` (install-kubeadm, Red Hat-based).
@@ -67,7 +76,7 @@ def dnf_repo_file(repo: src.Repo) -> str:
         key = f"file://{src.BUNDLE_ON_NODE}/{src.BUNDLE_RPM_KEY_FILE}"
         lines += [f"baseurl=file://{repo.url}", "enabled=1", "repo_gpgcheck=1", "gpgcheck=0", f"gpgkey={key}"]
     else:
-        lines += [f"baseurl={repo.url}/", "enabled=1", "gpgcheck=1", f"gpgkey={repo.key_url}"]
+        lines += [f"baseurl={repo.url}/", "enabled=1", "gpgcheck=1", f"gpgkey=file://{K8S_RPM_KEY}"]
     lines.append(f"exclude={' '.join(facts.RPM_EXCLUDE)}")
     return "\n".join(lines) + "\n"
 

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.render.alert_rules import alert_rules
+from gpuforge.render.escape import systemd_exec
 from gpuforge.render.files import TEMPLATES_DIR, RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.health import HEALTH_PROGRAM, wants_health
 from gpuforge.render.nvidia import dump_yaml, host_dcgm_exporter
 from gpuforge.spec.model import Role, Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
+from gpuforge.spec.redact import redact_webhook_urls
 
 PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
 PROMETHEUS_DEFAULTS = "/etc/default/prometheus"
@@ -236,13 +238,13 @@ def first_run_s(node_name: str, unit: str, interval: int) -> int:
     return 10 + int.from_bytes(digest[:4], "big") % interval
 
 
-def _timer_files(spec: Spec, node: Node, unit: str, description: str, command: str) -> list[RenderedFile]:
+def _timer_files(spec: Spec, node: Node, unit: str, description: str, argv: list[str]) -> list[RenderedFile]:
     interval = spec.monitoring.slurm_collector_interval
     service = render_template(
         "monitoring/collector.service.j2",
         header=_header(),
         description=description,
-        command=command,
+        command=systemd_exec(argv),
         timeout=max(interval - 5, 5),
     )
     timer = render_template(
@@ -297,25 +299,29 @@ def slurm_metrics_program() -> bytes:
 def monitoring_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
     """node-exporter arguments and collector timers on every node; Prometheus, rules,
     Alertmanager and dashboards on monitoring nodes."""
-    del secrets  # no secrets in this layer (webhook URLs are kept 0640 all the same)
+    del secrets  # none from the store; webhook URLs are credentials: 0640, and shown cut (redact_webhook_urls)
     mon = spec.monitoring
     files: list[RenderedFile] = []
     if mon.node_exporter:
         files.append(RenderedFile(NODE_EXPORTER_DEFAULTS, node_exporter_defaults(spec)))
     args = slurm_metrics_args(spec, node)
     if args is not None:
-        command = f"/usr/bin/python3 {SLURM_METRICS_PROGRAM} {' '.join(args)}"
+        command = ["/usr/bin/python3", SLURM_METRICS_PROGRAM, *args]
         files.append(RenderedFile(SLURM_METRICS_PROGRAM, slurm_metrics_program(), mode="0755"))
         files += _timer_files(spec, node, SLURM_METRICS_UNIT, "gpuforge Slurm metrics for node-exporter", command)
     if health_metrics(spec, node):
-        command = f"{HEALTH_PROGRAM} --no-slurm --prom {TEXTFILE_DIR}/gpuforge-health.prom"
+        command = [HEALTH_PROGRAM, "--no-slurm", "--prom", f"{TEXTFILE_DIR}/gpuforge-health.prom"]
         files += _timer_files(spec, node, HEALTH_METRICS_UNIT, "gpuforge health checks for node-exporter", command)
     if mon.prometheus and node.has(Role.MONITORING):
         files.append(RenderedFile(PROMETHEUS_CONFIG, prometheus_yml(spec)))
         files.append(RenderedFile(PROMETHEUS_DEFAULTS, prometheus_defaults(spec)))
         files.append(RenderedFile(PROMETHEUS_RULES, prometheus_rules(spec)))
         if mon.alertmanager:
-            files.append(RenderedFile(ALERTMANAGER_CONFIG, alertmanager_yml(spec), mode="0640", group="prometheus"))
+            files.append(
+                RenderedFile(
+                    ALERTMANAGER_CONFIG, alertmanager_yml(spec), "0640", group="prometheus", redact=redact_webhook_urls
+                )
+            )
             files.append(RenderedFile(ALERTMANAGER_DEFAULTS, alertmanager_defaults(spec)))
         files += [RenderedFile(f"{DASHBOARD_DIR}/{name}.json", dashboard(spec, name)) for name in dashboard_names()]
     return files

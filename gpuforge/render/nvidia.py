@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from gpuforge.render.escape import systemd_exec, systemd_word
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.spec.dcgm import DCGM_DEFAULT_COUNTERS, DcgmCounter, dcgm_counter
 from gpuforge.spec.gpus import GpuModel
@@ -268,9 +269,9 @@ def mig_manager_dropin(selected: str, cdi: bool = False) -> str:
     return render_template(
         "nvidia/nvidia-mig-manager.conf.j2",
         header=_header(),
-        config_file=MIG_CONFIG,
-        selected=selected,
-        cdi_spec=CDI_SPEC if cdi else None,
+        config_env=systemd_word(f"MIG_PARTED_CONFIG_FILE={MIG_CONFIG}", quoted=True),
+        selected_env=systemd_word(f"MIG_PARTED_SELECTED_CONFIG={selected}", quoted=True),
+        cdi_generate=systemd_exec(["/usr/bin/nvidia-ctk", "cdi", "generate", f"--output={CDI_SPEC}"]) if cdi else None,
     )
 
 
@@ -311,7 +312,7 @@ def dcgm_exporter_unit(spec: Spec) -> str:
         "nvidia/dcgm-exporter.service.j2",
         header=_header(),
         hostengine=spec.dcgm.enabled,
-        exec_start=" ".join(dcgm_exporter_argv(spec)),
+        exec_start=systemd_exec(dcgm_exporter_argv(spec)),
     )
 
 

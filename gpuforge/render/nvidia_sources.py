@@ -12,6 +12,12 @@ The spec's ``sources.mode`` decides, for each kind of source:
 The OS archive (Debian's ``non-free`` driver, build tools, containerd) always comes from the
 node's own apt sources, reached through ``sources.apt_proxy`` when one is set.
 
+Release files (``Artifact``) are fetched over https from upstream (a site mirror may be http) and
+used only once their sha256 is the one known beforehand (``known_sha256``: the cited table
+``gpuforge.spec.artifact_digests`` or the spec's ``sources.artifact_sha256``): the node checks it
+before moving a download into place (``fetch_command``); a release file with no known sha256 is
+never fetched, in any mode, and its step says how to pin it.
+
 Offline bundle layout (``<bundle_dir>/``): ``artifacts/<file name>`` for release files
 (enroot packages, the pyxis tarball, dcgm-exporter, cuda-keyring) and flat package
 repositories ``apt/<repo>/`` (``Packages`` index + ``.deb`` files) or ``rpm/<repo>/``
@@ -30,6 +36,7 @@ from functools import cache
 
 from gpuforge.render.aptsources import parse_apt_sources
 from gpuforge.render.files import LocalSource
+from gpuforge.spec import artifact_digests
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import OsFamily, SourceMode, Spec
 
@@ -61,10 +68,6 @@ BUNDLE_KEYRING = "/etc/apt/keyrings/gpuforge-bundle.gpg"
 BUNDLE_KEY_FILE = "apt/gpuforge-bundle.gpg"
 BUNDLE_RPM_KEY_FILE = "rpm/gpuforge-bundle.asc"  # the same key armored, for dnf
 DOWNLOAD_DIR = "/var/lib/gpuforge/downloads"
-
-# Checksums of release files gpuforge knows (file name -> sha256). A download whose name is
-# listed is verified; offline files are compared by checksum with the control host's copy.
-KNOWN_SHA256: dict[str, str] = {}
 
 CUDA_REPO = "nvidia-cuda"
 CONTAINER_REPO = "nvidia-container"
@@ -384,19 +387,33 @@ def version_matches(installed: str | None, version: str) -> bool:
 # --------------------------------------------------------------------------- artifacts
 
 
+#: What stands in for a digest of cuda-keyring: the key it carries is checked before it is trusted.
+CUDA_KEYRING_CHECK = "the key it carries, moved into place only once its fingerprint is the pinned one"
+
+
 @dataclass(frozen=True)
 class Artifact:
-    """A release file: fetched on the node from ``url``, or pushed from ``local`` (offline)."""
+    """A release file: fetched on the node from ``url``, or pushed from ``local`` (offline).
+
+    Invariant: ``available`` needs a source, no ``reason`` and a ``sha256`` (or ``verified_by``: the
+    check that stands in for one, where gpuforge checks what the file carries instead), so nothing
+    unchecked is ever fetched or pushed. ``artifact()`` gives every release file whose sha256 it does
+    not know a ``reason`` naming the file and how to pin its sha256.
+    """
 
     name: str
     url: str | None = None
     local: str | None = None
     sha256: str | None = None
     reason: str | None = None
+    verified_by: str | None = None
+    sha256_from: str | None = None
+    """Where ``sha256`` is known from (``digest_source``), for the bundle's manifest."""
 
     @property
     def available(self) -> bool:
-        return self.url is not None or self.local is not None
+        has_source = self.url is not None or self.local is not None
+        return self.reason is None and has_source and (self.sha256 is not None or self.verified_by is not None)
 
     @property
     def node_path(self) -> str:
@@ -433,37 +450,78 @@ def _regular_file(path: str) -> bool:
         return False
 
 
+def known_sha256(spec: Spec, name: str) -> str | None:
+    """The sha256 the release file ``name`` must have: the spec's pin (``sources.artifact_sha256``),
+    else the cited table (``gpuforge.spec.artifact_digests``); None when neither knows it."""
+    pinned = spec.sources.artifact_sha256.get(name)
+    if pinned is not None:
+        return pinned
+    known = artifact_digests.known_digest(name)
+    return known.sha256 if known is not None else None
+
+
+def digest_source(spec: Spec, name: str) -> str | None:
+    """Where ``known_sha256`` of ``name`` comes from, in words (None: it is not known)."""
+    if name in spec.sources.artifact_sha256:
+        return "pinned in the spec (sources.artifact_sha256)"
+    known = artifact_digests.known_digest(name)
+    if known is None:
+        return None
+    return f"gpuforge's table: {artifact_digests.SOURCES[known.source].title} at {known.commit}"
+
+
+def _unavailable(name: str, sha: str | None, why: str, sha_from: str | None = None) -> Artifact:
+    """An artifact with no source; the reason also says how to pin its sha256 when none is known."""
+    if sha is None:
+        why += f"; and {artifact_digests.pin_hint(name)}"
+    return Artifact(name, sha256=sha, reason=why, sha256_from=sha_from)
+
+
+def _no_digest(name: str, url: str | None = None) -> Artifact:
+    reason = f"no sha256 is known for {name}, so gpuforge never uses it: {artifact_digests.pin_hint(name)}"
+    return Artifact(name, url=url, reason=reason)
+
+
+def _bundled_artifact(spec: Spec, name: str, sha: str | None) -> Artifact:
+    """Offline: the bundle's ``artifacts/<name>``, pushed only when it is a regular file that the
+    bundle's manifest lists with the known sha256 (the node checks the pushed file against it too)."""
+    bundle = os.path.expanduser(spec.sources.bundle_dir or "")
+    local = os.path.join(bundle, "artifacts", name)
+    if not spec.sources.bundle_dir or not _regular_file(local):
+        return _unavailable(name, sha, f"offline mode: {local} is not in the bundle (as a regular file)")
+    listed = bundle_manifest_sha256(bundle, f"artifacts/{name}")
+    if listed is None:
+        # Never pushed unchecked: a file the manifest does not list may have been put or replaced by anyone.
+        return _unavailable(name, sha, f"offline mode: artifacts/{name} is not in the bundle's manifest")
+    if sha is None:
+        return _no_digest(name)
+    if listed != sha:
+        return Artifact(name, sha256=sha, reason=f"offline mode: the manifest's sha256 of {name} is not {sha}")
+    return Artifact(name, local=local, sha256=sha, sha256_from=digest_source(spec, name))
+
+
 def artifact(spec: Spec, name: str, upstream: str | None) -> Artifact:
-    """A release file from upstream, the artifacts mirror or the offline bundle."""
-    sha = KNOWN_SHA256.get(name)
+    """A release file from upstream (https: tests/nvidia/test_artifact_digests.py checks every
+    upstream URL), the artifacts mirror or the offline bundle, with the sha256 it must have
+    (``known_sha256``); without one it is unavailable in every mode."""
+    sha, sha_from = known_sha256(spec, name), digest_source(spec, name)
     mode = spec.sources.mode
     if mode is SourceMode.OFFLINE:
-        bundle = os.path.expanduser(spec.sources.bundle_dir or "")
-        local = os.path.join(bundle, "artifacts", name)
-        if not spec.sources.bundle_dir or not _regular_file(local):
-            return Artifact(name, sha256=sha, reason=f"offline mode: {local} is not in the bundle (as a regular file)")
-        listed = bundle_manifest_sha256(bundle, f"artifacts/{name}")
-        if listed is None:
-            # Never pushed unchecked: a file the manifest does not list may have been put or replaced by anyone.
-            return Artifact(name, sha256=sha, reason=f"offline mode: artifacts/{name} is not in the bundle's manifest")
-        if sha is not None and listed != sha:
-            return Artifact(
-                name, sha256=sha, reason=f"offline mode: the manifest's sha256 of {name} is not the known one"
-            )
-        # The node checks the pushed file against the bundle's manifest as well.
-        return Artifact(name, local=local, sha256=listed)
+        return _bundled_artifact(spec, name, sha)
     if mode is SourceMode.MIRROR:
         base = spec.sources.mirrors.artifacts
         if not base:
-            return Artifact(
-                name, sha256=sha, reason=f"mirror mode without sources.mirrors.artifacts: no source for {name}"
-            )
-        return Artifact(name, url=f"{base.rstrip('/')}/{name}", sha256=sha)
-    if upstream is None:
-        return Artifact(
-            name, sha256=sha, reason=f"{name} has no upstream download: set sources.mirrors.artifacts or use a bundle"
-        )
-    return Artifact(name, url=upstream, sha256=sha)
+            why = f"mirror mode without sources.mirrors.artifacts: no source for {name}"
+            return _unavailable(name, sha, why, sha_from)
+        url = f"{base.rstrip('/')}/{name}"
+    elif upstream is None:
+        why = f"{name} has no upstream download: set sources.mirrors.artifacts or use a bundle"
+        return _unavailable(name, sha, why, sha_from)
+    else:
+        url = upstream
+    if sha is None:
+        return _no_digest(name, url)
+    return Artifact(name, url=url, sha256=sha, sha256_from=sha_from)
 
 
 def enroot_artifacts(spec: Spec, os_family: OsFamily) -> list[Artifact]:
@@ -495,23 +553,44 @@ def dcgm_exporter_artifact(spec: Spec) -> Artifact:
     return artifact(spec, f"dcgm-exporter-{spec.versions.dcgm_exporter}-linux-amd64", None)
 
 
-def cuda_keyring_artifact(repo: Repo) -> Artifact:
-    """cuda-keyring from the CUDA repository (upstream or mirror) it signs."""
-    return Artifact(CUDA_KEYRING_DEB, url=repo.key_url, sha256=KNOWN_SHA256.get(CUDA_KEYRING_DEB))
+def cuda_keyring_artifact(repo: Repo, spec: Spec | None = None) -> Artifact:
+    """cuda-keyring from the CUDA repository (upstream or mirror) it signs.
+
+    No sha256 of it is published (``artifact_digests.UNPUBLISHED``): what gpuforge takes from it is
+    its key, which is moved into place only once its fingerprint is the pinned one
+    (``CUDA_KEYRING_CHECK``, ``gpuforge.spec.repo_keys``). A sha256 the spec pins is checked first.
+    """
+    sha = known_sha256(spec, CUDA_KEYRING_DEB) if spec is not None else None
+    return Artifact(CUDA_KEYRING_DEB, url=repo.key_url, sha256=sha, verified_by=CUDA_KEYRING_CHECK)
+
+
+def sha256_check(sha256: str, path: str) -> str:
+    """``sha256sum -c`` of one file on the node: fails (printing ``<path>: FAILED``) unless it matches."""
+    return f"echo {shlex.quote(f'{sha256}  {path}')} | sha256sum -c --quiet -"
 
 
 def fetch_command(a: Artifact) -> str:
-    """Shell command leaving ``a`` at ``a.node_path`` (downloaded, checksum verified when known)."""
+    """Shell command leaving ``a`` at ``a.node_path``, checked before anything uses it.
+
+    A download lands beside its place (``.part``) and is moved there only once its sha256 is
+    ``a.sha256``; a mismatch removes it and fails the command, so a bad file never lies where the
+    install step takes it. A pushed bundle file is checked in place. Invariant: when the command
+    succeeds, ``a.node_path`` holds the bytes of ``a.sha256`` (an artifact ``verified_by`` another
+    check and with no sha256: the bytes as served, for that check to run next). Raises ValueError
+    for an artifact that is not available.
+    """
+    if not a.available:
+        raise ValueError(f"{a.name}: {a.reason or 'no known sha256'}")
     dest = shlex.quote(a.node_path)
     if a.local is not None:
-        cmd = f"test -s {dest}"
-    elif a.url is not None:
-        cmd = (
-            f"install -d -m 0755 {DOWNLOAD_DIR} && "
-            f"curl -fsSL --retry 3 --connect-timeout 20 -o {dest}.part {shlex.quote(a.url)} && mv {dest}.part {dest}"
-        )
-    else:
-        raise ValueError(f"{a.name}: {a.reason}")
+        return f"test -s {dest}" + (f" && {sha256_check(a.sha256, a.node_path)}" if a.sha256 else "")
+    part = shlex.quote(f"{a.node_path}.part")
+    cmd = (
+        f"install -d -m 0755 {DOWNLOAD_DIR} && "
+        f"curl -fsSL --retry 3 --connect-timeout 20 -o {part} {shlex.quote(a.url or '')}"
+    )
     if a.sha256:
-        cmd += f" && echo {shlex.quote(a.sha256 + '  ' + a.node_path)} | sha256sum -c --quiet -"
-    return cmd
+        refused = shlex.quote(f"gpuforge: {a.name} is not the file of sha256 {a.sha256}: removed, not used")
+        check = sha256_check(a.sha256, f"{a.node_path}.part")
+        cmd += f" && {{ {check} || {{ echo {refused} >&2; rm -f {part}; false; }}; }}"
+    return f"{cmd} && mv {part} {dest}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from gpuforge.render.escape import slurm_conf_value
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.health import HEALTH_PROGRAM, MUNGE_KEY
 from gpuforge.spec import hostlist
@@ -166,7 +167,7 @@ def slurm_conf(spec: Spec) -> str:
         preempt_mode=s.preempt_mode.value.upper(),
         accounting=accounting,
         health=health,
-        extra=sorted(s.extra_config.items()),
+        extra=[(key, slurm_conf_value(value)) for key, value in sorted(s.extra_config.items())],
         node_lines=node_lines(spec),
         partition_lines=partition_lines(spec),
     )

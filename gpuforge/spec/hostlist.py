@@ -10,14 +10,18 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from gpuforge.spec.limits import NODES, NUMBER_DIGITS
+
 _NAME_CHARS = re.compile(r"[A-Za-z0-9-]+", re.ASCII)
 _TRAILING_NUMBER = re.compile(r"(.*?)([0-9]+)", re.ASCII)
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 #: A host name is one RFC 1123 label: it becomes a file name under ``render -o``, an ssh
 #: argument and a Slurm NodeName, so no dots, no leading '-', nothing but letters, digits, '-'.
 _HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
-#: The most names one expression may expand to, checked before anything is expanded.
-MAX_HOSTS = 100_000
+#: The most names one expression may expand to, checked before anything is expanded: no more
+#: than a spec may have nodes (``gpuforge.spec.limits``).
+MAX_HOSTS = NODES.value
+MAX_CHARS = 10_000
 
 
 class HostlistError(ValueError):
@@ -56,12 +60,13 @@ def _expand_range(body: str, expr: str) -> list[str]:
             lo, _, hi = item.partition("-")
             if not (_DIGITS.fullmatch(lo) and _DIGITS.fullmatch(hi)):
                 raise HostlistError(f"range {item!r} in hostlist {expr!r} is not numeric")
-            if int(hi) < int(lo):
+            first, last = _number(lo, expr), _number(hi, expr)
+            if last < first:
                 raise HostlistError(f"range {item!r} in hostlist {expr!r} runs backwards")
-            if int(hi) - int(lo) > 100_000:
+            if last - first >= MAX_HOSTS:
                 raise HostlistError(f"range {item!r} in hostlist {expr!r} is too large")
             width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
-            out.extend(str(n).zfill(width) for n in range(int(lo), int(hi) + 1))
+            out.extend(str(n).zfill(width) for n in range(first, last + 1))
         else:
             if not _DIGITS.fullmatch(item):
                 raise HostlistError(f"range item {item!r} in hostlist {expr!r} is not numeric")
@@ -69,19 +74,26 @@ def _expand_range(body: str, expr: str) -> list[str]:
     return out
 
 
-def _range_size(body: str) -> int:
+def _number(digits: str, expr: str) -> int:
+    """A range bound as a number, refused when longer than the number limit (before ``int``)."""
+    if len(digits) > NUMBER_DIGITS.value:
+        raise HostlistError(f"a range bound in hostlist {expr[:60]!r}: {NUMBER_DIGITS.refusal(len(digits))}")
+    return int(digits)
+
+
+def _range_size(body: str, expr: str) -> int:
     """How many names a range body (``001-064,070``) stands for; 1 per item that is no range."""
     total = 0
     for item in body.split(","):
         lo, sep, hi = item.strip().partition("-")
         if sep and _DIGITS.fullmatch(lo) and _DIGITS.fullmatch(hi):
-            total += max(0, int(hi) - int(lo) + 1)
+            total += max(0, _number(hi, expr) - _number(lo, expr) + 1)
         else:
             total += 1
     return total
 
 
-def _size(pattern: str) -> int:
+def _size(pattern: str, expr: str) -> int:
     """How many names ``pattern`` expands to, without expanding it."""
     size = 1
     rest = pattern
@@ -89,37 +101,54 @@ def _size(pattern: str) -> int:
         end = rest.find("]", start)
         if end < 0:
             break
-        size *= _range_size(rest[start + 1 : end])
+        size *= _range_size(rest[start + 1 : end], expr)
         rest = rest[end + 1 :]
     return size
 
 
+def size(expr: str) -> int:
+    """How many names ``expr`` stands for (an upper bound when it repeats names), without expanding
+    it: linear in its length, which is checked first. Raises HostlistError on an expression too
+    long or unbalanced, or a range bound over the number limit."""
+    if len(expr) > MAX_CHARS:
+        raise HostlistError(f"hostlist of {len(expr):,} characters is too long ({MAX_CHARS:,} at most)")
+    return sum(_size(part, expr) for part in split_top_level(expr.strip()))
+
+
 def _expand_one(pattern: str, expr: str) -> list[str]:
-    start = pattern.find("[")
-    if start < 0:
-        if not pattern or not _NAME_CHARS.fullmatch(pattern):
-            raise HostlistError(f"invalid host name {pattern!r} in hostlist {expr!r}")
-        return [pattern]
-    end = pattern.find("]", start)
-    prefix = pattern[:start]
-    if prefix and not _NAME_CHARS.fullmatch(prefix):
-        raise HostlistError(f"invalid host name part {prefix!r} in hostlist {expr!r}")
-    tails = _expand_one(pattern[end + 1 :], expr) if pattern[end + 1 :] else [""]
-    return [prefix + n + t for n in _expand_range(pattern[start + 1 : end], expr) for t in tails]
+    """The names of one top-level part, first bracket varying slowest (a loop: a part may hold
+    thousands of brackets)."""
+    pieces: list[list[str]] = []
+    rest = pattern
+    while (start := rest.find("[")) >= 0:
+        end = rest.find("]", start)
+        prefix = rest[:start]
+        if prefix and not _NAME_CHARS.fullmatch(prefix):
+            raise HostlistError(f"invalid host name part {prefix!r} in hostlist {expr!r}")
+        pieces.append([prefix + n for n in _expand_range(rest[start + 1 : end], expr)])
+        rest = rest[end + 1 :]
+    if rest or not pieces:
+        if not rest or not _NAME_CHARS.fullmatch(rest):
+            raise HostlistError(f"invalid host name {rest!r} in hostlist {expr!r}")
+        pieces.append([rest])
+    names = [""]
+    for piece in pieces:
+        names = [name + tail for name in names for tail in piece]
+    return names
 
 
 def expand(expr: str) -> list[str]:
     """Expand a hostlist expression into host names, keeping order and dropping repeats."""
     if not expr or not expr.strip():
         raise HostlistError("empty hostlist")
-    if len(expr) > 10_000:
-        raise HostlistError(f"hostlist of {len(expr)} characters is too long (10,000 at most)")
+    count = size(expr)
+    if count > MAX_HOSTS:
+        raise HostlistError(
+            f"hostlist {expr[:60]!r} stands for {count:,} names; {MAX_HOSTS:,} at most (the limit of {NODES.what})"
+        )
     names: list[str] = []
     seen: set[str] = set()
     parts = split_top_level(expr.strip())
-    count = sum(_size(p) for p in parts)
-    if count > MAX_HOSTS:
-        raise HostlistError(f"hostlist {expr[:60]!r} stands for {count:,} names; {MAX_HOSTS:,} at most")
     for part in parts:
         if not part:
             raise HostlistError(f"empty item in hostlist {expr!r}")

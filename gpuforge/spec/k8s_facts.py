@@ -35,6 +35,17 @@ SOURCES: dict[str, Citation] = {
         "'There's a dedicated package repository for each Kubernetes minor version'; 'anything before v1.24.0 "
         "will only be available in the Google-hosted repository' (which 'went away on March 4, 2024')",
     ),
+    "pkgs-k8s-io-key": Citation(
+        "kubernetes/kubernetes issue 128609 'K8S <= 1.27.x apt gpg key expired'; "
+        "rpm-software-management/distribution-gpg-keys keys/kubernetes/repomd.xml.key "
+        "(commit 65c3eae56c18c09e3033ea71235c86f49e9fd9c7)",
+        "https://github.com/kubernetes/kubernetes/issues/128609",
+        "'curl -fsSL https://pkgs.k8s.io/core:/stable:/v1.27/deb/Release.key > release.key; gpg release.key': "
+        "'pub rsa2048 2022-08-25 [SC] ... DE15B14486CD377B9E876E1A234654DA9A296436 uid isv:kubernetes OBS "
+        "Project <isv:kubernetes@build.opensuse.org>', the same for v1.26; the rpm repositories' repomd.xml.key "
+        "is that key too (distribution-gpg-keys, 'Add the key for pkgs.k8s.io'); kubernetes/release issue 3818: "
+        "the newer minors' Release.key verifies the older repositories (one key, renewed expiry)",
+    ),
     "kubeadm-upgrade": Citation(
         "Upgrading kubeadm clusters (content/en/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade.md)",
         f"{K8S_DOCS}/tasks/administer-cluster/kubeadm/kubeadm-upgrade/",
@@ -199,6 +210,8 @@ REPO_PATH = "core:/stable:/v{minor}/{fmt}"
 #: Signing key beside each repository (armored): deb ``Release.key``, rpm ``repodata/repomd.xml.key``.
 DEB_KEY_FILE = "Release.key"
 RPM_KEY_FILE = "repodata/repomd.xml.key"
+#: The primary key fingerprint of that key, for every minor and both formats (pkgs-k8s-io-key).
+KEY_FINGERPRINT = "DE15B14486CD377B9E876E1A234654DA9A296436"
 #: Installed on every Kubernetes node (install-kubeadm installs all three everywhere).
 PACKAGES: tuple[str, ...] = ("kubelet", "kubeadm", "kubectl")
 #: Held at the version (apt-mark hold) / excluded from dnf updates unless named.
@@ -264,9 +277,15 @@ CNI_DEFAULT_VERSIONS = {"flannel": "v0.26.1", "calico": "v3.29.1"}
 
 
 def cni_manifest(plugin: str, version: str) -> tuple[str, str]:
-    """(artifact file name, upstream URL) of a CNI plugin's manifest (flannel, calico)."""
+    """(artifact file name, upstream URL) of a CNI plugin's manifest (flannel, calico).
+
+    flannel: the manifest its release commit puts in the repository at the tag, not the release
+    asset kustomize builds from it at release time, of which no checksum is published
+    (``artifact_digests.SOURCES['flannel-manifest']``): the file at the tag has a sha256 anyone can
+    recompute from the repository.
+    """
     if plugin == "flannel":
-        url = f"https://github.com/flannel-io/flannel/releases/download/{version}/kube-flannel.yml"
+        url = f"https://raw.githubusercontent.com/flannel-io/flannel/{version}/Documentation/kube-flannel.yml"
         return f"kube-flannel-{version}.yml", url
     url = f"https://raw.githubusercontent.com/projectcalico/calico/{version}/manifests/calico.yaml"
     return f"calico-{version}.yaml", url

@@ -11,110 +11,18 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gpuforge.spec import safe_yaml
+from gpuforge.spec.bounded_read import InputFileError, read_regular_file
+from gpuforge.spec.bounds import count_problems
 from gpuforge.spec.errors import Loc, SpecError, SpecIssue
 from gpuforge.spec.extensions import missing_site_files
+from gpuforge.spec.limits import FILE_BYTES
 from gpuforge.spec.model import DRIVER_VERSION, NAME, SLURM_TIME, VERSION, Spec
+from gpuforge.spec.redact import redact_url_credentials
 from gpuforge.spec.rules import check_rules
 
-#: Limits that keep a hostile file from exhausting time or memory before it is even checked.
-MAX_SPEC_BYTES = 4 * 2**20
-MAX_DEPTH = 64
-MAX_ALIASES = 256
-MAX_EXPANDED_NODES = 1_000_000
-
-
-def _check_shape(text: str) -> None:
-    """Refuse what would blow up YAML composition or expansion: size, nesting, aliases.
-
-    Nesting is measured on the event stream (no recursion); the expanded size counts each
-    alias as often as it is used (a "billion laughs" file is a few hundred bytes).
-    """
-    if len(text.encode("utf-8", errors="replace")) > MAX_SPEC_BYTES:
-        raise _LimitError(f"the file is larger than {MAX_SPEC_BYTES // 2**20} MiB")
-    depth = aliases = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels", _line(event.start_mark))
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-        elif isinstance(event, yaml.AliasEvent):
-            aliases += 1
-            if aliases > MAX_ALIASES:
-                raise _LimitError(f"more than {MAX_ALIASES} aliases (*name)", _line(event.start_mark))
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
-    if root is not None and _expanded_size(root, {}) > MAX_EXPANDED_NODES:
-        raise _LimitError(f"its aliases expand to more than {MAX_EXPANDED_NODES:,} values", _line(root.start_mark))
-
-
-def _line(mark: Any) -> int | None:
-    return mark.line + 1 if mark is not None else None
-
-
-def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Values ``node`` stands for once every alias is expanded (memoised per node; depth <= MAX_DEPTH)."""
-    known = memo.get(id(node))
-    if known is not None:
-        return known
-    size = 1
-    if isinstance(node, yaml.MappingNode):
-        size += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        size += sum(_expanded_size(v, memo) for v in node.value)
-    memo[id(node)] = min(size, MAX_EXPANDED_NODES + 1)
-    return memo[id(node)]
-
-
-class _LimitError(Exception):
-    def __init__(self, what: str, line: int | None = None) -> None:
-        self.what, self.line = what, line
-        super().__init__(what)
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last), and keys
-    that are not scalars."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a plain value, not a list or mapping", key_node.start_mark
-                )
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice (first on line {seen[key]})", key_node.start_mark
-                )
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-def _line_map(text: str) -> dict[Loc, int]:
-    """Map each YAML path to its 1-based line number."""
-    lines: dict[Loc, int] = {}
-
-    def walk(node: yaml.Node, loc: Loc) -> None:
-        lines.setdefault(loc, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                child = (*loc, str(key.value))
-                lines[child] = key.start_mark.line + 1
-                walk(value, child)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*loc, i))
-
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return lines
-    if root is not None:
-        walk(root, ())
-    return lines
-
+#: How much of a refused value a problem repeats (the file has the rest, at the line given).
+SHOWN_CHARS = 120
 
 # Where a problem about something absent is best shown: the line that asks for it.
 _ABSENT_FALLBACK: dict[Loc, Loc] = {
@@ -173,10 +81,14 @@ PATTERN_HELP = {
 
 
 def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
-    loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "int"))))
     kind = err["type"]
+    raw: Loc = tuple(err["loc"])
+    # Drop pydantic's union branch tags ("str", "function-after[...]"); an unknown key is the file's own.
+    kept = raw[:-1] if kind == "extra_forbidden" else raw
+    loc: Loc = tuple(p for p in kept if not (isinstance(p, str) and ("[" in p or p in ("str", "int"))))
+    loc += raw[-1:] if kind == "extra_forbidden" else ()
     msg = str(err["msg"])
-    if kind == "extra_forbidden":
+    if kind == "extra_forbidden" and loc:
         parent = _model_at(loc[:-1])
         allowed = sorted(parent.model_fields) if parent else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
@@ -189,34 +101,41 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
         msg = PATTERN_HELP.get(pattern, f"must match {pattern}")
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    shown = "input" in err and not isinstance(err["input"], dict | list)
-    already = shown and (repr(err["input"]) in msg or str(err["input"]) in msg)
-    if kind not in ("extra_forbidden", "missing") and shown and not already:
-        msg = f"{msg} (got {err['input']!r})"
-    return SpecIssue(loc, msg, line=_line_for(lines, loc))
+    shown = _shown(err["input"]) if "input" in err and not isinstance(err["input"], dict | list) else None
+    if kind not in ("extra_forbidden", "missing") and shown is not None and shown not in msg:
+        msg = f"{msg} (got {shown})"
+    return SpecIssue(loc, _shorten(redact_url_credentials(msg)), line=_line_for(lines, loc))
+
+
+def _shown(value: Any) -> str | None:
+    """``repr(value)`` cut to :data:`SHOWN_CHARS` (None: it cannot be written, a number too long)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return None
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
+def _shorten(message: str) -> str:
+    """A message that repeats a long value, cut to a readable length (the line number finds the rest)."""
+    limit = 4 * SHOWN_CHARS
+    return message if len(message) <= limit else f"{message[:limit]}... (cut: {len(message):,} characters)"
 
 
 def parse_spec(text: str, filename: str | None = None, base_dir: Path | None = None) -> Spec:
     """Parse and check spec text; raise SpecError listing every problem.
 
-    Site paths (``site.*``) are relative to ``base_dir`` (default: the file's folder) and must
-    be there; text with neither (an apply record) is not checked for them.
+    Every limit (``gpuforge.spec.limits``) is checked before the work it bounds: the YAML while it
+    is parsed, the counts of nodes, accounts and partitions before any field is validated. Site
+    paths (``site.*``) are relative to ``base_dir`` (default: the file's folder) and must be there;
+    text with neither (an apply record) is not checked for them.
     """
-    try:
-        _check_shape(text)
-    except _LimitError as e:
-        raise SpecError([SpecIssue((), f"refused: {e.what}", line=e.line)], filename) from None
-    except yaml.YAMLError:
-        pass  # reported with its line below
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise SpecError([SpecIssue((), f"not valid YAML: {getattr(e, 'problem', e)}", line=line)], filename) from None
+    data, lines = _parse_yaml(text, filename)
     if not isinstance(data, dict):
         raise SpecError([SpecIssue((), "a spec is a YAML mapping with at least 'cluster' and 'node_groups'")], filename)
-    lines = _line_map(text)
+    over = count_problems(data)
+    if over:
+        raise SpecError([SpecIssue(loc, msg, line=_line_for(lines, loc)) for loc, msg in over], filename)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as e:
@@ -232,6 +151,22 @@ def parse_spec(text: str, filename: str | None = None, base_dir: Path | None = N
     return spec
 
 
+def _parse_yaml(text: str, filename: str | None) -> tuple[Any, dict[Loc, int]]:
+    """The YAML data of ``text`` and each path's line; a SpecError for text over a limit or not YAML."""
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > FILE_BYTES.value:
+        raise SpecError([SpecIssue((), FILE_BYTES.refusal(size))], filename)
+    try:
+        return safe_yaml.load(text)
+    except safe_yaml.LimitError as e:
+        raise SpecError([SpecIssue((), e.message, line=e.line)], filename) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = _shorten(redact_url_credentials(str(getattr(e, "problem", None) or e)))
+        raise SpecError([SpecIssue((), f"not valid YAML: {problem}", line=line)], filename) from None
+
+
 def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:
     seen: set[tuple[Loc, str]] = set()
     out = []
@@ -243,17 +178,24 @@ def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Load and check a spec file."""
-    p = Path(path)
+    """Load and check a spec file (a regular file within the size limit, read only then)."""
+    return parse_spec(read_spec_text(path), str(path))
+
+
+def read_spec_text(path: str | Path) -> str:
+    """The UTF-8 text of a spec file, or a SpecError: only a regular file within the size limit is
+    read, both checked on the opened file first (``/dev/zero`` is never read, a FIFO never waited on)."""
     try:
-        if p.is_file() and p.stat().st_size > MAX_SPEC_BYTES:
-            raise SpecError([SpecIssue((), f"refused: the file is larger than {MAX_SPEC_BYTES // 2**20} MiB")], str(p))
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError([SpecIssue((), f"cannot read spec file: {e.strerror}")], str(path)) from None
+        data = read_regular_file(path, FILE_BYTES)
+    except InputFileError as e:
+        why = (
+            e.why if e.why.startswith("refused") else f"cannot read spec file: {e.why.removeprefix('cannot read it: ')}"
+        )
+        raise SpecError([SpecIssue((), why)], str(path)) from None
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SpecError([SpecIssue((), f"not a UTF-8 text file (byte {e.start}: {e.reason})")], str(path)) from None
-    return parse_spec(text, str(path))
 
 
 def spec_json_schema() -> dict[str, Any]:

@@ -9,8 +9,8 @@ other live in ``rules.py`` so that all problems of a file are reported together.
 
 from __future__ import annotations
 
-import ipaddress
 import re
+from collections import Counter
 from enum import StrEnum
 from functools import cached_property
 from typing import Literal
@@ -19,19 +19,30 @@ from pydantic import ConfigDict, field_validator, model_validator
 
 from gpuforge.spec import hostlist
 from gpuforge.spec.dcgm import dcgm_counter
+from gpuforge.spec.digest_types import ArtifactFileName, Sha256
 from gpuforge.spec.extensions import Site
 from gpuforge.spec.gpus import GPU_MODELS
+from gpuforge.spec.openpgp import Fingerprint
 from gpuforge.spec.policy import live, rebuild, rolling
 from gpuforge.spec.strict import NAME as NAME
 from gpuforge.spec.strict import Name, StrictModel
 from gpuforge.spec.types import (
     DnsName,
+    EmailAddress,
     HostOrIp,
+    HostPort,
     HttpUrl,
+    IpAddress,
+    IpNetwork,
+    Ipv4Address,
     LocalPath,
+    MigProfileName,
+    NodeSelector,
     PlainText,
     PosixUser,
     RegistryRef,
+    WebhookUrl,
+    hostlist_expression,
     slurm_parameter,
 )
 
@@ -134,6 +145,25 @@ class MirrorUrls(StrictModel):
     registry: RegistryRef | None = live(None, "Container registry mirror for images")
 
 
+class MirrorKeys(StrictModel):
+    """The keys site mirrors sign with, by primary key fingerprint (mode: mirror).
+
+    A repository key served beside a mirror is used only when its fingerprint is the one pinned
+    here, or upstream's own key's when nothing is pinned (a mirror that copies upstream's signed
+    indexes as they are); a site that re-signs its mirror pins its own key's fingerprint.
+    """
+
+    nvidia_cuda: Fingerprint | None = live(None, "Key signing the nvidia_cuda mirror (default: NVIDIA's CUDA keys)")
+    nvidia_container: Fingerprint | None = live(
+        None, "Key signing the nvidia_container mirror (default: NVIDIA's libnvidia-container key)"
+    )
+    epel: Fingerprint | None = live(None, "Key signing the epel mirror's packages (default: Fedora's EPEL 9 key)")
+    docker_ce: Fingerprint | None = live(
+        None, "Key signing the docker_ce mirror's packages (default: Docker's RHEL key)"
+    )
+    kubernetes: Fingerprint | None = live(None, "Key signing the kubernetes mirror (default: the pkgs.k8s.io key)")
+
+
 class Sources(StrictModel):
     """Where every package and artifact comes from."""
 
@@ -145,8 +175,24 @@ class Sources(StrictModel):
         "Debian/Ubuntu node fetches and parses a third less",
     )
     mirrors: MirrorUrls = live(default_factory=MirrorUrls, description="Site mirror URLs (mode: mirror)")
+    mirror_keys: MirrorKeys = live(
+        default_factory=MirrorKeys,
+        description="Fingerprints of the keys site mirrors sign with, when not upstream's (mode: mirror)",
+    )
+    artifact_sha256: dict[ArtifactFileName, Sha256] = live(
+        default_factory=dict,
+        description="sha256 of release files by file name (e.g. enroot_3.5.0-1_amd64.deb: <64 hex>), added to and "
+        "overriding gpuforge's cited table: a release file whose sha256 is known from neither is never fetched "
+        "(every mode; checked on the node before use and by 'gpuforge bundle')",
+    )
     bundle_dir: LocalPath | None = live(
         None, "Offline bundle directory on the control host, made by 'gpuforge bundle' (mode: offline)"
+    )
+    bundle_fingerprint: Fingerprint | None = live(
+        None,
+        "Fingerprint of the offline bundle's signing key, as 'gpuforge bundle' printed it (mode: offline, "
+        "required there): the bundle's manifest must be signed by this key, so a changed bundle cannot vouch "
+        "for itself",
     )
 
 
@@ -174,7 +220,7 @@ class Driver(StrictModel):
         "or nvidia (NVIDIA's CUDA repository); default: distro on Debian 12, nvidia elsewhere",
     )
     fabric_manager: str | None = rolling(
-        None, "nvidia-fabricmanager version; defaults to, and must equal, the driver version"
+        None, "nvidia-fabricmanager version; defaults to, and must equal, the driver version", pattern=DRIVER_VERSION
     )
 
     @property
@@ -248,15 +294,15 @@ class NodeGroup(StrictModel):
 
     name: Name = live(description="Group name (usable in partitions and queues)")
     hosts: str = live(description="Hostlist expression, e.g. gpu[001-064]")
-    address_start: str | None = live(None, "First IPv4 address; the rest follow in order")
-    addresses: list[str] | None = live(None, "Explicit addresses, one per host")
+    address_start: Ipv4Address | None = live(None, "First IPv4 address; the rest follow in order")
+    addresses: list[IpAddress] | None = live(None, "Explicit addresses, one per host (IPv4 or IPv6, no zone ID)")
     roles: list[Role] = rebuild(description="Node roles", min_length=1)
     hardware: Hardware = rolling(default_factory=Hardware, description="Hardware of each node")
     os: OsFamily | None = rebuild(None, "OS family (default: cluster.os)")
     leaf_switch: str | dict[str, str] | None = live(
         None, "Leaf switch of every node, or {switch: hostlist} when the group spans switches"
     )
-    mig_config: str | None = rolling(None, "Name of a mig.configs entry applied to these nodes")
+    mig_config: Name | None = rolling(None, "Name of a mig.configs entry applied to these nodes")
     connector: Connector = live(Connector.SSH, "ssh, or vagrant (addresses from 'vagrant ssh-config')")
 
     @field_validator("hosts")
@@ -265,18 +311,18 @@ class NodeGroup(StrictModel):
         hostlist.expand(v)
         return v
 
-    @field_validator("address_start")
+    @field_validator("leaf_switch")
     @classmethod
-    def _ipv4(cls, v: str | None) -> str | None:
-        if v is not None:
-            ipaddress.IPv4Address(v)
-        return v
-
-    @field_validator("addresses")
-    @classmethod
-    def _ips(cls, v: list[str] | None) -> list[str] | None:
-        for a in v or []:
-            ipaddress.ip_address(a)
+    def _leaf_switch(cls, v: str | dict[str, str] | None) -> str | dict[str, str] | None:
+        """A switch name, or switch names each with the hostlist of its nodes."""
+        pairs: list[tuple[str, str | None]] = (
+            list(v.items()) if isinstance(v, dict) else [] if v is None else [(v, None)]
+        )
+        for switch, expr in pairs:
+            if not re.fullmatch(NAME, switch):
+                raise ValueError(f"{switch!r} is not a switch name (lowercase letters, digits, '-', '_'; 63 at most)")
+            if expr is not None:
+                hostlist_expression(expr)
         return v
 
     @field_validator("roles")
@@ -295,7 +341,7 @@ class Switch(StrictModel):
     """A switch in the topology tree."""
 
     name: Name = live(description="Switch name")
-    parent: str | None = live(None, "Upper switch (spine); omit for the top")
+    parent: Name | None = live(None, "Upper switch (spine); omit for the top")
 
 
 class Topology(StrictModel):
@@ -335,14 +381,14 @@ class Partition(StrictModel):
     """A Slurm partition."""
 
     name: Name = live(description="Partition name")
-    nodes: str = live(description="Hostlist or node group names, comma-separated")
+    nodes: NodeSelector = live(description="Hostlist or node group names, comma-separated")
     default: bool = live(False, "Default partition")
     max_time: str = live("UNLIMITED", "MaxTime", pattern=SLURM_TIME)
     default_time: str | None = live(None, "DefaultTime", pattern=SLURM_TIME)
     max_nodes: int | None = live(None, "MaxNodes per job", ge=1)
     priority_tier: int = live(1, "PriorityTier", ge=0, le=65533)
-    qos: str | None = live(None, "Partition QOS")
-    allow_accounts: list[str] | None = live(None, "AllowAccounts (default: all)")
+    qos: Name | None = live(None, "Partition QOS")
+    allow_accounts: list[Name] | None = live(None, "AllowAccounts (default: all)")
     oversubscribe: Literal["NO", "YES", "EXCLUSIVE", "FORCE"] = live("NO", "OverSubscribe")
 
 
@@ -351,7 +397,7 @@ class Qos(StrictModel):
 
     name: Name = live(description="QOS name")
     priority: int = live(0, "Priority", ge=0)
-    preempt: list[str] = live(default_factory=list, description="QOS this one may preempt")
+    preempt: list[Name] = live(default_factory=list, description="QOS this one may preempt")
     preempt_mode: PreemptMode | None = live(None, "PreemptMode of jobs in this QOS (default: cluster's)")
     grp_gpus: int | None = live(None, "GrpTRES=gres/gpu=N (all jobs of the QOS together)", ge=0)
     max_gpus_per_user: int | None = live(None, "MaxTRESPerUser=gres/gpu=N", ge=0)
@@ -364,11 +410,11 @@ class Account(StrictModel):
     name: Name = live(description="Account name")
     description: PlainText | None = live(None, "Description")
     organization: PlainText | None = live(None, "Organization")
-    parent: str = live("root", "Parent account")
+    parent: Name = live("root", "Parent account")
     fairshare: int = live(1, "Fairshare (shares)", ge=0)
     users: list[str] = live(default_factory=list, description="Users in this account")
-    qos: list[str] = live(default_factory=list, description="QOS allowed (default: normal)")
-    default_qos: str | None = live(None, "DefaultQOS")
+    qos: list[Name] = live(default_factory=list, description="QOS allowed (default: normal)")
+    default_qos: Name | None = live(None, "DefaultQOS")
 
     @field_validator("users")
     @classmethod
@@ -424,11 +470,19 @@ class HealthCheck(StrictModel):
 
 
 class Cgroups(StrictModel):
-    """cgroup.conf."""
+    """cgroup.conf: a change restarts slurmd on every compute node; running jobs carry on with their limits.
 
-    constrain_cores: bool = live(True, "ConstrainCores")
-    constrain_devices: bool = live(True, "ConstrainDevices")
-    constrain_ram_space: bool = live(True, "ConstrainRAMSpace")
+    Live, not rolling: slurmd reads cgroup.conf when it starts (a configless slurmd fetches it from
+    slurmctld), and Slurm documents a slurmd restart as leaving running jobs alone ("Upgrades will not
+    interrupt running jobs as long as SlurmdTimeout is not reached", https://slurm.schedmd.com/upgrades.html#slurmd;
+    the jobs' slurmstepd processes live apart from slurmd, https://slurm.schedmd.com/cgroup_v2.html). task/cgroup
+    sets a job step's limits when it makes the step's cgroup, so a change holds for the steps that start after
+    it, not for those already running (cgroup.conf(5)).
+    """
+
+    constrain_cores: bool = live(True, "ConstrainCores (for job steps started after a change)")
+    constrain_devices: bool = live(True, "ConstrainDevices (for job steps started after a change)")
+    constrain_ram_space: bool = live(True, "ConstrainRAMSpace (for job steps started after a change)")
 
 
 class Mps(StrictModel):
@@ -462,7 +516,10 @@ class Slurm(StrictModel):
     accounting: Accounting = live(default_factory=Accounting, description="Accounting storage")
     priority: Priority = live(default_factory=Priority, description="Multifactor priority")
     health_check: HealthCheck = live(default_factory=HealthCheck, description="Node health check")
-    cgroups: Cgroups = live(default_factory=Cgroups, description="cgroup.conf settings")
+    cgroups: Cgroups = live(
+        default_factory=Cgroups,
+        description="cgroup.conf settings: slurmd restarts to read them (running jobs carry on, with their limits)",
+    )
     mps: Mps = rolling(default_factory=Mps, description="MPS GRES")
     containers: Containers = live(default_factory=Containers, description="enroot and pyxis")
     extra_config: dict[str, str] = live(default_factory=dict, description="Extra slurm.conf parameters (escape hatch)")
@@ -470,6 +527,9 @@ class Slurm(StrictModel):
     @field_validator("extra_config")
     @classmethod
     def _extra_config(cls, v: dict[str, str]) -> dict[str, str]:
+        """Each key checked without regard to case: slurm.conf(5), DESCRIPTION, "The contents of the
+        file are case insensitive except for the names of nodes and partitions" (``nodename=``
+        declares a node as ``NodeName=`` does)."""
         for key, value in v.items():
             slurm_parameter(key, value)
         return v
@@ -536,9 +596,9 @@ class Kubernetes(StrictModel):
         "Stable address of the API server (a load balancer or DNS name in front of every control plane); "
         "default: the first control plane's address. Port 6443",
     )
-    pod_cidr: str = rebuild("10.244.0.0/16", "Pod network CIDR")
+    pod_cidr: IpNetwork = rebuild("10.244.0.0/16", "Pod network CIDR (no zone ID)")
     cni: Cni = live(default_factory=Cni, description="Pod network plugin")
-    service_cidr: str = rebuild("10.96.0.0/12", "Service CIDR")
+    service_cidr: IpNetwork = rebuild("10.96.0.0/12", "Service CIDR (no zone ID)")
     gpu_operator: GpuOperator = live(default_factory=GpuOperator, description="GPU Operator options")
     batch_queue: BatchQueue = live(default_factory=BatchQueue, description="Batch queue and tenants")
     kernel_setup: bool = live(
@@ -546,12 +606,6 @@ class Kubernetes(StrictModel):
         "Load overlay and br_netfilter and set the bridge and forwarding sysctls on every Kubernetes node; "
         "false only where nodes share a kernel gpuforge must not change (containers, such as the lab)",
     )
-
-    @field_validator("pod_cidr", "service_cidr")
-    @classmethod
-    def _cidr(cls, v: str) -> str:
-        ipaddress.ip_network(v)
-        return v
 
 
 # --------------------------------------------------------------------------- gpu stack
@@ -578,7 +632,9 @@ class MigDevices(StrictModel):
 
     devices: Literal["all"] | list[int] = rolling("all", "GPU indices, or all")
     mig_enabled: bool = rolling(True, "MIG mode on these GPUs")
-    mig_devices: dict[str, int] = rolling(default_factory=dict, description="Profile -> count, e.g. 1g.10gb: 7")
+    mig_devices: dict[MigProfileName, int] = rolling(
+        default_factory=dict, description="Profile -> count, e.g. 1g.10gb: 7"
+    )
 
 
 class Mig(StrictModel):
@@ -608,9 +664,6 @@ class Dcgm(StrictModel):
         return v
 
 
-#: Xid codes that always alert (NVIDIA's Xid catalog: 48 DBE ECC, 63/64 row remapping pending/failed,
-#: 74 NVLink, 79 fallen off the bus, 94/95 contained/uncontained ECC).
-DEFAULT_ALERT_XIDS = (48, 63, 64, 74, 79, 94, 95)
 PROM_DURATION = r"^\d+(ms|[smhdwy])$"
 
 
@@ -618,15 +671,8 @@ class AlertReceiver(StrictModel):
     """Where Alertmanager sends notifications: a webhook, e-mail, or both."""
 
     name: Name = live(description="Receiver name")
-    webhook_url: str | None = live(None, "Webhook URL (Alertmanager webhook_configs)")
-    email: str | None = live(None, "E-mail address (needs monitoring.smtp_smarthost and smtp_from)")
-
-    @field_validator("webhook_url")
-    @classmethod
-    def _webhook(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", v):
-            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
-        return v
+    webhook_url: WebhookUrl | None = live(None, "Webhook URL (Alertmanager webhook_configs)")
+    email: EmailAddress | None = live(None, "E-mail address (needs monitoring.smtp_smarthost and smtp_from)")
 
 
 class AlertLimits(StrictModel):
@@ -635,13 +681,15 @@ class AlertLimits(StrictModel):
     gpu_temp_c: int = live(87, "GPU temperature (DCGM_FI_DEV_GPU_TEMP, C) above which GpuTemperatureHigh fires", ge=1)
     gpu_power_w: int = live(700, "GPU power draw (DCGM_FI_DEV_POWER_USAGE, W) above which GpuPowerHigh fires", ge=1)
     xids: list[int] = live(
-        default_factory=list, description="Xid codes alerted on besides 48, 63, 64, 74, 79, 94 and 95"
+        default_factory=list,
+        description="Xid codes alerted on besides the critical ones of gpuforge's Xid table "
+        "(gpuforge/spec/xid_catalog.py: those that need a GPU reset, a node restart or an RMA)",
     )
     check_failing_minutes: int = live(10, "Minutes a gpuforge health check must fail before it alerts", ge=1)
     node_down_minutes: int = live(2, "Minutes a node-exporter target must be down before NodeDown fires", ge=1)
     disk_used_percent: int = live(90, "Used space (%) of /, /var and /var/lib/* above which DiskNearlyFull fires",
                                   ge=1, le=99)  # fmt: skip
-    operator_reasons: list[str] = live(
+    operator_reasons: list[PlainText] = live(
         default_factory=lambda: ["ops:", "maint"],
         description="Slurm drain/down reasons starting with one of these were set by an operator and do not alert "
         "(every other reason does, e.g. gpuforge's own 'gpuforge: health: ...')",
@@ -662,8 +710,8 @@ class Monitoring(StrictModel):
     receivers: list[AlertReceiver] = live(
         default_factory=list, description="Alert receivers; every alert goes to all of them"
     )
-    smtp_smarthost: str | None = live(None, "SMTP relay host:port for e-mail receivers")
-    smtp_from: str | None = live(None, "Sender address of alert e-mails")
+    smtp_smarthost: HostPort | None = live(None, "SMTP relay host:port for e-mail receivers")
+    smtp_from: EmailAddress | None = live(None, "Sender address of alert e-mails")
     group_wait: str = live("30s", "Alertmanager group_wait", pattern=PROM_DURATION)
     group_interval: str = live("5m", "Alertmanager group_interval", pattern=PROM_DURATION)
     repeat_interval: str = live("4h", "Alertmanager repeat_interval", pattern=PROM_DURATION)
@@ -671,13 +719,12 @@ class Monitoring(StrictModel):
     slurm_collector_interval: int = live(
         60, "Seconds between runs of the Slurm metrics collector on controller and accounting nodes", ge=10
     )
-    grafana_datasource: str = live("Prometheus", "Grafana datasource name the dashboards query", min_length=1)
+    grafana_datasource: PlainText = live("Prometheus", "Grafana datasource name the dashboards query")
 
     @field_validator("receivers")
     @classmethod
     def _receivers(cls, v: list[AlertReceiver]) -> list[AlertReceiver]:
-        names = [r.name for r in v]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        dup = sorted(n for n, uses in Counter(r.name for r in v).items() if uses > 1)
         if dup:
             raise ValueError(f"receiver names must be unique: {', '.join(dup)}")
         empty = [r.name for r in v if r.webhook_url is None and r.email is None]

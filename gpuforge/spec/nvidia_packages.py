@@ -222,6 +222,32 @@ SOURCES: dict[str, Citation] = {
         "(apt: 'stable/deb/amd64 InRelease ... NO_PUBKEY DDCAE044F796ECB0'); primary fingerprint "
         "C95B321B61E88C1809C4F759DDCAE044F796ECB0 (pinned by public installers and Puppet apt::key resources)",
     ),
+    "cuda-rpm-key": Citation(
+        "NVIDIA/cuda-repo-management SIGNATURES.md (commit ee8303dff360b1523307eb18c45a6a5b987512ce)",
+        "https://github.com/NVIDIA/cuda-repo-management/blob/ee8303dff360b1523307eb18c45a6a5b987512ce/SIGNATURES.md",
+        "RPM repo method 2: dnf importing https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/"
+        "D42D0685.pub, 'Userid : \"cudatools <cudatools@nvidia.com>\"', 'Fingerprint: 610C 7B14 E068 A878 070D "
+        "A4E9 9CD0 A493 D42D 0685' (the same primary key fingerprint gpg prints for repodata/repomd.xml.key); the "
+        "Debian repo method 1 prints 'Primary key fingerprint: EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC' "
+        "for 3bf863cc.pub (cuda-repo-key)",
+    ),
+    "docker-rhel-key": Citation(
+        "Docker documentation: Install Docker Engine on RHEL (docker/docs content/manuals/engine/install/rhel.md, "
+        "commit 02d940447f8d3b5ee862773973c72194eb236d4e)",
+        "https://docs.docker.com/engine/install/rhel/",
+        "Install Docker Engine: 'If prompted to accept the GPG key, verify that the fingerprint matches "
+        "060A 61C5 1B55 8A7F 742B 77AA C52F EB6B 621E 9F35, and if so, accept it.' (the key of "
+        "gpgkey=https://download.docker.com/linux/rhel/gpg, docker-rhel)",
+    ),
+    "epel9-key": Citation(
+        "rpm-software-management/distribution-gpg-keys keys/epel/RPM-GPG-KEY-EPEL-9 "
+        "(commit 65c3eae56c18c09e3033ea71235c86f49e9fd9c7)",
+        "https://github.com/rpm-software-management/distribution-gpg-keys/blob/"
+        "65c3eae56c18c09e3033ea71235c86f49e9fd9c7/keys/epel/RPM-GPG-KEY-EPEL-9",
+        "'gpg --show-keys' of the file: one primary key, 'Fedora (epel9) <epel@fedoraproject.org>', fingerprint "
+        "FF8AD1344597106ECE813B918A3872BF3228467C (key ID 3228467C, the key epel-release installs as "
+        "/etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9: epel-repo)",
+    ),
 }
 
 #: Where sources disagree, which one gpuforge follows and why.
@@ -477,7 +503,8 @@ EPEL_BASEURL = "https://dl.fedoraproject.org/pub/epel/9/Everything/$basearch"
 EPEL_GPGKEY = "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9"
 
 #: The primary key fingerprint upstream's InRelease must be signed with, per apt repository kind
-#: (cuda-repo-key, container-repo-key). Mirrors may sign with their own key (recorded, not required).
+#: (cuda-repo-key, container-repo-key). A mirror is held to the same key unless the spec pins the
+#: key it re-signs with (sources.mirror_keys; gpuforge.spec.repo_keys).
 APT_REPO_FINGERPRINTS: dict[str, str] = {
     "nvidia-cuda": "EB693B3035CD5710E231E123A4B469963BF863CC",
     "nvidia-container": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
@@ -486,9 +513,16 @@ APT_REPO_FINGERPRINTS: dict[str, str] = {
 #: rpm repositories whose metadata upstream signs (``repodata/repomd.xml.asc``, ``repo_gpgcheck=1``:
 #: container-toolkit-repo); the others sign each package (``gpgcheck=1``: cuda-rpm-repo, docker-rhel).
 RPM_METADATA_SIGNED = frozenset({"nvidia-container"})
-#: The primary key fingerprint upstream's signed rpm metadata must carry: the toolkit's one
-#: ``gpgkey`` file serves its deb and rpm repositories (container-toolkit-repo, container-repo-key).
-RPM_REPO_FINGERPRINTS: dict[str, str] = {"nvidia-container": APT_REPO_FINGERPRINTS["nvidia-container"]}
+#: The primary key fingerprint of each rpm repository's key, per kind: the one its signed metadata
+#: carries (the toolkit's one ``gpgkey`` file serves its deb and rpm repositories:
+#: container-toolkit-repo, container-repo-key) or its packages' signatures (cuda-rpm-key,
+#: docker-rhel-key, epel9-key). The key file must hold exactly this key.
+RPM_REPO_FINGERPRINTS: dict[str, str] = {
+    "nvidia-container": APT_REPO_FINGERPRINTS["nvidia-container"],
+    "nvidia-cuda": "610C7B14E068A878070DA4E99CD0A493D42D0685",
+    "docker-ce": "060A61C51B558A7F742B77AAC52FEB6B621E9F35",
+    "epel": "FF8AD1344597106ECE813B918A3872BF3228467C",
+}
 
 #: The toolkit repository's dnf options, as NVIDIA's own .repo file has them (container-toolkit-repo).
 CONTAINER_REPO_DNF_OPTIONS = ("repo_gpgcheck=1", "gpgcheck=0")

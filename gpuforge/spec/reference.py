@@ -8,6 +8,7 @@ from enum import Enum
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from gpuforge.spec.limits import markdown_table
 from gpuforge.spec.load import _unwrap
 from gpuforge.spec.model import Spec
 from gpuforge.spec.policy import POLICY_KEY
@@ -75,4 +76,22 @@ def markdown_reference() -> str:
             for sub in _unwrap(info.annotation):
                 queue.append((f"{path}.{name}", sub))
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + _limits_section())
+
+
+def _limits_section() -> list[str]:
+    """The input limits (``gpuforge.spec.limits``): what a spec is refused for, before any work."""
+    return [
+        "## Limits",
+        "",
+        "A spec over one of these is refused before the work the limit bounds: `gpuforge check` (and every",
+        "command that reads a spec) exits 2 naming the limit, in well under a second for any file up to the",
+        "size limit. The file's size and type are checked before it is read (a device, FIFO or directory is",
+        "refused); the YAML's nesting, aliases, values and value lengths while it is parsed (a recursive",
+        "alias is refused); the nodes, host names, accounts and partitions are counted from the expressions",
+        "as written before any hostlist is expanded or any field is validated. The last row bounds the",
+        "`manifest.json` of an offline bundle, which `gpuforge bundle` reads (never through a link).",
+        "",
+        *markdown_table(),
+        "",
+    ]

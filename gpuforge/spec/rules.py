@@ -7,7 +7,7 @@ all of them so that a user sees every problem of a file at once.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from gpuforge.spec import hostlist, k8s_facts, nvidia_packages
 from gpuforge.spec.errors import SpecIssue
@@ -16,6 +16,7 @@ from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import (
     K8S_ROLES,
     SLURM_ROLES,
+    Account,
     Connector,
     ContainerEngine,
     DriverSource,
@@ -43,11 +44,48 @@ def _dupes(items: Iterable[str]) -> list[str]:
     return sorted(k for k, v in Counter(items).items() if v > 1)
 
 
+def _cycles(parent_of: Mapping[str, str]) -> dict[str, tuple[list[str], int]]:
+    """Each name on a cycle of ``parent_of`` (child -> parent): that cycle in parent order, and
+    where the name is in it.
+
+    Linear time: every name is walked once (a walk stops at a name an earlier walk finished), so a
+    chain of thousands of accounts or switches costs thousands of steps, not millions.
+    """
+    finished: set[str] = set()
+    cycles: dict[str, tuple[list[str], int]] = {}
+    for start in parent_of:
+        walk: list[str] = []
+        on_walk: set[str] = set()
+        name = start
+        while name in parent_of and name not in finished and name not in on_walk:
+            walk.append(name)
+            on_walk.add(name)
+            name = parent_of[name]
+        if name in on_walk:
+            cycle = walk[walk.index(name) :]
+            cycles.update((member, (cycle, at)) for at, member in enumerate(cycle))
+        finished.update(walk)
+    return cycles
+
+
+def _cycle_text(cycle: list[str], at: int, shown: int = 6) -> str:
+    """``a -> b -> c -> a`` from ``cycle[at]``; a long cycle shows its first names and its length."""
+    name = cycle[at]
+    if len(cycle) > shown:
+        first = [cycle[(at + i) % len(cycle)] for i in range(shown)]
+        return " -> ".join([*first, f"... ({len(cycle):,} in the cycle)", name])
+    return " -> ".join([*cycle[at:], *cycle[:at], name])
+
+
 @rule
 def unique_names_and_addresses(spec: Spec) -> Iterator[SpecIssue]:
-    for name in _dupes(g.name for g in spec.node_groups):
-        idx = [i for i, g in enumerate(spec.node_groups) if g.name == name][1]
-        yield SpecIssue(("node_groups", idx, "name"), f"group name {name!r} is used by more than one group")
+    first: dict[str, int] = {}
+    second: dict[str, int] = {}
+    for gi, group in enumerate(spec.node_groups):
+        if first.setdefault(group.name, gi) != gi:
+            second.setdefault(group.name, gi)
+    for name in sorted(second):
+        yield SpecIssue(("node_groups", second[name], "name"), f"group name {name!r} is used by more than one group")
     seen: dict[str, int] = {}
     for gi, group in enumerate(spec.node_groups):
         if group.addresses is not None and len(group.addresses) != len(group.hostnames):
@@ -133,9 +171,10 @@ def scheduler_sections_and_roles(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
-def _partition_nodes(spec: Spec, selector: str, loc: tuple[str | int, ...]) -> Iterator[SpecIssue | str]:
-    groups = {g.name: g.hostnames for g in spec.node_groups}
-    known = {n for names in groups.values() for n in names}
+def _partition_nodes(
+    groups: dict[str, list[str]], known: set[str], selector: str, loc: tuple[str | int, ...]
+) -> Iterator[SpecIssue | str]:
+    """The nodes ``selector`` names (group names and hostlists), or the problems of its parts."""
     try:
         parts = hostlist.split_top_level(selector)
     except hostlist.HostlistError as e:
@@ -159,6 +198,30 @@ def _partition_nodes(spec: Spec, selector: str, loc: tuple[str | int, ...]) -> I
         yield from (n for n in names if n in known)
 
 
+def _account_rules(accounts: list[Account], qos_names: set[str], account_names: set[str]) -> Iterator[SpecIssue]:
+    """Accounts: unique, parents defined and no account its own ancestor (linear in the accounts),
+    QOS defined."""
+    for name in _dupes(a.name for a in accounts):
+        yield SpecIssue(("slurm", "accounts"), f"account {name!r} is defined more than once")
+    in_cycle = _cycles({a.name: a.parent for a in accounts})
+    for ai, account in enumerate(accounts):
+        if account.name in in_cycle:
+            chain = _cycle_text(*in_cycle[account.name])
+            yield SpecIssue(
+                ("slurm", "accounts", ai, "parent"), f"account {account.name!r} is its own ancestor ({chain})"
+            )
+        if account.parent not in account_names:
+            yield SpecIssue(("slurm", "accounts", ai, "parent"), f"parent account {account.parent!r} is not defined")
+        for qos_name in account.qos:
+            if qos_name not in qos_names:
+                yield SpecIssue(("slurm", "accounts", ai, "qos"), f"QOS {qos_name!r} is not defined in slurm.qos")
+        if account.default_qos and account.default_qos not in (account.qos or ["normal"]):
+            yield SpecIssue(
+                ("slurm", "accounts", ai, "default_qos"),
+                f"default QOS {account.default_qos!r} must be one of the account's qos: {account.qos or ['normal']}",
+            )
+
+
 @rule
 def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
     s = spec.slurm
@@ -171,10 +234,13 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
     if len(defaults) > 1:
         yield SpecIssue(("slurm", "partitions"), f"only one partition may be default; found {', '.join(defaults)}")
     qos_names = {q.name for q in s.qos} | {"normal"}
+    account_names = {a.name for a in s.accounts} | {"root"}
+    groups = {g.name: g.hostnames for g in spec.node_groups}
+    known = {n for names in groups.values() for n in names}
     for pi, part in enumerate(s.partitions):
         loc = ("slurm", "partitions", pi, "nodes")
         names: list[str] = []
-        for item in _partition_nodes(spec, part.nodes, loc):
+        for item in _partition_nodes(groups, known, part.nodes, loc):
             if isinstance(item, SpecIssue):
                 yield item
             else:
@@ -187,7 +253,7 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
         if part.qos and part.qos not in qos_names:
             yield SpecIssue(("slurm", "partitions", pi, "qos"), f"QOS {part.qos!r} is not defined in slurm.qos")
         for acct in part.allow_accounts or []:
-            if acct not in {a.name for a in s.accounts} | {"root"}:
+            if acct not in account_names:
                 yield SpecIssue(
                     ("slurm", "partitions", pi, "allow_accounts"), f"account {acct!r} is not in slurm.accounts"
                 )
@@ -204,32 +270,7 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
                 ("slurm", "qos", qi, "preempt"),
                 "QOS preemption is set but slurm.preempt_mode is off; use requeue, cancel or suspend",
             )
-    acct_names = [a.name for a in s.accounts]
-    for name in _dupes(acct_names):
-        yield SpecIssue(("slurm", "accounts"), f"account {name!r} is defined more than once")
-    parents = {a.name: a.parent for a in s.accounts}
-    for ai, account in enumerate(s.accounts):
-        seen_chain = [account.name]
-        parent = account.parent
-        while parent in parents:
-            if parent in seen_chain:
-                yield SpecIssue(
-                    ("slurm", "accounts", ai, "parent"),
-                    f"account {account.name!r} is its own ancestor ({' -> '.join([*seen_chain, parent])})",
-                )
-                break
-            seen_chain.append(parent)
-            parent = parents[parent]
-        if account.parent != "root" and account.parent not in acct_names:
-            yield SpecIssue(("slurm", "accounts", ai, "parent"), f"parent account {account.parent!r} is not defined")
-        for qos_name in account.qos:
-            if qos_name not in qos_names:
-                yield SpecIssue(("slurm", "accounts", ai, "qos"), f"QOS {qos_name!r} is not defined in slurm.qos")
-        if account.default_qos and account.default_qos not in (account.qos or ["normal"]):
-            yield SpecIssue(
-                ("slurm", "accounts", ai, "default_qos"),
-                f"default QOS {account.default_qos!r} must be one of the account's qos: {account.qos or ['normal']}",
-            )
+    yield from _account_rules(s.accounts, qos_names, account_names)
     db_nodes = _role_nodes(spec, Role.ACCOUNTING_DB)
     if s.accounting.enabled and len(db_nodes) != 1:
         yield SpecIssue(
@@ -338,7 +379,7 @@ def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
         for ei, entry in enumerate(entries):
             eloc = ("mig", "configs", group.mig_config, ei)
             indices = list(range(group.hardware.gpu.count)) if entry.devices == "all" else entry.devices
-            repeated = sorted({d for d in indices if indices.count(d) > 1})
+            repeated = sorted(d for d, n in Counter(indices).items() if n > 1)
             if repeated:
                 yield SpecIssue((*eloc, "devices"), f"GPU index(es) {repeated} listed more than once")
             overlap = sorted({d for d in indices if d in claimed})
@@ -416,17 +457,12 @@ def topology_rules(spec: Spec) -> Iterator[SpecIssue]:
     switches = {s.name: s for s in spec.topology.switches}
     for name in _dupes(s.name for s in spec.topology.switches):
         yield SpecIssue(("topology", "switches"), f"switch {name!r} is defined more than once")
+    in_cycle = _cycles({s.name: s.parent for s in spec.topology.switches if s.parent is not None})
     for si, sw in enumerate(spec.topology.switches):
         if sw.parent is not None and sw.parent not in switches:
             yield SpecIssue(("topology", "switches", si, "parent"), f"switch {sw.parent!r} is not defined")
-        seen = {sw.name}
-        cur = sw.parent
-        while cur in switches:
-            if cur in seen:
-                yield SpecIssue(("topology", "switches", si, "parent"), f"switch {sw.name!r} is in a cycle")
-                break
-            seen.add(cur)
-            cur = switches[cur].parent
+        if sw.name in in_cycle:
+            yield SpecIssue(("topology", "switches", si, "parent"), f"switch {sw.name!r} is in a cycle")
     compute_groups = [(gi, g) for gi, g in enumerate(spec.node_groups) if Role.COMPUTE in g.roles]
     placed = [gi for gi, g in compute_groups if g.leaf_switch is not None]
     if placed and len(placed) != len(compute_groups):
@@ -442,7 +478,8 @@ def topology_rules(spec: Spec) -> Iterator[SpecIssue]:
             continue
         loc = ("node_groups", gi, "leaf_switch")
         mapping = group.leaf_switch if isinstance(group.leaf_switch, dict) else {group.leaf_switch: group.hosts}
-        covered: list[str] = []
+        covered: set[str] = set()
+        members = set(group.hostnames)
         for switch, expr in mapping.items():
             if switch not in switches:
                 yield SpecIssue(loc, f"leaf switch {switch!r} is not in topology.switches")
@@ -451,10 +488,10 @@ def topology_rules(spec: Spec) -> Iterator[SpecIssue]:
             except hostlist.HostlistError as e:
                 yield SpecIssue(loc, str(e))
                 continue
-            stray = [n for n in names if n not in group.hostnames]
+            stray = [n for n in names if n not in members]
             if stray:
                 yield SpecIssue(loc, f"{hostlist.compress(stray)} on {switch!r} are not hosts of this group")
-            covered.extend(names)
+            covered.update(names)
         missing = [n for n in group.hostnames if n not in covered]
         if missing:
             yield SpecIssue(loc, f"{hostlist.compress(missing)} have no leaf switch")
@@ -468,8 +505,11 @@ def kubernetes_rules(spec: Spec) -> Iterator[SpecIssue]:
     tenants = k.batch_queue.tenants
     for name in _dupes(t.name for t in tenants):
         yield SpecIssue(("kubernetes", "batch_queue", "tenants"), f"tenant {name!r} is defined more than once")
+    by_k8s_name: dict[str, list[str]] = {}
+    for t in tenants:
+        by_k8s_name.setdefault(k8s_name(t.name), []).append(t.name)
     for name in _dupes(k8s_name(t.name) for t in tenants):
-        same = [t.name for t in tenants if k8s_name(t.name) == name]
+        same = by_k8s_name[name]
         if len(set(same)) > 1:
             yield SpecIssue(
                 ("kubernetes", "batch_queue", "tenants"),
@@ -546,6 +586,12 @@ def source_rules(spec: Spec) -> Iterator[SpecIssue]:
     src = spec.sources
     if src.mode is SourceMode.OFFLINE and not src.bundle_dir:
         yield SpecIssue(("sources", "bundle_dir"), "mode offline needs bundle_dir (made by 'gpuforge bundle')")
+    if src.mode is SourceMode.OFFLINE and not src.bundle_fingerprint:
+        yield SpecIssue(
+            ("sources", "bundle_fingerprint"),
+            "mode offline needs bundle_fingerprint: the signing key fingerprint 'gpuforge bundle' printed "
+            "(without it a changed bundle could re-sign itself)",
+        )
     if src.mode is SourceMode.MIRROR and not (src.apt_proxy or any(src.mirrors.model_dump().values())):
         yield SpecIssue(("sources", "mirrors"), "mode mirror needs apt_proxy or at least one mirror URL")
 

@@ -116,19 +116,33 @@ slurm:
 """
 
 
-def mirror_spec(base: str) -> str:
-    """The test cluster in mirror mode, every NVIDIA source on ``base``."""
+def artifact_pins(extra: dict[str, bytes] | None = None) -> str:
+    """``sources.artifact_sha256`` for the test release files, and ``extra`` ones (no sha256
+    known, none is fetched)."""
+    files = {**ARTIFACTS, **(extra or {})}
+    pins = ", ".join(f"{name}: {hashlib.sha256(data).hexdigest()}" for name, data in sorted(files.items()))
+    return f"\n  artifact_sha256: {{{pins}}}"
+
+
+def mirror_spec(base: str, key: str | None) -> str:
+    """The test cluster in mirror mode, every NVIDIA source on ``base``, whose repositories are
+    signed by the key with fingerprint ``key`` (the test upstream's, pinned as the site's own
+    mirror key; None: no pin, the mirror is held to NVIDIA's keys)."""
+    pins = f"\n  mirror_keys: {{nvidia_cuda: {key}, nvidia_container: {key}}}" if key else ""
     return SPEC.format(
         sources=(
             "  mode: mirror\n  mirrors:\n"
             f"    nvidia_cuda: {base}/cuda\n    nvidia_container: {base}/container\n    artifacts: {base}/artifacts"
+            + pins
+            + artifact_pins()
         )
     )
 
 
-def offline_spec(bundle_dir: Path) -> str:
-    """The test cluster in offline mode on ``bundle_dir``."""
-    return SPEC.format(sources=f"  mode: offline\n  bundle_dir: {bundle_dir}")
+def offline_spec(bundle_dir: Path, fingerprint: str) -> str:
+    """The test cluster in offline mode on ``bundle_dir``, whose key the operator pinned as ``fingerprint``."""
+    sources = f"  mode: offline\n  bundle_dir: {bundle_dir}\n  bundle_fingerprint: {fingerprint}"
+    return SPEC.format(sources=sources + artifact_pins())
 
 
 def build_deb(workdir: Path, name: str, version: str, depends: str = "", provides: str = "") -> Path:
@@ -238,6 +252,7 @@ class Server:
 
     root: Path
     requests: list[str] = field(default_factory=list)
+    key: str | None = None  # fingerprint of the key its repositories are signed with, where a test sets it
     httpd: http.server.ThreadingHTTPServer | None = None
     port: int = 0
 

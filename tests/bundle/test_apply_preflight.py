@@ -1,4 +1,5 @@
-"""apply refuses an offline bundle that does not match its manifest, before touching any host."""
+"""apply refuses an offline bundle that does not match its signed manifest, before touching any host
+(tests/bundle/test_bundle_anchor.py: a manifest rewritten and re-signed with another key)."""
 
 from __future__ import annotations
 
@@ -8,30 +9,18 @@ from pathlib import Path
 
 import yaml
 
-from gpuforge.bundle.layout import FORMAT
 from tests.conftest import REPO, run_cli
+from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT, bundle_fingerprint, write_bundle_manifest
 
 
 def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     (bundle / "artifacts").mkdir(parents=True)
-    good = b"enroot package bytes"
+    (bundle / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"enroot package bytes")
+    write_bundle_manifest(bundle)
     (bundle / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"tampered bytes!!!!!!")
-    manifest = {
-        "format": FORMAT,
-        "complete": True,
-        "files": [
-            {
-                "path": "artifacts/enroot_3.5.0-1_amd64.deb",
-                "size": len(good),
-                "sha256": hashlib.sha256(good).hexdigest(),
-            },
-        ],
-        "missing": [],
-    }
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
-    data["sources"] = {"mode": "offline", "bundle_dir": str(bundle)}
+    data["sources"] = {"mode": "offline", "bundle_dir": str(bundle), "bundle_fingerprint": bundle_fingerprint(bundle)}
     spec = tmp_path / "offline.yaml"
     spec.write_text(yaml.safe_dump(data))
     cp = run_cli("apply", str(spec), env={"GPUFORGE_STATE_DIR": str(tmp_path / "state")})
@@ -52,7 +41,12 @@ def test_offline_artifacts_are_checked_on_the_node_against_the_manifest(tmp_path
     files = [{"path": "artifacts/enroot_3.5.0-1_amd64.deb", "size": len(data), "sha256": sha}]
     (tmp_path / "manifest.json").write_text(json.dumps({"files": files}))
     spec_data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
-    spec_data["sources"] = {"mode": "offline", "bundle_dir": str(tmp_path)}
+    spec_data["sources"] = {
+        "mode": "offline",
+        "bundle_dir": str(tmp_path),
+        "bundle_fingerprint": RENDER_ONLY_BUNDLE_FINGERPRINT,
+        "artifact_sha256": {"enroot_3.5.0-1_amd64.deb": sha},  # what the operator pinned: the manifest agrees
+    }
     a = artifact(parse_spec(yaml.safe_dump(spec_data)), "enroot_3.5.0-1_amd64.deb", None)
     assert a.sha256 == sha and a.local is not None
     assert f"{sha}  /var/lib/gpuforge/bundle/enroot_3.5.0-1_amd64.deb" in fetch_command(a)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpuforge.bundle.debian import PackageIndex, parse_packages
-from gpuforge.bundle.signing import BUNDLE_KEY, release_sums, release_text, verify_inrelease
+from gpuforge.bundle.signing import BUNDLE_KEY, release_sums, release_text, verify_inrelease, verify_pinned
 from gpuforge.bundle.verify import verify_bundle
 from gpuforge.render import nvidia_sources as src
 from tests.bundle.conftest import (
@@ -25,6 +25,7 @@ from tests.bundle.conftest import (
     mirror_spec,
     run_bundle,
 )
+from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT
 
 CONTAINER = "apt/nvidia-container"
 CUDA = "apt/nvidia-cuda"
@@ -64,6 +65,10 @@ def sha256(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
+#: How the manifest says where a release file's sha256 was known from, for the spec's pins.
+PINNED_IN_SPEC = "pinned in the spec (sources.artifact_sha256)"
+
+
 def manifest(out: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((out / "manifest.json").read_text())
     return data
@@ -80,9 +85,10 @@ def no_leftovers(out: Path) -> None:
     assert leftovers == []
 
 
-def write_spec(tmp_path: Path, base: str, name: str = "cluster.yaml") -> Path:
+def write_spec(tmp_path: Path, base: str, key: str, name: str = "cluster.yaml") -> Path:
+    """The test cluster's mirror-mode spec on ``base``, its repositories signed by ``key``."""
     path = tmp_path / name
-    path.write_text(mirror_spec(base))
+    path.write_text(mirror_spec(base, key))
     return path
 
 
@@ -96,14 +102,21 @@ def fetched(server: Server) -> list[str]:
 
 def check_complete_bundle(out: Path, spec_file: Path, upstream_key: str) -> None:
     m = manifest(out)
-    assert m["format"] == "gpuforge-bundle/3"
+    assert m["format"] == "gpuforge-bundle/4"
     assert m["spec"] == {"name": "offl", "file": spec_file.name, "sha256": sha256(spec_file)}
     assert m["complete"] is True and m["missing"] == [] and "unsupported" not in m
     assert m["fetched_from"] == "mirror"
     assert m["created"].endswith("Z")
-    # Layout: exactly the manifest's files plus the manifest itself.
+    # Layout: exactly the manifest's files plus the manifest itself and its signature by the bundle key.
     listed = {f["path"]: f for f in m["files"]}
-    assert set(all_files(out)) == {*listed, "manifest.json"}
+    assert set(all_files(out)) == {*listed, "manifest.json", "manifest.json.asc"}
+    assert m["signing"]["manifest_signature"] == "manifest.json.asc"
+    verify_pinned(
+        (out / "manifest.json").read_bytes(),
+        (out / "manifest.json.asc").read_bytes(),
+        (out / BUNDLE_KEY).read_bytes(),
+        m["signing"]["fingerprint"],
+    )
     for rel, entry in listed.items():
         assert entry["sha256"] == sha256(out / rel), rel
         assert entry["size"] == (out / rel).stat().st_size, rel
@@ -111,7 +124,7 @@ def check_complete_bundle(out: Path, spec_file: Path, upstream_key: str) -> None
     for name, data in ARTIFACTS.items():
         assert (out / "artifacts" / name).read_bytes() == data
         assert listed[f"artifacts/{name}"]["source"].endswith(f"/artifacts/{name}")
-        assert listed[f"artifacts/{name}"]["checksum"] == "none published (recorded)"
+        assert listed[f"artifacts/{name}"]["checksum"] == f"sha256 known beforehand: {PINNED_IN_SPEC}"
     repos = {r["path"]: r for r in m["repositories"]}
     assert set(repos) == {CONTAINER, CUDA}
     for path, pinned in PINNED.items():
@@ -147,88 +160,102 @@ def check_complete_bundle(out: Path, spec_file: Path, upstream_key: str) -> None
     no_leftovers(out)
 
 
+def printed_fingerprint(cp: subprocess.CompletedProcess[str]) -> str:
+    """The bundle key fingerprint ``gpuforge bundle`` told the operator to pin."""
+    line = next(x for x in cp.stdout.splitlines() if "pin it: sources.bundle_fingerprint: " in x)
+    return line.rsplit(" ", 1)[1]
+
+
 def test_bundle_mirror_end_to_end(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
-    spec_file = write_spec(tmp_path, served.url)
+    spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     out = tmp_path / "bundle"
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "complete" in cp.stdout and "INCOMPLETE" not in cp.stdout
     check_complete_bundle(out, spec_file, repo_key.fingerprint)
+    pin = printed_fingerprint(cp)
+    assert pin == manifest(out)["signing"]["fingerprint"]
     # Only what is needed was fetched: no older or newer version, no unrelated package.
     got = fetched(served)
     assert len(got) == len(PINNED[CONTAINER]) + len(PINNED[CUDA]) + len(ARTIFACTS)
     assert not any(v in p for p in got for v in ("1.17.7", "1.18.0", "4.3.0", "550.144", "550.170", "docker"))
-    assert verify_bundle(out) == []
-    cp = run_bundle("--verify", str(out))
+    assert verify_bundle(out, pin) == []
+    cp = run_bundle("--verify", str(out), "--fingerprint", pin)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert "OK" in cp.stdout
+    assert f"OK (signed by {pin})" in cp.stdout
 
-    # A re-run re-reads the indexes and downloads nothing.
+    # A re-run with the key pinned re-reads the indexes, downloads nothing and rewrites nothing.
     before = all_files(out)
     served.requests.clear()
-    cp = run_bundle(str(spec_file), "-o", str(out))
+    cp = run_bundle(str(spec_file), "-o", str(out), "--fingerprint", pin)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "0 downloaded, 18 reused" in cp.stdout
     assert fetched(served) == []
-    assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
-        k: v for k, v in before.items() if k != "manifest.json"
-    }
+    assert all_files(out) == before and printed_fingerprint(cp) == pin
 
-    # The mirror goes away: exit 1, each unreachable index recorded, the bundle left as it was.
+    # The mirror goes away: exit 1, each unreachable index recorded, the packages left as they were;
+    # the manifest changed, so a new key signs it (the pinned one's secret half is gone).
     served.stop()
-    cp = run_bundle(str(spec_file), "-o", str(out))
+    cp = run_bundle(str(spec_file), "-o", str(out), "--fingerprint", pin)
     assert cp.returncode == 1, cp.stdout + cp.stderr
     assert "INCOMPLETE" in cp.stdout
+    assert f"the bundle key changed: sources.bundle_fingerprint is {pin}" in cp.stderr
     m = manifest(out)
-    assert m["complete"] is False
+    assert m["complete"] is False and m["signing"]["fingerprint"] == printed_fingerprint(cp) != pin
     assert [(x["what"], x["url"]) for x in m["missing"]] == [  # the repository key is fetched first
         (f"{CONTAINER}: Packages index", f"{served.url}/container/gpgkey"),
         (f"{CUDA}: Packages index", f"{served.url}/cuda/3bf863cc.pub"),
     ]
     assert all("unreachable" in x["error"] and "refused" in x["error"].lower() for x in m["missing"])
     assert "missing apt/nvidia-cuda: Packages index" in cp.stderr
-    assert {k: v for k, v in all_files(out).items() if k != "manifest.json"} == {
-        k: v for k, v in before.items() if k != "manifest.json"
-    }
+    assert unsigned(all_files(out)) == unsigned(before)
     assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 10}
-    assert all(f["sha256"] == before[f["path"]] for f in m["files"])
+    assert all(f["sha256"] == all_files(out)[f["path"]] for f in m["files"])
     no_leftovers(out)
-    problems = verify_bundle(out)
+    assert verify_bundle(out, pin)[0].startswith("manifest.json.asc: the manifest is not signed by the pinned")
+    problems = verify_bundle(out, m["signing"]["fingerprint"])
     assert problems == ["the manifest records an incomplete bundle (2 missing)"]
 
     # Back on another port (a new spec file): complete again, every file reused.
     again = Server(served.root)
     again.start()
     try:
-        spec2 = write_spec(tmp_path, again.url, "cluster2.yaml")
+        spec2 = write_spec(tmp_path, again.url, repo_key.fingerprint, "cluster2.yaml")
         cp = run_bundle(str(spec2), "-o", str(out))
         assert cp.returncode == 0, cp.stdout + cp.stderr
         assert fetched(again) == []
     finally:
         again.stop()
     check_complete_bundle(out, spec2, repo_key.fingerprint)
+    pin = printed_fingerprint(cp)
 
     # --verify notices a changed file, and a stray file in a pushed repository.
     deb = next((out / CONTAINER).glob("nvidia-container-toolkit_*.deb"))
     deb.write_bytes(deb.read_bytes() + b"tampered")
     (out / CUDA / "extra.deb").write_bytes(b"not listed")
-    cp = run_bundle("--verify", str(out))
+    cp = run_bundle("--verify", str(out), "--fingerprint", pin)
     assert cp.returncode == 1
     assert f"{CONTAINER}/{deb.name}: " in cp.stderr
     assert f"{CUDA}/extra.deb: not in the manifest" in cp.stderr
     assert "2 problem(s)" in cp.stdout
 
 
+def unsigned(files: dict[str, str]) -> dict[str, str]:
+    """The bundle's files but its key and signatures (a new build key rewrites those)."""
+    signed = ("manifest.json", "manifest.json.asc", BUNDLE_KEY)
+    return {k: v for k, v in files.items() if k not in signed and not k.endswith("/InRelease")}
+
+
 def test_unreachable_mirror_on_a_fresh_directory(tmp_path: Path) -> None:
     dead = Server(tmp_path)
     dead.start()
     dead.stop()  # a port nothing listens on any more
-    spec_file = write_spec(tmp_path, dead.url)
+    spec_file = write_spec(tmp_path, dead.url, RENDER_ONLY_BUNDLE_FINGERPRINT)
     out = tmp_path / "bundle"
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 1, cp.stdout + cp.stderr
     m = manifest(out)
-    assert m["complete"] is False and m["files"] == []
+    assert m["complete"] is False and [f["path"] for f in m["files"]] == [BUNDLE_KEY]
     missing = {x["what"]: x for x in m["missing"]}
     assert set(missing) == {
         f"{CONTAINER}: Packages index",
@@ -238,19 +265,25 @@ def test_unreachable_mirror_on_a_fresh_directory(tmp_path: Path) -> None:
     for x in missing.values():
         assert x["url"].startswith(dead.url) and "unreachable" in x["error"]
     assert missing["artifacts/pyxis-0.20.0.tar.gz"]["url"] == f"{dead.url}/artifacts/pyxis-0.20.0.tar.gz"
-    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == ["manifest.json"]
+    # Nothing was fetched, and still the manifest is signed: the key and the signature, nothing else.
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "apt",
+        BUNDLE_KEY,
+        "manifest.json",
+        "manifest.json.asc",
+    ]
     assert "INCOMPLETE" in cp.stdout
-    cp = run_bundle("--verify", str(out))
-    assert cp.returncode == 1
+    cp = run_bundle("--verify", str(out), "--fingerprint", printed_fingerprint(cp))
+    assert cp.returncode == 1 and "the manifest records an incomplete bundle" in cp.stderr
 
 
-def test_bad_checksum_and_missing_file_are_recorded(served: Server, tmp_path: Path) -> None:
+def test_bad_checksum_and_missing_file_are_recorded(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
     pool = served.root / "container" / "pool"
     bad = pool / "libnvidia-container1_1.17.8-1_amd64.deb"
     bad.write_bytes(bad.read_bytes()[:-1] + b"X")  # same size, another checksum than the index says
     (pool / "nvidia-container-toolkit-base_1.17.8-1_amd64.deb").unlink()
     (served.root / "artifacts" / "pyxis-0.20.0.tar.gz").unlink()
-    spec_file = write_spec(tmp_path, served.url)
+    spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     out = tmp_path / "bundle"
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 1, cp.stdout + cp.stderr
@@ -271,8 +304,8 @@ def test_bad_checksum_and_missing_file_are_recorded(served: Server, tmp_path: Pa
     no_leftovers(out)
 
 
-def test_changed_pin_replaces_stale_packages(served: Server, tmp_path: Path) -> None:
-    spec_file = write_spec(tmp_path, served.url)
+def test_changed_pin_replaces_stale_packages(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
+    spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     out = tmp_path / "bundle"
     assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
     first_key = manifest(out)["signing"]["fingerprint"]
@@ -281,7 +314,8 @@ def test_changed_pin_replaces_stale_packages(served: Server, tmp_path: Path) -> 
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "4 stale removed" in cp.stdout
     # The index changed: a new build key signs every repository again (the old one is gone for good).
-    assert manifest(out)["signing"]["fingerprint"] != first_key
+    new_key = manifest(out)["signing"]["fingerprint"]
+    assert new_key != first_key
     debs = sorted(p.name for p in (out / CONTAINER).glob("*.deb"))
     assert debs == [
         "libnvidia-container-tools_1.18.0-1_amd64.deb",
@@ -289,7 +323,7 @@ def test_changed_pin_replaces_stale_packages(served: Server, tmp_path: Path) -> 
         "nvidia-container-toolkit-base_1.18.0-1_amd64.deb",
         "nvidia-container-toolkit_1.18.0-1_amd64.deb",
     ]
-    assert verify_bundle(out) == []
+    assert verify_bundle(out, new_key) == []
 
 
 def private_apt(root: Path, sources: str) -> dict[str, str]:
@@ -336,7 +370,7 @@ def test_apt_installs_from_the_bundle(served: Server, repo_key: RepoKey, tmp_pat
     """apt reads the regenerated indexes through the deploy's own source lines and pins, checks
     the bundle's signature with the bundle key, resolves the pinned packages with the OS's libc6
     and checks every .deb's checksum."""
-    spec_file = write_spec(tmp_path, served.url)
+    spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     out = tmp_path / "bundle"
     assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
     lines = [
@@ -386,18 +420,23 @@ def test_apt_installs_from_the_bundle(served: Server, repo_key: RepoKey, tmp_pat
     assert "NO_PUBKEY" in update.stdout + update.stderr and "is not signed" in update.stdout + update.stderr
 
 
-def test_release_files_without_a_source_can_be_placed_by_hand(served: Server, tmp_path: Path) -> None:
-    spec_file = write_spec(tmp_path, served.url)
+def test_release_files_without_a_source_can_be_placed_by_hand(
+    served: Server, repo_key: RepoKey, tmp_path: Path
+) -> None:
+    spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     spec_file.write_text("\n".join(x for x in spec_file.read_text().splitlines() if "artifacts:" not in x) + "\n")
     out = tmp_path / "bundle"
     exporter = "dcgm-exporter-4.2.3-4.1.3-linux-amd64"
     (out / "artifacts").mkdir(parents=True)
-    (out / "artifacts" / exporter).write_bytes(b"built on site\n")
+    (out / "artifacts" / exporter).write_bytes(ARTIFACTS[exporter])  # the bytes whose sha256 the spec pins
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 1, cp.stdout + cp.stderr
     m = manifest(out)
     files = {f["path"]: f for f in m["files"]}
-    assert files[f"artifacts/{exporter}"]["checksum"] == "placed in the bundle by hand"
+    assert (
+        files[f"artifacts/{exporter}"]["checksum"]
+        == f"placed in the bundle by hand; sha256 known beforehand: {PINNED_IN_SPEC}"
+    )
     assert files[f"artifacts/{exporter}"]["source"] is None
     missing = {x["what"]: x for x in m["missing"]}
     assert set(missing) == {f"artifacts/{n}" for n in ARTIFACTS if n != exporter}
@@ -416,10 +455,16 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     cp = run_bundle()
     assert cp.returncode == 2 and "usage: gpuforge bundle SPEC -o DIR" in cp.stderr
-    cp = run_bundle("--verify", str(tmp_path), "--json")
+    # --verify without a pinned key checks nothing: exit 2 naming the option.
+    cp = run_bundle("--verify", str(tmp_path))
+    assert cp.returncode == 2 and "--verify needs --fingerprint FPR" in cp.stderr and "OK" not in cp.stdout
+    cp = run_bundle("--verify", str(tmp_path), "--fingerprint", "3BF863CC")
+    assert cp.returncode == 2 and "--fingerprint: '3BF863CC' is not an OpenPGP v4 fingerprint" in cp.stderr
+    cp = run_bundle("--verify", str(tmp_path), "--fingerprint", RENDER_ONLY_BUNDLE_FINGERPRINT, "--json")
     assert cp.returncode == 1
     report = json.loads(cp.stdout)
-    assert report["ok"] is False and "cannot read the manifest" in report["problems"][0]
+    assert report["ok"] is False and f"{BUNDLE_KEY}: cannot read it as a regular file" in report["problems"][0]
+    assert "Traceback" not in cp.stderr
 
 
 def test_two_distros_with_different_builds_conflict(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
@@ -437,7 +482,7 @@ def test_two_distros_with_different_builds_conflict(served: Server, repo_key: Re
         deb = build_deb(tmp_path, name, "550.163.01-1", deps)
         shutil.move(deb, debian / "pool" / deb.name)
     index_repo(debian, gz=True, key=repo_key)
-    text = write_spec(tmp_path, served.url).read_text()
+    text = write_spec(tmp_path, served.url, repo_key.fingerprint).read_text()
     text = text.replace(f"{served.url}/cuda\n", f"{served.url}/cuda-{{distro}}\n")
     text = text.replace(
         "  - name: gpu\n",

@@ -1,5 +1,6 @@
 """verify_bundle refuses what must never reach a node: links, FIFOs, unlisted files, a malformed
-manifest (a problem reported, never a traceback). apply runs it before any host is touched."""
+manifest (a problem reported, never a traceback), and it verifies nothing without a pinned key.
+apply runs it before any host is touched."""
 
 from __future__ import annotations
 
@@ -7,26 +8,36 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpuforge.bundle.layout import FORMAT
-from gpuforge.bundle.verify import verify_bundle
-from tests.helpers import write_bundle_manifest
+from gpuforge.bundle.verify import NOT_ANCHORED, verify_bundle
+from tests.helpers import bundle_fingerprint, write_bundle_manifest
 
 
-def bundle(tmp_path: Path) -> Path:
+def bundle(tmp_path: Path, text: Callable[[dict[str, Any]], str] = json.dumps) -> Path:
     b = tmp_path / "bundle"
     (b / "apt" / "nvidia-container").mkdir(parents=True)
     (b / "apt" / "nvidia-container" / "Packages").write_text("Package: x\nVersion: 1\n")
     (b / "artifacts").mkdir()
     (b / "artifacts" / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
-    write_bundle_manifest(b)
+    write_bundle_manifest(b, text=text)
     return b
 
 
+def verify(b: Path) -> list[str]:
+    """verify_bundle with the key the bundle was signed with pinned."""
+    return verify_bundle(b, bundle_fingerprint(b))
+
+
 def test_a_good_bundle_verifies(tmp_path: Path) -> None:
-    assert verify_bundle(bundle(tmp_path)) == []
+    assert verify(bundle(tmp_path)) == []
+
+
+def test_without_a_pinned_key_nothing_is_verified(tmp_path: Path) -> None:
+    assert verify_bundle(bundle(tmp_path)) == [NOT_ANCHORED]
 
 
 def _symlink_to_dev_zero(b: Path) -> None:
@@ -70,7 +81,7 @@ def _unlisted_artifact(b: Path) -> None:
 def test_what_must_not_reach_a_node_is_refused(tmp_path: Path, mutate: Callable[[Path], None], expected: str) -> None:
     b = bundle(tmp_path)
     mutate(b)
-    problems = verify_bundle(b)
+    problems = verify(b)
     assert any(p.startswith(expected) for p in problems), problems
 
 
@@ -86,14 +97,13 @@ def test_what_must_not_reach_a_node_is_refused(tmp_path: Path, mutate: Callable[
     ],
 )
 def test_a_malformed_manifest_is_reported_not_a_crash(tmp_path: Path, entries: list[object], expected: str) -> None:
-    b = bundle(tmp_path)
-    (b / "manifest.json").write_text(json.dumps({"format": FORMAT, "files": entries, "complete": True}))
-    assert any(p.startswith(expected) for p in verify_bundle(b)), verify_bundle(b)
+    """Even signed by the pinned key, a malformed entry is a problem reported, not a traceback."""
+    b = bundle(tmp_path, lambda _m: json.dumps({"format": FORMAT, "files": entries, "complete": True}))
+    assert any(p.startswith(expected) for p in verify(b)), verify(b)
 
 
 @pytest.mark.parametrize("text", ["[]", '{"files": {"a": 1}}', "not json", '{"complete": true}'])
 def test_an_unreadable_manifest_is_one_problem(tmp_path: Path, text: str) -> None:
-    b = bundle(tmp_path)
-    (b / "manifest.json").write_text(text)
-    (problem,) = verify_bundle(b)
+    b = bundle(tmp_path, lambda _m: text)
+    (problem,) = verify(b)
     assert "cannot read the manifest" in problem

@@ -20,7 +20,7 @@ from gpuforge.bundle.verify import verify_bundle
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import k8s_packages as pkgs
 from gpuforge.spec import load_spec, resolve_nodes
-from tests.bundle.conftest import REPO, RepoKey, Server, flat_repo, run_bundle
+from tests.bundle.conftest import REPO, RepoKey, Server, artifact_pins, flat_repo, run_bundle
 
 K8S_DIR = "k8s/core:/stable:/v1.31/deb"
 K8S_DEBS = [
@@ -120,13 +120,15 @@ def write(tmp_path: Path, name: str, sources: str) -> Path:
     return path
 
 
-def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, tmp_path: Path) -> None:
-    base = k8s_served.url
+def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
+    base, key = k8s_served.url, repo_key.fingerprint
     mirror = write(
         tmp_path,
         "mirror.yaml",
         f"  mode: mirror\n  mirrors:\n    nvidia_cuda: {base}/cuda\n    nvidia_container: {base}/container\n"
-        f"    artifacts: {base}/artifacts\n    kubernetes: {base}/k8s",
+        f"    artifacts: {base}/artifacts\n    kubernetes: {base}/k8s\n"
+        f"  mirror_keys: {{nvidia_cuda: {key}, nvidia_container: {key}, kubernetes: {key}}}"
+        + artifact_pins(ADDON_FILES),
     )
     out = tmp_path / "bundle"
     cp = run_bundle(str(mirror), "-o", str(out))
@@ -148,7 +150,8 @@ def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, tmp_path: Path
     assert repo["external"] == [{"dependency": "iptables", "required_by": ["kubelet"]}]
     for name, data in ADDON_FILES.items():
         assert (out / "artifacts" / name).read_bytes() == data
-    assert verify_bundle(out) == []
+    pin = manifest["signing"]["fingerprint"]  # what 'gpuforge bundle' printed to pin
+    assert verify_bundle(out, pin) == []
 
     # The images a site mirrors: kubeadm's, the manifests', the GPU Operator components this
     # cluster enables, read from the chart's own values.yaml (host driver and toolkit: not those),
@@ -175,7 +178,8 @@ def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, tmp_path: Path
     assert all(digest.startswith("tag only") for _, _, digest in listed)
     assert "kubeadm config images list --kubernetes-version v1.31.4" in (out / "images.txt").read_text()
 
-    offline = write(tmp_path, "offline.yaml", f"  mode: offline\n  bundle_dir: {out}")
+    sources = f"  mode: offline\n  bundle_dir: {out}\n  bundle_fingerprint: {pin}" + artifact_pins(ADDON_FILES)
+    offline = write(tmp_path, "offline.yaml", sources)
     spec = load_spec(offline)
     kcp1 = next(n for n in resolve_nodes(spec) if n.name == "kcp1")
     repo_on_node = pkgs.kubernetes_repo(spec, kcp1.os)

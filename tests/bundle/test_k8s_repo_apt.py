@@ -20,8 +20,9 @@ import yaml
 from gpuforge.deploy.converge import LayerFacts, StepKind
 from gpuforge.deploy.layers.kubernetes import kubernetes_layer
 from gpuforge.render import k8s_packages as pkgs
-from gpuforge.spec import resolve_nodes
+from gpuforge.spec import Spec, k8s_facts, resolve_nodes
 from gpuforge.spec.load import parse_spec
+from gpuforge.spec.nodes import Node
 from tests.bundle.conftest import RepoKey, Server, cli_env, flat_repo
 from tests.conftest import REPO
 
@@ -47,10 +48,13 @@ def k8s_mirror(repo_key: RepoKey, tmp_path: Path) -> Iterator[Server]:
         server.stop()
 
 
-def node_files(base_url: str) -> tuple[object, object, dict[str, str]]:
+def node_files(base_url: str, key: str | None) -> tuple[Spec, Node, dict[str, str]]:
+    """The spec on the mirror at ``base_url``, its key pinned as ``key`` (None: pkgs.k8s.io's)."""
     data = yaml.safe_load((REPO / "inventories" / "k8s-gpu-operator.yaml").read_text())
     data["cluster"]["os"] = "debian12"
     data["sources"] = {"mode": "mirror", "mirrors": {"kubernetes": f"{base_url}/"}}
+    if key is not None:
+        data["sources"]["mirror_keys"] = {"kubernetes": key}
     spec = parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=REPO / "inventories")
     node = next(n for n in resolve_nodes(spec) if n.name == "kgpu01")
     return spec, node, {f.path: f.data.decode() for f in pkgs.k8s_repo_files(spec, node)}
@@ -81,18 +85,25 @@ def candidate(env: dict[str, str], package: str) -> str:
     return next(line.split(":", 1)[1].strip() for line in out.stdout.splitlines() if "Candidate:" in line)
 
 
-def test_the_real_apt_takes_the_pinned_patch_from_the_mirror(k8s_mirror: Server, tmp_path: Path) -> None:
-    spec, node, files = node_files(k8s_mirror.url)
-    root = tmp_path / "apt"
-    keyring = root / "keyrings" / "gpuforge-kubernetes.asc"
-    env = private_apt(root, keyring)
-
-    # The deploy's own key step, pointed at this test's directory instead of /etc/apt/keyrings.
+def run_key_step(spec: Spec, node: Node, keyring: Path) -> subprocess.CompletedProcess[str]:
+    """The deploy's own key step, run for real, pointed at ``keyring``'s directory instead of /etc/apt/keyrings."""
     layer = kubernetes_layer(spec, node)
     assert layer.after is not None
     (key_step,) = [s for s in layer.after(LayerFacts(), set()) if s.kind is StepKind.KEYRING]
     command = (key_step.command or "").replace("/etc/apt/keyrings", str(keyring.parent))
-    subprocess.run(["sh", "-c", command], check=True, env=cli_env(), timeout=60)
+    return subprocess.run(["sh", "-c", command], env=cli_env(), timeout=60, capture_output=True, text=True)
+
+
+def test_the_real_apt_takes_the_pinned_patch_from_the_mirror(
+    k8s_mirror: Server, repo_key: RepoKey, tmp_path: Path
+) -> None:
+    spec, node, files = node_files(k8s_mirror.url, repo_key.fingerprint)  # the site's mirror key, pinned
+    root = tmp_path / "apt"
+    keyring = root / "keyrings" / "gpuforge-kubernetes.asc"
+    env = private_apt(root, keyring)
+
+    key_step = run_key_step(spec, node, keyring)
+    assert key_step.returncode == 0, key_step.stderr
     assert keyring.read_bytes() == (k8s_mirror.root / REPO_DIR / "Release.key").read_bytes()
     assert keyring.stat().st_mode & 0o777 == 0o644
 
@@ -118,9 +129,34 @@ def test_the_real_apt_takes_the_pinned_patch_from_the_mirror(k8s_mirror: Server,
     assert candidate(env, "kubelet") == "1.31.5-1.1"
 
 
+def test_a_mirror_key_that_is_not_the_pinned_one_is_never_installed(
+    k8s_mirror: Server, repo_key: RepoKey, tmp_path: Path
+) -> None:
+    """Mirror mode: the key beside the mirror is checked against the pinned fingerprint by the
+    step's own command, run for real, before it is moved into place; another key stays out."""
+    keyring = tmp_path / "apt" / "keyrings" / "gpuforge-kubernetes.asc"
+    # No pin of the site's own: the mirror is held to pkgs.k8s.io's key, and the test key is refused.
+    spec, node, _ = node_files(k8s_mirror.url, None)
+    refused = run_key_step(spec, node, keyring)
+    assert refused.returncode != 0
+    assert f"key {repo_key.fingerprint}, not the pinned {k8s_facts.KEY_FINGERPRINT}: refused" in refused.stderr
+    assert not keyring.exists()
+    # The site's key pinned, and the mirror serving another key in its place: refused too.
+    other = RepoKey(tmp_path / "other-gnupg", "mirror-attacker")
+    try:
+        (k8s_mirror.root / REPO_DIR / "Release.key").write_bytes(other.armored())
+    finally:
+        other.close()
+    spec, node, _ = node_files(k8s_mirror.url, repo_key.fingerprint)
+    refused = run_key_step(spec, node, keyring)
+    assert refused.returncode != 0
+    assert f"key {other.fingerprint}, not the pinned {repo_key.fingerprint}: refused" in refused.stderr
+    assert not keyring.exists()
+
+
 def test_a_signature_from_another_key_is_refused(k8s_mirror: Server, repo_key: RepoKey, tmp_path: Path) -> None:
     """The source line's signed-by is the only key apt trusts for this repository."""
-    _, _, files = node_files(k8s_mirror.url)
+    _, _, files = node_files(k8s_mirror.url, repo_key.fingerprint)
     root = tmp_path / "apt"
     other = RepoKey(tmp_path / "other-gnupg", "someone-else")
     try:

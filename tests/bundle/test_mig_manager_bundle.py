@@ -77,7 +77,10 @@ slurm:
 """
 
 
-def spec_text(os_name: str, b: int, flavor: str, sources: str = "{mode: upstream}") -> str:
+def spec_text(os_name: str, b: int, flavor: str, pins: dict[str, str] | None = None) -> str:
+    """The MIG spec from upstream; ``pins``: the sha256 of the release files (none is published)."""
+    listed = ", ".join(f"{name}: {sha}" for name, sha in sorted((pins or {}).items()))
+    sources = f"{{mode: upstream, artifact_sha256: {{{listed}}}}}"
     return SPEC.format(os=os_name, version=repos.VERSIONS[b], flavor=flavor, sources=sources, mig=MIG)
 
 
@@ -111,7 +114,8 @@ def loopback(tmp_path: Path, repo_key: RepoKey, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setattr(table, name, on_loopback(getattr(table, name)))
     for kind in ("nvidia-cuda", "nvidia-container"):  # upstream mode requires the cited fingerprints
         monkeypatch.setitem(table.APT_REPO_FINGERPRINTS, kind, repo_key.fingerprint)
-    monkeypatch.setitem(table.RPM_REPO_FINGERPRINTS, "nvidia-container", repo_key.fingerprint)
+    for kind in ("nvidia-cuda", "nvidia-container", "docker-ce", "epel"):
+        monkeypatch.setitem(table.RPM_REPO_FINGERPRINTS, kind, repo_key.fingerprint)
     try:
         yield server
     finally:
@@ -124,12 +128,16 @@ def place(server: Server, url: str, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def release_files(server: Server, enroot: tuple[str, ...], mig_name: str, mig: bytes) -> None:
-    """The GitHub release assets: nvidia-mig-manager, enroot's packages, pyxis' tag archive."""
+def release_files(server: Server, enroot: tuple[str, ...], mig_name: str, mig: bytes) -> dict[str, str]:
+    """The GitHub release assets: nvidia-mig-manager, enroot's packages, pyxis' tag archive; the
+    sha256 of each, as the operator pins them (``sources.artifact_sha256``: none is published)."""
+    files = {mig_name: mig, "pyxis-0.20.0.tar.gz": b"fake pyxis 0.20.0\n"}
     place(server, f"{table.MIG_PARTED_RELEASES}/v{MIG}/{mig_name}", mig)
     for name in enroot:
-        place(server, f"{src.ENROOT_RELEASES}/v3.5.0/{name}", f"fake {name}\n".encode())
-    place(server, f"{src.PYXIS_TAGS}/v0.20.0.tar.gz", b"fake pyxis 0.20.0\n")
+        files[name] = f"fake {name}\n".encode()
+        place(server, f"{src.ENROOT_RELEASES}/v3.5.0/{name}", files[name])
+    place(server, f"{src.PYXIS_TAGS}/v0.20.0.tar.gz", files["pyxis-0.20.0.tar.gz"])
+    return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
 
 
 def bundle(spec_file: Path, out: Path) -> tuple[int, str]:
@@ -154,13 +162,15 @@ def check_mig_manager(out: Path, server: Server, name: str, served: bytes, spec:
         "sha256": hashlib.sha256(served).hexdigest(),
         "size": len(served),
         "source": f"{server.url}{MIG_RELEASE}/{name}",
-        "checksum": "none published (recorded)",  # gpuforge knows no checksum of it: recorded
+        "checksum": "sha256 known beforehand: pinned in the spec (sources.artifact_sha256)",
     }
     needs = spec_needs(parse_spec(spec))
     assert needs.artifacts[name].nodes == ["gpu03", "gpu04"]
     without_mig = spec.replace("    mig_config: inference\n", "")
     assert name not in spec_needs(parse_spec(without_mig)).artifacts
-    offline = parse_spec(spec.replace("sources: {mode: upstream}", f"sources: {{mode: offline, bundle_dir: {out}}}"))
+    pin = manifest(out)["signing"]["fingerprint"]
+    sources = f"sources: {{mode: offline, bundle_dir: {out}, bundle_fingerprint: {pin},"  # the same pins
+    offline = parse_spec(spec.replace("sources: {mode: upstream,", sources))
     a = src.mig_manager_artifact(offline, os_family)
     assert (a.name, a.local, a.sha256) == (name, str(out / "artifacts" / name), hashlib.sha256(served).hexdigest())
 
@@ -173,11 +183,18 @@ APT_CASES = [
 
 
 def bundle_complete(
-    tmp_path: Path, loopback: Server, os_name: str, branch: int, flavor: str, release_file: str, mig: bytes
+    tmp_path: Path,
+    loopback: Server,
+    os_name: str,
+    branch: int,
+    flavor: str,
+    release_file: str,
+    mig: bytes,
+    pins: dict[str, str],
 ) -> tuple[Path, dict[str, Any]]:
     """``gpuforge bundle`` of the MIG spec for one driver from the loopback upstream: complete, nothing
     missing, and the mig-manager release file in it as released; the bundle folder and its manifest."""
-    spec = spec_text(os_name, branch, flavor)
+    spec = spec_text(os_name, branch, flavor, pins)
     spec_file = tmp_path / "cluster.yaml"
     spec_file.write_text(spec)
     out = tmp_path / "bundle"
@@ -206,8 +223,8 @@ def test_apt_bundle_from_upstream_layout(
     flat_repo(container, CONTAINER_DEBS, work, gz=False, key=repo_key, key_file="gpgkey")
     place(loopback, f"{src.CONTAINER_UPSTREAM}/gpgkey", repo_key.armored())
     mig = build_deb(work, "nvidia-mig-manager", f"{MIG}-1", "", "").read_bytes()  # a real .deb, as released
-    release_files(loopback, ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb"), MIG_DEB, mig)
-    out, m = bundle_complete(tmp_path, loopback, os_name, branch, flavor, MIG_DEB, mig)
+    pins = release_files(loopback, ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb"), MIG_DEB, mig)
+    out, m = bundle_complete(tmp_path, loopback, os_name, branch, flavor, MIG_DEB, mig, pins)
     control = subprocess.run(
         ["dpkg-deb", "-f", str(out / "artifacts" / MIG_DEB), "Package", "Version"], capture_output=True, text=True
     )
@@ -226,7 +243,7 @@ def test_apt_bundle_from_upstream_layout(
     assert len(debs) == len(cuda_record["packages"])
     others = {repos.NEWER[branch], *(repos.VERSIONS[b] for b in branches if b != branch)}
     assert not any(v in p for p in debs for v in others)  # no later point release, no other branch
-    assert verify_bundle(out) == []
+    assert verify_bundle(out, manifest(out)["signing"]["fingerprint"]) == []
 
 
 def test_rpm_bundle_from_upstream_layout(loopback: Server, repo_key: RepoKey, tmp_path: Path) -> None:
@@ -252,8 +269,9 @@ def test_rpm_bundle_from_upstream_layout(loopback: Server, repo_key: RepoKey, tm
     rpm_repo(epel, EPEL_RPMS, work, repo_key, src.EPEL_KEY, sign="packages")
     place(loopback, table.EPEL_GPGKEY, repo_key.armored())
     mig = build_rpm(work, Rpm("nvidia-mig-manager", f"{MIG}-1")).read_bytes()  # a real .rpm, as released
-    release_files(loopback, ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm"), MIG_RPM, mig)
-    out, m = bundle_complete(tmp_path, loopback, "rhel9", 570, "proprietary", MIG_RPM, mig)
+    enroot = ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm")
+    pins = release_files(loopback, enroot, MIG_RPM, mig)
+    out, m = bundle_complete(tmp_path, loopback, "rhel9", 570, "proprietary", MIG_RPM, mig, pins)
     query = subprocess.run(
         ["rpm", "-qp", "--nosignature", "--qf", "%{NAME} %{VERSION}-%{RELEASE}", str(out / "artifacts" / MIG_RPM)],
         capture_output=True,
@@ -273,4 +291,4 @@ def test_rpm_bundle_from_upstream_layout(loopback: Server, repo_key: RepoKey, tm
     assert len(modules_gz) == 1
     container_record = next(r for r in m["repositories"] if r["path"] == "rpm/nvidia-container")
     assert container_record["sources"][0]["signed_by"] == repo_key.fingerprint  # the cited fingerprint, required
-    assert verify_bundle(out) == []
+    assert verify_bundle(out, manifest(out)["signing"]["fingerprint"]) == []

@@ -21,20 +21,21 @@ from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.nvidia import DCGM_EXPORTER_BIN
 from gpuforge.spec import parse_spec, resolve_nodes
-from tests.bundle.conftest import ARTIFACTS, Server, mirror_spec, offline_spec, run_bundle
+from tests.bundle.conftest import ARTIFACTS, RepoKey, Server, mirror_spec, offline_spec, run_bundle
+from tests.helpers import bundle_fingerprint
 
 ON_NODE = src.BUNDLE_ON_NODE
 
 
 @pytest.fixture(scope="module")
-def bundle(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def bundle(upstream: Path, repo_key: RepoKey, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A complete bundle of the test cluster, built by the CLI from a loopback mirror."""
     work = tmp_path_factory.mktemp("offline")
     server = Server(upstream)
     server.start()
     try:
         spec_file = work / "mirror.yaml"
-        spec_file.write_text(mirror_spec(server.url))
+        spec_file.write_text(mirror_spec(server.url, repo_key.fingerprint))
         cp = run_bundle(str(spec_file), "-o", str(work / "bundle"))
         assert cp.returncode == 0, cp.stdout + cp.stderr
     finally:
@@ -45,7 +46,7 @@ def bundle(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 def plan_node(bundle: Path, node: str) -> dict[str, list[Step]]:
     """Every NVIDIA layer's steps on a fresh GPU node (H100s on the bus, nothing installed)."""
-    spec = parse_spec(offline_spec(bundle))
+    spec = parse_spec(offline_spec(bundle, bundle_fingerprint(bundle)))
     n = next(x for x in resolve_nodes(spec) if x.name == node)
     ctx = needs.Ctx.build(spec, n, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name=f"test-{node}")
     return {layer.name: plan_layer(layer, LayerFacts())[0] for _, layer in nv.nvidia_layers(ctx)}

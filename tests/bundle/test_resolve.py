@@ -10,6 +10,7 @@ from gpuforge.bundle.debian import PackageIndex, parse_packages, render_packages
 from gpuforge.bundle.needs import spec_needs
 from gpuforge.bundle.resolve import Pin, Want, resolve
 from gpuforge.spec import load_spec, parse_spec
+from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -291,7 +292,7 @@ def test_needs_of_the_h100_example() -> None:
 
 def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
-    data["sources"] = {"mode": "offline", "bundle_dir": "bundle"}
+    data["sources"] = {"mode": "offline", "bundle_dir": "bundle", "bundle_fingerprint": RENDER_ONLY_BUNDLE_FINGERPRINT}
     data["node_groups"][5]["os"] = "rhel9"  # the mig group
     needs = spec_needs(parse_spec(yaml.safe_dump(data)))
     urls = {(fmt, kind): need.url for (fmt, kind, _), need in needs.repos.items()}
@@ -303,6 +304,15 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
         ("rpm", "nvidia-container"): "https://nvidia.github.io/libnvidia-container/stable/rpm/x86_64",
         ("rpm", "docker-ce"): "https://download.docker.com/linux/rhel/9/x86_64/stable",  # containerd.io
         ("rpm", "epel"): "https://dl.fedoraproject.org/pub/epel/9/Everything/x86_64",  # dkms, parallel, slurm-devel
+    }
+    # Every repository's key must be upstream's cited one (the bundle is fetched from upstream).
+    assert {(fmt, kind): need.fingerprint for (fmt, kind, _), need in needs.repos.items()} == {
+        ("apt", "nvidia-cuda"): "EB693B3035CD5710E231E123A4B469963BF863CC",  # cuda-repo-key
+        ("apt", "nvidia-container"): "C95B321B61E88C1809C4F759DDCAE044F796ECB0",  # container-repo-key
+        ("rpm", "nvidia-cuda"): "610C7B14E068A878070DA4E99CD0A493D42D0685",  # cuda-rpm-key
+        ("rpm", "nvidia-container"): "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
+        ("rpm", "docker-ce"): "060A61C51B558A7F742B77AAC52FEB6B621E9F35",  # docker-rhel-key
+        ("rpm", "epel"): "FF8AD1344597106ECE813B918A3872BF3228467C",  # epel9-key
     }
     epel = next(n for (fmt, kind, _), n in needs.repos.items() if kind == "epel")
     assert list(epel.wants) == ["dkms", "parallel", "slurm-devel"]

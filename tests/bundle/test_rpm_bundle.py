@@ -14,16 +14,20 @@ from typing import Any
 
 import pytest
 
+from gpuforge.bundle.layout import MANIFEST, MANIFEST_SIG
+from gpuforge.bundle.needs import spec_needs
 from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
-from gpuforge.bundle.signing import BUNDLE_RPM_KEY
+from gpuforge.bundle.signing import BUNDLE_KEY, BUNDLE_RPM_KEY, BundleSigner
+from gpuforge.bundle.trust import sign_repositories
 from gpuforge.bundle.verify import verify_bundle
 from gpuforge.deploy import needs
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
+from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec import parse_spec, resolve_nodes
-from tests.bundle.conftest import ARTIFACTS, SPEC, RepoKey, Server, cli_env, run_bundle, serve_copy
+from tests.bundle.conftest import ARTIFACTS, SPEC, RepoKey, Server, artifact_pins, cli_env, run_bundle, serve_copy
 from tests.bundle.rpmrepo import (
     CONTAINER_RPMS,
     CUDA_RPMS,
@@ -40,17 +44,21 @@ CONTAINER = "rpm/nvidia-container"
 DOCKER = "rpm/docker-ce"
 EPEL = "rpm/epel"
 RHEL_ARTIFACTS = ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm")
+RHEL_ARTIFACT = b"fake enroot rpm\n"
 
 
-def rhel_spec(base: str, sources: str = "mirror") -> str:
+def rhel_spec(base: str, key: str | None, sources: str = "mirror") -> str:
     """The bundle tests' cluster (conftest.SPEC) on RHEL 9: every source on ``base`` (mirror
-    mode), or ``sources`` given whole."""
+    mode), each repository signed by the key ``key`` pins, or ``sources`` given whole."""
     mirrors = (
         "  mode: mirror\n  mirrors:\n"
         f"    nvidia_cuda: {base}/cuda\n    nvidia_container: {base}/container\n"
         f"    docker_ce: {base}/docker\n    epel: {base}/epel\n    artifacts: {base}/artifacts"
     )
-    text = SPEC.format(sources=mirrors if sources == "mirror" else sources)
+    if key is not None:
+        mirrors += f"\n  mirror_keys: {{nvidia_cuda: {key}, nvidia_container: {key}, docker_ce: {key}, epel: {key}}}"
+    pins = artifact_pins({name: RHEL_ARTIFACT for name in RHEL_ARTIFACTS})
+    text = SPEC.format(sources=(mirrors if sources == "mirror" else sources) + pins)
     return text.replace("os: ubuntu24.04", "os: rhel9")
 
 
@@ -109,14 +117,16 @@ def rpm_upstream(tmp_path_factory: pytest.TempPathFactory, repo_key: RepoKey) ->
     for name, data in ARTIFACTS.items():
         (root / "artifacts" / name).write_bytes(data)
     for name in RHEL_ARTIFACTS:
-        (root / "artifacts" / name).write_bytes(b"fake enroot rpm\n")
+        (root / "artifacts" / name).write_bytes(RHEL_ARTIFACT)
     return root
 
 
 @pytest.fixture
-def rpm_served(rpm_upstream: Path, tmp_path: Path) -> Iterator[Server]:
-    """A private copy of the rpm upstream, served on 127.0.0.1."""
-    yield from serve_copy(rpm_upstream, tmp_path)
+def rpm_served(rpm_upstream: Path, repo_key: RepoKey, tmp_path: Path) -> Iterator[Server]:
+    """A private copy of the rpm upstream, served on 127.0.0.1 (``key``: its signing key's fingerprint)."""
+    for server in serve_copy(rpm_upstream, tmp_path):
+        server.key = repo_key.fingerprint
+        yield server
 
 
 def manifest(out: Path) -> dict[str, Any]:
@@ -124,11 +134,17 @@ def manifest(out: Path) -> dict[str, Any]:
     return data
 
 
-def build(served: Server, tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def build(served: Server, tmp_path: Path, *options: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
     spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(rhel_spec(served.url))
+    spec_file.write_text(rhel_spec(served.url, served.key))
     out = tmp_path / "bundle"
-    return out, run_bundle(str(spec_file), "-o", str(out))
+    return out, run_bundle(str(spec_file), "-o", str(out), *options)
+
+
+def bundle_pin(out: Path) -> str:
+    """The bundle key fingerprint the build printed for the operator to pin."""
+    fingerprint: str = manifest(out)["signing"]["fingerprint"]
+    return fingerprint
 
 
 @pytest.fixture
@@ -194,7 +210,7 @@ def test_rhel_bundle_resolves_fetches_and_signs_rpm_repositories(rpm_served: Ser
         assert (out / path / REPOMD_SIG).is_file()
     modules = list((out / CUDA / "repodata").glob("*-modules.yaml.gz"))
     assert len(modules) == 1  # only the stream the nodes enable (checked with dnf below)
-    assert verify_bundle(out) == []
+    assert verify_bundle(out, bundle_pin(out)) == []
     for name in RHEL_ARTIFACTS:
         assert (out / "artifacts" / name).is_file()
 
@@ -230,7 +246,7 @@ def test_dnf_refuses_a_changed_bundle_index(rpm_served: Server, tmp_path: Path, 
     refused = dnf(dnf_root, out, "--disablerepo=*", "--enablerepo=gpuforge-nvidia-container", "makecache")
     assert refused.returncode != 0
     assert "GPG signature verification error" in refused.stdout + refused.stderr
-    assert any(p.startswith(f"{CONTAINER}/{REPOMD}: ") for p in verify_bundle(out))
+    assert any(p.startswith(f"{CONTAINER}/{REPOMD}: ") for p in verify_bundle(out, bundle_pin(out)))
 
 
 def test_a_cuda_package_without_upstream_signature_is_refused(
@@ -282,12 +298,32 @@ def test_toolkit_metadata_signed_by_another_key_is_refused(rpm_served: Server, t
     assert not any(p.endswith(".rpm") and "/container/" in p for p in rpm_served.requests)
 
 
+def test_a_mirror_key_other_than_the_pinned_one_checks_no_package(rpm_served: Server, tmp_path: Path) -> None:
+    """Mirror mode, packages signed (EPEL, Docker): a key the mirror serves in place of the pinned
+    one is refused before rpmkeys imports it, so no package it signed is taken."""
+    other = RepoKey(tmp_path / "other-gnupg", "mirror-attacker")
+    try:
+        (rpm_served.root / "epel" / src.EPEL_KEY).write_bytes(other.armored())
+    finally:
+        other.close()
+    out, cp = build(rpm_served, tmp_path)
+    assert cp.returncode == 1
+    missing = {x["what"]: x["error"] for x in manifest(out)["missing"]}
+    assert f"holds key {other.fingerprint}, not the pinned {rpm_served.key}" in missing[f"{EPEL}: repodata"]
+    assert not any(p.endswith(".rpm") and "/epel/" in p for p in rpm_served.requests)
+    # Without the site's pins, each mirror is held to upstream's key (epel9-key, docker-rhel-key, ...).
+    unpinned = spec_needs(parse_spec(rhel_spec(rpm_served.url, None)))
+    assert {n.kind: n.fingerprint for n in unpinned.repos.values()} == {
+        kind: table.RPM_REPO_FINGERPRINTS[kind] for kind in ("nvidia-cuda", "nvidia-container", "docker-ce", "epel")
+    }
+
+
 def test_a_rerun_with_no_change_rewrites_nothing(rpm_served: Server, tmp_path: Path) -> None:
     out, cp = build(rpm_served, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"}
     first = manifest(out)["signing"]["fingerprint"]
-    out, cp = build(rpm_served, tmp_path)
+    out, cp = build(rpm_served, tmp_path, "--fingerprint", first)  # the key the operator pinned
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert " 0 downloaded" in cp.stdout
     after = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"}
@@ -300,7 +336,8 @@ def test_a_fresh_rhel_node_installs_the_nvidia_stack_from_the_bundle(rpm_served:
     bundle key; every NVIDIA/EPEL package the plan installs is in it at the planned version."""
     out, cp = build(rpm_served, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    spec = parse_spec(rhel_spec(rpm_served.url, f"  mode: offline\n  bundle_dir: {out}"))
+    offline = f"  mode: offline\n  bundle_dir: {out}\n  bundle_fingerprint: {bundle_pin(out)}"
+    spec = parse_spec(rhel_spec(rpm_served.url, None, offline))
     node = next(x for x in resolve_nodes(spec) if x.name == "gpu01")
     host = HostFacts(gpus=["2330"] * 8, package_tool="rpm", kernel_release="5.14.0-503.el9.x86_64")
     ctx = needs.Ctx.build(spec, node, host, name="test-gpu01")
@@ -343,15 +380,16 @@ def test_a_rhel_bundle_without_rpmkeys_is_refused_before_fetching(rpm_served: Se
     for tool in ("gpg", "gpgv", "gpgconf"):
         (bare / tool).symlink_to(shutil.which(tool) or tool)
     spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(rhel_spec(rpm_served.url))
+    spec_file.write_text(rhel_spec(rpm_served.url, rpm_served.key))
     cp = run_bundle(str(spec_file), "-o", str(tmp_path / "out"), env={**cli_env(), "PATH": str(bare)})
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "rpmkeys, rpm, which this host lacks" in cp.stderr
     assert rpm_served.requests == [] and not (tmp_path / "out").exists()
 
 
-def _relist(out: Path, rel: str, data: bytes | None) -> None:
-    """Change (or, with None, remove) one bundle file and list it in the manifest as it now is."""
+def _relist(out: Path, signer: BundleSigner, rel: str, data: bytes | None) -> None:
+    """Change (or, with None, remove) one bundle file, list it in the manifest as it now is, and
+    sign the manifest with ``signer`` (the pinned key: only the repositories' signatures are wrong)."""
     m = manifest(out)
     m["files"] = [f for f in m["files"] if f["path"] != rel]
     if data is None:
@@ -359,24 +397,32 @@ def _relist(out: Path, rel: str, data: bytes | None) -> None:
     else:
         (out / rel).write_bytes(data)
         m["files"].append({"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
-    (out / "manifest.json").write_text(json.dumps(m))
+    raw = json.dumps(m).encode()
+    (out / MANIFEST).write_bytes(raw)
+    (out / MANIFEST_SIG).write_bytes(signer.detach_sign(raw))
 
 
 def test_verify_checks_the_rpm_signatures_not_only_the_manifest(rpm_served: Server, tmp_path: Path) -> None:
-    """A bundle whose manifest was rewritten to match is still refused: the signatures do not."""
+    """A bundle whose manifest the pinned key signed as rewritten is still refused: the
+    repositories' signatures do not match."""
     out, cp = build(rpm_served, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    _relist(out, f"{EPEL}/{REPOMD_SIG}", None)
-    assert verify_bundle(out) == [f"{EPEL}/{REPOMD_SIG}: missing (the repository is not signed)"]
-    other = RepoKey(tmp_path / "other-gnupg", "someone-else")
-    try:
-        _relist(
-            out, f"{EPEL}/{REPOMD_SIG}", other.gpg("--armor", "--detach-sign", data=(out / EPEL / REPOMD).read_bytes())
-        )
-        _relist(out, BUNDLE_RPM_KEY, other.armored())
-    finally:
-        other.close()
-    problems = verify_bundle(out)
+    with BundleSigner("the operator's test key") as signer:  # stands for the build's key, gone now
+        pin = signer.fingerprint()
+        sign_repositories(signer, out, [], lambda rel, data: (out / rel).write_bytes(data), list(PINNED))
+        for rel in (BUNDLE_KEY, BUNDLE_RPM_KEY, *(f"{path}/{REPOMD_SIG}" for path in PINNED)):
+            _relist(out, signer, rel, (out / rel).read_bytes())
+        assert verify_bundle(out, pin) == []
+        _relist(out, signer, f"{EPEL}/{REPOMD_SIG}", None)
+        assert verify_bundle(out, pin) == [f"{EPEL}/{REPOMD_SIG}: missing (the repository is not signed)"]
+        other = RepoKey(tmp_path / "other-gnupg", "someone-else")
+        try:
+            signature = other.gpg("--armor", "--detach-sign", data=(out / EPEL / REPOMD).read_bytes())
+            _relist(out, signer, f"{EPEL}/{REPOMD_SIG}", signature)
+            _relist(out, signer, BUNDLE_RPM_KEY, other.armored())
+        finally:
+            other.close()
+    problems = verify_bundle(out, pin)
     assert problems[0].startswith(f"{EPEL}/{REPOMD_SIG}: the signature does not verify")
     assert problems[1:] == [f"{BUNDLE_RPM_KEY}: not the key in apt/gpuforge-bundle.gpg"]
 

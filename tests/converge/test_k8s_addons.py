@@ -60,8 +60,17 @@ def failed(line: str, rc: int = 1) -> str:
     return f"rc={rc}\n{line}\n"
 
 
-def load(mutate: Any = None, base_dir: Path | None = None) -> Any:
+#: sha256 pins of the release files of the example spec that no upstream publishes a sha256 for
+#: (``artifact_digests.UNPUBLISHED``): made up for the plans here; flannel and helm are in the cited table.
+PINS = {
+    "gpu-operator-v26.7.0.tgz": hashlib.sha256(b"test chart gpu-operator v26.7.0").hexdigest(),
+    "kueue-v0.19.2-manifests.yaml": hashlib.sha256(b"test kueue v0.19.2 manifests").hexdigest(),
+}
+
+
+def load(mutate: Any = None, base_dir: Path | None = None, pins: dict[str, str] | None = None) -> Any:
     data = yaml.safe_load(K8S.read_text())
+    data.setdefault("sources", {})["artifact_sha256"] = dict(PINS if pins is None else pins)
     if mutate:
         mutate(data)
     return parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=base_dir or K8S.parent)
@@ -97,10 +106,18 @@ def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
     assert all(s.kind is StepKind.INSTALL for s in steps)
     operator = steps[2].command
     values_sha = hashlib.sha256(k8s.gpu_operator_values_yaml(load()).encode()).hexdigest()[:16]
+    chart = "/var/lib/gpuforge/downloads/gpu-operator-v26.7.0.tgz"
+    sha = PINS["gpu-operator-v26.7.0.tgz"]
+    refused = f"gpuforge: gpu-operator-v26.7.0.tgz is not the file of sha256 {sha}: removed, not used"
     assert operator == (
-        f"{ADMIN} /usr/local/bin/helm upgrade --install gpu-operator gpu-operator --namespace gpu-operator "
+        f"install -d -m 0755 /var/lib/gpuforge/downloads && rm -rf {chart}.part.d && "
+        "/usr/local/bin/helm pull gpu-operator --repo https://helm.ngc.nvidia.com/nvidia --version v26.7.0 "
+        f"--destination {chart}.part.d && {{ echo '{sha}  {chart}.part.d/gpu-operator-v26.7.0.tgz' | "
+        f"sha256sum -c --quiet - || {{ echo '{refused}' >&2; rm -rf {chart}.part.d; false; }}; }} && "
+        f"mv {chart}.part.d/gpu-operator-v26.7.0.tgz {chart} && rm -rf {chart}.part.d && "
+        f"{ADMIN} /usr/local/bin/helm upgrade --install gpu-operator {chart} --namespace gpu-operator "
         "--create-namespace --version v26.7.0 -f /etc/gpuforge/k8s/gpu-operator-values.yaml "
-        "--repo https://helm.ngc.nvidia.com/nvidia --wait --timeout 15m && "
+        "--wait --timeout 15m && "
         f"rev=$({HISTORY} | sed -n 's/^\\[{{\"revision\":\\([0-9][0-9]*\\)[,}}].*/\\1/p') && "
         f'test -n "$rev" && install -d -m 0755 {STAMP_DIR} && '
         f"echo 'v26.7.0 values:{values_sha}'\" revision:$rev\" > {STAMP_DIR}/gpu-operator.applied"
@@ -108,9 +125,16 @@ def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
     assert steps[3].command is not None and steps[3].command.endswith(
         f"{ADMIN} kubectl wait deploy/kueue-controller-manager -n kueue-system --for=condition=available "
         f"--timeout=5m && install -d -m 0755 {STAMP_DIR} && "
-        f"echo 'kueue v0.19.2 -' > {STAMP_DIR}/queue-controller.applied"
+        f"echo 'kueue v0.19.2 {PINS['kueue-v0.19.2-manifests.yaml']}' > {STAMP_DIR}/queue-controller.applied"
     )
     assert "https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml" in steps[3].command
+    for step in steps[:4]:  # every fetched file is checked before it is moved where the next command takes it
+        command = step.command or ""
+        assert (
+            command.index("sha256sum -c")
+            < command.index(" && mv ")
+            < command.index(ADMIN if step is not steps[1] else "tar -xzf")
+        )
     assert f"{ADMIN} kubectl label node kinf01 --overwrite nvidia.com/mig.config=all-1g" in (steps[5].command or "")
 
 
@@ -349,17 +373,21 @@ def test_changed_values_run_helm_again_and_nothing_else() -> None:
 
 def test_a_new_chart_version_runs_helm_again() -> None:
     before = load()
-    after = load(lambda d: d["versions"].update(gpu_operator="v26.7.1"))
+    after = load(
+        pins={**PINS, "gpu-operator-v26.7.1.tgz": "1" * 64},
+        mutate=lambda d: d["versions"].update(gpu_operator="v26.7.1"),
+    )
     (step,) = plan(after, applied(before))
     assert "--version v26.7.1" in (step.command or "")
+    assert f"echo '{'1' * 64}  /var/lib/gpuforge/downloads/gpu-operator-v26.7.1.tgz.part.d/" in (step.command or "")
 
 
 def test_a_new_queue_controller_release_applies_the_queues_again() -> None:
     """A release's manifests carry their own scheduler ConfigMap (Volcano): ours must follow."""
-    before = load(lambda d: d["kubernetes"]["batch_queue"].update(kind="volcano", version="v1.15.1"))
-    after = load(lambda d: d["kubernetes"]["batch_queue"].update(kind="volcano", version="v1.15.2"))
+    before = load(lambda d: d["kubernetes"]["batch_queue"].update(kind="volcano", version="v1.15.0"))
+    after = load(lambda d: d["kubernetes"]["batch_queue"].update(kind="volcano", version="v1.15.1"))
     assert [s.summary.split(" (")[0] for s in plan(after, applied(before))] == [
-        "apply volcano v1.15.2",
+        "apply volcano v1.15.1",
         "apply the tenants' queues",
     ]
 
@@ -420,7 +448,9 @@ def test_offline_pushes_the_bundles_chart_and_manifests(tmp_path: Path) -> None:
         (bundle / "artifacts" / name).write_bytes(name.encode())
         files.append({"path": f"artifacts/{name}", "sha256": hashlib.sha256(name.encode()).hexdigest()})
     (bundle / "manifest.json").write_text(json.dumps({"files": files}))
-    spec = load(lambda d: d.update(sources={"mode": "offline", "bundle_dir": str(bundle)}))
+    pins = {f["path"].removeprefix("artifacts/"): f["sha256"] for f in files}
+    offline = {"mode": "offline", "bundle_dir": str(bundle), "bundle_fingerprint": "A" * 40, "artifact_sha256": pins}
+    spec = load(lambda d: d.update(sources=offline))
     steps = plan(spec)
     uploads = [s.upload.path for s in steps if s.upload is not None]
     assert uploads == [f"/var/lib/gpuforge/bundle/{n}" for n in names]

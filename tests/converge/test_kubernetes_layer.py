@@ -3,6 +3,7 @@ and the whole plan of fresh Kubernetes nodes (simulated, golden)."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -157,7 +158,13 @@ def test_a_slurm_node_has_no_kubernetes_layer() -> None:
 
 @pytest.fixture
 def k8s_spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example cluster, with the sha256 of the release files no upstream publishes one for pinned
+    (made up: nothing is downloaded); flannel and helm are in gpuforge's cited table."""
     data = yaml.safe_load(K8S.read_text())
+    data.setdefault("sources", {})["artifact_sha256"] = {
+        name: hashlib.sha256(f"simulated release file {name}".encode()).hexdigest()
+        for name in ("gpu-operator-v26.7.0.tgz", "kueue-v0.19.2-manifests.yaml")
+    }
     path = write_simulated_spec(data, tmp_path, "kgpu.yaml")
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     return path

@@ -14,9 +14,11 @@ from gpuforge.deploy.converge import LayerFacts, StepKind
 from gpuforge.deploy.layers.kubernetes import kubernetes_layer
 from gpuforge.deploy.runstate import RunState
 from gpuforge.render import k8s_packages as pkgs
+from gpuforge.render.key_check import key_check_command
 from gpuforge.spec import k8s_facts, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from tests.conftest import REPO
+from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
 OS_NAMES = {"debian12": "debian12", "ubuntu22.04": "ubuntu2204", "ubuntu24.04": "ubuntu2404", "rhel9": "rhel9"}
@@ -64,11 +66,12 @@ def test_a_fresh_deb_node_fetches_the_key_installs_at_the_pin_and_holds() -> Non
     spec = load()
     changed = {pkgs.K8S_LIST, pkgs.K8S_PIN}
     key, install = package_steps(spec, {}, changed=changed)
+    part = f"{pkgs.K8S_KEYRING}.part"
     assert key.kind is StepKind.KEYRING and key.command == (
         "install -d -m 0755 /etc/apt/keyrings && curl -fsSL --retry 3 --connect-timeout 20 -o "
-        f"{pkgs.K8S_KEYRING}.part https://pkgs.k8s.io/core:/stable:/v1.31/deb/Release.key && "
-        f"chmod 0644 {pkgs.K8S_KEYRING}.part && mv {pkgs.K8S_KEYRING}.part {pkgs.K8S_KEYRING}"
-    )
+        f"{part} https://pkgs.k8s.io/core:/stable:/v1.31/deb/Release.key && chmod 0644 {part} && "
+        f"{key_check_command(part, k8s_facts.KEY_FINGERPRINT)} && mv {part} {pkgs.K8S_KEYRING}"
+    )  # moved into place only once it is pkgs.k8s.io's key (tests/bundle/test_k8s_repo_apt.py runs it)
     wanted = ["kubelet=1.31.4-*", "kubeadm=1.31.4-*", "kubectl=1.31.4-*"]
     assert install.command == (
         f"{install_command(wanted, downgrades=True, update_first=True)} && "
@@ -107,18 +110,25 @@ def test_rhel_gets_upstreams_repo_file_and_dnf_with_disableexcludes() -> None:
         pkgs.K8S_REPO_FILE: (
             "[gpuforge-kubernetes]\nname=Kubernetes (gpuforge)\n"
             "baseurl=https://pkgs.k8s.io/core:/stable:/v1.31/rpm/\nenabled=1\ngpgcheck=1\n"
-            "gpgkey=https://pkgs.k8s.io/core:/stable:/v1.31/rpm/repodata/repomd.xml.key\n"
+            f"gpgkey=file://{pkgs.K8S_RPM_KEY}\n"  # not the URL: dnf would import whatever key it serves
             "exclude=kubelet kubeadm kubectl cri-tools kubernetes-cni\n"
         )
     }
     layer = kubernetes_layer(spec, worker(spec))
-    assert layer.rpm and pkgs.K8S_KEYRING not in layer.read_paths  # dnf fetches the key itself
-    (install,) = package_steps(spec, {})
+    assert layer.rpm and layer.read_paths.count(pkgs.K8S_RPM_KEY) == 1 and pkgs.K8S_KEYRING not in layer.read_paths
+    key, install = package_steps(spec, {})
+    part = f"{pkgs.K8S_RPM_KEY}.part"
+    assert key.kind is StepKind.KEYRING and key.command == (
+        "install -d -m 0755 /etc/pki/rpm-gpg && curl -fsSL --retry 3 --connect-timeout 20 -o "
+        f"{part} https://pkgs.k8s.io/core:/stable:/v1.31/rpm/repodata/repomd.xml.key && chmod 0644 {part} && "
+        f"{key_check_command(part, k8s_facts.KEY_FINGERPRINT)} && mv {part} {pkgs.K8S_RPM_KEY}"
+    )  # the key dnf reads, put in place only once it is pkgs.k8s.io's
     assert install.command == (
         "dnf -y install --disableexcludes=gpuforge-kubernetes kubelet-1.31.4 kubeadm-1.31.4 kubectl-1.31.4 "
         "&& systemctl enable kubelet"
     )
-    assert package_steps(spec, {p: "1.31.4-150500.1.1" for p in k8s_facts.PACKAGES}) == []
+    at_pin = {p: "1.31.4-150500.1.1" for p in k8s_facts.PACKAGES}
+    assert package_steps(spec, at_pin, {pkgs.K8S_RPM_KEY: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n"}) == []
 
 
 def test_a_mirror_keeps_pkgs_k8s_ios_layout() -> None:
@@ -144,7 +154,8 @@ def test_offline_uses_the_bundles_repository(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     (bundle / "apt" / "kubernetes").mkdir(parents=True)
     (bundle / "apt" / "kubernetes" / "Packages").write_text("Package: kubeadm\nVersion: 1.31.4-1.1\n")
-    spec = load(mutate=lambda d: d.update(sources={"mode": "offline", "bundle_dir": str(bundle)}))
+    sources = {"mode": "offline", "bundle_dir": str(bundle), "bundle_fingerprint": RENDER_ONLY_BUNDLE_FINGERPRINT}
+    spec = load(mutate=lambda d: d.update(sources=sources))
     layer = kubernetes_layer(spec, worker(spec))
     paths = [f.path for f in layer.early_files]
     assert "/var/lib/gpuforge/bundle/apt/kubernetes/Packages" in paths

@@ -9,6 +9,7 @@ Plans of fresh nodes are checked against golden files with every step's exact co
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,25 @@ from tests.converge.stub_slurm import StubSlurm
 
 GOLDEN = Path(__file__).parent / "fixtures" / "plan_fresh"
 NODES = "ctl01,db01,mon01,login01,gpu001"
+#: The operator's sha256 pins of the example cluster's mirrored release files (no upstream publishes one).
+ARTIFACT_PINS = {
+    name: hashlib.sha256(f"simulated release file {name}".encode()).hexdigest()
+    for name in (
+        "enroot_3.5.0-1_amd64.deb",
+        "enroot+caps_3.5.0-1_amd64.deb",
+        "pyxis-0.20.0.tar.gz",
+        "dcgm-exporter-4.2.3-4.1.3-linux-amd64",
+        "nvidia-mig-manager_0.9.1-1_amd64.deb",
+    )
+}
 
 
 @pytest.fixture
 def spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """inventories/slurm-h100.yaml with its SSH files under tmp_path; state under tmp_path."""
+    """inventories/slurm-h100.yaml with its SSH files under tmp_path; state under tmp_path; the
+    sha256 of the release files on its artifacts mirror pinned (made up: nothing is downloaded)."""
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
+    data["sources"]["artifact_sha256"] = ARTIFACT_PINS
     path = write_simulated_spec(data, tmp_path, "hopper.yaml")
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     return path
@@ -173,9 +187,7 @@ def test_apply_records_the_spec_and_refuses_a_rebuild_field_next_time(
 
 
 @pytest.fixture
-def rolling(
-    spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> StubSlurm:
+def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> StubSlurm:
     """A first apply recorded (batches of 40), then a driver change: every GPU node rolls. The
     controller is a stand-in Slurm run by a real shell (tests/converge/stub_slurm.py)."""
     from gpuforge.orchestrate import remote, slurm_drain

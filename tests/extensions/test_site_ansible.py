@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gpuforge.extensions import ansible_run
-from gpuforge.extensions.ansible_inventory import ansible_inventory, target_groups
+from gpuforge.extensions.ansible_inventory import UNSAFE_KEY, ansible_inventory, target_groups, unwrapped
 from gpuforge.extensions.ansible_run import AnsibleMissing, outcome_from_events, role_play
 from gpuforge.orchestrate.site_steps import segments, step_nodes
 from gpuforge.spec import parse_spec
@@ -38,7 +38,12 @@ def test_layer_names_of_steps_are_the_layer_order() -> None:
 
 def test_inventory_has_every_node_groups_and_strict_host_keys() -> None:
     spec = _spec()
-    inv = ansible_inventory(spec)["all"]
+    marked = ansible_inventory(spec)["all"]
+    # Every string variable reaches Ansible marked unsafe (never templated); ports stay numbers.
+    assert marked["hosts"]["node2"]["ansible_host"] == {UNSAFE_KEY: "10.213.0.12"}
+    assert marked["hosts"]["node2"]["ansible_port"] == 22
+    assert marked["vars"]["gpuforge_cluster"] == {UNSAFE_KEY: spec.cluster.name}
+    inv = unwrapped(marked)
     assert inv["hosts"]["node2"] == {
         "ansible_host": "10.213.0.12",
         "ansible_port": 22,

@@ -64,6 +64,16 @@ def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:
     assert run(tool("promtool"), "check", "rules", str(tmp_path / "bad.yml")).returncode != 0
 
 
+def test_operator_reasons_with_regex_characters_stay_valid_promql(tmp_path: Path) -> None:
+    """Each reason is an RE2 literal inside a PromQL string literal: both escapes, or promtool
+    refuses the whole rules file (a lone "\\(" is an unknown escape) and no alert is evaluated."""
+    reasons = ["admin (x|y) $HOME.", "a{2}*"]
+    spec = variant("lab", lambda d: d["monitoring"].update(alerts={"operator_reasons": reasons}))
+    config = write_prometheus(spec, tmp_path)
+    cp = run(tool("promtool"), "check", "rules", str(config.parent / "gpuforge-rules.yml"))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+
+
 def test_promtool_test_rules(tmp_path: Path) -> None:
     (tmp_path / "gpuforge-rules.yml").write_text(monitoring_files(inventory("slurm-h100"))[mon.PROMETHEUS_RULES])
     shutil.copy(HERE / "rules_test.yml", tmp_path / "rules_test.yml")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
 from gpuforge.spec.model import OsFamily
 from gpuforge.spec.roles import LAYER_ORDER
-from tests.helpers import write_bundle_manifest
+from tests.helpers import bundle_fingerprint, write_bundle_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"
@@ -94,7 +95,14 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
     sums = write_bundle_manifest(tmp_path)
-    s = variant(H100, mode="offline", bundle_dir=str(tmp_path))
+    pins = {"pyxis-0.20.0.tar.gz": sums["artifacts/pyxis-0.20.0.tar.gz"]}
+    s = variant(
+        H100,
+        mode="offline",
+        bundle_dir=str(tmp_path),
+        bundle_fingerprint=bundle_fingerprint(tmp_path),
+        artifact_sha256=pins,
+    )
     repo = src.container_repo(s, OsFamily.UBUNTU2404)
     assert repo.url == "/var/lib/gpuforge/bundle/apt/nvidia-container" and repo.bundle is not None
     assert src.apt_list_line(repo, src.CONTAINER_KEYRING) == (
@@ -113,6 +121,16 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
         f"test -s {node_path} && echo '{sums['artifacts/pyxis-0.20.0.tar.gz']}  {node_path}' | sha256sum -c --quiet -"
     )
     assert not src.enroot_artifacts(s, OsFamily.DEBIAN12)[0].available
+    unpinned = src.pyxis_artifact(variant(H100, mode="offline", bundle_dir=str(tmp_path), bundle_fingerprint="A" * 40))
+    assert unpinned.local is None and "sources.artifact_sha256" in (unpinned.reason or "")
+    other = variant(
+        H100,
+        mode="offline",
+        bundle_dir=str(tmp_path),
+        bundle_fingerprint="A" * 40,
+        artifact_sha256={"pyxis-0.20.0.tar.gz": "0" * 64},
+    )
+    assert "is not " + "0" * 64 in (src.pyxis_artifact(other).reason or "")  # the manifest lists other bytes
 
 
 def test_dnf_repo_files() -> None:
@@ -141,14 +159,22 @@ def test_release_urls_per_mode() -> None:
     assert src.dcgm_exporter_artifact(mirror).url == "http://192.0.2.5/artifacts/dcgm-exporter-4.2.3-4.1.3-linux-amd64"
 
 
-def test_fetch_verifies_known_checksums() -> None:
+def test_fetch_checks_the_download_before_moving_it_into_place() -> None:
     a = src.Artifact("f.deb", url="https://example.invalid/f.deb", sha256="ab" * 32)
     cmd = src.fetch_command(a)
-    assert "curl -fsSL --retry 3" in cmd and f"-o {a.node_path}.part" in cmd and f"mv {a.node_path}.part" in cmd
-    assert cmd.endswith(f"echo '{'ab' * 32}  /var/lib/gpuforge/downloads/f.deb' | sha256sum -c --quiet -")
-    assert "sha256sum" not in src.fetch_command(src.Artifact("g.deb", url="https://example.invalid/g.deb"))
-    with pytest.raises(ValueError):
-        src.fetch_command(src.Artifact("h.deb", reason="none"))
+    part = f"{a.node_path}.part"
+    assert "curl -fsSL --retry 3" in cmd and f"-o {part}" in cmd
+    check = f"echo '{'ab' * 32}  {part}' | sha256sum -c --quiet -"
+    assert cmd.index(check) < cmd.index(f"mv {part} {a.node_path}")
+    assert cmd.endswith(f"&& mv {part} {a.node_path}")
+    for unchecked in (
+        src.Artifact("g.deb", url="https://example.invalid/g.deb"),  # no sha256: never fetched
+        src.Artifact("h.deb", reason="none"),
+        src.Artifact("i.deb", url="https://example.invalid/i.deb", sha256="ab" * 32, reason="no"),
+    ):
+        assert not unchecked.available
+        with pytest.raises(ValueError):
+            src.fetch_command(unchecked)
 
 
 # --------------------------------------------------------------------------- Debian non-free
@@ -200,15 +226,14 @@ def test_version_matches() -> None:
 def test_nvidia_host_fact_parses_pci_driver_and_packages() -> None:
     cmd = NvidiaHost().command(["enroot", "enroot+caps"])
     assert cmd == nvidia_host_command(["enroot", "enroot+caps"])
-    assert (
-        "/sys/bus/pci/devices/*" in cmd and "/sys/module/nvidia/version" in cmd and "__query=enroot enroot+caps" in cmd
-    )
+    assert "/sys/bus/pci/devices" in cmd and "/sys/module/nvidia/version" in cmd and "__query=enroot enroot+caps" in cmd
     lines = [
         "__section=pci",
-        "0x030200 0x2330",
-        "0x030200 0x2330",
-        "0x068000 0x22a3",
-        "0x040300 0x22ba",
+        "0000:1b:00.0 0x030200 0x2330",
+        "0000:43:00.0 0x030200 0x2330",
+        "0000:07:00.0 0x068000 0x22a3",
+        "0000:1b:00.1 0x040300 0x22ba",
+        "__rc=0",
         "__section=driver",
         "550.163.01",
         "__section=kernel",
@@ -307,7 +332,8 @@ def test_offline_artifacts_are_pushed_only_when_listed_and_regular(tmp_path: Pat
     arts = tmp_path / "artifacts"
     arts.mkdir()
     (arts / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
-    s = variant(H100, mode="offline", bundle_dir=str(tmp_path))
+    pins = {"pyxis-0.20.0.tar.gz": hashlib.sha256(b"tgz").hexdigest()}
+    s = variant(H100, mode="offline", bundle_dir=str(tmp_path), bundle_fingerprint="A" * 40, artifact_sha256=pins)
     unlisted = src.pyxis_artifact(s)
     assert unlisted.local is None and "not in the bundle's manifest" in (unlisted.reason or "")
     write_bundle_manifest(tmp_path)

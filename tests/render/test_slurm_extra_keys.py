@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuforge.render.slurm import slurm_conf
@@ -41,3 +42,29 @@ def test_an_allowed_extra_key_lands_as_one_line() -> None:
         assert "SlurmctldHost is rendered from the spec" in e.format()
     else:
         raise AssertionError("SlurmctldHost accepted in extra_config")
+
+
+#: slurm.conf(5), DESCRIPTION: "The contents of the file are case insensitive except for the names of
+#: nodes and partitions." So ``nodename=`` declares a node as ``NodeName=`` does, and
+#: ``healthcheckprogram=`` sets the program slurmd runs as root.
+CASE_VARIANTS = [
+    "nodename",
+    "partitionname",
+    "slurmctldhost",
+    "healthcheckprogram",
+    "NODENAME",
+    "nodeSet",
+    "include",
+    "INCLUDE",
+    "SlurmCtldHost",
+]
+
+
+@pytest.mark.parametrize("key", CASE_VARIANTS)
+def test_refused_keys_are_refused_in_any_case(key: str) -> None:
+    """The reproducer: these keys got past a case-sensitive deny-list."""
+    data = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
+    data["slurm"]["extra_config"] = {key: "evil"}
+    with pytest.raises(SpecError) as info:
+        parse_spec(yaml.safe_dump(data))
+    assert any(i.path == "slurm.extra_config" for i in info.value.issues), info.value.format()

@@ -87,7 +87,7 @@ BAD = [
     ("bad name", "invalid host name"),
     ("bad/name", "invalid host name"),
     ("ba!d[1-2]", "invalid host name part"),
-    ("gpu[0-200000]", "stands for 200,001 names; 100,000 at most"),
+    ("gpu[0-200000]", "stands for 200,001 names; 10,000 at most"),
     ("a[[1]]", "hostlist 'a[[1]]'"),
 ]
 

@@ -36,6 +36,7 @@ from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render import kubernetes as k8s
 from gpuforge.render import nvidia_sources as src
+from gpuforge.render.escape import sed_replacement, shell_word
 from gpuforge.render.files import RenderedFile
 from gpuforge.spec import Spec, k8s_facts
 from gpuforge.spec.model import K8S_ROLES, SourceMode
@@ -83,6 +84,12 @@ def _fetch(a: src.Artifact) -> tuple[str | None, tuple[RenderedFile, ...]]:
     return src.fetch_command(a), pushed
 
 
+def flannel_network_sed(pod_cidr: str) -> str:
+    """The sed script that sets flannel's ``"Network"`` to ``pod_cidr`` (a literal replacement)."""
+    default = k8s_facts.FLANNEL_DEFAULT_NETWORK
+    return f's#"Network": "{default}"#"Network": "{sed_replacement(pod_cidr)}"#'
+
+
 def cni_addon(s: Spec) -> AddOn:
     k = k8s.kubernetes_section(s)
     plugin = k.cni.plugin
@@ -92,7 +99,7 @@ def cni_addon(s: Spec) -> AddOn:
     path = shlex.quote(a.node_path)
     steps = [fetch] if fetch else []
     if plugin == "flannel" and k.pod_cidr != k8s_facts.FLANNEL_DEFAULT_NETWORK:  # flannel README: match the pod CIDR
-        steps.append(f'sed -i \'s#"Network": "{k8s_facts.FLANNEL_DEFAULT_NETWORK}"#"Network": "{k.pod_cidr}"#\' {path}')
+        steps.append(f"sed -i {shell_word(flannel_network_sed(k.pod_cidr))} {path}")
     steps.append(f"{KUBECONFIG} kubectl apply -f {path}")
     digest = f"{plugin} {version} {k.pod_cidr} {a.sha256 or '-'}"
     command = " && ".join(steps) if fetch else None
@@ -113,8 +120,9 @@ def helm_addon(s: Spec) -> AddOn:
 
 
 def gpu_operator_addon(s: Spec) -> AddOn:
-    """``helm upgrade --install`` of the pinned chart with the rendered values (upstream repository,
-    the site's chart mirror ``sources.mirrors.helm``, or the bundle's chart archive)."""
+    """``helm upgrade --install`` of the pinned chart archive with the rendered values: pulled from
+    upstream's repository or the site's chart mirror (``sources.mirrors.helm``), or the bundle's, and
+    installed only once its sha256 is the known one (``arts.chart_pull_command``)."""
     version = s.versions.gpu_operator
     values = k8s.gpu_operator_values_yaml(s)
     digest = f"{version} values:{_sha(values)}"
@@ -125,19 +133,19 @@ def gpu_operator_addon(s: Spec) -> AddOn:
     if mode is SourceMode.OFFLINE:
         a = arts.gpu_operator_chart_artifact(s)
         fetch, pushed = _fetch(a)
-        if fetch is None:
-            return AddOn("gpu-operator", summary, digest, None, a.reason, release=release)
-        chart, repo = [a.node_path], [f"{fetch} &&"]
     elif mode is SourceMode.MIRROR and not s.sources.mirrors.helm:
         reason = "mirror mode without sources.mirrors.helm: no source for the GPU Operator chart"
         return AddOn("gpu-operator", summary, digest, None, reason, release=release)
     else:
         url = str(s.sources.mirrors.helm).rstrip("/") if mode is SourceMode.MIRROR else k8s_facts.GPU_OPERATOR_REPO
-        chart, repo = [k8s_facts.GPU_OPERATOR_CHART_NAME, "--repo", url], []
-    argv = k8s.helm_gpu_operator_argv(s, chart=chart[0])
+        a = arts.gpu_operator_chart_from_repository(s, url)
+        fetch = arts.chart_pull_command(a, HELM) if a.available else None
+    if fetch is None:
+        return AddOn("gpu-operator", summary, digest, None, a.reason, release=release)
+    argv = k8s.helm_gpu_operator_argv(s, chart=a.node_path)
     argv[0] = HELM
-    argv += [*chart[1:], "--wait", "--timeout", "15m"]
-    command = " ".join([*repo, KUBECONFIG, *(shlex.quote(x) for x in argv)])
+    argv += ["--wait", "--timeout", "15m"]
+    command = " ".join([f"{fetch} &&", KUBECONFIG, *(shlex.quote(x) for x in argv)])
     return AddOn("gpu-operator", summary, digest, command, pushed=pushed, release=release)
 
 

@@ -21,6 +21,8 @@ of the ``nvidia`` deploy, which every Kubernetes node runs, control plane includ
 
 from __future__ import annotations
 
+import os
+
 from pyinfra.api import deploy
 
 from gpuforge.deploy.apt import APT_UPDATE, install_command
@@ -35,10 +37,12 @@ from gpuforge.probes.swap import active_swaps, fstab_swap_lines
 from gpuforge.render import k8s_packages as pkgs
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.key_check import key_check_command
 from gpuforge.render.kubernetes import K8S_MODULES, K8S_SYSCTL, K8S_SYSCTLS, MANIFEST_DIR, kubernetes_files
 from gpuforge.spec import Spec, k8s_facts
 from gpuforge.spec.model import K8S_ROLES
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.repo_keys import repository_fingerprint
 
 PROC_SWAPS = "/proc/swaps"
 FSTAB = "/etc/fstab"
@@ -98,17 +102,24 @@ def swap_steps(facts: LayerFacts) -> list[Step]:
     return steps
 
 
-def key_steps(repo: src.Repo, facts: LayerFacts, changed: set[str]) -> list[Step]:
-    """pkgs.k8s.io's signing key (armored, as served) where apt needs it and it is missing."""
-    if repo.bundle is not None or facts.contents.get(pkgs.K8S_KEYRING) is not None:
+def key_steps(s: Spec, n: Node, repo: src.Repo, facts: LayerFacts, changed: set[str]) -> list[Step]:
+    """pkgs.k8s.io's signing key (armored, as served) where apt or dnf reads it (``key_path``) and
+    it is missing, moved into place only once it is the pinned key (``spec.repo_keys``: pkgs.k8s.io's,
+    or the key the spec pins for a re-signing mirror); the step fails, installing nothing, otherwise."""
+    path = pkgs.key_path(n.os)
+    if repo.bundle is not None or facts.contents.get(path) is not None:
         return []
-    part = f"{pkgs.K8S_KEYRING}.part"
+    fingerprint = repository_fingerprint(s, pkgs.K8S_REPO, deb=n.os.is_deb)
+    if fingerprint is None:
+        return [unavailable_step("the Kubernetes repository key", "no fingerprint is pinned for it")]
+    part = f"{path}.part"
     cmd = (
-        f"install -d -m 0755 /etc/apt/keyrings && curl -fsSL --retry 3 --connect-timeout 20 -o {part} "
-        f"{quote_path(repo.key_url or '')} && chmod 0644 {part} && mv {part} {pkgs.K8S_KEYRING}"
+        f"install -d -m 0755 {os.path.dirname(path)} && curl -fsSL --retry 3 --connect-timeout 20 -o {part} "
+        f"{quote_path(repo.key_url or '')} && chmod 0644 {part} && {key_check_command(part, fingerprint)} && "
+        f"mv {part} {path}"
     )
-    changed.add(pkgs.K8S_KEYRING)
-    return [Step(StepKind.KEYRING, f"Kubernetes repository key from {repo.key_url}", cmd)]
+    changed.add(path)
+    return [Step(StepKind.KEYRING, f"Kubernetes repository key {fingerprint} from {repo.key_url}", cmd)]
 
 
 def package_steps(s: Spec, n: Node, facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -122,7 +133,8 @@ def package_steps(s: Spec, n: Node, facts: LayerFacts, changed: set[str]) -> lis
     wanted = pkgs.package_specs(s, n)
     held = " ".join(k8s_facts.HELD)
     installed = " ".join(p for p in k8s_facts.HELD if have.get(p))  # apt-mark knows installed packages only
-    sources_changed = bool(changed & {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_KEYRING, pkgs.K8S_REPO_FILE})
+    sources = {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_KEYRING, pkgs.K8S_RPM_KEY, pkgs.K8S_REPO_FILE}
+    sources_changed = bool(changed & sources)
     if n.os.is_deb:
         install = install_command(wanted, downgrades=True, update_first=sources_changed)
         unhold = f"apt-mark unhold {installed} >/dev/null && " if installed else ""
@@ -144,7 +156,7 @@ def packages_part(s: Spec, n: Node) -> tuple[src.Repo, list[RenderedFile], list[
             path = src.BUNDLE_KEYRING if n.os.is_deb else f"{src.BUNDLE_ON_NODE}/{src.BUNDLE_RPM_KEY_FILE}"
             files.append(upload_file(path, key))
     files += pkgs.k8s_repo_files(s, n)
-    read = [pkgs.K8S_KEYRING] if n.os.is_deb and repo.available and repo.bundle is None else []
+    read = [pkgs.key_path(n.os)] if repo.available and repo.bundle is None else []
     return repo, files, read
 
 
@@ -169,8 +181,7 @@ def kubernetes_layer(s: Spec, n: Node, run: RunState | None = None) -> Layer:
             if run is not None:
                 run.record_report(n.name, "kubernetes", [missing])
             return [*steps, missing]
-        if n.os.is_deb:
-            steps += key_steps(repo, facts, changed)
+        steps += key_steps(s, n, repo, facts, changed)
         installs = package_steps(s, n, facts, changed)
         if not installs and changed & {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_REPO_FILE}:
             what = "Kubernetes package source changed"

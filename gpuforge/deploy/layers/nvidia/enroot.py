@@ -133,9 +133,11 @@ def pyxis_layer(ctx: Ctx) -> Layer:
             return keep_reports(ctx, "pyxis", steps)
         was = f" (built: {built})" if built else ""
         against = f"Slurm {slurm}" if slurm else f"the Slurm headers ({dev}) installed now"
+        # ``|| exit 1``: under ``set -e`` a failing command inside an ``&&`` list does not stop the
+        # shell, and the tarball must never be built from unless its sha256 was checked.
         cmd = (
             "set -e; d=$(mktemp -d); trap 'rm -rf \"$d\"' EXIT; "
-            f'{src.fetch_command(a)}; tar -xzf {quote_path(a.node_path)} -C "$d" --strip-components=1; '
+            f'{src.fetch_command(a)} || exit 1; tar -xzf {quote_path(a.node_path)} -C "$d" --strip-components=1; '
             f'make -s -C "$d" VERSION={shlex.quote(ver)}; '
             f'install -D -m 0644 "$d/spank_pyxis.so" {quote_path(plugin)}; '
             f"sv=$({query}); install -d -m 0755 {STATE_DIR}; "

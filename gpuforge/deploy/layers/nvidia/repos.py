@@ -12,11 +12,13 @@ from gpuforge.deploy.needs import (
 )
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile
+from gpuforge.render.key_check import key_check_command
 from gpuforge.render.nvidia import (
     host_driver,
 )
 from gpuforge.render.nvidia_repos import docker_repo_wanted, driver_source, epel_wanted, nvidia_repo_files
 from gpuforge.spec.model import DriverSource
+from gpuforge.spec.repo_keys import repository_fingerprint
 
 
 def repos_layer(ctx: Ctx) -> Layer:
@@ -71,20 +73,11 @@ def repos_layer(ctx: Ctx) -> Layer:
                 changed.add(src.DEBIAN_NONFREE_SOURCES)
         cuda_key = ctx.deb and cuda is not None and cuda.available and cuda.bundle is None
         if cuda is not None and cuda_key and facts.contents.get(src.CUDA_KEYRING) is None:
-            a = src.cuda_keyring_artifact(cuda)
-            cmd = (
-                f'{src.fetch_command(a)} && d=$(mktemp -d) && dpkg-deb -x {quote_path(a.node_path)} "$d" && '
-                f'install -m 0644 "$d{src.CUDA_KEYRING}" {src.CUDA_KEYRING} && rm -rf "$d"'
-            )
-            steps.append(Step(StepKind.KEYRING, f"CUDA repository key from {a.url} ({src.CUDA_KEYRING})", cmd))
+            steps.append(cuda_key_step(ctx, cuda))
             changed.add(src.CUDA_KEYRING)
         ctr_key = ctx.deb and container is not None and container.available and container.bundle is None
         if container is not None and ctr_key and facts.contents.get(src.CONTAINER_KEYRING) is None:
-            cmd = (
-                f"curl -fsSL --retry 3 --connect-timeout 20 -o {src.CONTAINER_KEYRING}.part "
-                f"{quote_path(container.key_url or '')} && mv {src.CONTAINER_KEYRING}.part {src.CONTAINER_KEYRING}"
-            )
-            steps.append(Step(StepKind.KEYRING, f"container toolkit repository key from {container.key_url}", cmd))
+            steps.append(container_key_step(ctx, container))
             changed.add(src.CONTAINER_KEYRING)
         if epel is not None:
             steps += epel_steps(ctx, epel, changed)
@@ -103,6 +96,36 @@ def repos_layer(ctx: Ctx) -> Layer:
         return keep_reports(ctx, "nvidia-repos", steps)
 
     return Layer("nvidia-repos", early_files=files, read_paths=tuple(read), after=after)
+
+
+def cuda_key_step(ctx: Ctx, cuda: src.Repo) -> Step:
+    """cuda-keyring's key put in place, only once it is the pinned key (``spec.repo_keys``: NVIDIA's,
+    or the key the spec pins for a re-signing mirror); the step fails, installing nothing, otherwise."""
+    a = src.cuda_keyring_artifact(cuda, ctx.spec)
+    fingerprint = repository_fingerprint(ctx.spec, src.CUDA_REPO, deb=True)
+    if fingerprint is None:
+        return unavailable_step("NVIDIA's CUDA repository key", "no fingerprint is pinned for it")
+    part = f"{src.CUDA_KEYRING}.part"
+    cmd = (
+        f'{src.fetch_command(a)} && d=$(mktemp -d) && dpkg-deb -x {quote_path(a.node_path)} "$d" && '
+        f'install -m 0644 "$d{src.CUDA_KEYRING}" {part} && rm -rf "$d" && '
+        f"{key_check_command(part, fingerprint)} && mv {part} {src.CUDA_KEYRING}"
+    )
+    return Step(StepKind.KEYRING, f"CUDA repository key {fingerprint} from {a.url} ({src.CUDA_KEYRING})", cmd)
+
+
+def container_key_step(ctx: Ctx, container: src.Repo) -> Step:
+    """The container toolkit repository's key, moved into place only once it is the pinned key."""
+    fingerprint = repository_fingerprint(ctx.spec, src.CONTAINER_REPO, deb=True)
+    if fingerprint is None:
+        return unavailable_step("the container toolkit repository key", "no fingerprint is pinned for it")
+    part = f"{src.CONTAINER_KEYRING}.part"
+    cmd = (
+        f"curl -fsSL --retry 3 --connect-timeout 20 -o {part} {quote_path(container.key_url or '')} && "
+        f"{key_check_command(part, fingerprint)} && mv {part} {src.CONTAINER_KEYRING}"
+    )
+    what = f"container toolkit repository key {fingerprint} from {container.key_url}"
+    return Step(StepKind.KEYRING, what, cmd)
 
 
 def epel_steps(ctx: Ctx, epel: src.Repo, changed: set[str]) -> list[Step]:
