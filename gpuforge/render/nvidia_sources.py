@@ -230,18 +230,26 @@ def apt_list_line(repo: Repo, keyring: str) -> str:
     return f"deb [signed-by={keyring}] {repo.url}/ /\n"
 
 
+def rpm_key_path(kind: str) -> str:
+    """Where a repository's key lies on a RHEL node once it was checked against its pinned
+    fingerprint (``gpuforge.deploy.layers.nvidia.repos.rpm_key_step``): dnf reads it from there,
+    never from the mirror or upstream URL, so it cannot import a key someone else serves."""
+    return f"/etc/pki/rpm-gpg/gpuforge-{kind}.asc"
+
+
 def dnf_repo_file(repo: Repo, name: str, description: str) -> str:
     """A ``/etc/yum.repos.d`` file for an NVIDIA repository."""
     if repo.url is None:
         raise ValueError(f"{repo.kind}: {repo.reason}")
     lines = [f"[{name}]", f"name={description}"]
+    key = f"file://{rpm_key_path(repo.kind)}"
     if repo.bundle is not None:  # metadata signed by the bundle's key; it covers every package's checksum
         key = f"file://{BUNDLE_ON_NODE}/{BUNDLE_RPM_KEY_FILE}"
         lines += [f"baseurl=file://{repo.url}", "enabled=1", "repo_gpgcheck=1", "gpgcheck=0", f"gpgkey={key}"]
     elif repo.kind == CONTAINER_REPO:  # as NVIDIA's own .repo file: signed metadata, unsigned packages
-        lines += [f"baseurl={repo.url}", "enabled=1", *table.CONTAINER_REPO_DNF_OPTIONS, f"gpgkey={repo.key_url}"]
+        lines += [f"baseurl={repo.url}", "enabled=1", *table.CONTAINER_REPO_DNF_OPTIONS, f"gpgkey={key}"]
     else:
-        lines += [f"baseurl={repo.url}", "enabled=1", "gpgcheck=1", f"gpgkey={repo.key_url}"]
+        lines += [f"baseurl={repo.url}", "enabled=1", "gpgcheck=1", f"gpgkey={key}"]
     return "\n".join(lines) + "\n"
 
 

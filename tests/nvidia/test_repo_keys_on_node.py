@@ -127,3 +127,36 @@ def test_a_mirror_serving_another_key_installs_nothing(mirror: Server, repo_key:
     assert refused.returncode != 0
     assert f"key {other.fingerprint}, not the pinned {repo_key.fingerprint}: refused" in refused.stderr
     assert not (tmp_path / src.CONTAINER_KEYRING.lstrip("/")).exists()
+
+
+def rhel_key_step(base: str, mirror_key: str | None) -> Step:
+    """The container toolkit key step of a RHEL 9 GPU node's nvidia-repos layer, mirror on ``base``."""
+    data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
+    data["cluster"]["os"] = "rhel9"
+    data["sources"]["mirrors"].update(nvidia_cuda=f"{base}/cuda", nvidia_container=f"{base}/container")
+    if mirror_key is not None:
+        data["sources"]["mirror_keys"] = {"nvidia_container": mirror_key}
+    spec = parse_spec(yaml.safe_dump(data))
+    node = next(n for n in resolve_nodes(spec) if n.name == "gpu001")
+    ctx = needs.Ctx.build(spec, node, HostFacts(gpus=["2330"] * 8, package_tool="rpm"), name="test-gpu001")
+    layer = dict((layer.name, layer) for _, layer in nv.nvidia_layers(ctx))["nvidia-repos"]
+    steps = [s for s in plan_layer(layer, LayerFacts())[0] if s.kind is StepKind.KEYRING]
+    return next(s for s in steps if "nvidia-container" in s.summary)
+
+
+def test_rhel_nodes_take_repository_keys_only_when_pinned(mirror: Server, repo_key: RepoKey, tmp_path: Path) -> None:
+    """RHEL: dnf reads the key from /etc/pki/rpm-gpg (``gpgkey=file://``), where it lands only once
+    it is the pinned one; a mirror's key that is not is refused, and nothing is put there."""
+    place = src.rpm_key_path(src.CONTAINER_REPO)
+
+    def run(step: Step) -> subprocess.CompletedProcess[str]:
+        command = (step.command or "").replace(" /etc/pki/rpm-gpg", f" {tmp_path}/etc/pki/rpm-gpg")
+        return subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=cli_env(), timeout=60)
+
+    refused = run(rhel_key_step(mirror.url, None))  # held to NVIDIA's own key
+    nvidia = table.RPM_REPO_FINGERPRINTS[src.CONTAINER_REPO]
+    assert refused.returncode != 0 and f"not the pinned {nvidia}: refused" in refused.stderr
+    assert not (tmp_path / place.lstrip("/")).exists()
+    done = run(rhel_key_step(mirror.url, repo_key.fingerprint))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / place.lstrip("/")).read_bytes() == repo_key.armored()

@@ -17,6 +17,7 @@ from gpuforge.render.nvidia import (
     host_driver,
 )
 from gpuforge.render.nvidia_repos import docker_repo_wanted, driver_source, epel_wanted, nvidia_repo_files
+from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverSource
 from gpuforge.spec.repo_keys import repository_fingerprint
 
@@ -50,6 +51,10 @@ def repos_layer(ctx: Ctx) -> Layer:
             read.append(src.CONTAINER_KEYRING)
         if distro:
             read += [*src.NODE_APT_SOURCES, src.DEBIAN_NONFREE_SOURCES]
+    rpm_keyed = (
+        [] if ctx.deb else [r for r in repos if r.bundle is None and r.key_url and r.url != src.EPEL_RELEASE_RPM]
+    )
+    read += [src.rpm_key_path(r.kind) for r in rpm_keyed]
     repo_paths = {f.path for f in files}
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -79,13 +84,16 @@ def repos_layer(ctx: Ctx) -> Layer:
         if container is not None and ctr_key and facts.contents.get(src.CONTAINER_KEYRING) is None:
             steps.append(container_key_step(ctx, container))
             changed.add(src.CONTAINER_KEYRING)
+        for r in rpm_keyed:
+            if facts.contents.get(src.rpm_key_path(r.kind)) is None:
+                steps.append(rpm_key_step(ctx, r))
+                changed.add(src.rpm_key_path(r.kind))
         if epel is not None:
             steps += epel_steps(ctx, epel, changed)
         if docker is not None and not docker.available:
             steps.append(unavailable_step("Docker's RHEL repository (containerd.io, docker-ce)", docker.reason))
-        touched = changed & (
-            repo_paths | {src.DEBIAN_NONFREE_SOURCES, src.CUDA_KEYRING, src.CONTAINER_KEYRING, src.EPEL_REPO_FILE}
-        )
+        keys = {src.CUDA_KEYRING, src.CONTAINER_KEYRING, *(src.rpm_key_path(r.kind) for r in rpm_keyed)}
+        touched = changed & (repo_paths | keys | {src.DEBIAN_NONFREE_SOURCES, src.EPEL_REPO_FILE})
         if touched:
             if ctx.deb:
                 steps.append(Step(StepKind.APT_UPDATE, "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
@@ -128,6 +136,22 @@ def container_key_step(ctx: Ctx, container: src.Repo) -> Step:
     return Step(StepKind.KEYRING, what, cmd)
 
 
+def rpm_key_step(ctx: Ctx, repo: src.Repo) -> Step:
+    """A RHEL repository's key fetched to a ``.part`` file and moved to where its ``.repo`` file's
+    ``gpgkey=file://`` points only once it is exactly the pinned key (``spec.repo_keys``)."""
+    fingerprint = repository_fingerprint(ctx.spec, repo.kind, deb=False)
+    if fingerprint is None:
+        return unavailable_step(f"the {repo.kind} repository key", "no fingerprint is pinned for it")
+    dest = src.rpm_key_path(repo.kind)
+    part = f"{dest}.part"
+    cmd = (
+        f"install -d -m 0755 /etc/pki/rpm-gpg && "
+        f"curl -fsSL --retry 3 --connect-timeout 20 -o {part} {quote_path(repo.key_url or '')} && "
+        f"{key_check_command(part, fingerprint)} && mv {part} {dest}"
+    )
+    return Step(StepKind.KEYRING, f"{repo.kind} repository key {fingerprint} from {repo.key_url} ({dest})", cmd)
+
+
 def epel_steps(ctx: Ctx, epel: src.Repo, changed: set[str]) -> list[Step]:
     """CodeReady Builder and EPEL 9 on RHEL: Fedora's epel-release upstream, a repo file otherwise."""
     if not epel.available:
@@ -136,8 +160,16 @@ def epel_steps(ctx: Ctx, epel: src.Repo, changed: set[str]) -> list[Step]:
         if ctx.host.packages.get("epel-release") is not None:
             return []
         changed.add(src.EPEL_REPO_FILE)
-        cmd = f"{{ {src.ENABLE_CRB}; }} && dnf -y install {src.EPEL_RELEASE_RPM}"
-        return [Step(StepKind.INSTALL, "enable CodeReady Builder and EPEL 9 (epel-release)", cmd)]
+        key = rpm_key_step(ctx, src.Repo(src.EPEL_REPO, key_url=table.EPEL_GPGKEY))
+        if key.command is None:
+            return [key]
+        # epel-release is installed only signed by the checked key (dnf skips local packages' signatures
+        # unless localpkg_gpgcheck is on; the URL's package is a local one once downloaded).
+        cmd = (
+            f"{key.command} && rpm --import {src.rpm_key_path(src.EPEL_REPO)} && {{ {src.ENABLE_CRB}; }} && "
+            f"dnf -y --setopt=localpkg_gpgcheck=1 install {src.EPEL_RELEASE_RPM}"
+        )
+        return [Step(StepKind.INSTALL, "enable CodeReady Builder and EPEL 9 (epel-release, signed by EPEL's key)", cmd)]
     if src.EPEL_REPO_FILE in changed:
         return [Step(StepKind.INSTALL, "enable CodeReady Builder (EPEL 9 packages need it)", src.ENABLE_CRB)]
     return []
