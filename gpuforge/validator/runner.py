@@ -379,17 +379,7 @@ def validate(
         queue_kind = spec.kubernetes.batch_queue.kind if spec.kubernetes else "none"
         kube_cmd = cluster_k8s.kube_query(kube_ns, queue_kind)
         kube_f = pool.submit(tr.run, planes[0], kube_cmd) if want_kube and planes else None
-        site_f = {}
-        if want_site:
-            spec_dir = Path(spec_path).resolve().parent
-            vagrant = getattr(tr, "vagrant_hosts", dict)
-            site_f = {
-                n.name: pool.submit(site_checks.site_results, spec, spec_dir, n, vagrant)
-                for n in nodes
-                if site_checks.checks_for(spec, n)
-            }
-            if site_f:
-                say(f"site checks (testinfra) on {len(site_f)} node(s)")
+        site_f = _start_site_checks(pool, spec, spec_path, tr, nodes, say) if want_site else {}
         runs = _collect(futures, say, time.monotonic())
         site_runs = {name: f.result() for name, f in site_f.items()}
         slurm_done = slurm_f.result() if slurm_f else None
@@ -398,26 +388,45 @@ def validate(
     if want_slurm and not controllers:
         data.slurm_error = "the spec has no controller node"
     elif slurm_done is not None:
-        if slurm_done.rc in (255, 124):
-            why = explain_ssh_failure(slurm_done.stderr, slurm_done.rc)
-            data.slurm_error = f"controller {data.controller} unreachable: {why}"
-        else:
-            cluster.apply_slurm_query(data, slurm_done.stdout)
+        _read_slurm(data, slurm_done)
     if kube_done is not None:
-        if kube_done.rc in (255, 124):
-            data.kube_error = f"{data.kube_node} unreachable: {explain_ssh_failure(kube_done.stderr, kube_done.rc)}"
-        else:
-            cluster_k8s.apply_kube_query(data, kube_done.stdout)
-            if data.kube_error is None and selected_ids & set(k8s_probe.PROBE_CHECKS) and planes:
-                say(f"probing the cluster from {planes[0].name} (CUDA sample pod, queue admission)")
-                tenants = len(spec.kubernetes.batch_queue.tenants) if spec.kubernetes else 0
-                bound = k8s_probe.PROBE_WAIT_S + k8s_probe.ADMISSION_WAIT_S * tenants + 120
-                probe = tr.run(planes[0], k8s_probe.probe_query(spec), timeout=bound)
-                if probe.rc not in (255, 124):
-                    data.kube_probe = k8s_probe.parse_probe(probe.stdout)
+        _read_kube(data, kube_done, tr, selected_ids, planes, say)
     elif want_kube:
         data.kube_error = "the spec has no control-plane node"
+    _merge_node_runs(data, nodes, runs, node_checks)
+    _judge_cluster_checks(data, tr, cluster_checks, controllers, say)
+    reports = _node_reports(data, nodes, runs, site_runs, selected_ids)
+    return Report(spec.cluster.name, str(spec_path), reports, started, time.monotonic() - t_start)
 
+
+def _read_slurm(data: ClusterData, done: Any) -> None:
+    """The controller's Slurm query into ``data`` (or why it could not be read)."""
+    if done.rc in (255, 124):
+        data.slurm_error = f"controller {data.controller} unreachable: {explain_ssh_failure(done.stderr, done.rc)}"
+    else:
+        cluster.apply_slurm_query(data, done.stdout)
+
+
+def _read_kube(
+    data: ClusterData, done: Any, tr: Transport, selected_ids: set[str], planes: list[Node], say: Callable[[str], None]
+) -> None:
+    """The control plane's Kubernetes query into ``data``, then the probe pods when asked for."""
+    spec = data.spec
+    if done.rc in (255, 124):
+        data.kube_error = f"{data.kube_node} unreachable: {explain_ssh_failure(done.stderr, done.rc)}"
+        return
+    cluster_k8s.apply_kube_query(data, done.stdout)
+    if data.kube_error is None and selected_ids & set(k8s_probe.PROBE_CHECKS) and planes:
+        say(f"probing the cluster from {planes[0].name} (CUDA sample pod, queue admission)")
+        tenants = len(spec.kubernetes.batch_queue.tenants) if spec.kubernetes else 0
+        bound = k8s_probe.PROBE_WAIT_S + k8s_probe.ADMISSION_WAIT_S * tenants + 120
+        probe = tr.run(planes[0], k8s_probe.probe_query(spec), timeout=bound)
+        if probe.rc not in (255, 124):
+            data.kube_probe = k8s_probe.parse_probe(probe.stdout)
+
+
+def _merge_node_runs(data: ClusterData, nodes: list[Node], runs: dict[str, Any], node_checks: list[Check]) -> None:
+    """Each node's own results (a node not reached: its checks blocked on the connection)."""
     for n in nodes:
         run = runs[n.name]
         got = {r.id: r for r in run.results}
@@ -432,39 +441,49 @@ def validate(
         data.results[n.name] = node_results
         data.node_data[n.name] = run.data
 
-    def judge(c: Check, n: Node) -> Result:
-        gate = c.gate(spec, n) if c.gate else None
-        return evaluate(c, gate, data.results[n.name], lambda: c.fn(data, n))
 
-    later = [c for c in cluster_checks if c.id == "job.srun"]
-    for c in [c for c in cluster_checks if c.id != "job.srun"]:
-        for n in nodes:
-            data.results[n.name][c.id] = judge(c, n)
+def _judge(data: ClusterData, c: Check, n: Node) -> Result:
+    gate = c.gate(data.spec, n) if c.gate else None
+    return evaluate(c, gate, data.results[n.name], lambda: c.fn(data, n))
 
-    if later:
-        srun_check = later[0]
-        srun_s = 0.0
-        targets = []
-        for n in nodes:
-            gate = srun_check.gate(spec, n) if srun_check.gate else None
-            deps_ok = all(data.results[n.name].get(d, _MISSING).status == PASS for d in srun_check.depends_on)
-            if not gate and deps_ok:
-                targets.append((n.name, _partition_for(spec, n)))
-        if targets and controllers and not data.slurm_error:
-            say(f"srun on {len(targets)} node(s)")
-            budget = cluster.SRUN_GROUP_TIMEOUT_S + cluster.SRUN_TIMEOUT_S + 20
-            done = tr.run(controllers[0], cluster.srun_command(targets), None, budget)
-            if done.rc in (255, 124):
-                data.slurm_error = f"controller {data.controller}: {explain_ssh_failure(done.stderr, done.rc)}"
-            else:
-                data.srun = cluster.parse_srun_output(done.stdout)
-                srun_s = done.duration_s
-        for n in nodes:
-            r = judge(srun_check, n)
-            if n.name in data.srun and r.status in (PASS, FAIL):
-                r.duration_s = round(srun_s, 4)
-            data.results[n.name][srun_check.id] = r
 
+def _judge_cluster_checks(
+    data: ClusterData, tr: Transport, checks: list[Check], controllers: list[Node], say: Callable[[str], None]
+) -> None:
+    """The cluster checks per node; ``job.srun`` last, as one grouped job step on the controller."""
+    for c in [c for c in checks if c.id != "job.srun"]:
+        for n in data.nodes:
+            data.results[n.name][c.id] = _judge(data, c, n)
+    later = [c for c in checks if c.id == "job.srun"]
+    if not later:
+        return
+    srun_check, spec, srun_s = later[0], data.spec, 0.0
+    targets = []
+    for n in data.nodes:
+        gate = srun_check.gate(spec, n) if srun_check.gate else None
+        deps_ok = all(data.results[n.name].get(d, _MISSING).status == PASS for d in srun_check.depends_on)
+        if not gate and deps_ok:
+            targets.append((n.name, _partition_for(spec, n)))
+    if targets and controllers and not data.slurm_error:
+        say(f"srun on {len(targets)} node(s)")
+        budget = cluster.SRUN_GROUP_TIMEOUT_S + cluster.SRUN_TIMEOUT_S + 20
+        done = tr.run(controllers[0], cluster.srun_command(targets), None, budget)
+        if done.rc in (255, 124):
+            data.slurm_error = f"controller {data.controller}: {explain_ssh_failure(done.stderr, done.rc)}"
+        else:
+            data.srun = cluster.parse_srun_output(done.stdout)
+            srun_s = done.duration_s
+    for n in data.nodes:
+        r = _judge(data, srun_check, n)
+        if n.name in data.srun and r.status in (PASS, FAIL):
+            r.duration_s = round(srun_s, 4)
+        data.results[n.name][srun_check.id] = r
+
+
+def _node_reports(
+    data: ClusterData, nodes: list[Node], runs: dict[str, Any], site_runs: dict[str, Any], selected_ids: set[str]
+) -> list[NodeReport]:
+    """Each node's selected results with its site checks, in layer and check order."""
     order = {c.id: i for i, c in enumerate(ALL_CHECKS)}
     reports = []
     for n in nodes:
@@ -475,4 +494,25 @@ def validate(
         results += site
         results.sort(key=lambda r: (LAYERS.index(r.layer), order.get(r.id, 0)))
         reports.append(NodeReport(n.name, results))
-    return Report(spec.cluster.name, str(spec_path), reports, started, time.monotonic() - t_start)
+    return reports
+
+
+def _start_site_checks(
+    pool: ThreadPoolExecutor,
+    spec: Spec,
+    spec_path: str | Path,
+    tr: Transport,
+    nodes: list[Node],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """The site's testinfra checks of each node that has some, started in ``pool``."""
+    spec_dir = Path(spec_path).resolve().parent
+    vagrant = getattr(tr, "vagrant_hosts", dict)
+    started = {
+        n.name: pool.submit(site_checks.site_results, spec, spec_dir, n, vagrant)
+        for n in nodes
+        if site_checks.checks_for(spec, n)
+    }
+    if started:
+        say(f"site checks (testinfra) on {len(started)} node(s)")
+    return started

@@ -76,18 +76,7 @@ def repos_layer(ctx: Ctx) -> Layer:
                     )
                 )
                 changed.add(src.DEBIAN_NONFREE_SOURCES)
-        cuda_key = ctx.deb and cuda is not None and cuda.available and cuda.bundle is None
-        if cuda is not None and cuda_key and facts.contents.get(src.CUDA_KEYRING) is None:
-            steps.append(cuda_key_step(ctx, cuda))
-            changed.add(src.CUDA_KEYRING)
-        ctr_key = ctx.deb and container is not None and container.available and container.bundle is None
-        if container is not None and ctr_key and facts.contents.get(src.CONTAINER_KEYRING) is None:
-            steps.append(container_key_step(ctx, container))
-            changed.add(src.CONTAINER_KEYRING)
-        for r in rpm_keyed:
-            if facts.contents.get(src.rpm_key_path(r.kind)) is None:
-                steps.append(rpm_key_step(ctx, r))
-                changed.add(src.rpm_key_path(r.kind))
+        steps += key_steps(ctx, cuda, container, rpm_keyed, facts, changed)
         if epel is not None:
             steps += epel_steps(ctx, epel, changed)
         if docker is not None and not docker.available:
@@ -134,6 +123,31 @@ def container_key_step(ctx: Ctx, container: src.Repo) -> Step:
     )
     what = f"container toolkit repository key {fingerprint} from {container.key_url}"
     return Step(StepKind.KEYRING, what, cmd)
+
+
+def key_steps(
+    ctx: Ctx,
+    cuda: src.Repo | None,
+    container: src.Repo | None,
+    rpm_keyed: list[src.Repo],
+    facts: LayerFacts,
+    changed: set[str],
+) -> list[Step]:
+    """The repository keys a node lacks, each checked against its pinned fingerprint before use."""
+    steps: list[Step] = []
+    cuda_key = ctx.deb and cuda is not None and cuda.available and cuda.bundle is None
+    if cuda is not None and cuda_key and facts.contents.get(src.CUDA_KEYRING) is None:
+        steps.append(cuda_key_step(ctx, cuda))
+        changed.add(src.CUDA_KEYRING)
+    ctr_key = ctx.deb and container is not None and container.available and container.bundle is None
+    if container is not None and ctr_key and facts.contents.get(src.CONTAINER_KEYRING) is None:
+        steps.append(container_key_step(ctx, container))
+        changed.add(src.CONTAINER_KEYRING)
+    for r in rpm_keyed:
+        if facts.contents.get(src.rpm_key_path(r.kind)) is None:
+            steps.append(rpm_key_step(ctx, r))
+            changed.add(src.rpm_key_path(r.kind))
+    return steps
 
 
 def rpm_key_step(ctx: Ctx, repo: src.Repo) -> Step:
