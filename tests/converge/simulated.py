@@ -100,23 +100,26 @@ def simulated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimulatedClust
     """Route every pyinfra host to a fresh ``SimulatedCluster``; node locks taken locally."""
     import pyinfra.api.inventory as pyinfra_inventory
 
-    from gpuforge.orchestrate import node_lock
-
     cluster = SimulatedCluster()
     monkeypatch.setattr(SimulatedConnector, "cluster", cluster)
     connectors = {"ssh": SimulatedConnector, "vagrant": SimulatedConnector}
     monkeypatch.setattr(pyinfra_inventory, "get_execution_connectors", lambda: connectors)
     monkeypatch.setattr(pyinfra_inventory, "get_all_connectors", lambda: connectors)
-    locks = tmp_path / "node-locks"
+    lock_nodes_locally(monkeypatch, tmp_path / "node-locks", cluster.unreachable)
+    return cluster
+
+
+def lock_nodes_locally(monkeypatch: pytest.MonkeyPatch, where: Path, unreachable: set[str] | None = None) -> None:
+    """Node locks taken by the real lock command on a local file per node under ``where`` (no SSH);
+    a node in ``unreachable`` answers as ssh does when there is no route."""
+    from gpuforge.orchestrate import node_lock
 
     def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
-        if name in cluster.unreachable:
+        if unreachable is not None and name in unreachable:
             return ["sh", "-c", "echo 'ssh: connect to host: No route to host' >&2; exit 255"]
-        where = locks / name
-        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(where)))]
+        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(where / name)))]
 
     monkeypatch.setattr(node_lock, "ssh_argv", local_lock)
-    return cluster
 
 
 def write_simulated_spec(data: dict[str, Any], where: Path, name: str) -> Path:

@@ -9,7 +9,6 @@ commands themselves run against a stand-in ``kubectl`` in tests/converge/test_k8
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,12 @@ from typing import Any
 import pytest
 
 from gpuforge.deploy.run import ApplyResult, HostResult
-from gpuforge.orchestrate import node_lock, remote
+from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.batches import Rollout, run_batches
 from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.orchestrate.state import RolloutRecord
 from gpuforge.spec import resolve_nodes
+from tests.converge.simulated import lock_nodes_locally
 from tests.helpers import variant
 
 K = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
@@ -85,11 +85,7 @@ def rec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Recorder:
     r = Recorder()
     monkeypatch.setattr(remote, "run", r.run)
     locks = tmp_path / "node-locks"
-
-    def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
-        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(locks / name)))]
-
-    monkeypatch.setattr(node_lock, "ssh_argv", local_lock)  # the batch's node locks, on local files
+    lock_nodes_locally(monkeypatch, locks)  # the real lock command, on a local file per node
     return r
 
 

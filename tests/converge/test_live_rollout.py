@@ -8,7 +8,6 @@ validator is a recorder too (its own tests are elsewhere).
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from gpuforge.orchestrate import node_lock, remote, slurm_drain
 from gpuforge.orchestrate.slurm_drain import DRAIN_TAG
 from gpuforge.orchestrate.state import last_applied, load_rollout_record, record_applied, rollout_record_path
 from gpuforge.spec import SpecError, load_spec
+from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_slurm import StubSlurm
 from tests.helpers import INVENTORIES
 
@@ -104,11 +104,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     monkeypatch.setattr(apply_mod, "run_deploys", deploys)
     monkeypatch.setattr(apply_mod, "validate_nodes", deploys.validate)
     locks = tmp_path / "node-locks"
-
-    def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
-        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(locks / name)))]
-
-    monkeypatch.setattr(node_lock, "ssh_argv", local_lock)  # the real lock command, on a local file per node
+    lock_nodes_locally(monkeypatch, locks)  # the real lock command, on a local file per node
     deploys.lock_file = lambda name: locks / name / "apply.lock"
     return spec_file, slurm, deploys
 

@@ -8,7 +8,6 @@ changed while schedulable or still running pods fails the test there.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,10 @@ import yaml
 from gpuforge.cli import apply_exit_code
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import apply as apply_mod
-from gpuforge.orchestrate import node_lock, remote
+from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.state import last_applied, record_applied
 from gpuforge.spec import load_spec, resolve_nodes
+from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_kube import StubKube
 from tests.helpers import INVENTORIES
 
@@ -88,11 +88,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     monkeypatch.setattr(apply_mod, "run_deploys", deploys)
     monkeypatch.setattr(apply_mod, "validate_nodes", lambda _path, nodes: {})
     locks = tmp_path / "node-locks"
-
-    def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
-        return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(locks / name)))]
-
-    monkeypatch.setattr(node_lock, "ssh_argv", local_lock)
+    lock_nodes_locally(monkeypatch, locks)  # the real lock command, on a local file per node
     return spec_file, kube, deploys
 
 

@@ -116,13 +116,20 @@ def container_key_step(ctx: Ctx, container: src.Repo) -> Step:
     fingerprint = repository_fingerprint(ctx.spec, src.CONTAINER_REPO, deb=True)
     if fingerprint is None:
         return unavailable_step("the container toolkit repository key", "no fingerprint is pinned for it")
-    part = f"{src.CONTAINER_KEYRING}.part"
-    cmd = (
-        f"curl -fsSL --retry 3 --connect-timeout 20 -o {part} {quote_path(container.key_url or '')} && "
-        f"{key_check_command(part, fingerprint)} && mv {part} {src.CONTAINER_KEYRING}"
-    )
     what = f"container toolkit repository key {fingerprint} from {container.key_url}"
-    return Step(StepKind.KEYRING, what, cmd)
+    return Step(
+        StepKind.KEYRING, what, checked_key_command(container.key_url or "", src.CONTAINER_KEYRING, fingerprint)
+    )
+
+
+def checked_key_command(url: str, dest: str, fingerprint: str) -> str:
+    """Fetch the key at ``url`` to ``dest``.part and move it to ``dest`` only once it is exactly the
+    key of ``fingerprint`` (a wrong key fails the command and is never put where it is trusted)."""
+    part = f"{dest}.part"
+    return (
+        f"curl -fsSL --retry 3 --connect-timeout 20 -o {part} {quote_path(url)} && "
+        f"{key_check_command(part, fingerprint)} && mv {part} {dest}"
+    )
 
 
 def key_steps(
@@ -157,12 +164,7 @@ def rpm_key_step(ctx: Ctx, repo: src.Repo) -> Step:
     if fingerprint is None:
         return unavailable_step(f"the {repo.kind} repository key", "no fingerprint is pinned for it")
     dest = src.rpm_key_path(repo.kind)
-    part = f"{dest}.part"
-    cmd = (
-        f"install -d -m 0755 /etc/pki/rpm-gpg && "
-        f"curl -fsSL --retry 3 --connect-timeout 20 -o {part} {quote_path(repo.key_url or '')} && "
-        f"{key_check_command(part, fingerprint)} && mv {part} {dest}"
-    )
+    cmd = f"install -d -m 0755 /etc/pki/rpm-gpg && {checked_key_command(repo.key_url or '', dest, fingerprint)}"
     return Step(StepKind.KEYRING, f"{repo.kind} repository key {fingerprint} from {repo.key_url} ({dest})", cmd)
 
 
