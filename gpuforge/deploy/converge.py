@@ -331,7 +331,21 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
         steps.append(
             Step(StepKind.UPGRADE, f"to the pinned version: {moves}", install_command(off_pin, downgrades=True))
         )
-    for d in layer.directories:
+    steps.extend(directory_steps(layer.directories, facts))
+    file_steps(layer.files)
+    steps.extend(daemon_reload_steps(layer.services, facts, changed))
+    if layer.before_services is not None:
+        steps.extend(layer.before_services(facts, changed))
+    steps.extend(service_steps(layer.services, facts, changed, installed=bool(missing or off_pin)))
+    if layer.after is not None:
+        steps.extend(layer.after(facts, changed))
+    return steps, changed
+
+
+def directory_steps(directories: tuple[Directory, ...], facts: LayerFacts) -> list[Step]:
+    """Directories missing, or with another mode or owner, made as the layer wants them."""
+    steps = []
+    for d in directories:
         found = facts.files.get(d.path)
         if (
             found is None
@@ -345,19 +359,19 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
                     f"install -d -m {d.mode} -o {d.owner} -g {d.group} {shlex.quote(d.path)}",
                 )
             )
-    file_steps(layer.files)
-    stale = [s.unit for s in layer.services if (facts.units.get(s.unit) or {}).get("NeedDaemonReload")]
+    return steps
+
+
+def daemon_reload_steps(services: tuple[Service, ...], facts: LayerFacts, changed: set[str]) -> list[Step]:
+    """One ``daemon-reload`` when a unit file changes in this run, or when systemd says a service's
+    unit changed on disk since it loaded it (an interrupted run wrote it without the reload)."""
     if any(p.startswith("/etc/systemd/") for p in changed):
-        steps.append(Step(StepKind.DAEMON_RELOAD, "systemctl daemon-reload", "systemctl daemon-reload"))
-    elif stale:  # a unit file an interrupted run wrote without the reload after it
-        what = f"systemctl daemon-reload ({', '.join(stale)} changed on disk since systemd loaded it)"
-        steps.append(Step(StepKind.DAEMON_RELOAD, what, "systemctl daemon-reload"))
-    if layer.before_services is not None:
-        steps.extend(layer.before_services(facts, changed))
-    steps.extend(service_steps(layer.services, facts, changed, installed=bool(missing or off_pin)))
-    if layer.after is not None:
-        steps.extend(layer.after(facts, changed))
-    return steps, changed
+        return [Step(StepKind.DAEMON_RELOAD, "systemctl daemon-reload", "systemctl daemon-reload")]
+    stale = [s.unit for s in services if (facts.units.get(s.unit) or {}).get("NeedDaemonReload")]
+    if not stale:
+        return []
+    what = f"systemctl daemon-reload ({', '.join(stale)} changed on disk since systemd loaded it)"
+    return [Step(StepKind.DAEMON_RELOAD, what, "systemctl daemon-reload")]
 
 
 def repair_steps(facts: LayerFacts) -> list[Step]:
