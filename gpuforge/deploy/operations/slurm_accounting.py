@@ -20,7 +20,7 @@ from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.facts.slurm import SacctmgrEntities
 from gpuforge.deploy.runstate import PlannedOp
 from gpuforge.probes.slurm import SacctmgrInfo
-from gpuforge.spec.model import Qos, Spec
+from gpuforge.spec.model import Account, Qos, Spec
 
 SACCTMGR = "sacctmgr -i"
 
@@ -91,12 +91,30 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
     clusters = {r.get("Cluster") for r in info["assoc"]}
     if cluster not in clusters:
         steps.append(Step(StepKind.SACCTMGR, f"register cluster {cluster}", f"{SACCTMGR} add cluster {cluster}"))
-    have_qos = {r["Name"]: r for r in info["qos"]}
-    # Define every QOS first (preempt lists may name each other), then set attributes.
-    for q in s.qos:
-        if q.name not in have_qos:
-            steps.append(Step(StepKind.SACCTMGR, f"add QOS {q.name}", f"{SACCTMGR} add qos {q.name}"))
-    for q in s.qos:
+    steps += _qos_steps(s.qos, {r["Name"]: r for r in info["qos"]})
+    accounts = {r["Account"]: r for r in info["account"]}
+    acct_assoc = {r["Account"]: r for r in info["assoc"] if not r.get("User") and r.get("Cluster") == cluster}
+    users_in: dict[str, set[str]] = {}
+    for r in info["assoc"]:
+        if r.get("User") and r.get("Cluster") == cluster:
+            users_in.setdefault(r["Account"], set()).add(r["User"])
+    for a in s.accounts:
+        if a.name not in accounts or a.name not in acct_assoc:
+            steps.append(_add_account_step(a, cluster))
+        else:
+            steps += _account_change_steps(a, acct_assoc[a.name], cluster)
+        steps += _user_steps(a, users_in.get(a.name, set()), cluster)
+    return steps
+
+
+def _qos_steps(qos: list[Qos], have_qos: dict[str, dict[str, str]]) -> list[Step]:
+    """Define every QOS first (preempt lists may name each other), then set attributes."""
+    steps = [
+        Step(StepKind.SACCTMGR, f"add QOS {q.name}", f"{SACCTMGR} add qos {q.name}")
+        for q in qos
+        if q.name not in have_qos
+    ]
+    for q in qos:
         want = _want_qos(q)
         have = _have_qos(have_qos.get(q.name, {}))
         keys = [
@@ -114,73 +132,73 @@ def plan_accounting(spec: Spec, info: SacctmgrInfo) -> list[Step]:
                     f"{SACCTMGR} modify qos where name={q.name} set {_qos_set(want, keys, q)}",
                 )
             )
-    accounts = {r["Account"]: r for r in info["account"]}
-    acct_assoc = {r["Account"]: r for r in info["assoc"] if not r.get("User") and r.get("Cluster") == cluster}
-    users_in: dict[str, set[str]] = {}
-    for r in info["assoc"]:
-        if r.get("User") and r.get("Cluster") == cluster:
-            users_in.setdefault(r["Account"], set()).add(r["User"])
-    for a in s.accounts:
-        qos = ",".join(sorted(a.qos)) if a.qos else "normal"
-        attrs = {
-            "Fairshare": str(a.fairshare),
-            "QOS": qos,
-            "DefaultQOS": a.default_qos or "",
-        }
-        if a.name not in accounts or a.name not in acct_assoc:
-            text = [f"parent={a.parent}", f"fairshare={a.fairshare}", f"qos={qos}", f"cluster={cluster}"]
-            if a.default_qos:
-                text.append(f"defaultqos={a.default_qos}")
-            if a.description:
-                text.append(f"description={shlex.quote(a.description)}")
-            if a.organization:
-                text.append(f"organization={shlex.quote(a.organization)}")
-            steps.append(
-                Step(StepKind.SACCTMGR, f"add account {a.name}", f"{SACCTMGR} add account {a.name} {' '.join(text)}")
-            )
-        else:
-            row = acct_assoc[a.name]
-            have = {
-                "Fairshare": row.get("Share", ""),
-                "QOS": ",".join(sorted(x for x in row.get("QOS", "").split(",") if x)),
-                "DefaultQOS": row.get("DefaultQOS", ""),
-            }
-            diff = [k for k in attrs if attrs[k] != have[k] and not (k == "DefaultQOS" and not attrs[k])]
-            if diff:
-                sets = " ".join(f"{k.lower()}={attrs[k] or '-1'}" for k in diff)
-                steps.append(
-                    Step(
-                        StepKind.SACCTMGR,
-                        f"set account {a.name}: {', '.join(diff)}",
-                        f"{SACCTMGR} modify account where name={a.name} cluster={cluster} set {sets}",
-                    )
-                )
-            if "ParentName" in row and row["ParentName"] and row["ParentName"] != a.parent:
-                steps.append(
-                    Step(
-                        StepKind.SACCTMGR,
-                        f"move account {a.name} under {a.parent}",
-                        f"{SACCTMGR} modify account where name={a.name} cluster={cluster} set parent={a.parent}",
-                    )
-                )
-        have_users = users_in.get(a.name, set())
-        for user in sorted(set(a.users) - have_users):
-            steps.append(
-                Step(
-                    StepKind.SACCTMGR,
-                    f"add user {user} to {a.name}",
-                    f"{SACCTMGR} add user {user} account={a.name} cluster={cluster}",
-                )
-            )
-        for user in sorted(have_users - set(a.users)):
-            steps.append(
-                Step(
-                    StepKind.SACCTMGR,
-                    f"remove user {user} from {a.name}",
-                    f"{SACCTMGR} delete user where name={user} account={a.name} cluster={cluster}",
-                )
-            )
     return steps
+
+
+def _account_qos(a: Account) -> str:
+    return ",".join(sorted(a.qos)) if a.qos else "normal"
+
+
+def _add_account_step(a: Account, cluster: str) -> Step:
+    text = [f"parent={a.parent}", f"fairshare={a.fairshare}", f"qos={_account_qos(a)}", f"cluster={cluster}"]
+    if a.default_qos:
+        text.append(f"defaultqos={a.default_qos}")
+    if a.description:
+        text.append(f"description={shlex.quote(a.description)}")
+    if a.organization:
+        text.append(f"organization={shlex.quote(a.organization)}")
+    return Step(StepKind.SACCTMGR, f"add account {a.name}", f"{SACCTMGR} add account {a.name} {' '.join(text)}")
+
+
+def _account_change_steps(a: Account, row: dict[str, str], cluster: str) -> list[Step]:
+    """An existing account's fairshare, QOS, default QOS and parent brought to the spec's."""
+    attrs = {"Fairshare": str(a.fairshare), "QOS": _account_qos(a), "DefaultQOS": a.default_qos or ""}
+    have = {
+        "Fairshare": row.get("Share", ""),
+        "QOS": ",".join(sorted(x for x in row.get("QOS", "").split(",") if x)),
+        "DefaultQOS": row.get("DefaultQOS", ""),
+    }
+    steps = []
+    diff = [k for k in attrs if attrs[k] != have[k] and not (k == "DefaultQOS" and not attrs[k])]
+    if diff:
+        sets = " ".join(f"{k.lower()}={attrs[k] or '-1'}" for k in diff)
+        steps.append(
+            Step(
+                StepKind.SACCTMGR,
+                f"set account {a.name}: {', '.join(diff)}",
+                f"{SACCTMGR} modify account where name={a.name} cluster={cluster} set {sets}",
+            )
+        )
+    if "ParentName" in row and row["ParentName"] and row["ParentName"] != a.parent:
+        steps.append(
+            Step(
+                StepKind.SACCTMGR,
+                f"move account {a.name} under {a.parent}",
+                f"{SACCTMGR} modify account where name={a.name} cluster={cluster} set parent={a.parent}",
+            )
+        )
+    return steps
+
+
+def _user_steps(a: Account, have_users: set[str], cluster: str) -> list[Step]:
+    """Users added to and removed from an account to match the spec."""
+    add = [
+        Step(
+            StepKind.SACCTMGR,
+            f"add user {u} to {a.name}",
+            f"{SACCTMGR} add user {u} account={a.name} cluster={cluster}",
+        )
+        for u in sorted(set(a.users) - have_users)
+    ]
+    remove = [
+        Step(
+            StepKind.SACCTMGR,
+            f"remove user {u} from {a.name}",
+            f"{SACCTMGR} delete user where name={u} account={a.name} cluster={cluster}",
+        )
+        for u in sorted(have_users - set(a.users))
+    ]
+    return add + remove
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9 ,=/._:'\"-]+$")
