@@ -35,7 +35,7 @@ from scale import mirror_errors  # noqa: E402  (bench/ is on sys.path when run a
 
 from gpuforge.deploy.apt import APT_ENV, APT_NET, APT_UPDATE, UPDATE_STALL_S  # noqa: E402
 from gpuforge.lab import core  # noqa: E402
-from gpuforge.lab.state import LabState  # noqa: E402
+from gpuforge.lab.lab_record import LabState  # noqa: E402
 
 NAME, SUBNET = "gfmirror", "10.213.23.0/24"
 RESULTS = REPO / "bench" / "results"

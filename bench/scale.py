@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO))
 
 from gpuforge.deploy.apt import APT_ENV, APT_UPDATE  # noqa: E402
 from gpuforge.lab import core  # noqa: E402
+from gpuforge.lab.lab_record import LabPaths  # noqa: E402
 from gpuforge.lab.spec import write_lab_spec  # noqa: E402
-from gpuforge.lab.state import LabPaths  # noqa: E402
 from gpuforge.lab.system import children, rss_kib  # noqa: E402
 
 NAME, SUBNET = "gfscale", "10.213.20.0/24"

@@ -212,9 +212,9 @@ def apply(
     Exit status: 0 converged; 1 a node failed; 2 bad input or a refused change (nothing touched);
     3 converged except nodes left for an operator (a reboot is needed, or an operator drained them).
     """
+    from gpuforge.orchestrate.applied_record import ApplyLocked, RecordUnreadable
     from gpuforge.orchestrate.apply import ApplyRefused
     from gpuforge.orchestrate.apply import apply as run_apply
-    from gpuforge.orchestrate.state import ApplyLocked, RecordUnreadable
     from gpuforge.probes.vagrant import VagrantError
 
     _load(spec)

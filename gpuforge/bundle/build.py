@@ -15,12 +15,12 @@ from typing import Any
 
 import yaml
 
-from gpuforge.bundle.builder import Builder, keep_previous, write_atomic
+from gpuforge.bundle.build_ledger import Builder, keep_previous, write_atomic
 from gpuforge.bundle.debian import PackageIndex, Stanza, parse_packages, render_packages
+from gpuforge.bundle.downloads import ArtifactNeed, RepoNeed, fetch_spec, spec_needs
 from gpuforge.bundle.fetch import Fetcher, FetchError, hash_file, index_sums
 from gpuforge.bundle.images import image_list, render_image_list
 from gpuforge.bundle.layout import FORMAT, IMAGES, MANIFEST, MANIFEST_SIG, PARTIAL, SAFE_DEB, Log
-from gpuforge.bundle.needs import ArtifactNeed, RepoNeed, fetch_spec, spec_needs
 from gpuforge.bundle.resolve import resolve
 from gpuforge.bundle.rpm_repo import is_built, rpm_repo_bundle
 from gpuforge.bundle.rpmmd import REPOMD_SIG

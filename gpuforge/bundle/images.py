@@ -39,7 +39,7 @@ import yaml
 
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubernetes as k8s
-from gpuforge.spec import k8s_facts
+from gpuforge.spec import k8s_upstream
 from gpuforge.spec.model import Spec
 
 KUBEADM_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
@@ -180,7 +180,7 @@ def validator_images(spec: Spec) -> list[dict[str, Any]]:
     if spec.kubernetes is None:
         return []
     kind = spec.kubernetes.batch_queue.kind
-    return [_entry(ref, "gpuforge validate (cluster probe)") for ref in k8s_facts.validator_probe_images(kind)]
+    return [_entry(ref, "gpuforge validate (cluster probe)") for ref in k8s_upstream.validator_probe_images(kind)]
 
 
 def image_list(spec: Spec, out: Path) -> list[dict[str, Any]]:

@@ -18,9 +18,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from gpuforge.bundle.builder import Builder, keep_previous, write_atomic
+from gpuforge.bundle.build_ledger import Builder, keep_previous, write_atomic
+from gpuforge.bundle.downloads import RepoNeed
 from gpuforge.bundle.fetch import FetchError, hash_file
-from gpuforge.bundle.needs import RepoNeed
 from gpuforge.bundle.rpm_resolve import RpmIndex, hidden_by_modules, resolve_rpm
 from gpuforge.bundle.rpmmd import (
     CARRIED,

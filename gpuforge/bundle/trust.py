@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuforge.bundle.downloads import RepoNeed
 from gpuforge.bundle.fetch import Fetcher, FetchError, decode_index
 from gpuforge.bundle.layout import MANIFEST, MANIFEST_SIG
-from gpuforge.bundle.needs import RepoNeed
 from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
 from gpuforge.bundle.signing import (
     BUNDLE_KEY,

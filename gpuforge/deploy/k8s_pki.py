@@ -2,7 +2,7 @@
 
 gpuforge generates the cluster CA (and the other keys every control plane shares) instead of
 letting ``kubeadm init`` make them on a node, and pushes them before ``kubeadm init``: kubeadm
-uses a pair that exists (``k8s_facts.SOURCES['kubeadm-certs']``), and other control planes get
+uses a pair that exists (``k8s_upstream.SOURCES['kubeadm-certs']``), and other control planes get
 the same files (``SOURCES['kubeadm-ha']``, manual certificate distribution). So the CA's hash,
 which every ``kubeadm join`` pins (``SOURCES['kubeadm-join']``), is known before any node is
 touched, and no join has to read anything back from a node.
@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from gpuforge.spec import k8s_facts as facts
+from gpuforge.spec import k8s_upstream as facts
 
 CA_YEARS = 10
 RSA_BITS = 2048

@@ -28,7 +28,7 @@ from pyinfra.api.state import BaseStateCallback
 
 from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.inventory import inventory_groups
-from gpuforge.deploy.progress import LayerProgress, ProgressCallback
+from gpuforge.deploy.layer_progress import LayerProgress, ProgressCallback
 from gpuforge.deploy.runstate import RunState
 from gpuforge.progress import Milestone
 from gpuforge.spec import Spec

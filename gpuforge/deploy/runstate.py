@@ -18,7 +18,7 @@ from typing import Any
 from gpuforge.deploy.converge import Step
 from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.slurm_changes import SlurmAction
-from gpuforge.spec import k8s_facts
+from gpuforge.spec import k8s_upstream
 
 RUN_STATE_KEY = "gpuforge_run"
 #: The one layer a token host runs (``gpuforge.deploy.layers.kubeadm.join_token_layer``).
@@ -111,9 +111,9 @@ class RunState:
     def join_token(self) -> str:
         """This run's bootstrap token ``<id>.<secret>`` (bootstrap-tokens), made on first use."""
         if self.k8s_token is None:
-            alphabet = k8s_facts.TOKEN_ALPHABET
-            token_id = "".join(secrets.choice(alphabet) for _ in range(k8s_facts.TOKEN_ID_LEN))
-            secret = "".join(secrets.choice(alphabet) for _ in range(k8s_facts.TOKEN_SECRET_LEN))
+            alphabet = k8s_upstream.TOKEN_ALPHABET
+            token_id = "".join(secrets.choice(alphabet) for _ in range(k8s_upstream.TOKEN_ID_LEN))
+            secret = "".join(secrets.choice(alphabet) for _ in range(k8s_upstream.TOKEN_SECRET_LEN))
             self.k8s_token = f"{token_id}.{secret}"
         return self.k8s_token
 

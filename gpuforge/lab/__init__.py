@@ -5,7 +5,7 @@ Naming and addressing are fixed and documented in :mod:`.plan`.
 """
 
 from .core import down, ssh, ssh_command, ssh_options, status, up
-from .state import LabState, NodeState
+from .lab_record import LabState, NodeState
 from .system import LabError
 
 __all__ = ["LabError", "LabState", "NodeState", "down", "ssh", "ssh_command", "ssh_options", "status", "up"]

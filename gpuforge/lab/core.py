@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import hostlimits, mirror, network, node, plan
+from .lab_record import LabPaths, LabState, NodeState, load_state, save_state
 from .rootfs import ensure_rootfs
 from .sources import SUITE, host_mirrors
-from .state import LabPaths, LabState, NodeState, load_state, save_state
 from .system import (
     REQUIRED_TOOLS,
     LabError,

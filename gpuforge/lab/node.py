@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import plan
+from .lab_record import LabPaths
 from .sources import HostMirrors, node_sources
-from .state import LabPaths
 from .system import (
     LabError,
     Proc,

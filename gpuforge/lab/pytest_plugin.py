@@ -27,9 +27,9 @@ from typing import IO
 import pytest
 
 from . import core
+from .lab_record import STATE_ROOT, LabState
 from .rootfs import cached_rootfs
 from .sources import SUITE
-from .state import STATE_ROOT, LabState
 from .system import BUILD_TOOLS, REQUIRED_TOOLS, missing_tools
 
 LAB_NAME = "gflab-test"

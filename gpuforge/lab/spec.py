@@ -13,7 +13,7 @@ import yaml
 
 from gpuforge.spec import hostlist
 
-from .state import LabState
+from .lab_record import LabState
 
 
 def lab_spec_data(base: dict[str, Any], state: LabState, hosts: dict[str, str] | None = None) -> dict[str, Any]:

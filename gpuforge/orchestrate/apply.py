@@ -15,10 +15,7 @@ from gpuforge.deploy.run import ApplyResult, HostResult, run_site
 from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate import node_hold, node_lock
-from gpuforge.orchestrate.batches import Rollout, classify, merge, run_batches
-from gpuforge.orchestrate.rollout import RolloutPlan, plan_by_node, roll_every_node
-from gpuforge.orchestrate.site_steps import run_with_site_steps
-from gpuforge.orchestrate.state import (
+from gpuforge.orchestrate.applied_record import (
     RecordUnreadable,
     RolloutRecord,
     apply_lock,
@@ -27,6 +24,9 @@ from gpuforge.orchestrate.state import (
     record_applied,
     spec_text,
 )
+from gpuforge.orchestrate.batches import Rollout, classify, merge, run_batches
+from gpuforge.orchestrate.rollout import RolloutPlan, plan_by_node, roll_every_node
+from gpuforge.orchestrate.site_steps import run_with_site_steps
 from gpuforge.spec import Spec, SpecError, SpecIssue, hostlist, load_spec, resolve_nodes, select_limit
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.model import SourceMode
@@ -101,7 +101,7 @@ def apply(
     ``force``. Nodes an operator drained are left alone unless ``include_drained``; nodes that
     need a reboot are rebooted drained with ``allow_reboot``, else reported in ``waiting``. Two
     applies of one spec file never run at once: the second is refused
-    (:class:`gpuforge.orchestrate.state.ApplyLocked`) before anything is touched.
+    (:class:`gpuforge.orchestrate.applied_record.ApplyLocked`) before anything is touched.
     """
     options = ApplyOptions(limit, force, allow_reboot, include_drained)
     with apply_lock(spec_path):

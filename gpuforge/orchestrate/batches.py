@@ -21,9 +21,9 @@ from pathlib import Path
 
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import node_hold, node_lock, remote
+from gpuforge.orchestrate.applied_record import RolloutRecord, save_rollout_record
 from gpuforge.orchestrate.node_lock import NodeLocks
 from gpuforge.orchestrate.slurm_drain import NodeHold
-from gpuforge.orchestrate.state import RolloutRecord, save_rollout_record
 from gpuforge.spec import Spec, hostlist
 
 STOPPED = "node left drained; rollout stopped"

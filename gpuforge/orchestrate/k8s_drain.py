@@ -5,16 +5,16 @@ through the eviction API, so PodDisruptionBudgets are respected (it waits, up to
 ``drain_timeout``, rather than break one); DaemonSet pods stay (``--ignore-daemonsets``). A node
 that was already unschedulable (an operator cordoned it) is drained but not marked, so the resume
 never uncordons it: only nodes carrying this rollout's annotation are uncordoned.
-(``gpuforge.spec.k8s_facts.SOURCES['safely-drain-node']``)
+(``gpuforge.spec.k8s_upstream.SOURCES['safely-drain-node']``)
 """
 
 from __future__ import annotations
 
 import shlex
 
-from gpuforge.spec import k8s_facts
+from gpuforge.spec import k8s_upstream
 
-KUBECTL = f"kubectl --kubeconfig {k8s_facts.ADMIN_CONF}"
+KUBECTL = f"kubectl --kubeconfig {k8s_upstream.ADMIN_CONF}"
 CORDONED_BY = "gpuforge.dev/cordoned-by"
 CORDON_MARK = "rolling-change"
 

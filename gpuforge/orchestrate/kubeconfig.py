@@ -14,7 +14,7 @@ import yaml
 
 from gpuforge.deploy.secrets import state_root
 from gpuforge.orchestrate import remote
-from gpuforge.spec import Role, Spec, k8s_facts, nodes_with
+from gpuforge.spec import Role, Spec, k8s_upstream, nodes_with
 
 
 class KubeconfigError(RuntimeError):
@@ -48,16 +48,16 @@ def fetch(spec: Spec, spec_path: str | Path, dest: Path | None = None) -> Path:
     if spec.kubernetes is None or not planes:
         raise KubeconfigError("the spec has no Kubernetes control plane")
     first = planes[0].name
-    cp = remote.run(spec, spec_path, first, f"cat {k8s_facts.ADMIN_CONF}", timeout=60)
+    cp = remote.run(spec, spec_path, first, f"cat {k8s_upstream.ADMIN_CONF}", timeout=60)
     if cp.returncode != 0:
         why = cp.stderr.strip().splitlines()[-1:] or [f"exit {cp.returncode}"]
-        raise KubeconfigError(f"{first}: cannot read {k8s_facts.ADMIN_CONF} ({why[0]}): has kubeadm init run?")
+        raise KubeconfigError(f"{first}: cannot read {k8s_upstream.ADMIN_CONF} ({why[0]}): has kubeadm init run?")
     try:
         doc = yaml.safe_load(cp.stdout)
     except yaml.YAMLError:
         doc = None
     if not isinstance(doc, dict) or doc.get("kind") != "Config":
-        raise KubeconfigError(f"{first}: {k8s_facts.ADMIN_CONF} is not a kubeconfig")
+        raise KubeconfigError(f"{first}: {k8s_upstream.ADMIN_CONF} is not a kubeconfig")
     target = dest or default_path(spec)
     write_private(target, cp.stdout)
     return target

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.syntax import Syntax
 
 from gpuforge.deploy.runstate import PlannedOp, RunState
+from gpuforge.orchestrate.applied_record import RecordUnreadable, last_applied
 from gpuforge.orchestrate.apply import run_deploys
-from gpuforge.orchestrate.state import RecordUnreadable, last_applied
 from gpuforge.spec import load_spec
 from gpuforge.spec.diff import FieldChange, diff_specs
 from gpuforge.spec.redact import redact_url_credentials

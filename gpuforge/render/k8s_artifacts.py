@@ -4,7 +4,7 @@ queue controller's manifests): where each comes from, for the deploy and the off
 Each is an :class:`~gpuforge.render.nvidia_sources.Artifact`: upstream URL, the site's artifacts
 mirror, or the offline bundle's ``artifacts/`` (checked against its manifest), used only once its
 sha256 is the known one (``gpuforge.spec.artifact_digests`` or the spec's ``sources.artifact_sha256``).
-URLs are :mod:`gpuforge.spec.k8s_facts`.
+URLs are :mod:`gpuforge.spec.k8s_upstream`.
 """
 
 from __future__ import annotations
@@ -13,35 +13,35 @@ import shlex
 
 from gpuforge.render import kubernetes as k8s
 from gpuforge.render import nvidia_sources as src
-from gpuforge.spec import artifact_digests, k8s_facts
+from gpuforge.spec import artifact_digests, k8s_upstream
 from gpuforge.spec.model import Spec
 
 
 def cni_version(spec: Spec) -> str:
     cni = k8s.kubernetes_section(spec).cni
-    return cni.version or k8s_facts.CNI_DEFAULT_VERSIONS[cni.plugin]
+    return cni.version or k8s_upstream.CNI_DEFAULT_VERSIONS[cni.plugin]
 
 
 def cni_artifact(spec: Spec) -> src.Artifact:
-    name, url = k8s_facts.cni_manifest(k8s.kubernetes_section(spec).cni.plugin, cni_version(spec))
+    name, url = k8s_upstream.cni_manifest(k8s.kubernetes_section(spec).cni.plugin, cni_version(spec))
     return src.artifact(spec, name, url)
 
 
 def helm_artifact(spec: Spec) -> src.Artifact:
-    name, url = k8s_facts.helm_tarball(spec.versions.helm)
+    name, url = k8s_upstream.helm_tarball(spec.versions.helm)
     return src.artifact(spec, name, url)
 
 
 def gpu_operator_chart_artifact(spec: Spec) -> src.Artifact:
     """The chart archive (``helm fetch`` of NVIDIA's repository names it ``gpu-operator-<v>.tgz``)."""
-    name = k8s_facts.gpu_operator_chart_file(spec.versions.gpu_operator)
-    return src.artifact(spec, name, f"{k8s_facts.GPU_OPERATOR_REPO}/charts/{name}")
+    name = k8s_upstream.gpu_operator_chart_file(spec.versions.gpu_operator)
+    return src.artifact(spec, name, f"{k8s_upstream.GPU_OPERATOR_REPO}/charts/{name}")
 
 
 def gpu_operator_chart_from_repository(spec: Spec, repo_url: str) -> src.Artifact:
     """The chart archive as ``helm pull`` fetches it from a chart repository (upstream's or the
     site's mirror), with the sha256 it must have; unavailable, saying how to pin it, when none is known."""
-    name = k8s_facts.gpu_operator_chart_file(spec.versions.gpu_operator)
+    name = k8s_upstream.gpu_operator_chart_file(spec.versions.gpu_operator)
     sha = src.known_sha256(spec, name)
     if sha is None:
         reason = f"no sha256 is known for {name}, so gpuforge never installs it: {artifact_digests.pin_hint(name)}"
@@ -61,11 +61,11 @@ def chart_pull_command(chart: src.Artifact, helm: str) -> str:
     part = f"{chart.node_path}.part.d"
     pulled = f"{part}/{chart.name}"
     refused = shlex.quote(f"gpuforge: {chart.name} is not the file of sha256 {chart.sha256}: removed, not used")
-    version = chart.name.removeprefix(f"{k8s_facts.GPU_OPERATOR_CHART_NAME}-").removesuffix(".tgz")
+    version = chart.name.removeprefix(f"{k8s_upstream.GPU_OPERATOR_CHART_NAME}-").removesuffix(".tgz")
     remove = f"rm -rf {shlex.quote(part)}"
     return (
         f"install -d -m 0755 {src.DOWNLOAD_DIR} && {remove} && "
-        f"{helm} pull {k8s_facts.GPU_OPERATOR_CHART_NAME} --repo {shlex.quote(chart.url)} "
+        f"{helm} pull {k8s_upstream.GPU_OPERATOR_CHART_NAME} --repo {shlex.quote(chart.url)} "
         f"--version {shlex.quote(version)} --destination {shlex.quote(part)} && "
         f"{{ {src.sha256_check(chart.sha256, pulled)} || {{ echo {refused} >&2; {remove}; false; }}; }} && "
         f"mv {shlex.quote(pulled)} {shlex.quote(chart.node_path)} && {remove}"
@@ -74,7 +74,7 @@ def chart_pull_command(chart: src.Artifact, helm: str) -> str:
 
 def queue_controller_artifact(spec: Spec) -> src.Artifact:
     bq = k8s.kubernetes_section(spec).batch_queue
-    name, url = k8s_facts.queue_controller_manifest(bq.kind, bq.version)
+    name, url = k8s_upstream.queue_controller_manifest(bq.kind, bq.version)
     return src.artifact(spec, name, url)
 
 

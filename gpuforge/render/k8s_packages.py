@@ -1,7 +1,7 @@
 """The Kubernetes packages a node gets: pkgs.k8s.io (or its mirror, or the bundle), pinned and held.
 
 Small pure functions, spec in, text out; the facts (URLs, key files, names, version spelling)
-are :mod:`gpuforge.spec.k8s_facts`. One repository per minor: changing ``versions.kubernetes``
+are :mod:`gpuforge.spec.k8s_upstream`. One repository per minor: changing ``versions.kubernetes``
 to another minor rewrites the source line, and the pin moves the packages to the new patch.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
-from gpuforge.spec import k8s_facts as facts
+from gpuforge.spec import k8s_upstream as facts
 from gpuforge.spec.model import K8S_ROLES, OsFamily, SourceMode, Spec
 from gpuforge.spec.nodes import Node
 

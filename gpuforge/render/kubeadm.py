@@ -7,7 +7,7 @@
   bootstrap token), with the CA pinned by the hash of gpuforge's own cluster CA.
 - :func:`bootstrap_token_secret`: the Secret that makes a token valid (SECRET).
 
-Field names: kubeadm's API types (``gpuforge.spec.k8s_facts.SOURCES['kubeadm-config-v1beta4']``).
+Field names: kubeadm's API types (``gpuforge.spec.k8s_upstream.SOURCES['kubeadm-config-v1beta4']``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuforge.render.files import REDACTED, RenderedFile, Secrets
 from gpuforge.render.nvidia import dump_yaml_all
-from gpuforge.spec import k8s_facts as facts
+from gpuforge.spec import k8s_upstream as facts
 from gpuforge.spec.model import Role, Spec
 from gpuforge.spec.nodes import Node, nodes_with
 

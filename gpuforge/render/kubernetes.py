@@ -118,7 +118,7 @@ def operator_cdi(spec: Spec) -> bool:
 
 #: The device plugin hands a container its GPUs as volume mounts, the only list the toolkit accepts
 #: from unprivileged containers once ``NVIDIA_VISIBLE_DEVICES`` is refused (GPU Operator docs,
-#: Security Considerations, "Preventing Unprivileged Access to GPUs"; k8s_facts.SOURCES
+#: Security Considerations, "Preventing Unprivileged Access to GPUs"; k8s_upstream.SOURCES
 #: "gpu-operator-unprivileged", "device-plugin-list-strategy").
 DEVICE_PLUGIN_ENV = {"DEVICE_LIST_STRATEGY": "volume-mounts"}
 #: The operator's toolkit container writes the same two settings the host's toolkit layer sets with

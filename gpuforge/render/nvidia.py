@@ -40,14 +40,14 @@ CDI_SPEC = "/etc/cdi/nvidia.yaml"
 #: The host toolkit's own config (nvidia-container-runtime and its hook read it on every container).
 TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 #: Kubernetes GPU nodes: an unprivileged container gets only the GPUs the device plugin hands it as
-#: volume mounts, never those its ``NVIDIA_VISIBLE_DEVICES`` asks for (k8s_facts.SOURCES
+#: volume mounts, never those its ``NVIDIA_VISIBLE_DEVICES`` asks for (k8s_upstream.SOURCES
 #: "gpu-operator-unprivileged", "ctk-config").
 UNPRIVILEGED_GPU_SETTINGS: dict[str, bool] = {
     "accept-nvidia-visible-devices-envvar-when-unprivileged": False,
     "accept-nvidia-visible-devices-as-volume-mounts": True,
 }
 #: The toolkit's values for those keys when the file does not set them (its default file has them
-#: commented out; k8s_facts.SOURCES "ctk-config").
+#: commented out; k8s_upstream.SOURCES "ctk-config").
 TOOLKIT_CONFIG_DEFAULTS: dict[str, bool] = {
     "accept-nvidia-visible-devices-envvar-when-unprivileged": True,
     "accept-nvidia-visible-devices-as-volume-mounts": False,

@@ -1,7 +1,7 @@
 """Which NVIDIA components a node runs (pure spec decisions), and the package sources and pins
 that follow: the apt source lists and preferences (deb) or repo files (rpm) a GPU node gets.
 
-The NVIDIA deploy layers (through ``gpuforge.deploy.needs``) and the offline bundle decide
+The NVIDIA deploy layers (through ``gpuforge.deploy.nvidia_needs``) and the offline bundle decide
 from the same functions.
 """
 

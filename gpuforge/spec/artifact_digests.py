@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuforge.spec import k8s_facts
+from gpuforge.spec import k8s_upstream
 from gpuforge.spec.nvidia_packages import Citation
 
 KUBESPRAY_COMMIT = "46dbdd3994b32640bcd806b0097f50e8fdf1d514"
@@ -40,7 +40,7 @@ SOURCES: dict[str, Citation] = {
     ),
     "calico-manifest": Citation(
         "projectcalico/calico manifests/calico.yaml at each release tag",
-        "https://raw.githubusercontent.com/projectcalico/calico/<tag>/manifests/calico.yaml (k8s_facts 'calico')",
+        "https://raw.githubusercontent.com/projectcalico/calico/<tag>/manifests/calico.yaml (k8s_upstream 'calico')",
         "the URL serves the git blob of manifests/calico.yaml at the tag; sha256 of 'git show "
         "<tag>:manifests/calico.yaml' at the commit named per row (v3.29.1: ddfc3b1ea724e2580c68d34950f0ccd318ae3ebf, "
         "blob a17ebe2dbeb97011fffd38fba92d7ae0652ee395, 323422 bytes); every row's manifest names the calico "
@@ -61,7 +61,7 @@ SOURCES: dict[str, Citation] = {
     "volcano-manifest": Citation(
         "volcano-sh/volcano installer/volcano-development.yaml at each release tag",
         "https://raw.githubusercontent.com/volcano-sh/volcano/<tag>/installer/volcano-development.yaml "
-        "(k8s_facts 'volcano-install')",
+        "(k8s_upstream 'volcano-install')",
         "the URL serves the git blob at the tag; sha256 of 'git show <tag>:installer/volcano-development.yaml' "
         "at the commit per row; every row's manifest names the volcano images of its own tag",
     ),
@@ -188,12 +188,12 @@ def _table() -> dict[str, KnownDigest]:
     """File name (as ``gpuforge.render`` names the artifact) -> its known digest."""
     out: dict[str, KnownDigest] = {}
     for version, sha in _HELM_AMD64.items():
-        out[k8s_facts.helm_tarball(version)[0]] = KnownDigest(sha, "kubespray-helm", KUBESPRAY_COMMIT)
+        out[k8s_upstream.helm_tarball(version)[0]] = KnownDigest(sha, "kubespray-helm", KUBESPRAY_COMMIT)
     for plugin, rows, source in (("calico", _CALICO, "calico-manifest"), ("flannel", _FLANNEL, "flannel-manifest")):
         for tag, (commit, sha) in rows.items():
-            out[k8s_facts.cni_manifest(plugin, tag)[0]] = KnownDigest(sha, source, commit)
+            out[k8s_upstream.cni_manifest(plugin, tag)[0]] = KnownDigest(sha, source, commit)
     for tag, (commit, sha) in _VOLCANO.items():
-        out[k8s_facts.queue_controller_manifest("volcano", tag)[0]] = KnownDigest(sha, "volcano-manifest", commit)
+        out[k8s_upstream.queue_controller_manifest("volcano", tag)[0]] = KnownDigest(sha, "volcano-manifest", commit)
     return out
 
 

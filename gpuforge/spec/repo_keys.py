@@ -1,7 +1,7 @@
 """The key each package repository must be signed with, as a primary key fingerprint.
 
 Upstream mode: the fingerprints cited in ``nvidia_packages`` (NVIDIA's CUDA and container keys,
-Docker's RHEL key, EPEL 9's key) and ``k8s_facts`` (pkgs.k8s.io). Mirror mode: the fingerprint
+Docker's RHEL key, EPEL 9's key) and ``k8s_upstream`` (pkgs.k8s.io). Mirror mode: the fingerprint
 the spec pins for that mirror (``sources.mirror_keys``, a site that re-signs its mirror), else
 upstream's own (a mirror that serves upstream's signed indexes as they are). Offline mode: none
 here: the bundle's key is pinned by ``sources.bundle_fingerprint`` and checked by
@@ -14,7 +14,7 @@ build time, and on the node before the key is moved into place).
 
 from __future__ import annotations
 
-from gpuforge.spec import k8s_facts
+from gpuforge.spec import k8s_upstream
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import SourceMode, Spec
 
@@ -32,7 +32,7 @@ MIRROR_SETTING: dict[str, str] = {
 def upstream_fingerprint(kind: str, deb: bool) -> str | None:
     """The cited fingerprint of upstream's key for a repository kind and format (None: none known)."""
     if kind == "kubernetes":
-        return k8s_facts.KEY_FINGERPRINT
+        return k8s_upstream.KEY_FINGERPRINT
     return (table.APT_REPO_FINGERPRINTS if deb else table.RPM_REPO_FINGERPRINTS).get(kind)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from gpuforge.spec import hostlist, k8s_facts, nvidia_packages
+from gpuforge.spec import hostlist, k8s_upstream, nvidia_packages
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.gpus import COMPUTE_SLICES, GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.mig import mig_layout
@@ -531,16 +531,16 @@ def kubernetes_rules(spec: Spec) -> Iterator[SpecIssue]:
 
 @rule
 def kubeadm_rules(spec: Spec) -> Iterator[SpecIssue]:
-    """What kubeadm and pkgs.k8s.io need (gpuforge.spec.k8s_facts cites each)."""
+    """What kubeadm and pkgs.k8s.io need (gpuforge.spec.k8s_upstream cites each)."""
     k = spec.kubernetes
     if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
         return
     version = spec.versions.kubernetes
-    if k8s_facts.minor_of(version) < k8s_facts.FIRST_MINOR:
+    if k8s_upstream.minor_of(version) < k8s_upstream.FIRST_MINOR:
         yield SpecIssue(
             ("versions", "kubernetes"),
-            f"Kubernetes {version} has no packages: pkgs.k8s.io starts at 1.{k8s_facts.FIRST_MINOR} and the "
-            f"Google-hosted repositories are gone; pick 1.{k8s_facts.FIRST_MINOR} or later",
+            f"Kubernetes {version} has no packages: pkgs.k8s.io starts at 1.{k8s_upstream.FIRST_MINOR} and the "
+            f"Google-hosted repositories are gone; pick 1.{k8s_upstream.FIRST_MINOR} or later",
         )
     planes = _role_nodes(spec, Role.K8S_CONTROL_PLANE)
     if len(planes) > 1 and k.api_endpoint is None:
@@ -553,7 +553,7 @@ def kubeadm_rules(spec: Spec) -> Iterator[SpecIssue]:
     if spec.container_runtime.engine is not ContainerEngine.CONTAINERD:
         yield SpecIssue(
             ("container_runtime", "engine"),
-            f"Kubernetes nodes need containerd (the kubelet talks CRI to {k8s_facts.CRI_SOCKET_CONTAINERD}; "
+            f"Kubernetes nodes need containerd (the kubelet talks CRI to {k8s_upstream.CRI_SOCKET_CONTAINERD}; "
             f"Docker Engine is no CRI runtime since Kubernetes 1.24): set engine: containerd",
         )
 

@@ -14,7 +14,7 @@ import shlex
 from typing import Any
 
 from gpuforge.spec import Role, Spec
-from gpuforge.spec.k8s_facts import CUDA_SAMPLE_IMAGE, PAUSE_IMAGE
+from gpuforge.spec.k8s_upstream import CUDA_SAMPLE_IMAGE, PAUSE_IMAGE
 from gpuforge.spec.nodes import Node, nodes_with
 from gpuforge.spec.types import k8s_name
 from gpuforge.validator.cluster import ClusterData, cluster_check, sections

@@ -57,7 +57,7 @@ PYINFRA_ROOMS = {"deploy", "entry"}
 
 #: Pure modules of the deploy side that others import: they must not import pyinfra either.
 PURE_DEPLOY_MODULES = (
-    "gpuforge.deploy.needs",
+    "gpuforge.deploy.nvidia_needs",
     "gpuforge.deploy.converge",
     "gpuforge.deploy.apt",
     "gpuforge.deploy.runstate",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.bundle.builder import _previous_manifest
+from gpuforge.bundle.build_ledger import _previous_manifest
 from gpuforge.bundle.layout import MANIFEST
 from gpuforge.bundle.signing import BUNDLE_KEY
 from gpuforge.bundle.verify import verify_bundle

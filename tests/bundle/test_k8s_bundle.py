@@ -191,7 +191,7 @@ def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, repo_key: Repo
 def test_rhel_kubernetes_needs_point_at_the_rpm_repository(tmp_path: Path) -> None:
     """RHEL nodes: the bundle fetches pkgs.k8s.io's rpm repository of the minor (key repomd.xml.key,
     packages signed: install-kubeadm's repo file has gpgcheck=1) at the pinned patch."""
-    from gpuforge.bundle.needs import spec_needs
+    from gpuforge.bundle.downloads import spec_needs
     from gpuforge.bundle.resolve import Want
 
     spec_file = write(tmp_path, "rhel.yaml", "  mode: upstream")

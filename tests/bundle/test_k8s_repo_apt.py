@@ -20,7 +20,7 @@ import yaml
 from gpuforge.deploy.converge import LayerFacts, StepKind
 from gpuforge.deploy.layers.kubernetes import kubernetes_layer
 from gpuforge.render import k8s_packages as pkgs
-from gpuforge.spec import Spec, k8s_facts, resolve_nodes
+from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from gpuforge.spec.nodes import Node
 from tests.bundle.conftest import RepoKey, Server, cli_env, flat_repo
@@ -139,7 +139,7 @@ def test_a_mirror_key_that_is_not_the_pinned_one_is_never_installed(
     spec, node, _ = node_files(k8s_mirror.url, None)
     refused = run_key_step(spec, node, keyring)
     assert refused.returncode != 0
-    assert f"key {repo_key.fingerprint}, not the pinned {k8s_facts.KEY_FINGERPRINT}: refused" in refused.stderr
+    assert f"key {repo_key.fingerprint}, not the pinned {k8s_upstream.KEY_FINGERPRINT}: refused" in refused.stderr
     assert not keyring.exists()
     # The site's key pinned, and the mirror serving another key in its place: refused too.
     other = RepoKey(tmp_path / "other-gnupg", "mirror-attacker")

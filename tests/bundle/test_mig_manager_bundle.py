@@ -25,8 +25,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuforge import cli
+from gpuforge.bundle.downloads import spec_needs
 from gpuforge.bundle.layout import ARCH_IN_URL, RPM_ARCH, RPM_RELEASEVER
-from gpuforge.bundle.needs import spec_needs
 from gpuforge.bundle.verify import verify_bundle
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import nvidia_packages as table

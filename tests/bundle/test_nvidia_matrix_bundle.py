@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpuforge.bundle.debian import PackageIndex, parse_packages
-from gpuforge.bundle.needs import RepoNeed, spec_needs
+from gpuforge.bundle.downloads import RepoNeed, spec_needs
 from gpuforge.bundle.resolve import Pin, Want, resolve
 from gpuforge.bundle.rpm_resolve import RpmIndex, hidden_by_modules, resolve_rpm
 from gpuforge.bundle.rpmmd import REPOMD, Dep, Evr, RpmPackage, module_artifacts, open_md, parse_primary, parse_repomd

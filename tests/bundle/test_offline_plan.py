@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuforge.bundle.debian import parse_packages
-from gpuforge.deploy import needs
+from gpuforge.deploy import nvidia_needs
 from gpuforge.deploy.converge import LayerFacts, Step, plan_layer
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
@@ -48,7 +48,7 @@ def plan_node(bundle: Path, node: str) -> dict[str, list[Step]]:
     """Every NVIDIA layer's steps on a fresh GPU node (H100s on the bus, nothing installed)."""
     spec = parse_spec(offline_spec(bundle, bundle_fingerprint(bundle)))
     n = next(x for x in resolve_nodes(spec) if x.name == node)
-    ctx = needs.Ctx.build(spec, n, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name=f"test-{node}")
+    ctx = nvidia_needs.Ctx.build(spec, n, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name=f"test-{node}")
     return {layer.name: plan_layer(layer, LayerFacts())[0] for _, layer in nv.nvidia_layers(ctx)}
 
 

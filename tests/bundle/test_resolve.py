@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from gpuforge.bundle.debian import PackageIndex, parse_packages, render_packages
-from gpuforge.bundle.needs import spec_needs
+from gpuforge.bundle.downloads import spec_needs
 from gpuforge.bundle.resolve import Pin, Want, resolve
 from gpuforge.spec import load_spec, parse_spec
 from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from gpuforge.bundle.downloads import spec_needs
 from gpuforge.bundle.layout import MANIFEST, MANIFEST_SIG
-from gpuforge.bundle.needs import spec_needs
 from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG
 from gpuforge.bundle.signing import BUNDLE_KEY, BUNDLE_RPM_KEY, BundleSigner
 from gpuforge.bundle.trust import sign_repositories
 from gpuforge.bundle.verify import verify_bundle
-from gpuforge.deploy import needs
+from gpuforge.deploy import nvidia_needs
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
@@ -340,7 +340,7 @@ def test_a_fresh_rhel_node_installs_the_nvidia_stack_from_the_bundle(rpm_served:
     spec = parse_spec(rhel_spec(rpm_served.url, None, offline))
     node = next(x for x in resolve_nodes(spec) if x.name == "gpu01")
     host = HostFacts(gpus=["2330"] * 8, package_tool="rpm", kernel_release="5.14.0-503.el9.x86_64")
-    ctx = needs.Ctx.build(spec, node, host, name="test-gpu01")
+    ctx = nvidia_needs.Ctx.build(spec, node, host, name="test-gpu01")
     plans = {layer.name: plan_layer(layer, LayerFacts())[0] for _, layer in nv.nvidia_layers(ctx)}
     steps = [s for layer in plans.values() for s in layer]
     assert [s.summary for s in steps if s.kind == "unavailable"] == []

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuforge.bundle.downloads import RepoNeed, spec_needs
 from gpuforge.bundle.fetch import Fetcher
 from gpuforge.bundle.layout import FORMAT, MANIFEST, MANIFEST_SIG
-from gpuforge.bundle.needs import RepoNeed, spec_needs
 from gpuforge.bundle.signing import (
     BUNDLE_KEY,
     BundleSigner,

@@ -38,7 +38,7 @@ from gpuforge.render import k8s_packages
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.kubernetes import K8S_SYSCTLS
 from gpuforge.render.nvidia import CDI_SPEC, TOOLKIT_CONFIG, UNPRIVILEGED_GPU_SETTINGS
-from gpuforge.spec import Spec, k8s_facts, resolve_nodes
+from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.nodes import Node
 from tests.converge.simulated import SimulatedCluster, SimulatedConnector, simulated
@@ -84,7 +84,7 @@ def run_markers(spec: Spec, packages: dict[str, str]) -> dict[str, str]:
         k8s_layer.BRIDGE_NF: "1\n",
         k8s_layer.PROC_SWAPS: "Filename\tType\tSize\tUsed\tPriority\n",
         k8s_layer.FSTAB: "",
-        k8s_facts.KUBELET_CONFIG: f"apiVersion: {k8s_facts.KUBELET_CONFIG_API}\n",
+        k8s_upstream.KUBELET_CONFIG: f"apiVersion: {k8s_upstream.KUBELET_CONFIG_API}\n",
     }
     out.update({k8s_layer.sysctl_path(k): value for k, value in K8S_SYSCTLS})
     out.update({f"{HOOKS_DIR}/{hook}": f"#!/bin/sh (link to {EXTRA_HOOKS_DIR}/{hook})" for hook in EXTRA_HOOKS})

@@ -12,8 +12,8 @@ import pytest
 
 from gpuforge.orchestrate import apply as apply_mod
 from gpuforge.orchestrate import remote
+from gpuforge.orchestrate.applied_record import RecordUnreadable, applied_spec_path, last_applied, record_applied
 from gpuforge.orchestrate.rollout import roll_every_node
-from gpuforge.orchestrate.state import RecordUnreadable, applied_spec_path, last_applied, record_applied
 from gpuforge.spec import load_spec, resolve_nodes
 
 REPO = Path(__file__).resolve().parents[2]

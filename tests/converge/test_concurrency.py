@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuforge.deploy.secrets import SecretStore
-from gpuforge.orchestrate.state import ApplyLocked, apply_lock
+from gpuforge.orchestrate.applied_record import ApplyLocked, apply_lock
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"

@@ -28,7 +28,7 @@ OPERATOR_STAMP = f"{STAMP_DIR}/gpu-operator.applied"
 RELEASE = "helm-release:gpu-operator/gpu-operator"
 HISTORY = f"{ADMIN} /usr/local/bin/helm history gpu-operator --namespace gpu-operator --max 1 -o json"
 READ = f'out=$({HISTORY} 2>&1); echo "rc=$?"; printf \'%s\\n\' "$out"'
-NOT_FOUND = "Error: release: not found"  # helm's ErrReleaseNotFound (k8s_facts SOURCES helm-release-not-found)
+NOT_FOUND = "Error: release: not found"  # helm's ErrReleaseNotFound (k8s_upstream SOURCES helm-release-not-found)
 UNREACHABLE = (
     'Error: Kubernetes cluster unreachable: Get "https://10.0.0.10:6443/version": '
     "dial tcp 10.0.0.10:6443: connect: connection refused"

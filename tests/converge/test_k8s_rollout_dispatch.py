@@ -17,9 +17,9 @@ import pytest
 
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import remote
+from gpuforge.orchestrate.applied_record import RolloutRecord
 from gpuforge.orchestrate.batches import Rollout, run_batches
 from gpuforge.orchestrate.rollout import plan_rollout
-from gpuforge.orchestrate.state import RolloutRecord
 from gpuforge.spec import resolve_nodes
 from tests.converge.simulated import lock_nodes_locally
 from tests.helpers import variant

@@ -29,14 +29,14 @@ from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.apply import run_deploys
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render.files import RenderedFile
-from gpuforge.spec import k8s_facts, resolve_nodes
+from gpuforge.spec import k8s_upstream, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
 from tests.render.kubeadm_api_fields import KUBELET_CONFIGURATION_FIELDS, unknown_fields
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
-MEMBER = {k8s_facts.KUBELET_CONFIG: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"}
+MEMBER = {k8s_upstream.KUBELET_CONFIG: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"}
 INTERRUPTED = {**MEMBER, KUBEADM_PENDING: "join\n"}
 INIT = pending_run(f"kubeadm init --config {cfg.KUBEADM_INIT_CONFIG} --skip-token-print", "init")
 
@@ -74,12 +74,12 @@ def test_first_control_plane_gets_the_shared_keys_the_config_and_kubeadm_init(pk
     layer = control_plane_layer(spec, node(spec, "kcp1"), pki)
     paths = {f.path: f for f in layer.files}
     assert set(paths) == {
-        *(f"{k8s_facts.PKI_DIR}/{rel}" for rel in pki),
+        *(f"{k8s_upstream.PKI_DIR}/{rel}" for rel in pki),
         cfg.KUBEADM_INIT_CONFIG,
     }
     for rel in ("ca.key", "etcd/ca.key", "front-proxy-ca.key", "sa.key"):
-        assert paths[f"{k8s_facts.PKI_DIR}/{rel}"].mode == "0600" and paths[f"{k8s_facts.PKI_DIR}/{rel}"].secret
-    assert paths[f"{k8s_facts.PKI_DIR}/ca.crt"].data == pki["ca.crt"]
+        assert paths[f"{k8s_upstream.PKI_DIR}/{rel}"].mode == "0600" and paths[f"{k8s_upstream.PKI_DIR}/{rel}"].secret
+    assert paths[f"{k8s_upstream.PKI_DIR}/ca.crt"].data == pki["ca.crt"]
     assert commands(run_after(layer, {})) == [("install", INIT)]
 
 
@@ -93,14 +93,14 @@ def test_an_interrupted_init_is_reset_and_the_keys_written_again(pki: dict[str, 
     steps = run_after(control_plane_layer(spec, node(spec, "kcp1"), pki), INTERRUPTED)
     assert commands(steps)[0] == ("repair", "kubeadm reset -f")
     rewritten = [s.upload.path for s in steps if s.kind is StepKind.UPLOAD]
-    assert sorted(rewritten) == sorted(f"{k8s_facts.PKI_DIR}/{rel}" for rel in pki)
+    assert sorted(rewritten) == sorted(f"{k8s_upstream.PKI_DIR}/{rel}" for rel in pki)
     assert commands(steps)[-1] == ("install", INIT)
 
 
 def test_other_control_planes_get_the_keys_only(pki: dict[str, bytes]) -> None:
     spec = load()
     layer = control_plane_layer(spec, node(spec, "kcp2"), pki)
-    assert layer.after is None and {f.path for f in layer.files} == {f"{k8s_facts.PKI_DIR}/{r}" for r in pki}
+    assert layer.after is None and {f.path for f in layer.files} == {f"{k8s_upstream.PKI_DIR}/{r}" for r in pki}
     assert control_plane_layer(spec, node(spec, "kgpu01"), pki).is_empty
 
 
@@ -156,7 +156,7 @@ def test_a_run_has_one_token_of_the_documented_form() -> None:
     assert token == run.join_token()
     token_id, secret = token.split(".")
     assert len(token_id) == 6 and len(secret) == 16
-    assert set(token_id + secret) <= set(k8s_facts.TOKEN_ALPHABET)
+    assert set(token_id + secret) <= set(k8s_upstream.TOKEN_ALPHABET)
     assert RunState().join_token() != token
     assert token not in repr(run)
 
@@ -311,8 +311,8 @@ def k8s_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def in_the_cluster(cluster: SimulatedCluster, *hosts: str) -> None:
     """``hosts`` answer every fact read with kubeadm's kubelet config present (members)."""
-    config = base64.b64encode(MEMBER[k8s_facts.KUBELET_CONFIG].encode()).decode()
-    answer = ["__section=contents", f"{k8s_facts.KUBELET_CONFIG}={config}"]
+    config = base64.b64encode(MEMBER[k8s_upstream.KUBELET_CONFIG].encode()).decode()
+    answer = ["__section=contents", f"{k8s_upstream.KUBELET_CONFIG}={config}"]
     for host in hosts:
         cluster.respond(r"__section=contents", answer, host=host)
 
@@ -324,7 +324,7 @@ TOKEN_ONLY = [
     f"install -d -m 0700 {STAGING_DIR}",
     f"install -d -m 0755 /var/lib/gpuforge && install -d -m 0700 -o ubuntu {UPLOAD_DIR}",
     INSTALL_MANIFEST,
-    f"{{ kubectl --kubeconfig {k8s_facts.ADMIN_CONF} create -f {cfg.JOIN_TOKEN_MANIFEST}; rc=$?; "
+    f"{{ kubectl --kubeconfig {k8s_upstream.ADMIN_CONF} create -f {cfg.JOIN_TOKEN_MANIFEST}; rc=$?; "
     f"rm -f {cfg.JOIN_TOKEN_MANIFEST}; exit $rc; }}",
 ]
 

@@ -1,5 +1,5 @@
 """Kubernetes packages from pkgs.k8s.io (or its mirror, or the bundle): facts in, exact files and steps
-out, per OS and source mode, checked against the upstream facts table (gpuforge.spec.k8s_facts)."""
+out, per OS and source mode, checked against the upstream facts table (gpuforge.spec.k8s_upstream)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gpuforge.deploy.layers.kubernetes import kubernetes_layer
 from gpuforge.deploy.runstate import RunState
 from gpuforge.render import k8s_packages as pkgs
 from gpuforge.render.key_check import key_check_command
-from gpuforge.spec import k8s_facts, resolve_nodes
+from gpuforge.spec import k8s_upstream, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from tests.conftest import REPO
 from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT
@@ -70,7 +70,7 @@ def test_a_fresh_deb_node_fetches_the_key_installs_at_the_pin_and_holds() -> Non
     assert key.kind is StepKind.KEYRING and key.command == (
         "install -d -m 0755 /etc/apt/keyrings && curl -fsSL --retry 3 --connect-timeout 20 -o "
         f"{part} https://pkgs.k8s.io/core:/stable:/v1.31/deb/Release.key && chmod 0644 {part} && "
-        f"{key_check_command(part, k8s_facts.KEY_FINGERPRINT)} && mv {part} {pkgs.K8S_KEYRING}"
+        f"{key_check_command(part, k8s_upstream.KEY_FINGERPRINT)} && mv {part} {pkgs.K8S_KEYRING}"
     )  # moved into place only once it is pkgs.k8s.io's key (tests/bundle/test_k8s_repo_apt.py runs it)
     wanted = ["kubelet=1.31.4-*", "kubeadm=1.31.4-*", "kubectl=1.31.4-*"]
     assert install.command == (
@@ -121,13 +121,13 @@ def test_rhel_gets_upstreams_repo_file_and_dnf_with_disableexcludes() -> None:
     assert key.kind is StepKind.KEYRING and key.command == (
         "install -d -m 0755 /etc/pki/rpm-gpg && curl -fsSL --retry 3 --connect-timeout 20 -o "
         f"{part} https://pkgs.k8s.io/core:/stable:/v1.31/rpm/repodata/repomd.xml.key && chmod 0644 {part} && "
-        f"{key_check_command(part, k8s_facts.KEY_FINGERPRINT)} && mv {part} {pkgs.K8S_RPM_KEY}"
+        f"{key_check_command(part, k8s_upstream.KEY_FINGERPRINT)} && mv {part} {pkgs.K8S_RPM_KEY}"
     )  # the key dnf reads, put in place only once it is pkgs.k8s.io's
     assert install.command == (
         "dnf -y install --disableexcludes=gpuforge-kubernetes kubelet-1.31.4 kubeadm-1.31.4 kubectl-1.31.4 "
         "&& systemctl enable kubelet"
     )
-    at_pin = {p: "1.31.4-150500.1.1" for p in k8s_facts.PACKAGES}
+    at_pin = {p: "1.31.4-150500.1.1" for p in k8s_upstream.PACKAGES}
     assert package_steps(spec, at_pin, {pkgs.K8S_RPM_KEY: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n"}) == []
 
 
@@ -177,7 +177,7 @@ def test_the_layer_records_membership_for_the_join() -> None:
     layer = kubernetes_layer(spec, worker(spec), run)
     layer.after(LayerFacts(packages=AT_PIN, contents=KEY_PRESENT), set())
     assert run.k8s_joining() == ["kgpu01"]
-    joined = {**KEY_PRESENT, k8s_facts.KUBELET_CONFIG: "kind: KubeletConfiguration\n"}
+    joined = {**KEY_PRESENT, k8s_upstream.KUBELET_CONFIG: "kind: KubeletConfiguration\n"}
     layer.after(LayerFacts(packages=AT_PIN, contents=joined), set())
     assert run.k8s_joining() == []
 
@@ -186,7 +186,7 @@ def test_the_layer_records_membership_for_the_join() -> None:
 def test_the_facts_table_names_every_source(os_name: str) -> None:
     spec = load(os_name)
     repo = pkgs.kubernetes_repo(spec, worker(spec).os)
-    assert repo.url is not None and repo.url.startswith(k8s_facts.PKGS_K8S_IO)
-    assert k8s_facts.SOURCES["install-kubeadm"].where.startswith("https://kubernetes.io/docs/")
-    assert "Release.key" in k8s_facts.SOURCES["install-kubeadm"].section
-    assert "repomd.xml.key" in k8s_facts.SOURCES["install-kubeadm"].section
+    assert repo.url is not None and repo.url.startswith(k8s_upstream.PKGS_K8S_IO)
+    assert k8s_upstream.SOURCES["install-kubeadm"].where.startswith("https://kubernetes.io/docs/")
+    assert "Release.key" in k8s_upstream.SOURCES["install-kubeadm"].section
+    assert "repomd.xml.key" in k8s_upstream.SOURCES["install-kubeadm"].section

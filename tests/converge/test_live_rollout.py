@@ -20,8 +20,8 @@ from gpuforge.cli import apply_exit_code
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import apply as apply_mod
 from gpuforge.orchestrate import node_lock, remote, slurm_drain
+from gpuforge.orchestrate.applied_record import last_applied, load_rollout_record, record_applied, rollout_record_path
 from gpuforge.orchestrate.slurm_drain import DRAIN_TAG
-from gpuforge.orchestrate.state import last_applied, load_rollout_record, record_applied, rollout_record_path
 from gpuforge.spec import SpecError, load_spec
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_slurm import StubSlurm

@@ -18,7 +18,7 @@ from gpuforge.cli import apply_exit_code
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import apply as apply_mod
 from gpuforge.orchestrate import remote
-from gpuforge.orchestrate.state import last_applied, record_applied
+from gpuforge.orchestrate.applied_record import last_applied, record_applied
 from gpuforge.spec import load_spec, resolve_nodes
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_kube import StubKube

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from gpuforge.deploy.progress import LayerProgress
+from gpuforge.deploy.layer_progress import LayerProgress
 from gpuforge.progress import Milestone, status_printer
 
 

@@ -19,9 +19,9 @@ import yaml
 
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate import node_lock
+from gpuforge.orchestrate.applied_record import last_applied
 from gpuforge.orchestrate.apply import ApplyRefused, apply, run_deploys
 from gpuforge.orchestrate.plan import plan
-from gpuforge.orchestrate.state import last_applied
 from gpuforge.spec import load_spec, resolve_nodes
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec

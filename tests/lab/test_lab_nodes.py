@@ -10,7 +10,7 @@ import time
 import pytest
 
 from gpuforge.lab import core, network, node, plan
-from gpuforge.lab.state import LabPaths
+from gpuforge.lab.lab_record import LabPaths
 from gpuforge.lab.system import LabError
 
 pytestmark = pytest.mark.lab

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuforge.lab import cli, mirror, plan, rootfs, sources, system
-from gpuforge.lab.state import LabState, NodeState, load_state, save_state
+from gpuforge.lab.lab_record import LabState, NodeState, load_state, save_state
 
 
 def test_address_plan_is_fixed():
@@ -217,8 +217,8 @@ def test_lab_spec_fits_the_base_spec_to_a_lab() -> None:
 
     import yaml
 
+    from gpuforge.lab.lab_record import LabState, NodeState
     from gpuforge.lab.spec import lab_spec_data
-    from gpuforge.lab.state import LabState, NodeState
     from gpuforge.spec import parse_spec
 
     state = LabState(

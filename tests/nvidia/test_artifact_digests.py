@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuforge.bundle.needs import spec_needs
+from gpuforge.bundle.downloads import spec_needs
 from gpuforge.deploy.converge import plan_layer
 from gpuforge.deploy.layers.k8s_addons import HELM, addons
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import nvidia_sources as src
-from gpuforge.spec import artifact_digests, k8s_facts, parse_spec
+from gpuforge.spec import artifact_digests, k8s_upstream, parse_spec
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import OsFamily
@@ -92,9 +92,9 @@ def test_every_known_digest_is_cited() -> None:
 def test_the_default_versions_of_published_files_are_in_the_table() -> None:
     """helm, flannel and calico at the spec's defaults need no pin (cited in the table)."""
     for name in (
-        k8s_facts.helm_tarball("3.16.3")[0],
-        k8s_facts.cni_manifest("flannel", k8s_facts.CNI_DEFAULT_VERSIONS["flannel"])[0],
-        k8s_facts.cni_manifest("calico", k8s_facts.CNI_DEFAULT_VERSIONS["calico"])[0],
+        k8s_upstream.helm_tarball("3.16.3")[0],
+        k8s_upstream.cni_manifest("flannel", k8s_upstream.CNI_DEFAULT_VERSIONS["flannel"])[0],
+        k8s_upstream.cni_manifest("calico", k8s_upstream.CNI_DEFAULT_VERSIONS["calico"])[0],
     ):
         assert artifact_digests.known_digest(name) is not None, name
     helm = artifact_digests.KNOWN["helm-v3.16.3-linux-amd64.tar.gz"]
@@ -105,7 +105,7 @@ def test_every_upstream_url_is_https() -> None:
     """Every upstream URL constant and every artifact's upstream URL: https only (a site mirror may be http)."""
     constants = [
         value
-        for module in (src, table, k8s_facts)
+        for module in (src, table, k8s_upstream)
         for name, value in vars(module).items()
         if name.isupper() and isinstance(value, str) and re.match(r"https?://", value)
     ]

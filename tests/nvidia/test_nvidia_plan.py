@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuforge.deploy import needs
+from gpuforge.deploy import nvidia_needs
 from gpuforge.deploy.converge import LayerFacts, Step, plan_layer, sha256
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.deploy.layers.nvidia.common import pyxis_rebuilt
@@ -83,11 +83,11 @@ def load_case(path: Path, tmp_path: Path) -> dict[str, Any]:
     return case
 
 
-def layer_for(case: dict[str, Any]) -> tuple[needs.Ctx, Any]:
+def layer_for(case: dict[str, Any]) -> tuple[nvidia_needs.Ctx, Any]:
     s = case["spec_obj"]
     node = next((n for n in resolve_nodes(s) if n.name == case["node"]), None)
     assert node is not None, f"no node {case['node']} in the spec"
-    ctx = needs.Ctx.build(s, node, HostFacts.from_dict(case.get("host", {})), name=f"test-{case['node']}")
+    ctx = nvidia_needs.Ctx.build(s, node, HostFacts.from_dict(case.get("host", {})), name=f"test-{case['node']}")
     layers = dict((layer.name, layer) for _, layer in nv.nvidia_layers(ctx))
     assert case["layer"] in layers, f"unknown layer {case['layer']}: {sorted(layers)}"
     return ctx, layers[case["layer"]]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuforge.deploy import needs
+from gpuforge.deploy import nvidia_needs
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.facts.nvidia import NvidiaHost
 from gpuforge.deploy.layers import nvidia as nv
@@ -283,7 +283,7 @@ def test_every_node_gets_the_same_eight_operations(path: Path) -> None:
     s = load_spec(path)
     for n in resolve_nodes(s):
         hf = HostFacts(gpus=["2330"] * n.hardware.gpu_count)
-        layers = nv.nvidia_layers(needs.Ctx.build(s, n, hf))
+        layers = nv.nvidia_layers(nvidia_needs.Ctx.build(s, n, hf))
         assert [layer.name for _, layer in layers] == list(nv.LAYER_NAMES)
         for _, layer in layers:
             plan_layer(layer, LayerFacts())  # plans without facts (a fresh node) without raising
@@ -294,8 +294,8 @@ def test_the_gpu_less_lab_spec_gets_no_nvidia_layer() -> None:
     """The shipped lab spec has no GPUs and no container engine: the Slurm lab is untouched."""
     s = load_spec(LAB)
     for n in resolve_nodes(s):
-        assert all(layer.is_empty for _, layer in nv.nvidia_layers(needs.Ctx.build(s, n)))
-        assert not needs.needs_host_facts(s, n)
+        assert all(layer.is_empty for _, layer in nv.nvidia_layers(nvidia_needs.Ctx.build(s, n)))
+        assert not nvidia_needs.needs_host_facts(s, n)
 
 
 def test_rhel_nodes_read_rpm_versions_through_the_host_fact() -> None:
@@ -303,10 +303,10 @@ def test_rhel_nodes_read_rpm_versions_through_the_host_fact() -> None:
     data["cluster"]["os"] = "rhel9"
     s = parse_spec(yaml.safe_dump(data))
     n = next(x for x in resolve_nodes(s) if x.name == "gpu001")
-    names = needs.host_packages(s, n)
+    names = nvidia_needs.host_packages(s, n)
     assert {"nvidia-driver", "nvidia-fabric-manager", "nvidia-container-toolkit", "cuda-toolkit-12-4"} <= set(names)
-    assert needs.needs_host_facts(s, n)
-    layer = nv.driver_layer(needs.Ctx.build(s, n, HostFacts(gpus=["2330"])))
+    assert nvidia_needs.needs_host_facts(s, n)
+    layer = nv.driver_layer(nvidia_needs.Ctx.build(s, n, HostFacts(gpus=["2330"])))
     assert layer.packages == ()  # never apt-get on rhel
 
 

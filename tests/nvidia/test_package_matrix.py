@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuforge.deploy import needs
+from gpuforge.deploy import nvidia_needs
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
@@ -83,7 +83,7 @@ def driver_plan(text: str, os: str) -> tuple[tuple[str, ...], list[str]]:
     s = parse_spec(text)
     node = next(n for n in resolve_nodes(s) if n.name == "gpu001")
     hf = HostFacts(gpus=["2330"] * 8, nvswitches=["22a3"] * 4, kernel_release=KERNEL[os])
-    ctx = needs.Ctx.build(s, node, hf)
+    ctx = nvidia_needs.Ctx.build(s, node, hf)
     layer = nv.driver_layer(ctx)
     steps, _ = plan_layer(layer, LayerFacts())
     return layer.packages, [s.command or "" for s in steps]
@@ -145,7 +145,7 @@ def test_secure_boot_on_is_reported() -> None:
     notes = {}
     for state in (True, False, None):
         hf = HostFacts(gpus=["2330"] * 8, nvswitches=["22a3"] * 4, secure_boot=state)
-        steps, _ = plan_layer(nv.driver_layer(needs.Ctx.build(s, node, hf)), LayerFacts())
+        steps, _ = plan_layer(nv.driver_layer(nvidia_needs.Ctx.build(s, node, hf)), LayerFacts())
         notes[state] = [st.summary for st in steps if "Secure Boot" in st.summary]
     assert len(notes[True]) == 1 and "mokutil --import" in notes[True][0]
     assert notes[False] == [] and notes[None] == []
@@ -188,7 +188,7 @@ def test_dcgm_packages_follow_the_drivers_cuda_major(os: str, branch: int) -> No
     )  # fmt: skip
     node = next(n for n in resolve_nodes(spec) if n.name == "gpu1")
     host = HostFacts(gpus=("2330",) * 8, loaded_driver=VERSIONS[branch])
-    ctx = needs.Ctx.build(spec, node, host)
+    ctx = nvidia_needs.Ctx.build(spec, node, host)
     layer = dict(nv.nvidia_layers(ctx))["DCGM and dcgm-exporter"]
     steps, _ = plan_layer(layer, LayerFacts())
     install = next(s for s in steps if s.summary.startswith("install"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuforge.deploy import needs
+from gpuforge.deploy import nvidia_needs
 from gpuforge.deploy.converge import LayerFacts, Step, StepKind, plan_layer
 from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.probes.nvidia_host import HostFacts
@@ -79,7 +79,7 @@ def key_steps(base: str, mirror_key: str | None) -> list[Step]:
         data["sources"]["mirror_keys"] = {"nvidia_cuda": mirror_key, "nvidia_container": mirror_key}
     spec = parse_spec(yaml.safe_dump(data))
     node = next(n for n in resolve_nodes(spec) if n.name == "gpu001")
-    ctx = needs.Ctx.build(spec, node, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name="test-gpu001")
+    ctx = nvidia_needs.Ctx.build(spec, node, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name="test-gpu001")
     layer = dict((layer.name, layer) for _, layer in nv.nvidia_layers(ctx))["nvidia-repos"]
     return [s for s in plan_layer(layer, LayerFacts())[0] if s.kind is StepKind.KEYRING]
 
@@ -138,7 +138,7 @@ def rhel_key_step(base: str, mirror_key: str | None) -> Step:
         data["sources"]["mirror_keys"] = {"nvidia_container": mirror_key}
     spec = parse_spec(yaml.safe_dump(data))
     node = next(n for n in resolve_nodes(spec) if n.name == "gpu001")
-    ctx = needs.Ctx.build(spec, node, HostFacts(gpus=["2330"] * 8, package_tool="rpm"), name="test-gpu001")
+    ctx = nvidia_needs.Ctx.build(spec, node, HostFacts(gpus=["2330"] * 8, package_tool="rpm"), name="test-gpu001")
     layer = dict((layer.name, layer) for _, layer in nv.nvidia_layers(ctx))["nvidia-repos"]
     steps = [s for s in plan_layer(layer, LayerFacts())[0] if s.kind is StepKind.KEYRING]
     return next(s for s in steps if "nvidia-container" in s.summary)

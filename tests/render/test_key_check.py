@@ -18,7 +18,7 @@ import yaml
 
 from gpuforge.bundle.signing import dearmor, primary_fingerprints
 from gpuforge.render.key_check import key_check_command
-from gpuforge.spec import Spec, k8s_facts, parse_spec
+from gpuforge.spec import Spec, k8s_upstream, parse_spec
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.repo_keys import MIRROR_SETTING, repository_fingerprint, upstream_fingerprint
 from tests.conftest import REPO
@@ -89,8 +89,8 @@ def test_cited_fingerprints_are_in_their_citations() -> None:
         ("nvidia-container", False): table.SOURCES["container-repo-key"],
         ("docker-ce", False): table.SOURCES["docker-rhel-key"],
         ("epel", False): table.SOURCES["epel9-key"],
-        ("kubernetes", True): k8s_facts.SOURCES["pkgs-k8s-io-key"],
-        ("kubernetes", False): k8s_facts.SOURCES["pkgs-k8s-io-key"],
+        ("kubernetes", True): k8s_upstream.SOURCES["pkgs-k8s-io-key"],
+        ("kubernetes", False): k8s_upstream.SOURCES["pkgs-k8s-io-key"],
     }
     for (kind, deb), citation in cited.items():
         fingerprint = upstream_fingerprint(kind, deb)

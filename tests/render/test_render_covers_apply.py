@@ -18,7 +18,7 @@ from gpuforge.deploy.layers.monitoring import monitoring_layers
 from gpuforge.deploy.layers.munge import munge_layer
 from gpuforge.deploy.layers.nvidia import nvidia_layers
 from gpuforge.deploy.layers.slurm import accounting_layer, config_layer
-from gpuforge.deploy.needs import Ctx
+from gpuforge.deploy.nvidia_needs import Ctx
 from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src

@@ -22,13 +22,13 @@ import shlex
 from dataclasses import dataclass
 
 from gpuforge.deploy.facts.layer import CommandRead
-from gpuforge.spec import k8s_facts
+from gpuforge.spec import k8s_upstream
 
-KUBECONFIG = f"KUBECONFIG={k8s_facts.ADMIN_CONF}"
+KUBECONFIG = f"KUBECONFIG={k8s_upstream.ADMIN_CONF}"
 HELM = "/usr/local/bin/helm"
 #: Between the digest and the release revision in a helm add-on's stamp.
 REVISION_MARK = " revision:"
-#: What helm says of a release that does not exist (k8s_facts.SOURCES "helm-release-not-found").
+#: What helm says of a release that does not exist (k8s_upstream.SOURCES "helm-release-not-found").
 RELEASE_NOT_FOUND = "release: not found"
 
 _RC = re.compile(r"rc=(\d+)")
@@ -44,7 +44,7 @@ class HelmRelease:
     @property
     def history(self) -> str:
         """The release's newest revision as JSON on stdout (helm's errors on stderr)."""
-        argv = [HELM, *k8s_facts.helm_history_latest_args(self.name, self.namespace)]
+        argv = [HELM, *k8s_upstream.helm_history_latest_args(self.name, self.namespace)]
         return " ".join([KUBECONFIG, *(shlex.quote(x) for x in argv)])
 
     @property
@@ -60,7 +60,7 @@ class HelmRelease:
     def stamp_command(self, digest: str, stamp: str) -> str:
         """Write ``<digest> revision:<n>`` with the revision helm reports now (after the upgrade);
         fails, leaving no stamp, when helm reports none."""
-        sed = shlex.quote(k8s_facts.HELM_HISTORY_REVISION_SED)
+        sed = shlex.quote(k8s_upstream.HELM_HISTORY_REVISION_SED)
         folder = posixpath.dirname(stamp)
         return (
             f'rev=$({self.history} | sed -n {sed}) && test -n "$rev" && install -d -m 0755 {folder} && '
@@ -122,7 +122,7 @@ def release_drift(release: HelmRelease, stamp: str | None, read: ReleaseRead) ->
     if read.live is None:
         return f"release {release.name} not found in namespace {release.namespace}"
     revision, status = read.live
-    if status != k8s_facts.HELM_RELEASE_DEPLOYED:
+    if status != k8s_upstream.HELM_RELEASE_DEPLOYED:
         return f"release {release.name} is {status or 'in no state'} (revision {revision})"
     if str(revision) != recorded:
         return f"release {release.name} is at revision {revision}, gpuforge applied revision {recorded or '?'}"

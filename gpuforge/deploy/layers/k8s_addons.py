@@ -6,7 +6,7 @@ digest of its inputs (versions, manifest and values checksums, the pod CIDR), wr
 the add-on's command succeeded. A re-run with the same spec runs none of them; an interrupted
 run leaves the old stamp, so the next run applies again (every command here is idempotent:
 ``kubectl apply``, ``helm upgrade --install``, ``kubectl label --overwrite``). Upstream facts
-(URLs, commands) are :mod:`gpuforge.spec.k8s_facts`.
+(URLs, commands) are :mod:`gpuforge.spec.k8s_upstream`.
 
 An add-on installed as a helm release (the GPU Operator) is also compared with the live release,
 read in the same round trip as the stamps (:mod:`gpuforge.deploy.layers.helm_release`): its stamp
@@ -38,7 +38,7 @@ from gpuforge.render import kubernetes as k8s
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.escape import sed_replacement, shell_word
 from gpuforge.render.files import RenderedFile
-from gpuforge.spec import Spec, k8s_facts
+from gpuforge.spec import Spec, k8s_upstream
 from gpuforge.spec.model import K8S_ROLES, SourceMode
 from gpuforge.spec.nodes import Node, resolve_nodes
 
@@ -86,7 +86,7 @@ def _fetch(a: src.Artifact) -> tuple[str | None, tuple[RenderedFile, ...]]:
 
 def flannel_network_sed(pod_cidr: str) -> str:
     """The sed script that sets flannel's ``"Network"`` to ``pod_cidr`` (a literal replacement)."""
-    default = k8s_facts.FLANNEL_DEFAULT_NETWORK
+    default = k8s_upstream.FLANNEL_DEFAULT_NETWORK
     return f's#"Network": "{default}"#"Network": "{sed_replacement(pod_cidr)}"#'
 
 
@@ -98,7 +98,7 @@ def cni_addon(s: Spec) -> AddOn:
     fetch, pushed = _fetch(a)
     path = shlex.quote(a.node_path)
     steps = [fetch] if fetch else []
-    if plugin == "flannel" and k.pod_cidr != k8s_facts.FLANNEL_DEFAULT_NETWORK:  # flannel README: match the pod CIDR
+    if plugin == "flannel" and k.pod_cidr != k8s_upstream.FLANNEL_DEFAULT_NETWORK:  # flannel README: match the pod CIDR
         steps.append(f"sed -i {shell_word(flannel_network_sed(k.pod_cidr))} {path}")
     steps.append(f"{KUBECONFIG} kubectl apply -f {path}")
     digest = f"{plugin} {version} {k.pod_cidr} {a.sha256 or '-'}"
@@ -137,7 +137,7 @@ def gpu_operator_addon(s: Spec) -> AddOn:
         reason = "mirror mode without sources.mirrors.helm: no source for the GPU Operator chart"
         return AddOn("gpu-operator", summary, digest, None, reason, release=release)
     else:
-        url = str(s.sources.mirrors.helm).rstrip("/") if mode is SourceMode.MIRROR else k8s_facts.GPU_OPERATOR_REPO
+        url = str(s.sources.mirrors.helm).rstrip("/") if mode is SourceMode.MIRROR else k8s_upstream.GPU_OPERATOR_REPO
         a = arts.gpu_operator_chart_from_repository(s, url)
         fetch = arts.chart_pull_command(a, HELM) if a.available else None
     if fetch is None:
@@ -153,7 +153,7 @@ def queue_controller_addon(s: Spec) -> AddOn:
     bq = k8s.kubernetes_section(s).batch_queue
     a = arts.queue_controller_artifact(s)
     fetch, pushed = _fetch(a)
-    ns, deployment = k8s_facts.QUEUE_CONTROLLER_DEPLOYMENTS[bq.kind]
+    ns, deployment = k8s_upstream.QUEUE_CONTROLLER_DEPLOYMENTS[bq.kind]
     command = None
     if fetch:
         command = (

@@ -33,14 +33,14 @@ from gpuforge.deploy.k8s_pki import ca_cert_hash
 from gpuforge.deploy.runstate import JOIN_TOKEN_LAYER, RunState
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render.files import RenderedFile, Secrets
-from gpuforge.spec import Spec, k8s_facts, resolve_nodes
+from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
 from gpuforge.spec.model import K8S_ROLES, Role
 from gpuforge.spec.nodes import Node
 
 #: A kubeadm init or join that started and has not finished (written before it, removed after).
 KUBEADM_PENDING = f"{PENDING_DIR}/kubeadm.pending"
-KUBECTL = f"kubectl --kubeconfig {k8s_facts.ADMIN_CONF}"
-PKI_DIRS = (Directory(k8s_facts.PKI_DIR, "0755"), Directory(f"{k8s_facts.PKI_DIR}/etcd", "0755"))
+KUBECTL = f"kubectl --kubeconfig {k8s_upstream.ADMIN_CONF}"
+PKI_DIRS = (Directory(k8s_upstream.PKI_DIR, "0755"), Directory(f"{k8s_upstream.PKI_DIR}/etcd", "0755"))
 
 
 def pending_run(command: str, what: str, secret_file: str | None = None) -> str:
@@ -69,7 +69,7 @@ def reset_steps(facts: LayerFacts, pki: list[RenderedFile]) -> list[Step]:
 
 
 def is_member(facts: LayerFacts) -> bool:
-    return facts.contents.get(k8s_facts.KUBELET_CONFIG) is not None and facts.contents.get(KUBEADM_PENDING) is None
+    return facts.contents.get(k8s_upstream.KUBELET_CONFIG) is not None and facts.contents.get(KUBEADM_PENDING) is None
 
 
 def control_plane_layer(s: Spec, n: Node, pki: dict[str, bytes]) -> Layer:
@@ -96,7 +96,7 @@ def control_plane_layer(s: Spec, n: Node, pki: dict[str, bytes]) -> Layer:
         "kubernetes-control-plane",
         directories=PKI_DIRS,
         files=files,
-        read_paths=(k8s_facts.KUBELET_CONFIG, KUBEADM_PENDING),
+        read_paths=(k8s_upstream.KUBELET_CONFIG, KUBEADM_PENDING),
         after=after,
     )
 
@@ -130,7 +130,7 @@ def join_token_layer(s: Spec, n: Node, run: RunState) -> Layer:
                                 secret=True)  # fmt: skip
         # create, not apply: apply would keep the token in a last-applied-configuration annotation
         apply = f"{{ {KUBECTL} create -f {manifest.path}; rc=$?; rm -f {manifest.path}; exit $rc; }}"
-        ttl = k8s_facts.TOKEN_TTL_MINUTES
+        ttl = k8s_upstream.TOKEN_TTL_MINUTES
         return [
             Step(StepKind.UPLOAD, f"write a {ttl}-minute bootstrap token for {', '.join(joining)} (secret)",
                  upload=manifest),
@@ -164,7 +164,7 @@ def join_layer(s: Spec, n: Node, run: RunState, pki: dict[str, bytes]) -> Layer:
                  pending_run(join, "join", join_file.path)),
         ]  # fmt: skip
 
-    return Layer("kubernetes-join", read_paths=(k8s_facts.KUBELET_CONFIG, KUBEADM_PENDING), after=after)
+    return Layer("kubernetes-join", read_paths=(k8s_upstream.KUBELET_CONFIG, KUBEADM_PENDING), after=after)
 
 
 OPERATIONS: tuple[tuple[str, Callable[[Spec, Node, RunState, dict[str, bytes]], Layer]], ...] = (

@@ -9,7 +9,7 @@
 - The Kubernetes packages (kubelet, kubeadm, kubectl) from pkgs.k8s.io's repository of the spec's
   minor, its mirror or the offline bundle, at the spec's patch version and held there (an apt
   pin and ``apt-mark hold``; dnf: the repository's ``exclude=``), as ``install-kubeadm`` says
-  (:mod:`gpuforge.spec.k8s_facts`).
+  (:mod:`gpuforge.spec.k8s_upstream`).
 - The GPU Operator values and the batch-queue manifests on the first control-plane node.
 
 The layer also records whether the node is already in the cluster (kubeadm's kubelet config
@@ -39,7 +39,7 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.key_check import key_check_command
 from gpuforge.render.kubernetes import K8S_MODULES, K8S_SYSCTL, K8S_SYSCTLS, MANIFEST_DIR, kubernetes_files
-from gpuforge.spec import Spec, k8s_facts
+from gpuforge.spec import Spec, k8s_upstream
 from gpuforge.spec.model import K8S_ROLES
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.repo_keys import repository_fingerprint
@@ -125,14 +125,14 @@ def key_steps(s: Spec, n: Node, repo: src.Repo, facts: LayerFacts, changed: set[
 def package_steps(s: Spec, n: Node, facts: LayerFacts, changed: set[str]) -> list[Step]:
     """kubelet, kubeadm and kubectl at ``versions.kubernetes``, held there (and kubelet enabled)."""
     version = s.versions.kubernetes
-    have = {p: facts.packages.get(p) for p in k8s_facts.PACKAGES}
+    have = {p: facts.packages.get(p) for p in k8s_upstream.PACKAGES}
     off = [p for p, v in have.items() if not pkgs.version_is(v, version)]
     if not off:
         return []
     moves = ", ".join(f"{p} {have[p] or '(none)'} -> {version}" for p in off)
     wanted = pkgs.package_specs(s, n)
-    held = " ".join(k8s_facts.HELD)
-    installed = " ".join(p for p in k8s_facts.HELD if have.get(p))  # apt-mark knows installed packages only
+    held = " ".join(k8s_upstream.HELD)
+    installed = " ".join(p for p in k8s_upstream.HELD if have.get(p))  # apt-mark knows installed packages only
     sources = {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_KEYRING, pkgs.K8S_RPM_KEY, pkgs.K8S_REPO_FILE}
     sources_changed = bool(changed & sources)
     if n.os.is_deb:
@@ -167,7 +167,7 @@ def kubernetes_layer(s: Spec, n: Node, run: RunState | None = None) -> Layer:
     files = kubernetes_files(s, n, Secrets.redacted())
     kernel = s.kubernetes.kernel_setup
     repo, repo_files, key_read = packages_part(s, n)
-    read = [PROC_SWAPS, FSTAB, *key_read, k8s_facts.KUBELET_CONFIG, KUBEADM_PENDING]
+    read = [PROC_SWAPS, FSTAB, *key_read, k8s_upstream.KUBELET_CONFIG, KUBEADM_PENDING]
     if kernel:
         read += [PROC_FILESYSTEMS, BRIDGE_NF, *(sysctl_path(k) for k, _ in K8S_SYSCTLS)]
     manifests = any(f.path.startswith(MANIFEST_DIR + "/") for f in files)
@@ -200,7 +200,7 @@ def kubernetes_layer(s: Spec, n: Node, run: RunState | None = None) -> Layer:
         directories=(Directory(MANIFEST_DIR, "0755"),) if manifests else (),
         files=files,
         read_paths=tuple(dict.fromkeys(read)),
-        watch_packages=k8s_facts.PACKAGES if repo.available else (),
+        watch_packages=k8s_upstream.PACKAGES if repo.available else (),
         rpm=not n.os.is_deb,
         after=after,
     )

@@ -37,7 +37,7 @@ from gpuforge.deploy.layers.nvidia.driver import driver_layer
 from gpuforge.deploy.layers.nvidia.enroot import enroot_layer, pyxis_layer
 from gpuforge.deploy.layers.nvidia.mig import mig_layer
 from gpuforge.deploy.layers.nvidia.repos import repos_layer
-from gpuforge.deploy.needs import (
+from gpuforge.deploy.nvidia_needs import (
     Ctx,
     host_packages,
     needs_host_facts,

@@ -6,7 +6,7 @@ import shlex
 
 from gpuforge.deploy.apt import install_command
 from gpuforge.deploy.converge import REPORTS, Step, StepKind
-from gpuforge.deploy.needs import (
+from gpuforge.deploy.nvidia_needs import (
     Ctx,
 )
 from gpuforge.deploy.runstate import RunState

@@ -13,7 +13,7 @@ from gpuforge.deploy.layers.nvidia.common import (
     keep_reports,
     unavailable_step,
 )
-from gpuforge.deploy.needs import (
+from gpuforge.deploy.nvidia_needs import (
     TOOLKIT_PACKAGES,
     Ctx,
     toolkit_wanted,
@@ -121,7 +121,7 @@ def toolkit_config_step(current: str | None) -> Step | None:
     :data:`UNPRIVILEGED_GPU_SETTINGS` (``current``: the file as read, None when missing).
 
     nvidia-container-runtime and its hook read the file on every container start, so nothing
-    restarts (k8s_facts.SOURCES "ctk-config").
+    restarts (k8s_upstream.SOURCES "ctk-config").
     """
     todo = differing(current, UNPRIVILEGED_GPU_SETTINGS, TOOLKIT_CONFIG_DEFAULTS)
     if not todo:

@@ -16,7 +16,7 @@ from gpuforge.deploy.layers.nvidia.common import (
     upload_file,
 )
 from gpuforge.deploy.layers.nvidia.driver import gpu_service_state
-from gpuforge.deploy.needs import (
+from gpuforge.deploy.nvidia_needs import (
     Ctx,
     dcgm_packages,
     dcgm_wanted,

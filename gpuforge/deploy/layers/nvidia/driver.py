@@ -16,7 +16,7 @@ from gpuforge.deploy.layers.nvidia.common import (
     unavailable_step,
     verify_version_command,
 )
-from gpuforge.deploy.needs import (
+from gpuforge.deploy.nvidia_needs import (
     Ctx,
     cuda_toolkit_package,
     driver_install,

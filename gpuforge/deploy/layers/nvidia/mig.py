@@ -21,7 +21,7 @@ from gpuforge.deploy.layers.nvidia.common import (
     unavailable_step,
     upload_file,
 )
-from gpuforge.deploy.needs import (
+from gpuforge.deploy.nvidia_needs import (
     Ctx,
 )
 from gpuforge.render import nvidia_sources as src

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuforge.deploy.apt import APT_UPDATE
 from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
 from gpuforge.deploy.layers.nvidia.common import keep_reports, quote_path, unavailable_step, upload_file
-from gpuforge.deploy.needs import (
+from gpuforge.deploy.nvidia_needs import (
     Ctx,
     cuda_repo_wanted,
     toolkit_wanted,

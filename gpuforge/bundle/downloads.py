@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from gpuforge.bundle.layout import ARCH_IN_URL, RPM_ARCH, RPM_RELEASEVER
 from gpuforge.bundle.resolve import Pin, Want
-from gpuforge.deploy import needs as nvneeds
+from gpuforge.deploy import nvidia_needs
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.k8s_artifacts import addon_artifacts
 from gpuforge.render.k8s_packages import K8S_REPO, kubernetes_repo
@@ -19,7 +19,7 @@ from gpuforge.render.nvidia_repos import (
     epel_wanted,
     pyxis_wanted,
 )
-from gpuforge.spec import Spec, k8s_facts, resolve_nodes
+from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverSource, SourceMode
 from gpuforge.spec.nodes import Node
@@ -69,7 +69,7 @@ def fetch_spec(spec: Spec) -> Spec:
     return spec.model_copy(update={"sources": spec.sources.model_copy(update={"mode": SourceMode.UPSTREAM})})
 
 
-def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin], set[tuple[str, str]]]:
+def _node_wants(ctx: nvidia_needs.Ctx) -> tuple[list[Want], list[Want], list[Pin], set[tuple[str, str]]]:
     """(CUDA repository wants, container repository wants, apt pins, dnf module streams) of one node."""
     s, n = ctx.spec, ctx.node
     cuda: list[Want] = []
@@ -79,37 +79,37 @@ def _node_wants(ctx: nvneeds.Ctx) -> tuple[list[Want], list[Want], list[Pin], se
     ver = ctx.driver_version
     if ctx.gpu_node and host_driver(s):
         pins.append(Pin(tuple(src.DRIVER_PIN_PACKAGES.split()), (f"{ver}-*",)))
-    if nvneeds.dcgm_wanted(ctx):
+    if nvidia_needs.dcgm_wanted(ctx):
         pins.append(Pin(("datacenter-gpu-manager-4-*",), (f"1:{s.versions.dcgm}-*", f"{s.versions.dcgm}-*")))
-    if nvneeds.cuda_repo_wanted(ctx):
+    if nvidia_needs.cuda_repo_wanted(ctx):
         if host_driver(s):
             if driver_source(s, n) is DriverSource.NVIDIA:
-                row = nvneeds.driver_install(ctx)
+                row = nvidia_needs.driver_install(ctx)
                 if row.dnf_stream:
                     streams.add(("nvidia-driver", row.dnf_stream))
                 why = f"driver {ver}" if ctx.deb else f"driver {ver} (dnf module nvidia-driver:{row.dnf_stream})"
                 # NVIDIA's pinning packages carry the branch, not the driver's version
                 cuda += [
                     Want(p, () if p == row.pinning_package else (f"{ver}-*",), why)
-                    for p in nvneeds.driver_repo_packages(ctx)
+                    for p in nvidia_needs.driver_repo_packages(ctx)
                 ]
-            if n.hardware.nvswitch and nvneeds.fabric_manager_from_cuda_repo(ctx):
+            if n.hardware.nvswitch and nvidia_needs.fabric_manager_from_cuda_repo(ctx):
                 cuda += [
-                    Want(p, (f"{ver}-*",), "NVSwitch fabric manager") for p in nvneeds.fabric_manager_packages(ctx)
+                    Want(p, (f"{ver}-*",), "NVSwitch fabric manager") for p in nvidia_needs.fabric_manager_packages(ctx)
                 ]
-            tk = nvneeds.cuda_toolkit_package(ctx)
+            tk = nvidia_needs.cuda_toolkit_package(ctx)
             if tk:
                 cuda.append(Want(tk, (), f"CUDA toolkit {s.versions.cuda_toolkit}"))
-        if nvneeds.dcgm_wanted(ctx):
+        if nvidia_needs.dcgm_wanted(ctx):
             dv = s.versions.dcgm
-            cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nvneeds.dcgm_packages(ctx)]
-    if nvneeds.toolkit_wanted(ctx):
+            cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nvidia_needs.dcgm_packages(ctx)]
+    if nvidia_needs.toolkit_wanted(ctx):
         tv = s.versions.container_toolkit
-        container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nvneeds.TOOLKIT_PACKAGES]
+        container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nvidia_needs.TOOLKIT_PACKAGES]
     return cuda, container, pins, streams
 
 
-def _docker_wants(ctx: nvneeds.Ctx) -> list[Want]:
+def _docker_wants(ctx: nvidia_needs.Ctx) -> list[Want]:
     """RHEL nodes running containerd or docker: the engine from Docker's RHEL repository."""
     if not docker_repo_wanted(ctx.spec, ctx.node):
         return []
@@ -117,7 +117,7 @@ def _docker_wants(ctx: nvneeds.Ctx) -> list[Want]:
     return [Want(table.ENGINE_PACKAGES[(engine, False)], (), f"container engine {engine}")]
 
 
-def _epel_wants(ctx: nvneeds.Ctx) -> list[Want]:
+def _epel_wants(ctx: nvidia_needs.Ctx) -> list[Want]:
     """RHEL nodes: what they install from EPEL 9 (nvidia_repos.epel_wanted): dkms for the
     driver's DKMS streams, enroot's ``parallel``, ``slurm-devel`` for the pyxis build."""
     s, n = ctx.spec, ctx.node
@@ -125,7 +125,7 @@ def _epel_wants(ctx: nvneeds.Ctx) -> list[Want]:
         return []
     wants: list[Want] = []
     if ctx.gpu_node and host_driver(s) and driver_source(s, n) is DriverSource.NVIDIA:
-        row = nvneeds.driver_install(ctx)
+        row = nvidia_needs.driver_install(ctx)
         if row.needs_epel:
             wants += [Want(p, (), "the driver's DKMS") for p in row.prerequisites if p == "dkms"]
     if enroot_wanted(s, n):
@@ -135,17 +135,17 @@ def _epel_wants(ctx: nvneeds.Ctx) -> list[Want]:
     return wants
 
 
-def _k8s_wants(ctx: nvneeds.Ctx) -> list[Want]:
+def _k8s_wants(ctx: nvidia_needs.Ctx) -> list[Want]:
     """Kubernetes nodes: kubelet, kubeadm and kubectl at the spec's version (their dependencies,
     cri-tools and kubernetes-cni, come from the same repository)."""
     s, n = ctx.spec, ctx.node
     if s.kubernetes is None or "kubernetes" not in deploys_for(n):
         return []
     v = s.versions.kubernetes
-    return [Want(p, (k8s_facts.deb_version_glob(v),), f"Kubernetes {v}") for p in k8s_facts.PACKAGES]
+    return [Want(p, (k8s_upstream.deb_version_glob(v),), f"Kubernetes {v}") for p in k8s_upstream.PACKAGES]
 
 
-def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
+def _node_artifacts(ctx: nvidia_needs.Ctx) -> list[src.Artifact]:
     s, n = ctx.spec, ctx.node
     arts: list[src.Artifact] = []
     if enroot_wanted(s, n):
@@ -154,7 +154,7 @@ def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
         arts.append(src.pyxis_artifact(s))
     if ctx.gpu_node and n.mig_config:
         arts.append(src.mig_manager_artifact(s, n.os))
-    if nvneeds.dcgm_wanted(ctx) and host_dcgm_exporter(s):
+    if nvidia_needs.dcgm_wanted(ctx) and host_dcgm_exporter(s):
         arts.append(src.dcgm_exporter_artifact(s))
     first = first_control_plane(s) if s.kubernetes is not None else None
     if first is not None and first.name == n.name:
@@ -164,7 +164,7 @@ def _node_artifacts(ctx: nvneeds.Ctx) -> list[src.Artifact]:
 
 def _k8s_pins(s: Spec) -> list[Pin]:
     """The apt pin the nodes get (render.k8s_packages.apt_pin): the packages at the spec's patch."""
-    return [Pin(k8s_facts.PACKAGES, (k8s_facts.deb_version_glob(s.versions.kubernetes),))]
+    return [Pin(k8s_upstream.PACKAGES, (k8s_upstream.deb_version_glob(s.versions.kubernetes),))]
 
 
 def _fetch_url(url: str) -> str:
@@ -181,7 +181,7 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
     for n in nodes if nodes is not None else resolve_nodes(s):
         if "nvidia" not in deploys_for(n):
             continue
-        ctx = nvneeds.Ctx(s, n, name=n.name)
+        ctx = nvidia_needs.Ctx(s, n, name=n.name)
         cuda_w, container_w, pins, streams = _node_wants(ctx)
         fmt = "apt" if n.os.is_deb else "rpm"
         docker_w = _docker_wants(ctx)
