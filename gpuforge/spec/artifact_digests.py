@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuforge.spec import k8s_upstream
-from gpuforge.spec.nvidia_packages import Citation
+from gpuforge.spec.citation import Citation
 
 KUBESPRAY_COMMIT = "46dbdd3994b32640bcd806b0097f50e8fdf1d514"
 

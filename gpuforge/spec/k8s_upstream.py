@@ -10,7 +10,7 @@ and kubeadm's API types (repository kubernetes/kubernetes, ``cmd/kubeadm/app/api
 
 from __future__ import annotations
 
-from gpuforge.spec.nvidia_packages import Citation
+from gpuforge.spec.citation import Citation
 
 K8S_DOCS = "https://kubernetes.io/docs"
 

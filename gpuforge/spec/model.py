@@ -23,6 +23,8 @@ from gpuforge.spec.digest_types import ArtifactFileName, Sha256
 from gpuforge.spec.extensions import Site
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.openpgp import Fingerprint
+from gpuforge.spec.platforms import Arch as Arch
+from gpuforge.spec.platforms import OsFamily as OsFamily
 from gpuforge.spec.policy import live, rebuild, rolling
 from gpuforge.spec.strict import NAME as NAME
 from gpuforge.spec.strict import Name, StrictModel
@@ -57,17 +59,6 @@ DRIVER_VERSION = r"^\d{3}\.\d+(\.\d+)?$"
 class Scheduler(StrEnum):
     SLURM = "slurm"
     KUBERNETES = "kubernetes"
-
-
-class OsFamily(StrEnum):
-    DEBIAN12 = "debian12"
-    UBUNTU2204 = "ubuntu22.04"
-    UBUNTU2404 = "ubuntu24.04"
-    RHEL9 = "rhel9"
-
-    @property
-    def is_deb(self) -> bool:
-        return self is not OsFamily.RHEL9
 
 
 class Role(StrEnum):
@@ -299,6 +290,9 @@ class NodeGroup(StrictModel):
     roles: list[Role] = rebuild(description="Node roles", min_length=1)
     hardware: Hardware = rolling(default_factory=Hardware, description="Hardware of each node")
     os: OsFamily | None = rebuild(None, "OS family (default: cluster.os)")
+    arch: Arch = rebuild(
+        Arch.X86_64, "CPU architecture (uname -m): x86_64, or aarch64 (Grace: GH200, GB200, GB300 nodes)"
+    )
     leaf_switch: str | dict[str, str] | None = live(
         None, "Leaf switch of every node, or {switch: hostlist} when the group spans switches"
     )

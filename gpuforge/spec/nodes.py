@@ -9,6 +9,7 @@ from gpuforge.spec import hostlist
 from gpuforge.spec.errors import SpecError, SpecIssue
 from gpuforge.spec.gpus import GPU_MODELS, GpuModel
 from gpuforge.spec.model import Connector, Hardware, NodeGroup, OsFamily, Role, Spec
+from gpuforge.spec.platforms import Arch, Platform, platform_for
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class Node:
     roles: frozenset[Role]
     hardware: Hardware
     os: OsFamily
+    arch: Arch
     leaf_switch: str | None
     mig_config: str | None
     connector: Connector
@@ -32,6 +34,11 @@ class Node:
     @property
     def gpu_model(self) -> GpuModel | None:
         return GPU_MODELS[self.hardware.gpu.model] if self.hardware.gpu else None
+
+    @property
+    def platform(self) -> Platform:
+        """This node's row of the platform table (``UnsupportedPlatform``: ``check`` refuses such a spec)."""
+        return platform_for(self.os, self.arch)
 
     def has(self, role: Role) -> bool:
         return role in self.roles
@@ -88,6 +95,7 @@ def _resolve(spec: Spec) -> list[Node]:
                     roles=frozenset(group.roles),
                     hardware=group.hardware,
                     os=group.os or spec.cluster.os,
+                    arch=group.arch,
                     leaf_switch=leaves[name],
                     mig_config=group.mig_config,
                     connector=group.connector,

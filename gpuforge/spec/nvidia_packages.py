@@ -11,17 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuforge.spec.citation import Citation
 from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
-
-
-@dataclass(frozen=True)
-class Citation:
-    """Where a fact comes from: a page or a repository file, and the section that says it."""
-
-    title: str
-    where: str
-    section: str
-
 
 GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide"
 

@@ -1,0 +1,207 @@
+"""The operating systems and CPU architectures gpuforge deploys to: one data table.
+
+A *platform* is a distribution (``OsFamily``) on a CPU architecture (``Arch``). Everything that
+differs between platforms is a field of a row here, never a branch elsewhere: the package format,
+NVIDIA's name of the distribution and architecture in its CUDA repository paths (``ubuntu2404`` /
+``sbsa``), dpkg's and dnf's architecture names (``arm64`` / ``aarch64``), the Go architecture in
+release file names (``linux-arm64``), the kernel headers package, the GNU triplet of multiarch
+paths, how the CodeReady Builder repository is enabled. Every row and every name cites where it
+comes from (``platform_sources.SOURCES``); ``tests/spec/test_platforms.py`` checks the table.
+
+Adding a platform is one row in :data:`DISTRIBUTIONS` (or one architecture in a row's
+``arches``) plus its citations; renderers, deploys, the bundle and the validator read the row.
+
+Invariants: every (distribution, architecture) pair is either in :data:`PLATFORMS` or refused by
+:func:`platform_for` with the reason upstream gives; no row names a citation that does not exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class OsFamily(StrEnum):
+    """A distribution release, as the spec names it (``cluster.os``, ``node_groups[].os``)."""
+
+    DEBIAN12 = "debian12"
+    UBUNTU2204 = "ubuntu22.04"
+    UBUNTU2404 = "ubuntu24.04"
+    RHEL9 = "rhel9"
+    ROCKY9 = "rocky9"
+    ALMA9 = "alma9"
+
+    @property
+    def distribution(self) -> Distribution:
+        return DISTRIBUTIONS[self]
+
+    @property
+    def is_deb(self) -> bool:
+        """apt and dpkg manage its packages (read from the table, not from the name)."""
+        return DISTRIBUTIONS[self].package_format is PackageFormat.DEB
+
+    @property
+    def is_rpm(self) -> bool:
+        return DISTRIBUTIONS[self].package_format is PackageFormat.RPM
+
+
+class Arch(StrEnum):
+    """A CPU architecture, as ``uname -m`` prints it."""
+
+    X86_64 = "x86_64"
+    AARCH64 = "aarch64"
+
+
+class PackageFormat(StrEnum):
+    DEB = "deb"
+    RPM = "rpm"
+
+
+@dataclass(frozen=True)
+class ArchNames:
+    """What each packaging system calls one CPU architecture."""
+
+    arch: Arch
+    deb: str  # dpkg --print-architecture
+    rpm: str  # dnf's $basearch
+    cuda_repo: str  # the directory under .../cuda/repos/<distro>/
+    go: str  # GOARCH in release archives (helm-<v>-linux-<go>.tar.gz, dcgm-exporter)
+    gnu_triplet: str  # Debian/Ubuntu multiarch directory (/usr/lib/<triplet>/)
+    sources: tuple[str, ...]
+
+
+ARCH_NAMES: dict[Arch, ArchNames] = {
+    Arch.X86_64: ArchNames(
+        Arch.X86_64, "amd64", "x86_64", "x86_64", "amd64", "x86_64-linux-gnu",
+        ("debian-ports", "cuda-repos-x86_64", "go-arch", "debian-multiarch"),
+    ),
+    Arch.AARCH64: ArchNames(
+        Arch.AARCH64, "arm64", "aarch64", "sbsa", "arm64", "aarch64-linux-gnu",
+        ("debian-ports", "cuda-repos-sbsa", "go-arch", "debian-multiarch"),
+    ),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One distribution release and what differs about it.
+
+    ``headers`` is the kernel headers (or kernel-devel) package that follows the default kernel
+    flavor; ``{deb}`` in it stands for dpkg's architecture name. ``el_major`` is the Enterprise
+    Linux major release of RHEL and its rebuilds (EPEL, dnf module streams, ``el8`` rpm builds).
+    ``unsupported`` maps an architecture upstream does not serve to the reason.
+    """
+
+    os: OsFamily
+    title: str
+    package_format: PackageFormat
+    cuda_repo_distro: str
+    arches: tuple[Arch, ...]
+    headers: str
+    sources: tuple[str, ...]
+    el_major: int | None = None
+    crb: str | None = None  # how the CodeReady Builder repository is enabled (EPEL needs it)
+    docker_repo_distro: str | None = None  # download.docker.com/linux/<this>/ (rpm nodes)
+    unsupported: tuple[tuple[Arch, str], ...] = ()
+
+
+_RHEL_CRB = 'subscription-manager repos --enable "codeready-builder-for-rhel-9-$(arch)-rpms"'
+_REBUILD_CRB = "dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb"
+_DEBIAN_ARM = (
+    "NVIDIA publishes no debian12/sbsa CUDA repository (only cross-linux-sbsa), and Debian 12's own driver "
+    "(535) predates Grace Hopper and Blackwell support; use ubuntu24.04, ubuntu22.04 or rhel9/rocky9/alma9 on aarch64"
+)
+
+DISTRIBUTIONS: dict[OsFamily, Distribution] = {
+    d.os: d
+    for d in (
+        Distribution(
+            OsFamily.DEBIAN12, "Debian 12 (bookworm)", PackageFormat.DEB, "debian12", (Arch.X86_64,),
+            "linux-headers-{deb}", ("cuda-repos-index", "debian-headers"),
+            unsupported=((Arch.AARCH64, _DEBIAN_ARM),),
+        ),
+        Distribution(
+            OsFamily.UBUNTU2204, "Ubuntu 22.04 LTS", PackageFormat.DEB, "ubuntu2204", (Arch.X86_64, Arch.AARCH64),
+            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers"),
+        ),
+        Distribution(
+            OsFamily.UBUNTU2404, "Ubuntu 24.04 LTS", PackageFormat.DEB, "ubuntu2404", (Arch.X86_64, Arch.AARCH64),
+            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers"),
+        ),
+        Distribution(
+            OsFamily.RHEL9, "Red Hat Enterprise Linux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
+            "kernel-devel", ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "rhel-crb"),
+            el_major=9, crb=_RHEL_CRB, docker_repo_distro="rhel",
+        ),
+        Distribution(
+            OsFamily.ROCKY9, "Rocky Linux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
+            "kernel-devel", ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "rebuild-crb"),
+            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="rhel",
+        ),
+        Distribution(
+            OsFamily.ALMA9, "AlmaLinux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
+            "kernel-devel", ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "rebuild-crb"),
+            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="rhel",
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A distribution on one CPU architecture: the names every repository and path uses there."""
+
+    distribution: Distribution
+    names: ArchNames
+
+    @property
+    def os(self) -> OsFamily:
+        return self.distribution.os
+
+    @property
+    def arch(self) -> Arch:
+        return self.names.arch
+
+    @property
+    def is_deb(self) -> bool:
+        return self.distribution.package_format is PackageFormat.DEB
+
+    @property
+    def package_arch(self) -> str:
+        """The architecture in package file names and indexes (``arm64`` for dpkg, ``aarch64`` for rpm)."""
+        return self.names.deb if self.is_deb else self.names.rpm
+
+    @property
+    def cuda_repo_path(self) -> str:
+        """``<distro>/<arch>`` under NVIDIA's CUDA repository root (``ubuntu2404/sbsa``)."""
+        return f"{self.distribution.cuda_repo_distro}/{self.names.cuda_repo}"
+
+    @property
+    def headers_package(self) -> str:
+        return self.distribution.headers.format(deb=self.names.deb)
+
+    @property
+    def multiarch_lib(self) -> str:
+        """``/usr/lib/<triplet>`` (Debian and Ubuntu)."""
+        return f"/usr/lib/{self.names.gnu_triplet}"
+
+    def __str__(self) -> str:
+        return f"{self.os.value}/{self.arch.value}"
+
+
+class UnsupportedPlatform(ValueError):
+    """Upstream serves no such distribution and architecture; the message says why."""
+
+
+PLATFORMS: dict[tuple[OsFamily, Arch], Platform] = {
+    (d.os, a): Platform(d, ARCH_NAMES[a]) for d in DISTRIBUTIONS.values() for a in d.arches
+}
+
+
+def platform_for(os: OsFamily, arch: Arch = Arch.X86_64) -> Platform:
+    """The row for ``os`` on ``arch``; :class:`UnsupportedPlatform` naming the reason otherwise."""
+    found = PLATFORMS.get((os, arch))
+    if found is not None:
+        return found
+    reason = dict(DISTRIBUTIONS[os].unsupported).get(arch, "no upstream repository serves it")
+    raise UnsupportedPlatform(f"{DISTRIBUTIONS[os].title} on {arch.value} is not supported: {reason}")
