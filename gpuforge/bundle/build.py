@@ -79,7 +79,7 @@ def _repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, Any]
             index_failed = True
             continue
         source.update(index=index.url, signed_by=index.fingerprint, key=index.key_url)
-        res = resolve(PackageIndex(parse_packages(index.text)), need.wants.values(), need.pins)
+        res = resolve(PackageIndex(parse_packages(index.text), need.platform.names.deb), need.wants.values(), need.pins)
         for problem in res.problems:
             b.miss(f"{path}: {problem.split(' ', 1)[0]}", index.url, problem)
         for name, s in res.selected.items():

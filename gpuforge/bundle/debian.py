@@ -9,7 +9,7 @@ from debian.deb822 import Deb822, PkgRelation
 from debian.debian_support import Version
 from debian.debian_support import version_compare as debian_version_compare
 
-from gpuforge.bundle.layout import ARCH_IN_URL, ARCHES
+from gpuforge.bundle.layout import DEB_ARCH
 
 
 def split_version(version: str) -> tuple[int, str, str]:
@@ -108,11 +108,11 @@ class Relation:
         return f"{self.name} ({self.op} {self.version})" if self.op else self.name
 
 
-def parse_relations(text: str) -> list[list[Relation]]:
+def parse_relations(text: str, arch: str = DEB_ARCH) -> list[list[Relation]]:
     """``Depends``-style text -> groups of alternatives (``a (>= 1) | b, c``), parsed by python-debian.
 
-    Architecture qualifiers (``:any``) are dropped; an alternative restricted to other
-    architectures (``[i386]``) is left out.
+    Architecture qualifiers (``:any``) are dropped; an alternative restricted to architectures
+    other than ``arch`` (dpkg's name: ``amd64``, ``arm64``; ``[i386]``) is left out.
     """
     groups: list[list[Relation]] = []
     if not text.strip():
@@ -123,7 +123,7 @@ def parse_relations(text: str) -> list[list[Relation]]:
             arches = alt.get("arch")
             if arches:
                 negated = all(not r.enabled for r in arches)
-                if (ARCH_IN_URL in {r.arch for r in arches}) == negated:
+                if (arch in {r.arch for r in arches}) == negated:
                     continue
             op, version = alt["version"] or (None, None)
             alts.append(Relation(alt["name"], op, version))
@@ -133,9 +133,11 @@ def parse_relations(text: str) -> list[list[Relation]]:
 
 
 class PackageIndex:
-    """A repository's packages (amd64 and all) by name, and who provides which virtual name."""
+    """A repository's packages (``arch`` and all) by name, and who provides which virtual name."""
 
-    def __init__(self, stanzas: Iterable[Stanza], arches: tuple[str, ...] = ARCHES) -> None:
+    def __init__(self, stanzas: Iterable[Stanza], arch: str = DEB_ARCH) -> None:
+        self.arch = arch
+        arches = (arch, "all")
         self.by_name: dict[str, list[Stanza]] = {}
         self.providers: dict[str, list[tuple[Stanza, str | None]]] = {}
         seen: set[tuple[str, str, str]] = set()
@@ -145,7 +147,7 @@ class PackageIndex:
                 continue
             seen.add(key)
             self.by_name.setdefault(s.package, []).append(s)
-            for group in parse_relations(s.get("Provides")):
+            for group in parse_relations(s.get("Provides"), arch):
                 for r in group:
                     self.providers.setdefault(r.name, []).append((s, r.version if r.op == "=" else None))
         for versions in self.by_name.values():

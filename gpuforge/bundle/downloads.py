@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuforge.bundle.layout import ARCH_IN_URL, RPM_ARCH, RPM_RELEASEVER
+from gpuforge.bundle.layout import RPM_RELEASEVER
 from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import nvidia_needs
 from gpuforge.render import nvidia_sources as src
@@ -23,6 +23,7 @@ from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverSource, SourceMode
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.platforms import Platform
 from gpuforge.spec.repo_keys import repository_fingerprint
 from gpuforge.spec.roles import deploys_for
 
@@ -36,6 +37,7 @@ class RepoNeed:
     url: str | None
     reason: str | None
     distro: str
+    platform: Platform  # the nodes' platform: the architecture of the packages fetched
     wants: dict[str, Want] = field(default_factory=dict)
     pins: list[Pin] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
@@ -149,13 +151,13 @@ def _node_artifacts(ctx: nvidia_needs.Ctx) -> list[src.Artifact]:
     s, n = ctx.spec, ctx.node
     arts: list[src.Artifact] = []
     if enroot_wanted(s, n):
-        arts += src.enroot_artifacts(s, n.os)
+        arts += src.enroot_artifacts(s, n.platform)
     if pyxis_wanted(s, n):
         arts.append(src.pyxis_artifact(s))
     if ctx.gpu_node and n.mig_config:
-        arts.append(src.mig_manager_artifact(s, n.os))
+        arts.append(src.mig_manager_artifact(s, n.platform))
     if nvidia_needs.dcgm_wanted(ctx) and host_dcgm_exporter(s):
-        arts.append(src.dcgm_exporter_artifact(s))
+        arts.append(src.dcgm_exporter_artifact(s, ctx.platform))
     first = first_control_plane(s) if s.kubernetes is not None else None
     if first is not None and first.name == n.name:
         arts += addon_artifacts(s)
@@ -167,9 +169,10 @@ def _k8s_pins(s: Spec) -> list[Pin]:
     return [Pin(k8s_upstream.PACKAGES, (k8s_upstream.deb_version_glob(s.versions.kubernetes),))]
 
 
-def _fetch_url(url: str) -> str:
+def _fetch_url(url: str, platform: Platform) -> str:
     """A repository URL as the bundle fetches it: the architecture and release the nodes would substitute."""
-    for var, value in (("$(ARCH)", ARCH_IN_URL), ("$basearch", RPM_ARCH), ("$releasever", RPM_RELEASEVER)):
+    names = platform.names
+    for var, value in (("$(ARCH)", names.deb), ("$basearch", names.rpm), ("$releasever", RPM_RELEASEVER)):
         url = url.replace(var, value)
     return url
 
@@ -188,19 +191,19 @@ def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
         epel_w = _epel_wants(ctx)
         k8s_w = _k8s_wants(ctx)
         for want_list, repo in (
-            (cuda_w, src.cuda_repo(s, n.os) if cuda_w else None),
+            (cuda_w, src.cuda_repo(s, n.platform) if cuda_w else None),
             (container_w, src.container_repo(s, n.os) if container_w else None),
-            (docker_w, src.docker_repo(s) if docker_w else None),
+            (docker_w, src.docker_repo(s, n.os) if docker_w else None),
             (epel_w, src.epel_fetch_repo(s) if epel_w else None),
             (k8s_w, kubernetes_repo(s, n.os) if k8s_w else None),
         ):
             if repo is None:
                 continue
-            url = _fetch_url(repo.url) if repo.url else None
+            url = _fetch_url(repo.url, n.platform) if repo.url else None
             key = (fmt, repo.kind, url)
             need = needs.repos.get(key)
             if need is None:
-                need = RepoNeed(repo.kind, fmt, url, repo.reason, src.cuda_distro(n.os))
+                need = RepoNeed(repo.kind, fmt, url, repo.reason, n.os.distribution.cuda_repo_distro, n.platform)
                 if fmt == "apt":
                     need.key_url = src.apt_release_key(s, repo)[0]
                 else:

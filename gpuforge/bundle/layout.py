@@ -15,11 +15,9 @@ FORMAT = "gpuforge-bundle/4"
 PARTIAL = ".partial"
 #: Kubernetes specs: the container images the cluster pulls (gpuforge.bundle.images).
 IMAGES = "images.txt"
-ARCHES = ("amd64", "all")
-# Where a repository URL names the architecture (libnvidia-container's ``stable/deb/$(ARCH)``).
-ARCH_IN_URL = "amd64"
-# What dnf substitutes for ``$basearch`` and ``$releasever`` on the RHEL 9 nodes the bundle serves.
-RPM_ARCH = "x86_64"
+#: dpkg's architecture where a caller names none (nodes name theirs: ``gpuforge.spec.platforms``).
+DEB_ARCH = "amd64"
+# What dnf substitutes for ``$releasever`` on the EL 9 nodes the bundle serves.
 RPM_RELEASEVER = "9"
 CHUNK = 1 << 20
 SAFE_DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._~%-]*\.deb$")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gpuforge.bundle.debian import PackageIndex, Relation, Stanza, parse_relations, version_satisfies
+from gpuforge.bundle.layout import DEB_ARCH
 
 
 @dataclass(frozen=True)
@@ -44,16 +45,18 @@ class Resolution:
     deps: dict[str, list[list[Relation]]] = field(default_factory=dict, repr=False)  # package -> its relations
     hard: dict[str, list[Relation]] = field(default_factory=dict, repr=False)  # name -> requirements without "|"
     provided: dict[str, list[str | None]] = field(default_factory=dict, repr=False)  # virtual -> provided versions
+    arch: str = DEB_ARCH  # dpkg's architecture of the nodes: relations restricted to others are left out
 
     def add(self, s: Stanza, why: str) -> None:
         """Choose ``s`` and index what it requires and provides."""
         self.selected[s.package] = s
         self.required_by[s.package] = why
-        self.deps[s.package] = parse_relations(s.get("Pre-Depends")) + parse_relations(s.get("Depends"))
+        pre, deps = parse_relations(s.get("Pre-Depends"), self.arch), parse_relations(s.get("Depends"), self.arch)
+        self.deps[s.package] = pre + deps
         for g in self.deps[s.package]:
             if len(g) == 1:
                 self.hard.setdefault(g[0].name, []).append(g[0])
-        for g in parse_relations(s.get("Provides")):
+        for g in parse_relations(s.get("Provides"), self.arch):
             for p in g:
                 self.provided.setdefault(p.name, []).append(p.version if p.op == "=" else None)
 
@@ -89,7 +92,7 @@ def resolve(index: PackageIndex, wants: Iterable[Want], pins: Iterable[Pin] = ()
     whose names it carries only at unsuitable versions is a problem.
     """
     pins = list(pins)
-    res = Resolution()
+    res = Resolution(arch=index.arch)
     queue: deque[Stanza] = deque()
 
     def choose(s: Stanza, why: str) -> None:

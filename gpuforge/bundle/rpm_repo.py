@@ -119,7 +119,7 @@ def rpm_repo_bundle(b: Builder, path: str, needs: list[RepoNeed]) -> dict[str, A
     source["checked"] = "repomd.xml.asc" if up.signed_metadata else "each package's signature (rpmkeys)"
     for module, stream in sorted(need.module_streams - set(artifacts)):
         b.miss(f"{path}: module {module}:{stream}", source["index"], "the repository's modules.yaml has no such stream")
-    idx = RpmIndex.build(packages, hidden_by_modules(artifacts, need.module_streams))
+    idx = RpmIndex.build(packages, hidden_by_modules(artifacts, need.module_streams), need.platform.names.rpm)
     res = resolve_rpm(idx, need.wants.values(), need.pins)
     for problem in res.problems:
         b.miss(f"{path}: {problem.split(' ', 1)[0]}", source["index"], problem)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.bundle.rpmmd import Dep, RpmPackage, evr_cmp
 
-#: Architectures an x86_64 node installs (the bundle leaves i686 multilib out).
-ARCHES = ("x86_64", "noarch")
+#: dnf's architecture where a caller names none (nodes name theirs: ``gpuforge.spec.platforms``).
+RPM_ARCH = "x86_64"
 
 
 @dataclass
@@ -29,11 +29,12 @@ class RpmIndex:
     files: dict[str, list[RpmPackage]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, packages: Iterable[RpmPackage], hidden: Collection[str] = ()) -> RpmIndex:
+    def build(cls, packages: Iterable[RpmPackage], hidden: Collection[str] = (), arch: str = RPM_ARCH) -> RpmIndex:
+        """The node architecture's packages and noarch ones (i686 multilib and other arches left out)."""
         idx = cls()
         hidden = set(hidden)
         for p in packages:
-            if p.arch not in ARCHES or p.nevra in hidden:
+            if p.arch not in (arch, "noarch") or p.nevra in hidden:
                 continue
             idx.by_name.setdefault(p.name, []).append(p)
             for d in p.provides:

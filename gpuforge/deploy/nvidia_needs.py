@@ -19,6 +19,7 @@ from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import DriverFlavor, OsFamily
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.nvidia_packages import DriverInstall
+from gpuforge.spec.platforms import Platform
 
 TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
@@ -50,6 +51,10 @@ class Ctx:
     @property
     def os(self) -> OsFamily:
         return self.node.os
+
+    @property
+    def platform(self) -> Platform:
+        return self.node.platform
 
     @property
     def deb(self) -> bool:
@@ -98,7 +103,7 @@ def driver_install(ctx: Ctx) -> DriverInstall:
     drv = ctx.spec.versions.driver
     flavor = drv.flavor if drv is not None else DriverFlavor.PROPRIETARY
     return table.driver_install(
-        ctx.os, driver_source(ctx.spec, ctx.node), int(ctx.branch), flavor, ctx.host.kernel_release
+        ctx.os, driver_source(ctx.spec, ctx.node), int(ctx.branch), flavor, ctx.host.kernel_release, ctx.node.arch
     )
 
 

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from . import hostlimits, mirror, network, node, plan
 from .lab_record import LabPaths, LabState, NodeState, load_state, save_state
 from .rootfs import ensure_rootfs
-from .sources import SUITE, host_mirrors
+from .sources import SUITE, HostMirrors, host_mirrors
 from .system import (
     REQUIRED_TOOLS,
     LabError,
@@ -102,83 +102,123 @@ def up(
         state = _new_state(name, subnet, nodes, paths, mode)
         client_pub = node.ensure_keypair(paths.key, f"gpuforge-lab-{name}")
 
-        # Bridge and mirror. A rebuilt bridge has lost every veth: restart all nodes then.
-        restart_all = False
-        if not network.bridge_ok(name, subnet):
-            node.stop(name)
-            network.remove_all(name)
-            network.create_bridge(name, subnet)
-            restart_all = True
-            log(f"bridge {state.bridge} {state.bridge_address}")
-        if restart_all or not mirror.mirror_ok(state.bridge_address, paths.mirror_dir):
-            mirror.start_mirror(state.bridge_address, mirrors, paths.mirror_cache, paths.mirror_dir)
-            log(f"site mirror {state.mirror_url} (apt-cacher-ng)")
-
-        # Shrink: nodes beyond the wanted count go away entirely.
-        wanted = {n.name for n in state.nodes}
-        extra = sorted({p for p in _known_nodes(name, paths) if p not in wanted}, key=plan.node_index)
-        if extra:
-            node.stop(name, extra)
-            for x in extra:
-                network.remove_node_net(name, x)
-                node.release_rootfs(paths, x)
-                remove_tree(paths.node_dir(x))
-            log(f"removed {', '.join(extra)}")
-
-        # Per node: decide healthy or (re)start, then write identity (no-op when unchanged).
+        restart_all = _ensure_network(state, paths, mirrors, log)
+        _shrink(state, paths, log)
         plans = plan.node_plan(subnet, nodes)
-        hosts = plan.hosts_file(plans)
-        to_start: list[plan.NodePlan] = []
-        # One look at the host for every node (a /proc scan costs tens of ms at 48 nodes).
-        running = node.running_nodes(name)
-        orphaned = {n for n in (node.node_of_init(name, p) for p in node.orphan_inits(name)) if n}
-        for n in plans:
-            healthy = (
-                n.name in running
-                and not restart_all
-                and network.node_net_ok(name, n.name)
-                and (mode == "copy" or paths.node_rootfs(n.name) in mounts_under(paths.node_rootfs(n.name)))
-                and n.name not in orphaned
-            )
-            if not healthy:
-                if n.name in running or n.name in orphaned:
-                    node.stop(name, [n.name])
-                to_start.append(n)
-            rootfs = node.prepare_rootfs(paths, n.name, base, mode)
-            node.write_identity(paths, n.name, rootfs, hosts, client_pub, mirrors, state.mirror_url)
-        keys = [(n, node.host_key(paths, n.name)) for n in plans]
-        write_file(paths.known_hosts, plan.known_hosts(keys))
+        to_start = _prepare_nodes(state, paths, plans, base, mirrors, client_pub, restart_all)
         save_state(state, paths.state_file)
-
         t0 = time.monotonic()
-        try:
-            _start_nodes(paths, name, subnet, to_start)
-            if to_start:
-                log(f"booting {', '.join(n.name for n in to_start)}")
-            # Every node must answer SSH (fast for nodes that were already up).
-            node.wait_booted(
-                paths,
-                name,
-                [(n.name, n.address) for n in plans],
-                ["ssh", *ssh_options(paths.key, paths.known_hosts), "-o", "BatchMode=yes"],
-                boot_timeout,
-            )
-        except BaseException:
-            # Nothing this call started is left running: a new lab goes entirely, an existing
-            # one loses only the nodes this call (re)started; the next `up` starts them again.
-            if old is None:
-                _teardown(name, paths, keep_console=True)
-                log(f"lab {name} did not come up: everything it started was removed")
-            else:
-                started = [n.name for n in to_start]
-                node.stop(name, started)
-                for x in started:
-                    network.remove_node_net(name, x)
-                log(f"lab {name}: {', '.join(started) or 'no node'} stopped again; `gpuforge lab up` retries")
-            raise
+        _boot(state, paths, plans, to_start, fresh=old is None, boot_timeout=boot_timeout, log=log)
         if to_start:
             log(f"{len(to_start)} node(s) up in {time.monotonic() - t0:.1f} s")
         return state
+
+
+def _ensure_network(state: LabState, paths: LabPaths, mirrors: HostMirrors, log: Log) -> bool:
+    """The bridge and the site mirror up; True when the bridge was rebuilt (it lost every veth:
+    all nodes restart then)."""
+    name, subnet = state.name, state.subnet
+    restart_all = False
+    if not network.bridge_ok(name, subnet):
+        node.stop(name)
+        network.remove_all(name)
+        network.create_bridge(name, subnet)
+        restart_all = True
+        log(f"bridge {state.bridge} {state.bridge_address}")
+    if restart_all or not mirror.mirror_ok(state.bridge_address, paths.mirror_dir):
+        mirror.start_mirror(state.bridge_address, mirrors, paths.mirror_cache, paths.mirror_dir)
+        log(f"site mirror {state.mirror_url} (apt-cacher-ng)")
+    return restart_all
+
+
+def _shrink(state: LabState, paths: LabPaths, log: Log) -> None:
+    """Nodes beyond the wanted count go away entirely."""
+    name = state.name
+    wanted = {n.name for n in state.nodes}
+    extra = sorted({p for p in _known_nodes(name, paths) if p not in wanted}, key=plan.node_index)
+    if extra:
+        node.stop(name, extra)
+        for x in extra:
+            network.remove_node_net(name, x)
+            node.release_rootfs(paths, x)
+            remove_tree(paths.node_dir(x))
+        log(f"removed {', '.join(extra)}")
+
+
+def _prepare_nodes(
+    state: LabState,
+    paths: LabPaths,
+    plans: list[plan.NodePlan],
+    base: str,
+    mirrors: HostMirrors,
+    client_pub: str,
+    restart_all: bool,
+) -> list[plan.NodePlan]:
+    """Per node: healthy, or stopped and listed to (re)start; identity written (no-op when unchanged).
+
+    Writes the lab's known_hosts; returns the nodes to start."""
+    name, mode = state.name, state.rootfs_mode
+    hosts = plan.hosts_file(plans)
+    to_start: list[plan.NodePlan] = []
+    # One look at the host for every node (a /proc scan costs tens of ms at 48 nodes).
+    running = node.running_nodes(name)
+    orphaned = {n for n in (node.node_of_init(name, p) for p in node.orphan_inits(name)) if n}
+    for n in plans:
+        healthy = (
+            n.name in running
+            and not restart_all
+            and network.node_net_ok(name, n.name)
+            and (mode == "copy" or paths.node_rootfs(n.name) in mounts_under(paths.node_rootfs(n.name)))
+            and n.name not in orphaned
+        )
+        if not healthy:
+            if n.name in running or n.name in orphaned:
+                node.stop(name, [n.name])
+            to_start.append(n)
+        rootfs = node.prepare_rootfs(paths, n.name, base, mode)
+        node.write_identity(paths, n.name, rootfs, hosts, client_pub, mirrors, state.mirror_url)
+    keys = [(n, node.host_key(paths, n.name)) for n in plans]
+    write_file(paths.known_hosts, plan.known_hosts(keys))
+    return to_start
+
+
+def _boot(
+    state: LabState,
+    paths: LabPaths,
+    plans: list[plan.NodePlan],
+    to_start: list[plan.NodePlan],
+    *,
+    fresh: bool,
+    boot_timeout: float,
+    log: Log,
+) -> None:
+    """Start ``to_start`` and wait until every node answers SSH.
+
+    On any failure nothing this call started is left running: a ``fresh`` lab goes entirely, an
+    existing one loses only the nodes this call (re)started; the next ``up`` starts them again."""
+    name = state.name
+    try:
+        _start_nodes(paths, name, state.subnet, to_start)
+        if to_start:
+            log(f"booting {', '.join(n.name for n in to_start)}")
+        node.wait_booted(
+            paths,
+            name,
+            [(n.name, n.address) for n in plans],
+            ["ssh", *ssh_options(paths.key, paths.known_hosts), "-o", "BatchMode=yes"],
+            boot_timeout,
+        )
+    except BaseException:
+        if fresh:
+            _teardown(name, paths, keep_console=True)
+            log(f"lab {name} did not come up: everything it started was removed")
+        else:
+            started = [n.name for n in to_start]
+            node.stop(name, started)
+            for x in started:
+                network.remove_node_net(name, x)
+            log(f"lab {name}: {', '.join(started) or 'no node'} stopped again; `gpuforge lab up` retries")
+        raise
 
 
 def _start_nodes(paths: LabPaths, name: str, subnet: str, nodes: list[plan.NodePlan]) -> None:

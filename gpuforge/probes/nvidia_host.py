@@ -38,6 +38,8 @@ class HostFacts:
     """``dpkg`` or ``rpm``: which database answered."""
     kernel_release: str | None = None
     """``uname -r`` of the running kernel (DKMS builds against its headers)."""
+    machine: str | None = None
+    """``uname -m``: the CPU architecture the node runs (``x86_64``, ``aarch64``)."""
     secure_boot: bool | None = None
     """UEFI Secure Boot on (``mokutil --sb-state``); None when unknown (no mokutil, no EFI)."""
 
@@ -58,6 +60,7 @@ class HostFacts:
             packages=dict(data.get("packages", {})),
             package_tool=data.get("package_tool"),
             kernel_release=data.get("kernel_release"),
+            machine=data.get("machine"),
             secure_boot=data.get("secure_boot"),
         )
 
@@ -75,6 +78,8 @@ def nvidia_host_command(packages: Sequence[str] = ()) -> str:
         "sed -n 's/.*Kernel Module[^0-9]*\\([0-9][0-9.]*\\).*/\\1/p' /proc/driver/nvidia/version 2>/dev/null",
         "echo __section=kernel",
         "uname -r",
+        "echo __section=machine",
+        "uname -m",
         "echo __section=secureboot",
         "mokutil --sb-state 2>/dev/null",
         "echo __section=packages",
@@ -108,6 +113,8 @@ def parse_nvidia_host(lines: list[str]) -> HostFacts:
             facts.loaded_driver = line
         elif section == "kernel" and line and facts.kernel_release is None:
             facts.kernel_release = line if _PKG_RE.match(line) else None
+        elif section == "machine" and line and facts.machine is None:
+            facts.machine = line if _PKG_RE.match(line) else None
         elif section == "secureboot" and line.startswith("SecureBoot "):
             facts.secure_boot = line.split()[1] == "enabled"
         elif section == "packages":

@@ -14,7 +14,8 @@ import shlex
 from gpuforge.render import kubernetes as k8s
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import artifact_digests, k8s_upstream
-from gpuforge.spec.model import Spec
+from gpuforge.spec.model import Role, Spec
+from gpuforge.spec.nodes import nodes_with
 
 
 def cni_version(spec: Spec) -> str:
@@ -27,8 +28,15 @@ def cni_artifact(spec: Spec) -> src.Artifact:
     return src.artifact(spec, name, url)
 
 
+def helm_go_arch(spec: Spec) -> str:
+    """The Go architecture of the node helm runs on (the first control plane's platform)."""
+    planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
+    first = planes[0] if planes else None
+    return first.platform.names.go if first is not None else "amd64"
+
+
 def helm_artifact(spec: Spec) -> src.Artifact:
-    name, url = k8s_upstream.helm_tarball(spec.versions.helm)
+    name, url = k8s_upstream.helm_tarball(spec.versions.helm, helm_go_arch(spec))
     return src.artifact(spec, name, url)
 
 

@@ -368,10 +368,11 @@ def persistenced_dropin(os_family: OsFamily) -> str | None:
     stops it again once nothing wants it); Ubuntu's runs ``--no-persistence-mode``.
     NVIDIA's rpm unit already does both.
     """
-    if os_family is OsFamily.RHEL9:
+    dist = os_family.distribution
+    if not dist.persistenced_stops_when_unneeded:
         return None
     text = "# Managed by gpuforge: edit the cluster spec, not this file.\n[Unit]\nStopWhenUnneeded=false\n"
-    if os_family is not OsFamily.DEBIAN12:
+    if dist.persistenced_without_persistence_mode:
         text += (
             "\n[Service]\nExecStart=\n"
             "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose\n"

@@ -17,7 +17,8 @@ from gpuforge.render.nvidia import (
     host_driver,
     toolkit_wanted,
 )
-from gpuforge.spec.model import ConfigMode, DriverSource, OsFamily, Role, Spec
+from gpuforge.spec import nvidia_packages as table
+from gpuforge.spec.model import ConfigMode, DriverSource, Role, Spec
 from gpuforge.spec.nodes import Node
 
 DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
@@ -28,7 +29,7 @@ def driver_source(spec: Spec, node: Node) -> DriverSource:
     drv = spec.versions.driver
     if drv is not None and drv.source is not None:
         return drv.source
-    return DriverSource.DISTRO if node.os is OsFamily.DEBIAN12 else DriverSource.NVIDIA
+    return table.default_source(node.os)
 
 
 def pyxis_wanted(spec: Spec, node: Node) -> bool:
@@ -51,7 +52,7 @@ def cuda_repo_wanted(spec: Spec, node: Node) -> bool:
     if not gpu_node(spec, node):
         return False
     canonical = (
-        node.os in (OsFamily.UBUNTU2204, OsFamily.UBUNTU2404) and driver_source(spec, node) is DriverSource.DISTRO
+        node.os.distribution.distro_driver == "ubuntu-archive" and driver_source(spec, node) is DriverSource.DISTRO
     )
     driver = host_driver(spec) and (
         driver_source(spec, node) is DriverSource.NVIDIA
@@ -87,7 +88,7 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
     del secrets  # no secrets in this layer
     if not gpu_node(spec, node) and not epel_wanted(spec, node) and not docker_repo_wanted(spec, node):
         return []
-    cuda = src.cuda_repo(spec, node.os) if cuda_repo_wanted(spec, node) else None
+    cuda = src.cuda_repo(spec, node.platform) if cuda_repo_wanted(spec, node) else None
     container = src.container_repo(spec, node.os) if toolkit_wanted(spec, node) else None
     drv = spec.versions.driver
     files: list[RenderedFile] = []
@@ -107,7 +108,7 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
         if container is not None and container.available:
             text = src.dnf_repo_file(container, "gpuforge-nvidia-container", "NVIDIA container toolkit (gpuforge)")
             files.append(RenderedFile(src.CONTAINER_REPO_FILE, text))
-        docker = src.docker_repo(spec) if docker_repo_wanted(spec, node) else None
+        docker = src.docker_repo(spec, node.os) if docker_repo_wanted(spec, node) else None
         if docker is not None and docker.available:
             text = src.dnf_repo_file(docker, "gpuforge-docker-ce", "Docker CE stable (gpuforge)")
             files.append(RenderedFile(src.DOCKER_REPO_FILE, text))

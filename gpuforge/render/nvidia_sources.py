@@ -39,6 +39,7 @@ from gpuforge.render.files import LocalSource
 from gpuforge.spec import artifact_digests
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import OsFamily, SourceMode, Spec
+from gpuforge.spec.platforms import Platform
 
 CUDA_UPSTREAM = "https://developer.download.nvidia.com/compute/cuda/repos"
 CONTAINER_UPSTREAM = "https://nvidia.github.io/libnvidia-container"
@@ -78,26 +79,11 @@ EPEL_REPO_FILE = "/etc/yum.repos.d/gpuforge-epel.repo"
 # Fedora's EPEL release package for EL 9 (NVIDIA/ansible-role-nvidia-driver defaults/main.yml: epel_package).
 EPEL_RELEASE_RPM = "https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm"
 EPEL_KEY = "RPM-GPG-KEY-EPEL-9"
-# CodeReady Builder first (EPEL packages depend on it): subscription-manager on RHEL, crb on rebuilds
-# (NVIDIA/deepops roles/nvidia-dgx/vars/redhat.yml and its redhat-el8-plus tasks).
-ENABLE_CRB = (
-    "if command -v subscription-manager >/dev/null 2>&1 && subscription-manager status >/dev/null 2>&1; then "
-    'subscription-manager repos --enable "codeready-builder-for-rhel-9-$(arch)-rpms"; '
-    "else dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb; fi"
-)
+# CodeReady Builder comes first (EPEL packages depend on it): each EL row of the platform table
+# says how its distribution enables it (``Distribution.crb``).
 
 
 # --------------------------------------------------------------------------- repositories
-
-
-def cuda_distro(os_family: OsFamily) -> str:
-    """NVIDIA's name of the distribution in CUDA repository paths."""
-    return {
-        OsFamily.DEBIAN12: "debian12",
-        OsFamily.UBUNTU2204: "ubuntu2204",
-        OsFamily.UBUNTU2404: "ubuntu2404",
-        OsFamily.RHEL9: "rhel9",
-    }[os_family]
 
 
 @dataclass(frozen=True)
@@ -128,16 +114,17 @@ def bundle_repo(spec: Spec, kind: str, os_family: OsFamily) -> Repo:
     return Repo(kind, url=f"{BUNDLE_ON_NODE}/{fmt}/{kind}", bundle=local)
 
 
-def cuda_repo(spec: Spec, os_family: OsFamily) -> Repo:
+def cuda_repo(spec: Spec, platform: Platform) -> Repo:
     """NVIDIA's CUDA repository (driver, fabric manager, DCGM, mig-manager, CUDA toolkit).
 
-    A mirror URL may contain ``{distro}`` (``debian12``, ``ubuntu2404``, ...) so that one
-    setting serves clusters with several OS families.
+    Upstream it is ``<root>/<distro>/<arch>`` (``ubuntu2404/sbsa``: the platform table). A mirror
+    URL may contain ``{distro}`` (``debian12``, ``ubuntu2404``, ...) and ``{arch}`` (``x86_64``,
+    ``sbsa``) so that one setting serves clusters with several OS families and architectures.
     """
-    distro = cuda_distro(os_family)
+    distro = platform.distribution.cuda_repo_distro
     mode = spec.sources.mode
     if mode is SourceMode.OFFLINE:
-        return bundle_repo(spec, CUDA_REPO, os_family)
+        return bundle_repo(spec, CUDA_REPO, platform.os)
     if mode is SourceMode.MIRROR:
         mirror = spec.sources.mirrors.nvidia_cuda
         if not mirror:
@@ -145,10 +132,10 @@ def cuda_repo(spec: Spec, os_family: OsFamily) -> Repo:
                 CUDA_REPO,
                 reason="mirror mode without sources.mirrors.nvidia_cuda: no source for NVIDIA's CUDA repository",
             )
-        url = mirror.replace("{distro}", distro).rstrip("/")
+        url = mirror.replace("{distro}", distro).replace("{arch}", platform.names.cuda_repo).rstrip("/")
     else:
-        url = f"{CUDA_UPSTREAM}/{distro}/x86_64"
-    key = f"{url}/{CUDA_KEYRING_DEB}" if os_family.is_deb else f"{url}/{CUDA_RPM_KEY}"
+        url = f"{CUDA_UPSTREAM}/{platform.cuda_repo_path}"
+    key = f"{url}/{CUDA_KEYRING_DEB}" if platform.is_deb else f"{url}/{CUDA_RPM_KEY}"
     return Repo(CUDA_REPO, url=url, key_url=key)
 
 
@@ -210,12 +197,16 @@ def epel_fetch_repo(spec: Spec) -> Repo:
     return Repo(EPEL_REPO, url=table.EPEL_BASEURL, key_url=table.EPEL_GPGKEY)
 
 
-def docker_repo(spec: Spec) -> Repo:
-    """Docker's RHEL repository (containerd.io, docker-ce): ``nvidia_packages.SOURCES['docker-rhel']``.
+def docker_repo(spec: Spec, os_family: OsFamily = OsFamily.RHEL9) -> Repo:
+    """Docker's repository for the EL distribution (containerd.io, docker-ce): RHEL's
+    (``nvidia_packages.SOURCES['docker-rhel']``) or, for Rocky and Alma, the one the platform
+    table names (``platform_sources.SOURCES['docker-el-rebuilds']``: Rocky's docs use centos).
 
     A mirror URL is the repository directory itself, with Docker's ``gpg`` key beside it.
     """
-    upstream = Repo(DOCKER_REPO, url=table.DOCKER_RHEL_BASEURL, key_url=table.DOCKER_RHEL_GPGKEY)
+    distro = f"/linux/{os_family.distribution.docker_repo_distro or 'rhel'}/"
+    url = table.DOCKER_RHEL_BASEURL.replace("/linux/rhel/", distro)
+    upstream = Repo(DOCKER_REPO, url=url, key_url=table.DOCKER_RHEL_GPGKEY.replace("/linux/rhel/", distro))
     mirror = spec.sources.mirrors.docker_ce
     what = "containerd.io/docker-ce"
     return _repo_by_mode(spec, DOCKER_REPO, OsFamily.RHEL9, mirror, "docker_ce", what, "gpg", upstream)
@@ -532,13 +523,13 @@ def artifact(spec: Spec, name: str, upstream: str | None) -> Artifact:
     return Artifact(name, url=url, sha256=sha, sha256_from=sha_from)
 
 
-def enroot_artifacts(spec: Spec, os_family: OsFamily) -> list[Artifact]:
-    """enroot and enroot+caps packages of ``versions.enroot``."""
-    ver = spec.versions.enroot
-    if os_family.is_deb:
-        names = [f"enroot_{ver}-1_amd64.deb", f"enroot+caps_{ver}-1_amd64.deb"]
+def enroot_artifacts(spec: Spec, platform: Platform) -> list[Artifact]:
+    """enroot and enroot+caps packages of ``versions.enroot`` for the platform's architecture."""
+    ver, arch = spec.versions.enroot, platform.package_arch
+    if platform.is_deb:
+        names = [f"enroot_{ver}-1_{arch}.deb", f"enroot+caps_{ver}-1_{arch}.deb"]
     else:
-        names = [f"enroot-{ver}-1.el8.x86_64.rpm", f"enroot+caps-{ver}-1.el8.x86_64.rpm"]
+        names = [f"enroot-{ver}-1.el8.{arch}.rpm", f"enroot+caps-{ver}-1.el8.{arch}.rpm"]
     return [artifact(spec, n, f"{ENROOT_RELEASES}/v{ver}/{n}") for n in names]
 
 
@@ -548,17 +539,17 @@ def pyxis_artifact(spec: Spec) -> Artifact:
     return artifact(spec, f"pyxis-{ver}.tar.gz", f"{PYXIS_TAGS}/v{ver}.tar.gz")
 
 
-def mig_manager_artifact(spec: Spec, os_family: OsFamily) -> Artifact:
+def mig_manager_artifact(spec: Spec, platform: Platform) -> Artifact:
     """nvidia-mig-manager of ``versions.mig_manager``: a release file of NVIDIA/mig-parted, not a
     CUDA-repository package (``nvidia_packages.SOURCES['mig-parted-releases']``)."""
     ver = spec.versions.mig_manager
-    name = table.mig_manager_file(ver, os_family.is_deb)
+    name = table.mig_manager_file(ver, platform)
     return artifact(spec, name, f"{table.MIG_PARTED_RELEASES}/v{ver}/{name}")
 
 
-def dcgm_exporter_artifact(spec: Spec) -> Artifact:
+def dcgm_exporter_artifact(spec: Spec, platform: Platform) -> Artifact:
     """The dcgm-exporter binary (NVIDIA publishes no binary release: mirror or bundle only)."""
-    return artifact(spec, f"dcgm-exporter-{spec.versions.dcgm_exporter}-linux-amd64", None)
+    return artifact(spec, f"dcgm-exporter-{spec.versions.dcgm_exporter}-linux-{platform.names.go}", None)
 
 
 def cuda_keyring_artifact(repo: Repo, spec: Spec | None = None) -> Artifact:

@@ -13,13 +13,13 @@ from gpuforge.spec.model import (
     ConfigMode,
     MigDevices,
     NodeGroup,
-    OsFamily,
     ProcessTracking,
     Role,
     Slurm,
     Spec,
 )
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
+from gpuforge.spec.platforms import Platform
 from gpuforge.spec.roles import deploys_for
 
 SLURM_ETC = "/etc/slurm"
@@ -31,9 +31,9 @@ def slurm_section(spec: Spec) -> Slurm:
     return spec.slurm
 
 
-def plugin_dir(os_family: OsFamily) -> str:
-    """Where the distro's Slurm looks for plugins (pyxis goes there)."""
-    return "/usr/lib64/slurm" if os_family is OsFamily.RHEL9 else "/usr/lib/x86_64-linux-gnu/slurm-wlm"
+def plugin_dir(platform: Platform) -> str:
+    """Where the distro's Slurm looks for plugins (pyxis goes there): the platform table's."""
+    return platform.slurm_plugin_dir
 
 
 def mig_gres_counts(entries: list[MigDevices], gpu_count: int) -> dict[str, int]:
@@ -240,7 +240,7 @@ def topology_conf(spec: Spec) -> str:
 
 
 @per_spec
-def plugstack_conf(spec: Spec, os_family: OsFamily) -> str:
+def plugstack_conf(spec: Spec, platform: Platform) -> str:
     """/etc/slurm/plugstack.conf.
 
     Pushed configs include plugstack.conf.d/; configless mode serves only plugstack.conf
@@ -250,15 +250,15 @@ def plugstack_conf(spec: Spec, os_family: OsFamily) -> str:
     lines = [header().rstrip("\n")]
     if s.config_mode is ConfigMode.CONFIGLESS:
         if s.containers.pyxis:
-            lines.append(f"required {plugin_dir(os_family)}/spank_pyxis.so")
+            lines.append(f"required {plugin_dir(platform)}/spank_pyxis.so")
     else:
         lines.append(f"include {SLURM_ETC}/plugstack.conf.d/*.conf")
     return "\n".join(lines) + "\n"
 
 
-def pyxis_conf(os_family: OsFamily) -> str:
+def pyxis_conf(platform: Platform) -> str:
     """/etc/slurm/plugstack.conf.d/pyxis.conf."""
-    return header() + f"required {plugin_dir(os_family)}/spank_pyxis.so\n"
+    return header() + f"required {plugin_dir(platform)}/spank_pyxis.so\n"
 
 
 def slurmdbd_conf(spec: Spec, secrets: Secrets) -> str:
@@ -302,12 +302,12 @@ def slurm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
         files.append(RenderedFile(f"{SLURM_ETC}/slurm.conf", slurm_conf(spec)))
         files.append(RenderedFile(f"{SLURM_ETC}/gres.conf", gres_conf(spec)))
         files.append(RenderedFile(f"{SLURM_ETC}/cgroup.conf", cgroup_conf(spec)))
-        files.append(RenderedFile(f"{SLURM_ETC}/plugstack.conf", plugstack_conf(spec, node.os)))
+        files.append(RenderedFile(f"{SLURM_ETC}/plugstack.conf", plugstack_conf(spec, node.platform)))
         topo = topology_conf(spec)
         if topo:
             files.append(RenderedFile(f"{SLURM_ETC}/topology.conf", topo))
     if s.containers.pyxis and (node.has(Role.COMPUTE) or node.has(Role.LOGIN)) and pushed:
-        files.append(RenderedFile(f"{SLURM_ETC}/plugstack.conf.d/pyxis.conf", pyxis_conf(node.os)))
+        files.append(RenderedFile(f"{SLURM_ETC}/plugstack.conf.d/pyxis.conf", pyxis_conf(node.platform)))
     if node.has(Role.COMPUTE):
         files.append(RenderedFile("/etc/default/slurmd", slurmd_defaults(spec)))
         if not pushed:

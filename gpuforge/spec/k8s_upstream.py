@@ -291,9 +291,10 @@ def cni_manifest(plugin: str, version: str) -> tuple[str, str]:
     return f"calico-{version}.yaml", url
 
 
-def helm_tarball(version: str) -> tuple[str, str]:
-    """(file name, URL) of the helm release for linux-amd64 (helm-install)."""
-    name = f"helm-v{version.lstrip('v')}-linux-amd64.tar.gz"
+def helm_tarball(version: str, go_arch: str = "amd64") -> tuple[str, str]:
+    """(file name, URL) of the helm release for ``linux-<go_arch>`` (helm-install; the platform
+    table's Go architecture names, ``amd64`` / ``arm64``)."""
+    name = f"helm-v{version.lstrip('v')}-linux-{go_arch}.tar.gz"
     return name, f"https://get.helm.sh/{name}"
 
 

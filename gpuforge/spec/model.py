@@ -115,7 +115,11 @@ class MirrorUrls(StrictModel):
 
     debian: HttpUrl | None = live(None, "Debian archive mirror URL")
     ubuntu: HttpUrl | None = live(None, "Ubuntu archive mirror URL")
-    nvidia_cuda: HttpUrl | None = live(None, "Mirror of NVIDIA's CUDA repository (driver, DCGM, fabric manager)")
+    nvidia_cuda: HttpUrl | None = live(
+        None,
+        "Mirror of NVIDIA's CUDA repository (driver, DCGM, fabric manager); {distro} and {arch} stand for "
+        "NVIDIA's directory names (ubuntu2404, sbsa)",
+    )
     nvidia_container: HttpUrl | None = live(None, "Mirror of NVIDIA's libnvidia-container repository")
     artifacts: HttpUrl | None = live(None, "Base URL serving release files (enroot, pyxis, dcgm-exporter)")
     epel: HttpUrl | None = live(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpuforge.spec.citation import Citation
 from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
+from gpuforge.spec.platforms import Arch, Platform, platform_for
 
 GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide"
 
@@ -294,22 +295,20 @@ KERNEL_HEADERS = "{kernel_headers}"
 
 
 def _fabric_manager(os: OsFamily, source: DriverSource, branch: int) -> tuple[str, ...]:
-    if source is DriverSource.DISTRO and os in (OsFamily.UBUNTU2204, OsFamily.UBUNTU2404):
+    if source is DriverSource.DISTRO and os.distribution.distro_driver == "ubuntu-archive":
         return (f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}")  # canonical-nvidia-drivers
-    if os is OsFamily.RHEL9:  # azhpc-fabricmanager (see DISAGREEMENTS)
+    if os.is_rpm:  # azhpc-fabricmanager (see DISAGREEMENTS)
         return ("nvidia-fabricmanager",) if branch >= FABRIC_MANAGER_UNVERSIONED_FROM else ("nvidia-fabric-manager",)
     if branch >= FABRIC_MANAGER_UNVERSIONED_FROM:
         return ("nvidia-fabricmanager",)
     return (f"nvidia-fabricmanager-{branch}",)
 
 
-def kernel_headers_package(os: OsFamily, kernel_release: str | None) -> str:
-    """The headers of the running kernel (or the distribution's default flavor when unknown)."""
-    if os is OsFamily.RHEL9:
-        return f"kernel-devel-{kernel_release}" if kernel_release else "kernel-devel"
-    if kernel_release:
-        return f"linux-headers-{kernel_release}"
-    return "linux-headers-amd64" if os is OsFamily.DEBIAN12 else "linux-headers-generic"
+def kernel_headers_package(os: OsFamily, kernel_release: str | None, arch: Arch = Arch.X86_64) -> str:
+    """The headers of the running kernel (or the platform's default flavor when unknown)."""
+    if kernel_release is None:
+        return platform_for(os, arch).headers_package
+    return f"kernel-devel-{kernel_release}" if os.is_rpm else f"linux-headers-{kernel_release}"
 
 
 class UnsupportedDriver(ValueError):
@@ -317,13 +316,18 @@ class UnsupportedDriver(ValueError):
 
 
 def driver_install(
-    os: OsFamily, source: DriverSource, branch: int, flavor: DriverFlavor, kernel_release: str | None = None
+    os: OsFamily,
+    source: DriverSource,
+    branch: int,
+    flavor: DriverFlavor,
+    kernel_release: str | None = None,
+    arch: Arch = Arch.X86_64,
 ) -> DriverInstall:
     """The row of the table for one combination; ``UnsupportedDriver`` when nobody ships it."""
-    headers = kernel_headers_package(os, kernel_release)
+    headers = kernel_headers_package(os, kernel_release, arch)
     fm = _fabric_manager(os, source, branch)
     is_open = flavor is DriverFlavor.OPEN
-    if os is OsFamily.DEBIAN12 and source is DriverSource.DISTRO:
+    if os.distribution.distro_driver == "debian-nonfree" and source is DriverSource.DISTRO:
         if branch != DEBIAN12_ARCHIVE_BRANCH:
             raise UnsupportedDriver(
                 f"Debian 12's archive ships only driver branch {DEBIAN12_ARCHIVE_BRANCH}; "
@@ -336,10 +340,10 @@ def driver_install(
         else:  # the lab-tested set: the metapackage pulls nvidia-kernel-dkms; the GSP firmware is a Recommends
             packages = ("nvidia-driver", "nvidia-smi", "nvidia-persistenced", "firmware-nvidia-gsp")
         return DriverInstall(
-            os, source, branch, flavor, (*packages, "linux-headers-amd64"), packages[0], fm, (),
+            os, source, branch, flavor, (*packages, kernel_headers_package(os, None, arch)), packages[0], fm, (),
             "debian-nonfree", ("debian-nvidia-open-kernel-dkms", "guide-pre-install"),
         )  # fmt: skip
-    if os is OsFamily.RHEL9:
+    if os.is_rpm:
         if source is DriverSource.DISTRO:
             raise UnsupportedDriver(
                 "RHEL 9 has no NVIDIA driver in its own repositories; set versions.driver.source: nvidia"
@@ -367,7 +371,7 @@ def driver_install(
             f"nvidia-headless-{branch}{suffix}", fm, prereq, "ubuntu-archive",
             ("canonical-nvidia-drivers", "ansible-role-nvidia-driver", "deepops-ubuntu-open"),
         )  # fmt: skip
-    if os is OsFamily.DEBIAN12:  # NVIDIA's CUDA repository uses Debian's package names
+    if os.distribution.distro_driver == "debian-nonfree":  # NVIDIA's CUDA repository uses Debian's names
         module = "nvidia-kernel-open-dkms" if is_open else "nvidia-kernel-dkms"
         meta = "nvidia-open" if is_open else "cuda-drivers"
         return DriverInstall(
@@ -391,7 +395,7 @@ def driver_install(
 
 def default_source(os: OsFamily) -> DriverSource:
     """Debian 12: its own non-free archive; Ubuntu and RHEL: NVIDIA's CUDA repository."""
-    return DriverSource.DISTRO if os is OsFamily.DEBIAN12 else DriverSource.NVIDIA
+    return DriverSource.DISTRO if os.distribution.driver_from_distro_by_default else DriverSource.NVIDIA
 
 
 #: Branches the plan fixtures cover for every OS, source and flavor the spec accepts.
@@ -472,9 +476,14 @@ def dcgm_lacks_cuda_packages(branch: int, dcgm_version: str) -> str | None:
 MIG_PARTED_RELEASES = "https://github.com/NVIDIA/mig-parted/releases/download"
 
 
-def mig_manager_file(version: str, deb: bool) -> str:
-    """The release asset of nvidia-mig-manager (mig-parted-releases)."""
-    return f"nvidia-mig-manager_{version}-1_amd64.deb" if deb else f"nvidia-mig-manager-{version}-1.x86_64.rpm"
+def mig_manager_file(version: str, platform: Platform) -> str:
+    """The release asset of nvidia-mig-manager for the platform (mig-parted-releases)."""
+    arch = platform.package_arch
+    return (
+        f"nvidia-mig-manager_{version}-1_{arch}.deb"
+        if platform.is_deb
+        else f"nvidia-mig-manager-{version}-1.{arch}.rpm"
+    )
 
 
 #: Docker's repository for RHEL (docker-rhel): containerd.io and docker-ce are not in RHEL's own.

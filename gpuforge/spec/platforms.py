@@ -9,7 +9,7 @@ paths, how the CodeReady Builder repository is enabled. Every row and every name
 comes from (``platform_sources.SOURCES``); ``tests/spec/test_platforms.py`` checks the table.
 
 Adding a platform is one row in :data:`DISTRIBUTIONS` (or one architecture in a row's
-``arches``) plus its citations; renderers, deploys, the bundle and the validator read the row.
+``arches``) plus its citations; renderers, deploys and the bundle read the row.
 
 Invariants: every (distribution, architecture) pair is either in :data:`PLATFORMS` or refused by
 :func:`platform_for` with the reason upstream gives; no row names a citation that does not exist.
@@ -103,13 +103,31 @@ class Distribution:
     crb: str | None = None  # how the CodeReady Builder repository is enabled (EPEL needs it)
     docker_repo_distro: str | None = None  # download.docker.com/linux/<this>/ (rpm nodes)
     unsupported: tuple[tuple[Arch, str], ...] = ()
+    #: The distribution's own archive ships an NVIDIA driver: "debian-nonfree", "ubuntu-archive" or None.
+    distro_driver: str | None = None
+    #: ``versions.driver.source`` when the spec names none: the distribution's own driver first.
+    driver_from_distro_by_default: bool = False
+    #: The driver package's nvidia-persistenced unit: StopWhenUnneeded (Debian), --no-persistence-mode (Ubuntu).
+    persistenced_stops_when_unneeded: bool = False
+    persistenced_without_persistence_mode: bool = False
+    #: Where the distribution's Slurm loads plugins from (pyxis goes there); ``{triplet}``: the GNU triplet.
+    slurm_plugin_dir: str = "/usr/lib64/slurm"
 
 
-_RHEL_CRB = 'subscription-manager repos --enable "codeready-builder-for-rhel-9-$(arch)-rpms"'
+# RHEL: subscription-manager on a registered system; an unregistered one (a cloud image with its own
+# repositories) has the rebuilds' crb repository id (NVIDIA/deepops roles/nvidia-dgx/vars/redhat.yml).
+_RHEL_CRB = (
+    "if command -v subscription-manager >/dev/null 2>&1 && subscription-manager status >/dev/null 2>&1; then "
+    'subscription-manager repos --enable "codeready-builder-for-rhel-9-$(arch)-rpms"; '
+    "else dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb; fi"
+)
+_DEB_SLURM_PLUGINS = "/usr/lib/{triplet}/slurm-wlm"
+_EL9 = ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins")
 _REBUILD_CRB = "dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb"
 _DEBIAN_ARM = (
-    "NVIDIA publishes no debian12/sbsa CUDA repository (only cross-linux-sbsa), and Debian 12's own driver "
-    "(535) predates Grace Hopper and Blackwell support; use ubuntu24.04, ubuntu22.04 or rhel9/rocky9/alma9 on aarch64"
+    "gpuforge does not serve it: NVIDIA's driver guide documents no debian12 arm64 (sbsa) repository (third-party "
+    "reports say debian12/sbsa carries only CUDA 13 / driver 590 and later); use ubuntu24.04, ubuntu22.04 or "
+    "rhel9/rocky9/alma9 on aarch64"
 )
 
 DISTRIBUTIONS: dict[OsFamily, Distribution] = {
@@ -117,31 +135,37 @@ DISTRIBUTIONS: dict[OsFamily, Distribution] = {
     for d in (
         Distribution(
             OsFamily.DEBIAN12, "Debian 12 (bookworm)", PackageFormat.DEB, "debian12", (Arch.X86_64,),
-            "linux-headers-{deb}", ("cuda-repos-index", "debian-headers"),
-            unsupported=((Arch.AARCH64, _DEBIAN_ARM),),
+            "linux-headers-{deb}", ("cuda-repos-index", "debian-headers", "debian-slurm-plugins"),
+            unsupported=((Arch.AARCH64, _DEBIAN_ARM),), distro_driver="debian-nonfree",
+            driver_from_distro_by_default=True, persistenced_stops_when_unneeded=True,
+            slurm_plugin_dir=_DEB_SLURM_PLUGINS,
         ),
         Distribution(
             OsFamily.UBUNTU2204, "Ubuntu 22.04 LTS", PackageFormat.DEB, "ubuntu2204", (Arch.X86_64, Arch.AARCH64),
-            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers"),
+            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers", "debian-slurm-plugins"),
+            distro_driver="ubuntu-archive", persistenced_stops_when_unneeded=True,
+            persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS,
         ),
         Distribution(
             OsFamily.UBUNTU2404, "Ubuntu 24.04 LTS", PackageFormat.DEB, "ubuntu2404", (Arch.X86_64, Arch.AARCH64),
-            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers"),
+            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers", "debian-slurm-plugins"),
+            distro_driver="ubuntu-archive", persistenced_stops_when_unneeded=True,
+            persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS,
         ),
         Distribution(
             OsFamily.RHEL9, "Red Hat Enterprise Linux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
-            "kernel-devel", ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "rhel-crb"),
+            "kernel-devel", (*_EL9, "rhel-crb"),
             el_major=9, crb=_RHEL_CRB, docker_repo_distro="rhel",
         ),
         Distribution(
             OsFamily.ROCKY9, "Rocky Linux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
-            "kernel-devel", ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "rebuild-crb"),
-            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="rhel",
+            "kernel-devel", (*_EL9, "rebuild-crb", "docker-el-rebuilds"),
+            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
         ),
         Distribution(
             OsFamily.ALMA9, "AlmaLinux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
-            "kernel-devel", ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "rebuild-crb"),
-            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="rhel",
+            "kernel-devel", (*_EL9, "rebuild-crb", "docker-el-rebuilds"),
+            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
         ),
     )
 }  # fmt: skip
@@ -181,9 +205,8 @@ class Platform:
         return self.distribution.headers.format(deb=self.names.deb)
 
     @property
-    def multiarch_lib(self) -> str:
-        """``/usr/lib/<triplet>`` (Debian and Ubuntu)."""
-        return f"/usr/lib/{self.names.gnu_triplet}"
+    def slurm_plugin_dir(self) -> str:
+        return self.distribution.slurm_plugin_dir.format(triplet=self.names.gnu_triplet)
 
     def __str__(self) -> str:
         return f"{self.os.value}/{self.arch.value}"

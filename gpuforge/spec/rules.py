@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from gpuforge.spec import hostlist, k8s_upstream, nvidia_packages
 from gpuforge.spec.errors import SpecIssue
-from gpuforge.spec.gpus import COMPUTE_SLICES, GPU_MODELS, MEMORY_SLICES
+from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import (
     K8S_ROLES,
@@ -19,9 +19,9 @@ from gpuforge.spec.model import (
     Account,
     Connector,
     ContainerEngine,
+    DriverFlavor,
     DriverSource,
     MigStrategy,
-    OsFamily,
     PreemptMode,
     Role,
     Scheduler,
@@ -29,6 +29,7 @@ from gpuforge.spec.model import (
     Spec,
 )
 from gpuforge.spec.nodes import group_addresses, resolve_nodes
+from gpuforge.spec.platforms import Arch, UnsupportedPlatform, platform_for
 from gpuforge.spec.types import k8s_name
 
 Rule = Callable[[Spec], Iterable[SpecIssue]]
@@ -319,8 +320,47 @@ def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
         except nvidia_packages.UnsupportedDriver as e:
             if str(e) not in reported:
                 reported.add(str(e))
-                field = "source" if source is DriverSource.DISTRO and os_family is OsFamily.RHEL9 else "version"
+                field = "source" if source is DriverSource.DISTRO and os_family.is_rpm else "version"
                 yield SpecIssue(("versions", "driver", field), f"group {group.name!r} ({os_family.value}): {e}")
+
+
+@rule
+def platform_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """Each group's OS on its CPU architecture is a row of the platform table; a Grace GPU model
+    (GH200, GB200, GB300) runs on aarch64; GPUs only the open kernel modules drive get them; a
+    mirror serving nodes of several architectures names ``{arch}`` in its URL."""
+    drv = spec.versions.driver
+    arches: set[Arch] = set()
+    for gi, group in enumerate(spec.node_groups):
+        os_family = group.os or spec.cluster.os
+        if group.hardware.gpu:  # GPU nodes are the ones that read NVIDIA's CUDA repository
+            arches.add(group.arch)
+        try:
+            platform_for(os_family, group.arch)
+        except UnsupportedPlatform as e:
+            yield SpecIssue(("node_groups", gi, "arch"), f"group {group.name!r}: {e}")
+        model = GPU_MODELS.get(group.hardware.gpu.model) if group.hardware.gpu else None
+        if model is None:
+            continue
+        if model.host_arch is not None and model.host_arch is not group.arch:
+            yield SpecIssue(
+                ("node_groups", gi, "arch"),
+                f"group {group.name!r}: {model.name} nodes are {model.host_arch.value} (NVIDIA Grace CPU); "
+                f"set arch: {model.host_arch.value} (it is {group.arch.value})",
+            )
+        if model.open_kernel_modules_only and drv is not None and drv.flavor is DriverFlavor.PROPRIETARY:
+            yield SpecIssue(
+                ("versions", "driver", "flavor"),
+                f"group {group.name!r}: {model.name} ({model.architecture}) runs only with NVIDIA's open GPU kernel "
+                "modules; set versions.driver.flavor: open",
+            )
+    mirror = spec.sources.mirrors.nvidia_cuda
+    if spec.sources.mode is SourceMode.MIRROR and mirror and len(arches) > 1 and "{arch}" not in mirror:
+        yield SpecIssue(
+            ("sources", "mirrors", "nvidia_cuda"),
+            "GPU nodes of several CPU architectures use this mirror: write {arch} where the URL names the architecture "
+            "(NVIDIA's directories are x86_64 and sbsa)",
+        )
 
 
 @rule
@@ -416,11 +456,11 @@ def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
                     )
                 compute += profile.compute * count
                 memory += profile.memory * count
-            if compute > COMPUTE_SLICES or memory > MEMORY_SLICES:
+            if compute > model.compute_slices or memory > MEMORY_SLICES:
                 yield SpecIssue(
                     (*eloc, "mig_devices"),
                     f"layout needs {compute} compute / {memory} memory slices; one {model.name} has "
-                    f"{COMPUTE_SLICES} / {MEMORY_SLICES}",
+                    f"{model.compute_slices} / {MEMORY_SLICES}",
                 )
     if spec.kubernetes and used and spec.kubernetes.gpu_operator.mig_strategy is MigStrategy.NONE:
         yield SpecIssue(

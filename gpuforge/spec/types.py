@@ -29,7 +29,7 @@ LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _DNS_NAME = re.compile(rf"{LABEL}(?:\.{LABEL})*")
 _POSIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 #: Characters of a URL path (RFC 3986 unreserved, sub-delims that no config format here treats
-#: specially, '%' escapes, '/' and '~'), plus ``{distro}``'s braces handled separately.
+#: specially, '%' escapes, '/' and '~'), plus the braces of ``{distro}`` and ``{arch}``, handled separately.
 _URL_PATH = re.compile(r"[A-Za-z0-9._~%/+,=:@-]*")
 #: A '%' in a URL path or query starts a percent-escape: two hex digits follow.
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -38,7 +38,7 @@ _URL_QUERY = re.compile(r"[A-Za-z0-9._~%/+,=:@&-]*")
 #: A webhook's user info (``user:password``): RFC 3986 unreserved characters, %-escapes and the
 #: sub-delimiters that no sink here reads (no quotes, no '$', no '@').
 _URL_USER_INFO = re.compile(r"[A-Za-z0-9._~%!*+,;=:&()-]+")
-_URL_PLACEHOLDERS = ("{distro}",)
+_URL_PLACEHOLDERS = ("{distro}", "{arch}")
 #: Free text that goes to sacctmgr (one command per line, values in quotes): printable, no quotes.
 _TEXT = re.compile(r"[^\x00-\x1f\x7f'\"\\`]{1,200}")
 _EMAIL_LOCAL = re.compile(r"[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*")
@@ -151,7 +151,7 @@ def _split_url(value: str, user_info: bool = False) -> tuple[SplitResult, str]:
 def http_url(value: str) -> str:
     """An http(s) URL: scheme, host (name or IP), optional port, path of URL characters only.
 
-    The path may hold the ``{distro}`` placeholder. No user info, query, fragment, zone ID,
+    The path may hold the ``{distro}`` and ``{arch}`` placeholders. No user info, query, fragment, zone ID,
     whitespace, quote, semicolon or control character: the URL lands in apt.conf, apt, dnf and
     deb822 source lines and shell commands. The value kept is the URL rebuilt from its checked
     parts (scheme and host in lower case), never the text as given.

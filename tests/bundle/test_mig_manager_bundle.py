@@ -26,12 +26,13 @@ from typer.testing import CliRunner
 
 from gpuforge import cli
 from gpuforge.bundle.downloads import spec_needs
-from gpuforge.bundle.layout import ARCH_IN_URL, RPM_ARCH, RPM_RELEASEVER
+from gpuforge.bundle.layout import RPM_RELEASEVER
 from gpuforge.bundle.verify import verify_bundle
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec import parse_spec
 from gpuforge.spec.model import OsFamily
+from gpuforge.spec.platforms import ARCH_NAMES, Arch, platform_for
 from tests.bundle import nvidia_repos as repos
 from tests.bundle.conftest import CONTAINER_DEBS, RepoKey, Server, build_deb, flat_repo
 from tests.bundle.rpmrepo import CONTAINER_RPMS, DOCKER_RPMS, EPEL_RPMS, Rpm, build_rpm, require_rpm_tools, rpm_repo
@@ -86,7 +87,8 @@ def spec_text(os_name: str, b: int, flavor: str, pins: dict[str, str] | None = N
 
 def served(server: Server, url: str) -> Path:
     """Where a (loopback) upstream URL's file lies in the served tree, with the values the nodes substitute."""
-    for var, value in (("$(ARCH)", ARCH_IN_URL), ("$basearch", RPM_ARCH), ("$releasever", RPM_RELEASEVER)):
+    x86 = ARCH_NAMES[Arch.X86_64]
+    for var, value in (("$(ARCH)", x86.deb), ("$basearch", x86.rpm), ("$releasever", RPM_RELEASEVER)):
         url = url.replace(var, value)
     assert url.startswith(f"{server.url}/"), url
     return server.root / url.removeprefix(f"{server.url}/")
@@ -171,7 +173,7 @@ def check_mig_manager(out: Path, server: Server, name: str, served: bytes, spec:
     pin = manifest(out)["signing"]["fingerprint"]
     sources = f"sources: {{mode: offline, bundle_dir: {out}, bundle_fingerprint: {pin},"  # the same pins
     offline = parse_spec(spec.replace("sources: {mode: upstream,", sources))
-    a = src.mig_manager_artifact(offline, os_family)
+    a = src.mig_manager_artifact(offline, platform_for(os_family))
     assert (a.name, a.local, a.sha256) == (name, str(out / "artifacts" / name), hashlib.sha256(served).hexdigest())
 
 

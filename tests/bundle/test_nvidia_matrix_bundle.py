@@ -60,6 +60,9 @@ def _accepted(os: OsFamily, source: DriverSource, b: int, flavor: DriverFlavor) 
     return True
 
 
+#: RHEL 9 and its rebuilds: one repository (NVIDIA's rhel9), one install (guide-el-distributions).
+EL9 = ("rhel9", "rocky9", "alma9")
+
 COMBOS = [
     (os.value, source.value, b, flavor.value)
     for os, source, b, flavor in itertools.product(OsFamily, DriverSource, FIXTURE_BRANCHES, DriverFlavor)
@@ -72,7 +75,7 @@ def cuda_repo_roots(os: str, source: str, b: int, flavor: str) -> set[str]:
     table cites: guide-flavors, guide-590-renames, cns-fabricmanager, azhpc-fabricmanager,
     guide-kernel-modules); the kernel headers and dkms come from the OS (and EPEL)."""
     open_ = flavor == "open"
-    if os == "rhel9":
+    if os in EL9:
         fm = "nvidia-fabricmanager" if b >= 580 else "nvidia-fabric-manager"
         return {"nvidia-open" if open_ else "cuda-drivers", "nvidia-driver", fm}
     fm = "nvidia-fabricmanager" if b >= 580 else f"nvidia-fabricmanager-{b}"
@@ -131,8 +134,8 @@ def rhel_resolution(repo: Path, need: RepoNeed) -> tuple[dict[str, str], set[str
 def test_the_matrix_is_the_tables() -> None:
     """Every branch and flavor from NVIDIA's CUDA repository on every OS; Debian's archive only 535;
     Ubuntu's archive (Canonical) every branch; RHEL nothing of its own."""
-    assert len(COMBOS) == 50
-    assert not any(os == "rhel9" and source == "distro" for os, source, _, _ in COMBOS)
+    assert len(COMBOS) == 66  # Rocky 9 and Alma 9 add RHEL 9's 16 rows (NVIDIA's rhel9 repository)
+    assert not any(os in EL9 and source == "distro" for os, source, _, _ in COMBOS)
     assert {b for os, source, b, _ in COMBOS if (os, source) == ("debian12", "distro")} == {535}
 
 
@@ -148,12 +151,12 @@ def test_bundle_resolves_the_pinned_driver(
         return
     assert hgx is not None
     distro = hgx.distro
-    assert distro == {"ubuntu22.04": "ubuntu2204", "ubuntu24.04": "ubuntu2404"}.get(os, os)
+    assert distro == {"ubuntu22.04": "ubuntu2204", "ubuntu24.04": "ubuntu2404"}.get(os, "rhel9" if os in EL9 else os)
     assert set(hgx.wants) == roots
     fm = {w for w in roots if "fabric" in w}
     # Only NVSwitch nodes run the fabric manager.
     assert pcie is None if roots == fm else pcie is not None and set(pcie.wants) == roots - fm
-    if os == "rhel9":
+    if os in EL9:
         stream = f"{branch}-open" if flavor == "open" else f"{branch}-dkms"
         assert hgx.module_streams == {("nvidia-driver", stream)}
         rhel_repo: Path = request.getfixturevalue("rhel_repo")  # built once, for the RHEL rows only

@@ -26,6 +26,7 @@ from gpuforge.bundle.trust import UntrustedIndex, sign_repositories, signed_inde
 from gpuforge.bundle.verify import verify_bundle
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec import parse_spec
+from gpuforge.spec.platforms import OsFamily, platform_for
 from tests.bundle.conftest import RepoKey, Server, cli_env, index_repo, mirror_spec, offline_spec, run_bundle
 from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT, bundle_fingerprint
 
@@ -147,7 +148,9 @@ def test_only_the_pinned_key_is_accepted(served: Server, repo_key: RepoKey) -> N
     }
 
     base = f"{served.url}/container"
-    need = RepoNeed("nvidia-container", "apt", base, None, "ubuntu2404", key_url=f"{base}/gpgkey")
+    need = RepoNeed(
+        "nvidia-container", "apt", base, None, "ubuntu2404", platform_for(OsFamily.UBUNTU2404), key_url=f"{base}/gpgkey"
+    )
     with pytest.raises(UntrustedIndex, match="no fingerprint is pinned"):
         signed_index(Fetcher(10), need, {})
     need.fingerprint = table.APT_REPO_FINGERPRINTS["nvidia-container"]

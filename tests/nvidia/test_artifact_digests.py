@@ -33,6 +33,7 @@ from gpuforge.spec import artifact_digests, k8s_upstream, parse_spec
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import OsFamily
+from gpuforge.spec.platforms import platform_for
 from tests.conftest import REPO
 from tests.nvidia.test_nvidia_plan import facts_for, layer_for, load_case
 
@@ -51,9 +52,13 @@ def spec(path: Path, pins: dict[str, str] | None = None) -> Any:
 
 def every_artifact(s: Any) -> list[src.Artifact]:
     """Every release file the deploys and the bundle can use for ``s`` (both OS families, every add-on)."""
-    out = [a for os_family in (OsFamily.UBUNTU2404, OsFamily.RHEL9) for a in src.enroot_artifacts(s, os_family)]
-    out += [src.mig_manager_artifact(s, o) for o in (OsFamily.UBUNTU2404, OsFamily.RHEL9)]
-    out += [src.pyxis_artifact(s), src.dcgm_exporter_artifact(s)]
+    out = [
+        a
+        for os_family in (OsFamily.UBUNTU2404, OsFamily.RHEL9)
+        for a in src.enroot_artifacts(s, platform_for(os_family))
+    ]
+    out += [src.mig_manager_artifact(s, platform_for(o)) for o in (OsFamily.UBUNTU2404, OsFamily.RHEL9)]
+    out += [src.pyxis_artifact(s), src.dcgm_exporter_artifact(s, platform_for(OsFamily.UBUNTU2404))]
     return out
 
 
@@ -111,7 +116,7 @@ def test_every_upstream_url_is_https() -> None:
     ]
     assert len(constants) >= 10
     urls = constants + [a.url or "" for a in [*every_artifact(spec(H100)), *k8s_artifacts()] if a.url]
-    urls += [src.cuda_repo(spec(H100), o).key_url or "" for o in OsFamily]
+    urls += [src.cuda_repo(spec(H100), platform_for(o)).key_url or "" for o in OsFamily]
     assert [u for u in urls if not u.startswith("https://")] == []
 
 
@@ -160,10 +165,10 @@ def load_upstream(path: Path) -> Any:
 
 
 def test_cuda_keyring_is_checked_by_the_key_it_carries() -> None:
-    a = src.cuda_keyring_artifact(src.cuda_repo(spec(H100), OsFamily.UBUNTU2404))
+    a = src.cuda_keyring_artifact(src.cuda_repo(spec(H100), platform_for(OsFamily.UBUNTU2404)))
     assert a.available and a.sha256 is None and a.verified_by == src.CUDA_KEYRING_CHECK
     pinned = src.cuda_keyring_artifact(
-        src.cuda_repo(spec(H100), OsFamily.UBUNTU2404), spec(H100, {src.CUDA_KEYRING_DEB: "c" * 64})
+        src.cuda_repo(spec(H100), platform_for(OsFamily.UBUNTU2404)), spec(H100, {src.CUDA_KEYRING_DEB: "c" * 64})
     )
     assert "sha256sum -c" in src.fetch_command(pinned)
 

@@ -18,6 +18,7 @@ from gpuforge.probes.nvidia_host import HostFacts, nvidia_host_command, parse_nv
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
 from gpuforge.spec.model import OsFamily
+from gpuforge.spec.platforms import platform_for
 from gpuforge.spec.roles import LAYER_ORDER
 from tests.helpers import bundle_fingerprint, write_bundle_manifest
 
@@ -45,7 +46,7 @@ def variant(path: Path, **sources: object) -> Spec:
     ],
 )
 def test_cuda_repo_upstream(os_family: OsFamily, url: str) -> None:
-    repo = src.cuda_repo(variant(H100, mode="upstream"), os_family)
+    repo = src.cuda_repo(variant(H100, mode="upstream"), platform_for(os_family))
     assert repo.url == url
     key = "cuda-keyring_1.1-1_all.deb" if os_family.is_deb else "D42D0685.pub"
     assert repo.key_url == f"{url}/{key}"
@@ -53,19 +54,19 @@ def test_cuda_repo_upstream(os_family: OsFamily, url: str) -> None:
 
 def test_cuda_repo_mirror_expands_distro_and_trailing_slash() -> None:
     s = variant(H100, mode="mirror", mirrors={"nvidia_cuda": "http://m.example/cuda/{distro}/x86_64/"})
-    assert src.cuda_repo(s, OsFamily.RHEL9).url == "http://m.example/cuda/rhel9/x86_64"
+    assert src.cuda_repo(s, platform_for(OsFamily.RHEL9)).url == "http://m.example/cuda/rhel9/x86_64"
     assert (
-        src.cuda_repo(s, OsFamily.UBUNTU2404).key_url
+        src.cuda_repo(s, platform_for(OsFamily.UBUNTU2404)).key_url
         == "http://m.example/cuda/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb"
     )
 
 
 def test_mirror_mode_never_falls_back_to_upstream() -> None:
     s = variant(H100, mode="mirror", apt_proxy="http://10.0.0.1:3142")
-    for repo in (src.cuda_repo(s, OsFamily.UBUNTU2404), src.container_repo(s, OsFamily.UBUNTU2404)):
+    for repo in (src.cuda_repo(s, platform_for(OsFamily.UBUNTU2404)), src.container_repo(s, OsFamily.UBUNTU2404)):
         assert not repo.available and repo.url is None
         assert "mirror mode without sources.mirrors." in (repo.reason or "")
-    enroot = src.enroot_artifacts(s, OsFamily.DEBIAN12)
+    enroot = src.enroot_artifacts(s, platform_for(OsFamily.DEBIAN12))
     assert all(not a.available and "sources.mirrors.artifacts" in (a.reason or "") for a in enroot)
 
 
@@ -113,14 +114,14 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     assert Path(pushed["Packages"].path).read_bytes() == b"Package: x\n"
     bundle_key = src.bundle_key(s)
     assert bundle_key is not None and bundle_key.path == str(tmp_path / "apt" / "gpuforge-bundle.gpg")
-    assert not src.cuda_repo(s, OsFamily.UBUNTU2404).available  # not in the bundle
+    assert not src.cuda_repo(s, platform_for(OsFamily.UBUNTU2404)).available  # not in the bundle
     pyxis = src.pyxis_artifact(s)
     assert pyxis.local is not None and pyxis.node_path == "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"
     node_path = "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"
     assert src.fetch_command(pyxis) == (
         f"test -s {node_path} && echo '{sums['artifacts/pyxis-0.20.0.tar.gz']}  {node_path}' | sha256sum -c --quiet -"
     )
-    assert not src.enroot_artifacts(s, OsFamily.DEBIAN12)[0].available
+    assert not src.enroot_artifacts(s, platform_for(OsFamily.DEBIAN12))[0].available
     unpinned = src.pyxis_artifact(variant(H100, mode="offline", bundle_dir=str(tmp_path), bundle_fingerprint="A" * 40))
     assert unpinned.local is None and "sources.artifact_sha256" in (unpinned.reason or "")
     other = variant(
@@ -135,7 +136,7 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
 
 def test_dnf_repo_files() -> None:
     s = variant(H100, mode="upstream")
-    text = src.dnf_repo_file(src.cuda_repo(s, OsFamily.RHEL9), "c", "CUDA")
+    text = src.dnf_repo_file(src.cuda_repo(s, platform_for(OsFamily.RHEL9)), "c", "CUDA")
     assert "baseurl=https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64\n" in text
     assert "gpgcheck=1" in text and "repo_gpgcheck" not in text
 
@@ -145,18 +146,21 @@ def test_dnf_repo_files() -> None:
 
 def test_release_urls_per_mode() -> None:
     up = variant(H100, mode="upstream")
-    names = [a.url for a in src.enroot_artifacts(up, OsFamily.UBUNTU2404)]
+    names = [a.url for a in src.enroot_artifacts(up, platform_for(OsFamily.UBUNTU2404))]
     assert names == [
         "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot_3.5.0-1_amd64.deb",
         "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot+caps_3.5.0-1_amd64.deb",
     ]
-    rpms = [a.name for a in src.enroot_artifacts(up, OsFamily.RHEL9)]
+    rpms = [a.name for a in src.enroot_artifacts(up, platform_for(OsFamily.RHEL9))]
     assert rpms == ["enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm"]
     assert src.pyxis_artifact(up).url == "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
-    assert not src.dcgm_exporter_artifact(up).available  # NVIDIA publishes no binary
+    assert not src.dcgm_exporter_artifact(up, platform_for(OsFamily.UBUNTU2404)).available  # NVIDIA publishes no binary
     mirror = load_spec(H100)
     assert src.pyxis_artifact(mirror).url == "http://192.0.2.5/artifacts/pyxis-0.20.0.tar.gz"
-    assert src.dcgm_exporter_artifact(mirror).url == "http://192.0.2.5/artifacts/dcgm-exporter-4.2.3-4.1.3-linux-amd64"
+    assert (
+        src.dcgm_exporter_artifact(mirror, platform_for(OsFamily.UBUNTU2404)).url
+        == "http://192.0.2.5/artifacts/dcgm-exporter-4.2.3-4.1.3-linux-amd64"
+    )
 
 
 def test_fetch_checks_the_download_before_moving_it_into_place() -> None:

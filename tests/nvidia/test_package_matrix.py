@@ -21,6 +21,7 @@ from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
 from gpuforge.spec.nvidia_packages import FIXTURE_BRANCHES, SOURCES, UnsupportedDriver, driver_install
+from gpuforge.spec.platforms import platform_for
 
 REPO = Path(__file__).resolve().parents[2]
 VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.44.01"}
@@ -134,8 +135,8 @@ def test_every_row_cites_known_sources() -> None:
                 continue
             rows += 1
             assert row.cites and set(row.cites) <= set(SOURCES), row
-            assert row.version_package in row.packages or os is OsFamily.RHEL9  # RHEL: nvidia-driver, a dependency
-    assert rows == 4 * 4 * 2 + 2 + 2 * 4 * 2  # nvidia: every OS; Debian 12 archive: 535 only; Ubuntu archive: all
+            assert row.version_package in row.packages or os.is_rpm  # EL: nvidia-driver, a dependency
+    assert rows == 6 * 4 * 2 + 2 + 2 * 4 * 2  # nvidia: every OS (EL 9 x3 alike); Debian archive: 535; Ubuntu: all
 
 
 def test_secure_boot_on_is_reported() -> None:
@@ -251,8 +252,8 @@ def test_mig_manager_and_toolkit_repo_facts() -> None:
     """mig-manager's release file names and the toolkit .repo options, as upstream publishes them."""
     from gpuforge.spec import nvidia_packages as t
 
-    assert t.mig_manager_file("0.9.1", deb=True) == "nvidia-mig-manager_0.9.1-1_amd64.deb"
-    assert t.mig_manager_file("0.9.1", deb=False) == "nvidia-mig-manager-0.9.1-1.x86_64.rpm"
+    assert t.mig_manager_file("0.9.1", platform_for(OsFamily.UBUNTU2404)) == "nvidia-mig-manager_0.9.1-1_amd64.deb"
+    assert t.mig_manager_file("0.9.1", platform_for(OsFamily.RHEL9)) == "nvidia-mig-manager-0.9.1-1.x86_64.rpm"
     assert t.MIG_PARTED_RELEASES == "https://github.com/NVIDIA/mig-parted/releases/download"
     assert set(t.CONTAINER_REPO_DNF_OPTIONS) == {"repo_gpgcheck=1", "gpgcheck=0"}
     assert t.dcgm_of_exporter("4.2.3-4.1.3") == "4.2.3"

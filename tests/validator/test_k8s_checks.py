@@ -199,6 +199,7 @@ def h20_group(layout: list[dict[str, Any]]) -> Any:
     def change(d: dict[str, Any]) -> None:
         group = next(g for g in d["node_groups"] if g["name"] == "infer")
         group["hardware"]["gpu"].update(model="GH200-96GB", count=8)
+        group["arch"] = "aarch64"  # a Grace model: check refuses it on x86_64
         group["mig_config"] = "split"
         d["mig"]["configs"]["split"] = layout
         d["kubernetes"]["gpu_operator"]["mig_strategy"] = "mixed"

@@ -112,9 +112,10 @@ def helm_addon(s: Spec) -> AddOn:
     command = None
     if fetch:
         path = shlex.quote(a.node_path)
+        inner = f"linux-{arts.helm_go_arch(s)}/helm"
         command = (
-            f'{fetch} && d=$(mktemp -d) && tar -xzf {path} -C "$d" linux-amd64/helm && '
-            f'install -m 0755 "$d/linux-amd64/helm" {HELM} && rm -rf "$d"'
+            f'{fetch} && d=$(mktemp -d) && tar -xzf {path} -C "$d" {inner} && '
+            f'install -m 0755 "$d/{inner}" {HELM} && rm -rf "$d"'
         )
     return AddOn("helm", f"helm {s.versions.helm} in {HELM}", s.versions.helm, command, a.reason, pushed)
 

@@ -57,7 +57,7 @@ def engine_layer(ctx: Ctx) -> Layer:
     if not files:
         return Layer.empty("container-engine")
     pkg = table.ENGINE_PACKAGES[(engine.value, ctx.deb)]
-    repo = None if ctx.deb else src.docker_repo(ctx.spec)
+    repo = None if ctx.deb else src.docker_repo(ctx.spec, ctx.os)
     paths = tuple(f.path for f in files)
     installed = ctx.deb or ctx.host.packages.get(pkg) is not None
     docker = engine is ContainerEngine.DOCKER

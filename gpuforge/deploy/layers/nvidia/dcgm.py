@@ -36,9 +36,9 @@ def dcgm_layer(ctx: Ctx) -> Layer:
         return Layer.empty("nvidia-dcgm")
     s, hf = ctx.spec, ctx.host
     ver = s.versions.dcgm
-    repo = src.cuda_repo(s, ctx.os)
+    repo = src.cuda_repo(s, ctx.platform)
     exporter = host_dcgm_exporter(s)
-    binary = src.dcgm_exporter_artifact(s) if exporter else None
+    binary = src.dcgm_exporter_artifact(s, ctx.platform) if exporter else None
     files = ctx.file(DCGM_COUNTERS_CSV) + ctx.file(DCGM_EXPORTER_UNIT)
     if binary is not None and binary.local:
         files.append(upload_file(DCGM_EXPORTER_BIN, src.bundle_files_single(binary.local), mode="0755"))

@@ -56,8 +56,9 @@ def driver_layer(ctx: Ctx) -> Layer:
     s, n, hf = ctx.spec, ctx.node, ctx.host
     ver = ctx.driver_version
     source = driver_source(s, n)
-    cuda = src.cuda_repo(s, ctx.os)
-    driver_ok = source is DriverSource.DISTRO or cuda.available
+    cuda = src.cuda_repo(s, ctx.platform)
+    wrong_arch = _wrong_arch(ctx)
+    driver_ok = (source is DriverSource.DISTRO or cuda.available) and wrong_arch is None
     fm = n.hardware.nvswitch
     fm_ok = fm and (cuda.available or not fabric_manager_from_cuda_repo(ctx))
     toolkit_pkg = cuda_toolkit_package(ctx)
@@ -87,7 +88,7 @@ def driver_layer(ctx: Ctx) -> Layer:
     def before(facts: LayerFacts, changed: set[str]) -> list[Step]:
         steps: list[Step] = []
         if not driver_ok:
-            steps.append(unavailable_step(f"NVIDIA driver {ver}", cuda.reason))
+            steps.append(unavailable_step(f"NVIDIA driver {ver}", wrong_arch or cuda.reason))
         if fm and not fm_ok:
             steps.append(unavailable_step(fabric_manager_package(ctx), cuda.reason))
         if toolkit_pkg and not cuda.available:
@@ -109,40 +110,7 @@ def driver_layer(ctx: Ctx) -> Layer:
         return keep_reports(ctx, "nvidia-driver:before", steps)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
-        steps: list[Step] = []
-        gpus = f"{n.hardware.gpu_count} x {n.hardware.gpu.model}" if n.hardware.gpu else "GPUs"
-        if not hf.gpu_present:
-            steps.append(
-                Step(
-                    StepKind.NOTE,
-                    f"no NVIDIA GPU on the PCI bus of {n.name} (the spec declares {gpus}): "
-                    "nvidia-persistenced is not started, the driver cannot load here",
-                )
-            )
-        elif not hf.driver_loaded:
-            steps.append(Step(StepKind.NOTE, "NVIDIA kernel driver not loaded: GPU services start after the reboot"))
-        elif state is None:
-            steps.append(
-                Step(
-                    StepKind.NOTE, f"driver {hf.loaded_driver} is loaded, not {ver}: GPU services are left as they are"
-                )
-            )
-        if hf.secure_boot:
-            steps.append(
-                Step(
-                    StepKind.NOTE,
-                    "UEFI Secure Boot is on: the DKMS-built NVIDIA modules are not signed with a key the firmware "
-                    "trusts and will not load; enroll the DKMS key (mokutil --import) or turn Secure Boot off",
-                )
-            )
-        if fm and not hf.nvswitches:
-            steps.append(
-                Step(
-                    StepKind.NOTE,
-                    "the spec declares NVSwitch but none is on the PCI bus: nvidia-fabricmanager not started",
-                )
-            )
-        return keep_reports(ctx, "nvidia-driver:after", steps)
+        return keep_reports(ctx, "nvidia-driver:after", driver_notes(ctx, state is not None))
 
     return Layer(
         "nvidia-driver",
@@ -154,6 +122,52 @@ def driver_layer(ctx: Ctx) -> Layer:
         before_services=before,
         after=after,
     )
+
+
+def _wrong_arch(ctx: Ctx) -> str | None:
+    """Why the node's packages would be for another CPU (``uname -m`` is not the group's ``arch``)."""
+    machine, arch = ctx.host.machine, ctx.node.arch
+    if machine is None or machine == arch.value:
+        return None
+    return f"{ctx.node.name} runs {machine} but its node group says arch: {arch.value} (fix the spec)"
+
+
+def driver_notes(ctx: Ctx, services_managed: bool) -> list[Step]:
+    """What the node's state leaves undone after the driver layer (no GPU, driver not loaded, ...)."""
+    n, hf, ver = ctx.node, ctx.host, ctx.driver_version
+    fm = n.hardware.nvswitch
+    steps: list[Step] = []
+    gpus = f"{n.hardware.gpu_count} x {n.hardware.gpu.model}" if n.hardware.gpu else "GPUs"
+    if not hf.gpu_present:
+        steps.append(
+            Step(
+                StepKind.NOTE,
+                f"no NVIDIA GPU on the PCI bus of {n.name} (the spec declares {gpus}): "
+                "nvidia-persistenced is not started, the driver cannot load here",
+            )
+        )
+    elif not hf.driver_loaded:
+        steps.append(Step(StepKind.NOTE, "NVIDIA kernel driver not loaded: GPU services start after the reboot"))
+    elif not services_managed:
+        steps.append(
+            Step(StepKind.NOTE, f"driver {hf.loaded_driver} is loaded, not {ver}: GPU services are left as they are")
+        )
+    if hf.secure_boot:
+        steps.append(
+            Step(
+                StepKind.NOTE,
+                "UEFI Secure Boot is on: the DKMS-built NVIDIA modules are not signed with a key the firmware "
+                "trusts and will not load; enroll the DKMS key (mokutil --import) or turn Secure Boot off",
+            )
+        )
+    if fm and not hf.nvswitches:
+        steps.append(
+            Step(
+                StepKind.NOTE,
+                "the spec declares NVSwitch but none is on the PCI bus: nvidia-fabricmanager not started",
+            )
+        )
+    return steps
 
 
 def initramfs_step(deb: bool, tool_present: bool) -> Step:

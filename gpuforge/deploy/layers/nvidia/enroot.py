@@ -46,7 +46,7 @@ def enroot_layer(ctx: Ctx) -> Layer:
     if not enroot_wanted(ctx.spec, ctx.node):
         return Layer.empty("enroot")
     ver = ctx.spec.versions.enroot
-    arts = src.enroot_artifacts(ctx.spec, ctx.os)
+    arts = src.enroot_artifacts(ctx.spec, ctx.platform)
     pushed = [upload_file(a.node_path, src.bundle_files_single(a.local)) for a in arts if a.local]
     files = ctx.file(ENROOT_CONF) + ctx.file(ENROOT_TMPFILES) + ctx.file(USERNS_SYSCTL)
     names = ["enroot", "enroot+caps"]
@@ -112,7 +112,7 @@ def pyxis_layer(ctx: Ctx) -> Layer:
         return Layer.empty("pyxis")
     ver = ctx.spec.versions.pyxis
     a = src.pyxis_artifact(ctx.spec)
-    plugin = f"{plugin_dir(ctx.os)}/spank_pyxis.so"
+    plugin = f"{plugin_dir(ctx.platform)}/spank_pyxis.so"
     dev = "libslurm-dev" if ctx.deb else "slurm-devel"
     packages = ("gcc", "make", dev, "curl", "ca-certificates") if ctx.deb else ()
     pushed = [upload_file(a.node_path, src.bundle_files_single(a.local))] if a.local else []

@@ -59,7 +59,7 @@ def mig_layer(ctx: Ctx) -> Layer:
     if not ctx.gpu_node or not ctx.node.mig_config:
         return Layer.empty("nvidia-mig")
     ver = ctx.spec.versions.mig_manager
-    release = src.mig_manager_artifact(ctx.spec, ctx.os)
+    release = src.mig_manager_artifact(ctx.spec, ctx.platform)
     pushed = [upload_file(release.node_path, src.bundle_files_single(release.local))] if release.local else []
     files = ctx.file(MIG_CONFIG) + ctx.file(MIG_MANAGER_DROPIN)
     name = ctx.node.mig_config

@@ -25,14 +25,14 @@ from gpuforge.spec.repo_keys import repository_fingerprint
 def repos_layer(ctx: Ctx) -> Layer:
     """Sources and pins for the node's NVIDIA packages; ``apt-get update`` when they change."""
     epel = src.epel_repo(ctx.spec) if epel_wanted(ctx.spec, ctx.node) else None
-    docker = src.docker_repo(ctx.spec) if docker_repo_wanted(ctx.spec, ctx.node) else None
+    docker = src.docker_repo(ctx.spec, ctx.os) if docker_repo_wanted(ctx.spec, ctx.node) else None
     if not ctx.gpu_node and epel is None and docker is None:
         return Layer.empty("nvidia-repos")
     s = ctx.spec
     files: list[RenderedFile] = []
     read: list[str] = []
     distro = host_driver(s) and driver_source(s, ctx.node) is DriverSource.DISTRO
-    cuda = src.cuda_repo(s, ctx.os) if cuda_repo_wanted(ctx) else None
+    cuda = src.cuda_repo(s, ctx.platform) if cuda_repo_wanted(ctx) else None
     container = src.container_repo(s, ctx.os) if toolkit_wanted(ctx) else None
     repos = [r for r in (cuda, container, epel, docker) if r is not None and r.available]
     for r in repos:
@@ -172,6 +172,7 @@ def epel_steps(ctx: Ctx, epel: src.Repo, changed: set[str]) -> list[Step]:
     """CodeReady Builder and EPEL 9 on RHEL: Fedora's epel-release upstream, a repo file otherwise."""
     if not epel.available:
         return [unavailable_step("EPEL 9 (dkms, parallel, slurm-devel)", epel.reason)]
+    crb = ctx.os.distribution.crb or "true"  # every EL row names its command; others need no EPEL
     if epel.url == src.EPEL_RELEASE_RPM:
         if ctx.host.packages.get("epel-release") is not None:
             return []
@@ -182,10 +183,10 @@ def epel_steps(ctx: Ctx, epel: src.Repo, changed: set[str]) -> list[Step]:
         # epel-release is installed only signed by the checked key (dnf skips local packages' signatures
         # unless localpkg_gpgcheck is on; the URL's package is a local one once downloaded).
         cmd = (
-            f"{key.command} && rpm --import {src.rpm_key_path(src.EPEL_REPO)} && {{ {src.ENABLE_CRB}; }} && "
+            f"{key.command} && rpm --import {src.rpm_key_path(src.EPEL_REPO)} && {{ {crb}; }} && "
             f"dnf -y --setopt=localpkg_gpgcheck=1 install {src.EPEL_RELEASE_RPM}"
         )
         return [Step(StepKind.INSTALL, "enable CodeReady Builder and EPEL 9 (epel-release, signed by EPEL's key)", cmd)]
     if src.EPEL_REPO_FILE in changed:
-        return [Step(StepKind.INSTALL, "enable CodeReady Builder (EPEL 9 packages need it)", src.ENABLE_CRB)]
+        return [Step(StepKind.INSTALL, "enable CodeReady Builder (EPEL 9 packages need it)", crb)]
     return []
