@@ -51,6 +51,7 @@ def health_config(spec: Spec, node: Node) -> dict[str, Any]:
         "kubernetes": None,
         "dcgm": None,
         "node_exporter": {"enabled": spec.monitoring.node_exporter, "port": spec.monitoring.node_exporter_port},
+        "platform": _platform_config(node),
     }
     if gpu is not None and model is not None:
         cfg["gpu"] = {
@@ -123,3 +124,10 @@ def health_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list
         RenderedFile(HEALTH_PROGRAM, node_program(), mode="0755"),
         RenderedFile(HEALTH_CONFIG, health_config_text(spec, node), mode="0644"),
     ]
+
+
+def _platform_config(node: Node) -> dict[str, str]:
+    """What the node must run: its platform row's os-release ID and VERSION_ID, and ``uname -m``."""
+    platform = node.platform
+    os_id, version = platform.distribution.os_release
+    return {"title": platform.distribution.title, "os_id": os_id, "version_id": version, "arch": platform.arch.value}

@@ -106,6 +106,18 @@ SOURCES: dict[str, Citation] = {
         "x86_64' (the codename that substitutes <distro>, so both use NVIDIA's rhel9 repositories); arm64 "
         "systems (SBSA): 'Red Hat Enterprise Linux 9 | rhel9 | aarch64'",
     ),
+    "os-release": Citation(
+        "os-release(5) (freedesktop.org / systemd) and the distributions' own files",
+        "https://www.freedesktop.org/software/systemd/man/latest/os-release.html ; recorded here: "
+        "tests/facts/fixtures/platform/os_release_debian12_x86_64.json ; captures: yorevs/homesetup "
+        "docs/misc/linux-releases.md (Ubuntu 22.04), cul-it/ct-patching-scanning etc-os-release-examples.md (RHEL), "
+        "tsr-hataya/linux-server-text almalinux9.2_osinfo.md (AlmaLinux 9.2)",
+        "os-release(5): 'ID= A lower-case string ... identifying the operating system'; 'VERSION_ID= A lower-case "
+        "string ... identifying the operating system version'; values may be quoted. Debian 12: 'ID=debian', "
+        "'VERSION_ID=\"12\"'; Ubuntu: 'ID=ubuntu', 'VERSION_ID=\"22.04\"'; RHEL: 'ID=\"rhel\"', 'VERSION_ID=\"7.5\"' "
+        "(the point release after the major); Rocky: 'ID=\"rocky\"'; AlmaLinux 9.2: 'ID=\"almalinux\"', "
+        "'VERSION_ID=\"9.2\"'",
+    ),
     "rhel-crb": Citation(
         "Fedora EPEL documentation, Getting started: RHEL 9",
         "https://docs.fedoraproject.org/en-US/epel/#_rhel_9",

@@ -9,7 +9,7 @@ paths, how the CodeReady Builder repository is enabled. Every row and every name
 comes from (``platform_sources.SOURCES``); ``tests/spec/test_platforms.py`` checks the table.
 
 Adding a platform is one row in :data:`DISTRIBUTIONS` (or one architecture in a row's
-``arches``) plus its citations; renderers, deploys and the bundle read the row.
+``arches``) plus its citations; renderers, deploys, the bundle and the validator read the row.
 
 Invariants: every (distribution, architecture) pair is either in :data:`PLATFORMS` or refused by
 :func:`platform_for` with the reason upstream gives; no row names a citation that does not exist.
@@ -94,6 +94,7 @@ class Distribution:
 
     os: OsFamily
     title: str
+    os_release: tuple[str, str]  # /etc/os-release ID and VERSION_ID (its major part on EL: "9" of "9.4")
     package_format: PackageFormat
     cuda_repo_distro: str
     arches: tuple[Arch, ...]
@@ -122,7 +123,9 @@ _RHEL_CRB = (
     "else dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb; fi"
 )
 _DEB_SLURM_PLUGINS = "/usr/lib/{triplet}/slurm-wlm"
-_EL9 = ("cuda-repos-index", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins")
+_BOTH = (Arch.X86_64, Arch.AARCH64)
+_UBUNTU = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "ubuntu-headers", "debian-slurm-plugins")
+_EL9 = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins")
 _REBUILD_CRB = "dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb"
 _DEBIAN_ARM = (
     "gpuforge does not serve it: NVIDIA's driver guide documents no debian12 arm64 (sbsa) repository (third-party "
@@ -134,36 +137,36 @@ DISTRIBUTIONS: dict[OsFamily, Distribution] = {
     d.os: d
     for d in (
         Distribution(
-            OsFamily.DEBIAN12, "Debian 12 (bookworm)", PackageFormat.DEB, "debian12", (Arch.X86_64,),
-            "linux-headers-{deb}", ("cuda-repos-index", "debian-headers", "debian-slurm-plugins"),
+            OsFamily.DEBIAN12, "Debian 12 (bookworm)", ("debian", "12"), PackageFormat.DEB, "debian12", (Arch.X86_64,),
+            "linux-headers-{deb}", ("cuda-repos-index", "os-release", "debian-headers", "debian-slurm-plugins"),
             unsupported=((Arch.AARCH64, _DEBIAN_ARM),), distro_driver="debian-nonfree",
             driver_from_distro_by_default=True, persistenced_stops_when_unneeded=True,
             slurm_plugin_dir=_DEB_SLURM_PLUGINS,
         ),
         Distribution(
-            OsFamily.UBUNTU2204, "Ubuntu 22.04 LTS", PackageFormat.DEB, "ubuntu2204", (Arch.X86_64, Arch.AARCH64),
-            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers", "debian-slurm-plugins"),
+            OsFamily.UBUNTU2204, "Ubuntu 22.04 LTS", ("ubuntu", "22.04"), PackageFormat.DEB, "ubuntu2204", _BOTH,
+            "linux-headers-generic", _UBUNTU,
             distro_driver="ubuntu-archive", persistenced_stops_when_unneeded=True,
             persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS,
         ),
         Distribution(
-            OsFamily.UBUNTU2404, "Ubuntu 24.04 LTS", PackageFormat.DEB, "ubuntu2404", (Arch.X86_64, Arch.AARCH64),
-            "linux-headers-generic", ("cuda-repos-index", "cuda-repos-sbsa", "ubuntu-headers", "debian-slurm-plugins"),
+            OsFamily.UBUNTU2404, "Ubuntu 24.04 LTS", ("ubuntu", "24.04"), PackageFormat.DEB, "ubuntu2404", _BOTH,
+            "linux-headers-generic", _UBUNTU,
             distro_driver="ubuntu-archive", persistenced_stops_when_unneeded=True,
             persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS,
         ),
         Distribution(
-            OsFamily.RHEL9, "Red Hat Enterprise Linux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
+            OsFamily.RHEL9, "Red Hat Enterprise Linux 9", ("rhel", "9"), PackageFormat.RPM, "rhel9", _BOTH,
             "kernel-devel", (*_EL9, "rhel-crb"),
             el_major=9, crb=_RHEL_CRB, docker_repo_distro="rhel",
         ),
         Distribution(
-            OsFamily.ROCKY9, "Rocky Linux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
+            OsFamily.ROCKY9, "Rocky Linux 9", ("rocky", "9"), PackageFormat.RPM, "rhel9", _BOTH,
             "kernel-devel", (*_EL9, "rebuild-crb", "docker-el-rebuilds"),
             el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
         ),
         Distribution(
-            OsFamily.ALMA9, "AlmaLinux 9", PackageFormat.RPM, "rhel9", (Arch.X86_64, Arch.AARCH64),
+            OsFamily.ALMA9, "AlmaLinux 9", ("almalinux", "9"), PackageFormat.RPM, "rhel9", _BOTH,
             "kernel-devel", (*_EL9, "rebuild-crb", "docker-el-rebuilds"),
             el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
         ),

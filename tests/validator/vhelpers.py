@@ -150,6 +150,7 @@ def lab_node_outputs(n: Node) -> dict[str, list[str]]:
     if n.has(Role.ACCOUNTING_DB):
         states.update({"slurmdbd.service": "active", "mariadb.service": "active"})
     return {
+        "os_release": output("platform/os_release_debian12_x86_64"),  # the lab runs Debian 12 on x86_64
         "lspci": output("nvidia/pci_no_nvidia_device"),
         "units": units(states),
         "munge": ["STATUS:          Success (0)", "__rc=0"],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# Importing the check modules registers their checks, in this order (gpu, containers, services).
-from gpuforge.validator.node import checks_containers, checks_services  # noqa: F401
+# Importing the check modules registers their checks, in this order (gpu, containers, platform, services).
+from gpuforge.validator.node import checks_containers, checks_platform, checks_services  # noqa: F401
 from gpuforge.validator.node.base import FAIL, PASS, SKIP, Config, Outcome
 from gpuforge.validator.node.checks_gpu import NO_GPU_REASON, no_gpu_reason
 from gpuforge.validator.node.framework import (

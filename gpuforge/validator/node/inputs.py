@@ -12,7 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from gpuforge.probes import containers, dcgm, files, metrics, mig, nvidia, nvidia_smi, pci, slurm, swap, systemd
+from gpuforge.probes import (
+    containers,
+    dcgm,
+    files,
+    metrics,
+    mig,
+    nvidia,
+    nvidia_smi,
+    pci,
+    platform,
+    slurm,
+    swap,
+    systemd,
+)
 from gpuforge.probes._common import RC_MARKER, TIMEOUT_MARKER
 from gpuforge.probes.reading import Reading
 from gpuforge.validator.node.base import Config
@@ -104,6 +117,7 @@ TOPO = Input("topo", nvidia_smi.GPU_TOPOLOGY)
 XID = Input("xid", nvidia.XID_ERRORS)
 MODULES = Input("modules", nvidia.KERNEL_MODULES)
 SWAPS = Input("swaps", swap.PROC_SWAPS)
+OS_RELEASE = Input("os_release", platform.OS_RELEASE)
 DRIVER = Input("driver", nvidia.DRIVER_VERSION)
 UNITS = Input("units", systemd.UNIT_STATES, _one(units_for))
 MUNGE = Input("munge", slurm.MUNGE_ROUND_TRIP)
@@ -130,8 +144,8 @@ DCGM_EXPORTER = Input("dcgm_exporter", metrics.EXPORTER_METRICS, _exporter("dcgm
 INPUTS: dict[str, Input[Any]] = {
     i.key: i
     for i in (
-        LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE, SRUN_HELP, MIG,
-        MIG_PROFILES, DCGM_DIAG, CONTAINER, MUNGE_KEY, SLURMDBD_CONF, CONTAINERD_DROPIN, RUNTIME_CONFIG,
+        OS_RELEASE, LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE,
+        SRUN_HELP, MIG, MIG_PROFILES, DCGM_DIAG, CONTAINER, MUNGE_KEY, SLURMDBD_CONF, CONTAINERD_DROPIN, RUNTIME_CONFIG,
         RUNTIME_BINARY, NODE_EXPORTER, DCGM_EXPORTER,
     )
 }  # fmt: skip
