@@ -42,12 +42,9 @@ NODES_PER_LEAF = 16
 T = TypeVar("T")
 
 
-def build_spec(gpu_nodes: int = 1024) -> dict[str, Any]:
-    """A large but realistic Slurm spec as plain data."""
-    assert gpu_nodes % (4 * NODES_PER_LEAF) == 0, "gpu_nodes must be a multiple of 64"
+def _gpu_groups(gpu_nodes: int, width: int) -> list[dict[str, Any]]:
+    """Four HGX groups of equal size, each leaf switch serving NODES_PER_LEAF consecutive nodes."""
     per_group = gpu_nodes // 4
-    width = max(4, len(str(gpu_nodes)))
-    leaves = gpu_nodes // NODES_PER_LEAF
     hgx = {
         "gpu": {"model": "H100-80GB", "count": 8},
         "nvswitch": True,
@@ -56,14 +53,8 @@ def build_spec(gpu_nodes: int = 1024) -> dict[str, Any]:
         "threads_per_core": 2,
         "real_memory_mb": 2000000,
     }
-    groups: list[dict[str, Any]] = [
-        {"name": "ctl", "hosts": "ctl[01-02]", "address_start": "10.0.0.10", "roles": ["controller"]},
-        {"name": "db", "hosts": "db01", "address_start": "10.0.0.20", "roles": ["accounting-db"]},
-        {"name": "login", "hosts": "login[01-04]", "address_start": "10.0.0.30", "roles": ["login"]},
-        {"name": "mon", "hosts": "mon01", "address_start": "10.0.0.40", "roles": ["monitoring"]},
-    ]
-    names = ["train-a", "train-b", "train-c", "infer"]
-    for gi, name in enumerate(names):
+    groups = []
+    for gi, name in enumerate(["train-a", "train-b", "train-c", "infer"]):
         first = gi * per_group + 1
         mapping = {}
         for leaf in range(per_group // NODES_PER_LEAF):
@@ -82,11 +73,11 @@ def build_spec(gpu_nodes: int = 1024) -> dict[str, Any]:
         if name == "infer":
             group["mig_config"] = "inference"
         groups.append(group)
-    switches: list[dict[str, Any]] = [{"name": "core"}, {"name": "spine1", "parent": "core"}]
-    switches.append({"name": "spine2", "parent": "core"})
-    switches += [
-        {"name": f"leaf{i:02d}", "parent": "spine1" if i <= leaves // 2 else "spine2"} for i in range(1, leaves + 1)
-    ]
+    return groups
+
+
+def _accounting() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """QOS levels with preemption, and 2 + 20 accounts with 5 users each."""
     qos = [
         {"name": "scavenger", "priority": 0},
         {"name": "low", "priority": 10, "max_wall": "7-00:00:00"},
@@ -109,6 +100,27 @@ def build_spec(gpu_nodes: int = 1024) -> dict[str, Any]:
                 "default_qos": "normal",
             }
         )
+    return qos, accounts
+
+
+def build_spec(gpu_nodes: int = 1024) -> dict[str, Any]:
+    """A large but realistic Slurm spec as plain data."""
+    assert gpu_nodes % (4 * NODES_PER_LEAF) == 0, "gpu_nodes must be a multiple of 64"
+    width = max(4, len(str(gpu_nodes)))
+    leaves = gpu_nodes // NODES_PER_LEAF
+    groups: list[dict[str, Any]] = [
+        {"name": "ctl", "hosts": "ctl[01-02]", "address_start": "10.0.0.10", "roles": ["controller"]},
+        {"name": "db", "hosts": "db01", "address_start": "10.0.0.20", "roles": ["accounting-db"]},
+        {"name": "login", "hosts": "login[01-04]", "address_start": "10.0.0.30", "roles": ["login"]},
+        {"name": "mon", "hosts": "mon01", "address_start": "10.0.0.40", "roles": ["monitoring"]},
+        *_gpu_groups(gpu_nodes, width),
+    ]
+    switches: list[dict[str, Any]] = [{"name": "core"}, {"name": "spine1", "parent": "core"}]
+    switches.append({"name": "spine2", "parent": "core"})
+    switches += [
+        {"name": f"leaf{i:02d}", "parent": "spine1" if i <= leaves // 2 else "spine2"} for i in range(1, leaves + 1)
+    ]
+    qos, accounts = _accounting()
     return {
         "cluster": {"name": "scale", "scheduler": "slurm", "os": "ubuntu24.04", "domain": "scale.example.org"},
         "sources": {"mode": "mirror", "apt_proxy": "http://10.0.0.5:3142"},

@@ -42,7 +42,7 @@ _URL_PLACEHOLDERS = ("{distro}", "{arch}")
 #: Free text that goes to sacctmgr (one command per line, values in quotes): printable, no quotes.
 _TEXT = re.compile(r"[^\x00-\x1f\x7f'\"\\`]{1,200}")
 _EMAIL_LOCAL = re.compile(r"[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*")
-_MIG_PROFILE = re.compile(r"[0-9]{1,2}g\.[0-9]{1,4}gb(?:\+[a-z]{1,8})?")
+_MIG_PROFILE = re.compile(r"[0-9]{1,2}g\.[0-9]{1,4}gb(?:\+[a-z]{1,8}(?:\.[a-z]{1,8})?|-[a-z]{1,8})?")
 MAX_PATH = 4096
 
 
@@ -182,7 +182,8 @@ def email_address(value: str) -> str:
 
 
 def mig_profile_name(value: str) -> str:
-    """A MIG profile name as NVIDIA writes them: ``1g.10gb``, ``1g.10gb+me``."""
+    """A MIG profile name as NVIDIA writes them: ``1g.10gb``, ``1g.10gb+me``, and the RTX PRO 6000's
+    ``1g.24gb+me.all``, ``1g.24gb-me``, ``1g.24gb+gfx`` (mig-parted's config-default.yaml)."""
     if not _MIG_PROFILE.fullmatch(value):
         raise ValueError(f"{value!r} is not a MIG profile name (such as 1g.10gb or 1g.10gb+me)")
     return value

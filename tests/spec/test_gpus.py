@@ -197,26 +197,13 @@ def test_sources_name_existing_citations_for_every_fact() -> None:
         assert citation.title and citation.where and citation.section, key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spec/types.py mig_profile_name() accepts only '+[a-z]' suffixes, so a spec cannot name the "
-    "RTX PRO 6000's '+me.all' and '-me' profiles yet (widen _MIG_PROFILE, then drop this mark)",
-)
 def test_the_spec_can_name_every_catalog_profile() -> None:
     for model in GPU_MODELS.values():
         for p in model.mig_profiles:
-            mig_profile_name(p.name)
-
-
-def test_only_the_rtx_pro_6000_profiles_are_beyond_the_spec_name_type() -> None:
-    refused = set()
-    for model in GPU_MODELS.values():
-        for p in model.mig_profiles:
-            try:
-                mig_profile_name(p.name)
-            except ValueError:
-                refused.add(p.name)
-    assert refused == {"1g.24gb+me.all", "1g.24gb-me", "2g.48gb+me.all", "2g.48gb-me"}
+            assert mig_profile_name(p.name) == p.name
+    for bad in ("1g.24gb+", "1g.24gb+me.", "1g.24gb--me", "1g.24gb+me.all.x", "1g.24gb+ME", "1g.24gb me"):
+        with pytest.raises(ValueError, match="is not a MIG profile name"):
+            mig_profile_name(bad)
 
 
 @pytest.mark.parametrize("model", MIG_MODELS, ids=lambda m: m.name)
