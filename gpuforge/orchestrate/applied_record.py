@@ -96,11 +96,12 @@ def spec_text(spec: Spec) -> str:
 
 def record_applied(spec: Spec, spec_path: str | Path) -> None:
     """Remember the spec of the last successful apply (for the next plan's field diff)."""
-    _write_private(applied_spec_path(spec_path), spec_text(spec))
+    write_private(applied_spec_path(spec_path), spec_text(spec))
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, 0600 from creation, in a 0700 folder."""
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a reader sees the old file or the new one), 0600 from
+    creation, in a 0700 folder: the applied record, the rollout record, the fetched kubeconfig."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600 from creation
     try:
@@ -187,4 +188,4 @@ def save_rollout_record(spec_path: str | Path, record: RolloutRecord) -> None:
         path.unlink(missing_ok=True)
         return
     doc = {"drained": record.drained, "spec": record.spec, "converged": record.converged}
-    _write_private(path, json.dumps(doc, indent=2, sort_keys=True))
+    write_private(path, json.dumps(doc, indent=2, sort_keys=True))

@@ -6,14 +6,13 @@ moment (created 0600 in a 0700 directory, then renamed into place), and is never
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import yaml
 
 from gpuforge.deploy.secrets import state_root
 from gpuforge.orchestrate import remote
+from gpuforge.orchestrate.applied_record import write_private
 from gpuforge.spec import Role, Spec, k8s_upstream, nodes_with
 
 
@@ -24,21 +23,6 @@ class KubeconfigError(RuntimeError):
 def default_path(spec: Spec) -> Path:
     """``<state dir>/<cluster>/admin.conf`` on the control host."""
     return state_root() / spec.cluster.name / "admin.conf"
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` as 0600, atomically (a reader sees the old file or the new one)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600 from creation
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def fetch(spec: Spec, spec_path: str | Path, dest: Path | None = None) -> Path:

@@ -275,6 +275,8 @@ _RTX_PRO_6000 = (
 )
 
 _PCI = ("pci:pciids", "pci:mig-parted")
+#: A model the MIG User Guide's table lists (memory, architecture) with its profiles in mig-parted.
+_IN_MIG_GUIDE = (*_PCI, "memory:mig-guide-gpus", "mig:mig-parted", "arch:mig-guide-gpus")
 
 GPU_MODELS: dict[str, GpuModel] = {
     m.name: m
@@ -294,7 +296,7 @@ GPU_MODELS: dict[str, GpuModel] = {
                 MigProfile("7g.40gb", 7, 8, 1),
             ),
             architecture="ampere",
-            sources=(*_PCI, "memory:mig-guide-gpus", "mig:mig-parted", "arch:mig-guide-gpus"),
+            sources=_IN_MIG_GUIDE,
         ),
         GpuModel(
             "A100-80GB",
@@ -303,7 +305,7 @@ GPU_MODELS: dict[str, GpuModel] = {
             80,
             _family((10, 20, 20, 40, 80), 7),
             architecture="ampere",
-            sources=(*_PCI, "memory:mig-guide-gpus", "mig:mig-parted", "arch:mig-guide-gpus"),
+            sources=_IN_MIG_GUIDE,
         ),
         GpuModel(
             "H100-80GB",
@@ -312,7 +314,7 @@ GPU_MODELS: dict[str, GpuModel] = {
             80,
             _family((10, 20, 20, 40, 80), 7),
             architecture="hopper",
-            sources=(*_PCI, "memory:mig-guide-gpus", "mig:mig-parted", "arch:mig-guide-gpus"),
+            sources=_IN_MIG_GUIDE,
         ),
         GpuModel(
             "H100-94GB",
@@ -321,7 +323,7 @@ GPU_MODELS: dict[str, GpuModel] = {
             94,
             _family((12, 24, 24, 47, 94), 7),
             architecture="hopper",
-            sources=(*_PCI, "memory:mig-guide-gpus", "mig:mig-parted", "arch:mig-guide-gpus"),
+            sources=_IN_MIG_GUIDE,
         ),
         GpuModel(
             "H200-141GB",

@@ -146,3 +146,15 @@ def test_rocky9_uses_nvidias_rhel9_repository_and_epel(rocky: Spec) -> None:
     row = nvidia_needs.driver_install(ctx)
     assert row.packages == ("nvidia-open",)
     assert "kernel-devel-5.14.0-503.14.1.el9_5.x86_64" in row.prerequisites
+
+
+def test_a_grace_blackwell_node_plans_the_same_arm_stack() -> None:
+    """GB200 (Grace Blackwell, 4 GPUs a tray): sbsa repository, arm64 release files, the open modules."""
+    s = spec("ubuntu24.04", "aarch64", "GB200", 4)
+    node = gpu_node(s)
+    cuda = rendered(s, node)["/etc/apt/sources.list.d/gpuforge-nvidia-cuda.list"]
+    assert f"{CUDA}/ubuntu2404/sbsa/ /" in cuda
+    assert "enroot_3.5.0-1_arm64.deb" in spec_needs(s).artifacts
+    host = HostFacts(gpus=["2941"] * 4, machine="aarch64", kernel_release="6.8.0-1021-nvidia-64k")
+    row = nvidia_needs.driver_install(nvidia_needs.Ctx.build(s, node, host))
+    assert row.packages[:2] == ("nvidia-open", "nvidia-dkms-580-open")
