@@ -56,7 +56,7 @@ def check(spec: SpecArg, json_out: Annotated[bool, typer.Option("--json")] = Fal
                     {
                         "ok": False,
                         "errors": [
-                            {"path": i.path, "line": i.line, "node": i.node, "message": i.message} for i in e.issues
+                            {"path": i.path, "line": i.line, "column": i.column, "node": i.node, "message": i.message} for i in e.issues
                         ],
                     }
                 )

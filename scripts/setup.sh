@@ -14,6 +14,13 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 
+# A package run cut off earlier (Ctrl-C during an install, a killed dpkg) leaves dpkg "interrupted",
+# and every apt command then fails at once ("dpkg was interrupted, you must manually run 'dpkg
+# --configure -a'"). Finish it first, and say so.
+# shellcheck source=scripts/repair_dpkg.sh
+. "$(dirname "$0")/repair_dpkg.sh"
+repair_interrupted_dpkg
+
 APT_PACKAGES=(
   python3 python3-venv python3-pip
   systemd-container mmdebstrap apt-cacher-ng iproute2 openssh-client

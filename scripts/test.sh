@@ -3,6 +3,13 @@
 # the lab tests on real nodes (root; CI runs them all). Extra arguments go to pytest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Root is needed (network namespaces, systemd-nspawn, packages). As a user with sudo, the script
+# runs itself again under sudo; a root shell (a fresh machine has no sudo) runs it as it is.
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then exec sudo --preserve-env=CI,GPUFORGE_CPU_HOG,COLUMNS bash "$PWD/scripts/test.sh" "$@"; fi
+  echo "test: run as root (there is no sudo here to become root with)" >&2
+  exit 2
+fi
 bash scripts/setup.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 

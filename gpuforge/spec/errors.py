@@ -27,6 +27,7 @@ class SpecIssue:
     message: str
     node: str | None = None
     line: int | None = None
+    column: int | None = None  # 1-based, where known (a YAML syntax error)
 
     @property
     def path(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuforge.spec import safe_yaml
+from gpuforge.spec import safe_yaml, yaml_errors
 from gpuforge.spec.bounded_read import InputFileError, read_regular_file
 from gpuforge.spec.bounds import count_problems
 from gpuforge.spec.errors import Loc, SpecError, SpecIssue
@@ -20,6 +19,7 @@ from gpuforge.spec.limits import FILE_BYTES
 from gpuforge.spec.model import DRIVER_VERSION, NAME, SLURM_TIME, VERSION, Spec
 from gpuforge.spec.redact import redact_url_credentials
 from gpuforge.spec.rules import check_rules
+from gpuforge.spec.suggest import did_you_mean, enum_hint, expected_values
 
 #: How much of a refused value a problem repeats (the file has the rest, at the line given).
 SHOWN_CHARS = 120
@@ -91,8 +91,8 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
     if kind == "extra_forbidden" and loc:
         parent = _model_at(loc[:-1])
         allowed = sorted(parent.model_fields) if parent else []
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = did_you_mean(str(loc[-1]), allowed)
+        hint = f"; {close}" if close else ""
         msg = f"unknown field{hint} allowed here: {', '.join(allowed)}"
     elif kind == "missing":
         msg = "required field is missing"
@@ -104,6 +104,9 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
     shown = _shown(err["input"]) if "input" in err and not isinstance(err["input"], dict | list) else None
     if kind not in ("extra_forbidden", "missing") and shown is not None and shown not in msg:
         msg = f"{msg} (got {shown})"
+    if kind in ("enum", "literal_error"):
+        hint = enum_hint(err.get("input"), expected_values(str(err.get("ctx", {}).get("expected", ""))))
+        msg = f"{msg}; {hint}" if hint else msg
     return SpecIssue(loc, _shorten(redact_url_credentials(msg)), line=_line_for(lines, loc))
 
 
@@ -161,10 +164,9 @@ def _parse_yaml(text: str, filename: str | None) -> tuple[Any, dict[Loc, int]]:
     except safe_yaml.LimitError as e:
         raise SpecError([SpecIssue((), e.message, line=e.line)], filename) from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = _shorten(redact_url_credentials(str(getattr(e, "problem", None) or e)))
-        raise SpecError([SpecIssue((), f"not valid YAML: {problem}", line=line)], filename) from None
+        problem = yaml_errors.describe(e, text)
+        issue = SpecIssue((), _shorten(problem.message), line=problem.line, column=problem.column)
+        raise SpecError([issue], filename) from None
 
 
 def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:

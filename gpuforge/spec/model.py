@@ -28,6 +28,7 @@ from gpuforge.spec.platforms import OsFamily as OsFamily
 from gpuforge.spec.policy import live, rebuild, rolling
 from gpuforge.spec.strict import NAME as NAME
 from gpuforge.spec.strict import Name, StrictModel
+from gpuforge.spec.suggest import did_you_mean
 from gpuforge.spec.types import (
     DnsName,
     EmailAddress,
@@ -261,7 +262,9 @@ class GpuHardware(StrictModel):
     @classmethod
     def _known_model(cls, v: str) -> str:
         if v not in GPU_MODELS:
-            raise ValueError(f"unknown GPU model {v!r}; known models: {', '.join(GPU_MODELS)}")
+            close = did_you_mean(v, GPU_MODELS, n=3)
+            hint = f"; {close}" if close else ""
+            raise ValueError(f"unknown GPU model {v!r}; known models: {', '.join(GPU_MODELS)}{hint}")
         return v
 
 

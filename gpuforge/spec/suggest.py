@@ -1,0 +1,48 @@
+"""Did-you-mean suggestions for a value that is not one of a closed set (a role, an enum value, a tag)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+#: The values in pydantic's ``ctx["expected"]`` of an enum or literal error: ``"'a', 'b' or 'c'"``.
+_QUOTED = re.compile(r"'([^']*)'")
+#: What YAML 1.1 reads an unquoted word as (``yes`` is true): a string enum given one gets a hint.
+_YAML_BOOL_WORDS = {True: ("yes", "on", "true", "y"), False: ("no", "off", "false", "n")}
+
+
+def close_matches(word: str, choices: Iterable[str], n: int = 1) -> list[str]:
+    """Up to ``n`` of ``choices`` close to ``word``, compared without case, best first."""
+    by_folded: dict[str, str] = {}
+    for choice in choices:
+        by_folded.setdefault(choice.casefold(), choice)
+    found = difflib.get_close_matches(word.casefold(), list(by_folded), n=n, cutoff=0.6)
+    return [by_folded[f] for f in found]
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 1) -> str:
+    """``"did you mean 'x'?"`` (or ``'x' or 'y'``) for the close choices; ``""`` when none is close."""
+    close = close_matches(word, choices, n)
+    if not close:
+        return ""
+    return f"did you mean {' or '.join(repr(c) for c in close)}?"
+
+
+def expected_values(expected: str) -> list[str]:
+    """The quoted values of pydantic's ``expected`` text (``"'a', 'b' or 'c'"`` -> a, b, c)."""
+    return _QUOTED.findall(expected)
+
+
+def enum_hint(value: object, allowed: list[str]) -> str:
+    """A hint for ``value`` given where one of ``allowed`` is wanted: did-you-mean for a near miss,
+    or the quoting rule for a YAML boolean (``oversubscribe: yes`` is read as true)."""
+    if isinstance(value, bool):
+        words = _YAML_BOOL_WORDS[value]
+        meant = [a for a in allowed if a.casefold() in words]
+        if meant:
+            return f"YAML reads an unquoted {'/'.join(words[:3])} as {str(value).lower()}: write {meant[0]!r} in quotes"
+        return ""
+    if isinstance(value, str):
+        return did_you_mean(value, allowed)
+    return ""
