@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,9 +69,18 @@ def test_doc_block(block: Block, tmp_path: Path) -> None:
     run_block(block, workdir(tmp_path), doc_env(tmp_path))
 
 
+@pytest.mark.lab
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.kind == "doctest-lab"], ids=lambda b: b.id)
+def test_doc_block_on_the_lab(block: Block, lab_cluster: Any, tmp_path: Path) -> None:
+    """``$SPEC`` is the lab's spec (inventories/lab.yaml fitted to the lab's nodes, applied)."""
+    env = {**doc_env(tmp_path), **lab_cluster.env, "SPEC": str(lab_cluster.spec_path)}
+    run_block(block, workdir(tmp_path), env)
+
+
 def test_the_docs_have_runnable_blocks() -> None:
     by_page = {b.path.name for b in BLOCKS if b.kind == "doctest"}
     assert {"README.md", "operations.md"} <= by_page, by_page
+    assert any(b.kind == "doctest-lab" for b in BLOCKS)
     assert all(b.commands for b in BLOCKS), [b.id for b in BLOCKS if not b.commands]
 
 
