@@ -1,8 +1,10 @@
 """File readings: digest, mode and ownership of many paths in one round trip (drives idempotent sync),
-and one file's text."""
+one file's text, and the texts of several files in one round trip (what validate diffs on drift)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import shlex
 from collections.abc import Sequence
 from typing import TypedDict
@@ -109,3 +111,40 @@ def file_text_command(path: str) -> str:
 FILE_DIGESTS: Reading[dict[str, FileDigest | None]] = Reading("files.digests", file_digests_command, parse_file_digests)
 #: ``missing`` is the path when the file does not exist; ``lines`` its text.
 FILE_TEXT: Reading[CommandOutput] = Reading("files.text", file_text_command, split_guarded)
+
+#: The most of one file ``file_texts_command`` returns (a larger file is cut there, and says so).
+TEXT_LIMIT = 256 * 1024
+
+
+def file_texts_command(paths: Sequence[str] | str) -> str:
+    """Several files' contents, each base64-encoded on one line after its ``__file=`` marker
+    (``__missing=`` for a path that is not a readable file), at most ``TEXT_LIMIT`` bytes each."""
+    quoted = " ".join(shlex.quote(path) for path in _absolute(as_list(paths)))
+    return (
+        f"for p in {quoted}; do "
+        'if [ -f "$p" ] && [ -r "$p" ]; then '
+        "printf '__file=%s\\n' \"$p\"; "
+        f'head -c {TEXT_LIMIT} -- "$p" | base64 -w0; echo; '
+        "else printf '__missing=%s\\n' \"$p\"; fi; done; true"
+    )
+
+
+def parse_file_texts(lines: list[str]) -> dict[str, str | None]:
+    """Path -> text (undecodable bytes replaced), or None for a missing/unreadable file."""
+    texts: dict[str, str | None] = {}
+    current: str | None = None
+    for line in lines:
+        marker = parse_marker(line)
+        if marker is not None and marker[0] in ("file", "missing"):
+            current = marker[1] if marker[0] == "file" else None
+            texts[marker[1]] = None
+        elif current is not None:
+            try:
+                texts[current] = base64.b64decode(line.strip(), validate=True).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                texts[current] = None
+            current = None
+    return texts
+
+
+FILE_TEXTS: Reading[dict[str, str | None]] = Reading("files.texts", file_texts_command, parse_file_texts)

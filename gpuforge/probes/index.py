@@ -48,6 +48,7 @@ READINGS: dict[str, Reading[Any]] = {
         metrics.EXPORTER_METRICS,
         files.FILE_DIGESTS,
         files.FILE_TEXT,
+        files.FILE_TEXTS,
         packages.DEB_VERSIONS,
         systemd.UNIT_STATES,
         swap.PROC_SWAPS,

@@ -58,6 +58,8 @@ class ClusterData:
     kube_queues_error: str | None = None
     kube_probe: dict[str, Any] | None = None
     """What the probe on the first control plane saw (``k8s_probe.parse_probe``); None: not run."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Per node: its managed files as read (``cluster_config.ConfigRead``); empty when not checked."""
     ssh_strict: bool = True
     """The transport's ssh options carry StrictHostKeyChecking=yes."""
     ssh_targets: dict[str, tuple[str, int]] = field(default_factory=dict)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from gpuforge.validator import cluster_k8s, k8s_probe
+from gpuforge.validator import cluster_config, cluster_k8s, k8s_probe
 from gpuforge.validator.cluster import CLUSTER_CHECKS, CONNECTION
 from gpuforge.validator.node import execute, framework
 from gpuforge.validator.node.base import LAYERS, SEVERITIES
@@ -22,6 +22,7 @@ assert execute.NODE_CHECKS is framework.NODE_CHECKS and framework.NODE_CHECKS
 # Likewise the Kubernetes cluster checks (cluster_k8s, and k8s_probe's probe checks) register in CLUSTER_CHECKS.
 assert any(c.fn is cluster_k8s.k8s_ready for c in CLUSTER_CHECKS)
 assert any(c.fn is k8s_probe.k8s_cuda_sample for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_config.config_files for c in CLUSTER_CHECKS)
 ALL_CHECKS: list[Check] = [CONNECTION, *framework.NODE_CHECKS, *CLUSTER_CHECKS]
 BY_ID: dict[str, Check] = {c.id: c for c in ALL_CHECKS}
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")

@@ -31,7 +31,7 @@ from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
-from gpuforge.validator import cluster, cluster_k8s, k8s_probe, site_checks
+from gpuforge.validator import cluster, cluster_config, cluster_k8s, k8s_probe, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
 from gpuforge.validator.node.framework import Check, Result, evaluate
@@ -201,6 +201,19 @@ def explain_ssh_failure(stderr: str, rc: int) -> str:
     if not text and rc == 255:  # at LogLevel=ERROR ssh is silent when the node hangs up after the key exchange
         return "ssh exited with status 255 and no message: the node closed the connection after the key exchange"
     return text[:300] or f"ssh exited with status {rc}"
+
+
+def remote_shell(spec: Spec, command: str) -> str:
+    """``command`` as the node runs it (whole under ``sudo -n sh -c`` for a non-root user with ``ssh.sudo``)."""
+    return f"sudo -n sh -c {shlex.quote(command)}" if spec.ssh.sudo else command
+
+
+def _config_reader(spec: Spec, tr: Transport) -> cluster_config.Reader:
+    def run(node: Node, command: str) -> tuple[int, str, str]:
+        done = tr.run(node, remote_shell(spec, command))
+        return done.rc, done.stdout, done.stderr
+
+    return run
 
 
 def remote_python(spec: Spec, args: Sequence[str]) -> str:
@@ -380,8 +393,15 @@ def validate(
         kube_cmd = cluster_k8s.kube_query(kube_ns, queue_kind)
         kube_f = pool.submit(tr.run, planes[0], kube_cmd) if want_kube and planes else None
         site_f = _start_site_checks(pool, spec, spec_path, tr, nodes, say) if want_site else {}
+        reader = _config_reader(spec, tr)
+        config_f = (
+            {n.name: pool.submit(cluster_config.read_config, data, n, reader) for n in nodes}
+            if cluster_config.CONFIG_FILES in selected_ids
+            else {}
+        )
         runs = _collect(futures, say, time.monotonic())
         site_runs = {name: f.result() for name, f in site_f.items()}
+        data.config = {name: f.result() for name, f in config_f.items()}
         slurm_done = slurm_f.result() if slurm_f else None
         kube_done = kube_f.result() if kube_f else None
 

@@ -174,6 +174,9 @@ class FakeCluster:
         self.unreachable: set[str] = set()
         self.srun_fail: dict[str, str] = {}
         self.calls: list[tuple[str, str]] = []
+        self.files: dict[str, dict[str, tuple[str, str, str, str, str | None]]] = {}
+        """Per node, the managed files as the node has them: path -> (sha256, mode, owner, group, text);
+        built from what the spec renders (a converged node) the first time a node is read."""
 
     def run(self, node: Node, command: str, stdin: bytes | None = None, timeout: float = 60) -> Any:
         import base64
@@ -202,6 +205,8 @@ class FakeCluster:
                 lines.append(f"NodeName={name} Arch=x86_64 State={s.upper()} Partitions=batch{reason}")
             lines += ["__rc=0", "__section=sacctmgr", self.spec.cluster.name, "__rc=0"]
             return Completed(0, "\n".join(lines) + "\n", "", 0.05)
+        if "__sha256=" in command or "base64 -w0" in command:
+            return Completed(0, self.file_readings(node, command), "", 0.02)
         if "srun -N1" in command:
             import re
 
@@ -213,6 +218,39 @@ class FakeCluster:
                     out += [f"__node={name}", name, "__rc=0"]
             return Completed(0, "\n".join(out) + "\n", "", 0.3)
         raise AssertionError(f"unexpected command on {node.name}: {command[:80]}")
+
+    def node_files(self, node: Node) -> dict[str, tuple[str, str, str, str, str | None]]:
+        """The node's managed files (converged: exactly as rendered) that tests change in place."""
+        if node.name not in self.files:
+            import hashlib
+
+            from gpuforge.render import render_node
+
+            self.files[node.name] = {
+                f.path: (hashlib.sha256(f.data).hexdigest(), f.mode.lstrip("0"), f.owner, f.group,
+                         None if f.secret else f.data.decode("utf-8", "replace"))
+                for f in render_node(self.spec, node)
+            }  # fmt: skip
+        return self.files[node.name]
+
+    def file_readings(self, node: Node, command: str) -> str:
+        """What files.digests / files.texts print for the node's managed files."""
+        import base64
+        import shlex
+
+        paths = shlex.split(command.split(";", 1)[0].removeprefix("for p in "))
+        have = self.node_files(node)
+        out = []
+        for p in paths:
+            if p not in have:
+                out.append(f"__missing={p}")
+                continue
+            sha, mode, owner, group, text = have[p]
+            if "base64 -w0" in command:
+                out += [f"__file={p}", base64.b64encode((text or "").encode()).decode()]
+            else:
+                out += [f"__file={p}", f"__stat={mode}|{owner}|{group}|regular file|1", f"__sha256={sha}"]
+        return "\n".join(out) + "\n"
 
 
 def lab_spec(tmp_path: Path, mutate: Any = None) -> tuple[Spec, Path]:

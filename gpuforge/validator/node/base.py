@@ -15,7 +15,8 @@ STATUSES = (PASS, FAIL, SKIP, BLOCKED)
 #: A site check (testinfra) that could not judge: it counts as a failure, never as passed.
 ERROR = "error"
 LAYERS = (
-    "connection", "hardware", "driver", "toolkit", "container", "scheduler", "job", "monitoring", "security", "site",
+    "connection", "hardware", "config", "driver", "toolkit", "container", "scheduler", "job", "monitoring", "security",
+    "site",
 )  # fmt: skip
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITIES = (CRITICAL, WARNING, INFO)

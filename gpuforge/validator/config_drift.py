@@ -1,0 +1,126 @@
+"""Configuration drift: every file gpuforge manages on a node, as the node has it, against what the
+spec renders for that node (content, owner, mode).
+
+Read in one round trip per node (``files.digests`` of every managed path); only where a
+non-secret file's content differs, one more round trip fetches those files' texts for a unified
+diff. Secret files (the munge key, slurmdbd.conf, Kubernetes keys) are compared by owner and mode
+only, and a differing secret is never shown: the renderers hold placeholders, not the secrets.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass, field
+
+from gpuforge.probes.files import FileDigest
+from gpuforge.render import render_node
+from gpuforge.render.files import LocalSource, RenderedFile
+from gpuforge.spec import Spec
+from gpuforge.spec.nodes import Node
+
+#: Lines of a unified diff shown per file (the rest is counted, not shown).
+DIFF_LINES = 40
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A managed file as the spec renders it: ``sha256`` None where the content is not compared
+    (a secret, whose rendered text is a placeholder)."""
+
+    path: str
+    sha256: str | None
+    mode: str
+    owner: str
+    group: str
+    text: str | None  # what a diff is made against (shown form: credentials from the spec redacted)
+
+
+@dataclass
+class Drift:
+    """What differs in one file; ``diff`` for a non-secret file whose content differs."""
+
+    path: str
+    problems: list[str]
+    content_differs: bool = False
+    diff: list[str] = field(default_factory=list)
+
+
+def _sha256(f: RenderedFile) -> str:
+    if isinstance(f.content, LocalSource):
+        h = hashlib.sha256()
+        with open(f.content.path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    return hashlib.sha256(f.data).hexdigest()
+
+
+def expected_files(spec: Spec, node: Node) -> list[Expected]:
+    """Every file the node gets from the spec (secrets compared by owner and mode only)."""
+    out = []
+    for f in render_node(spec, node):
+        text = None if f.secret or isinstance(f.content, LocalSource) else f.shown.decode("utf-8", "replace")
+        sha = None if f.secret else _sha256(f)
+        out.append(Expected(f.path, sha, f.mode.zfill(4), f.owner, f.group, text))
+    return out
+
+
+def compare(expected: list[Expected], have: dict[str, FileDigest | None]) -> list[Drift]:
+    """The files whose state on the node is not the rendered one, in path order."""
+    drifts = []
+    for want in expected:
+        got = have.get(want.path)
+        if got is None:
+            drifts.append(Drift(want.path, ["missing"]))
+            continue
+        problems = []
+        if got["type"] != "file":
+            problems.append(f"is a {got['type']}, not a file")
+        if want.sha256 is not None and got["sha256"] != want.sha256:
+            problems.append("content differs")
+        if got["mode"].zfill(4) != want.mode:
+            problems.append(f"mode {got['mode'].zfill(4)}, want {want.mode}")
+        if (got["owner"], got["group"]) != (want.owner, want.group):
+            problems.append(f"owner {got['owner']}:{got['group']}, want {want.owner}:{want.group}")
+        if problems:
+            drifts.append(Drift(want.path, problems, content_differs="content differs" in problems))
+    return drifts
+
+
+def add_diffs(drifts: list[Drift], expected: list[Expected], texts: dict[str, str | None]) -> None:
+    """A unified diff (node's file -> rendered) for each drifted non-secret file whose text was read."""
+    by_path = {e.path: e for e in expected}
+    for d in drifts:
+        want, have = by_path[d.path].text, texts.get(d.path)
+        if not d.content_differs or want is None or have is None:
+            continue
+        lines = list(
+            difflib.unified_diff(
+                have.splitlines(),
+                want.splitlines(),
+                f"{d.path} (on the node)",
+                f"{d.path} (from the spec)",
+                lineterm="",
+            )
+        )
+        d.diff = lines[:DIFF_LINES] + (
+            [f"... {len(lines) - DIFF_LINES} more diff lines"] if len(lines) > DIFF_LINES else []
+        )
+
+
+def diff_paths(drifts: list[Drift], expected: list[Expected]) -> list[str]:
+    """The drifted files worth a second read for their text (non-secret, content differs)."""
+    texts = {e.path for e in expected if e.text is not None}
+    return [d.path for d in drifts if d.content_differs and d.path in texts]
+
+
+def describe(drifts: list[Drift], total: int) -> str:
+    """One line per drifted file, then the diffs."""
+    if not drifts:
+        return f"all {total} managed files match the spec (content, owner, mode)"
+    head = f"{len(drifts)} of {total} managed files differ from the spec (gpuforge apply restores them): "
+    lines = [head + "; ".join(f"{d.path}: {', '.join(d.problems)}" for d in drifts)]
+    for d in drifts:
+        lines += d.diff
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""config.files: validate fails a node whose managed files are not what the spec renders, naming the
+node and the file, with a unified diff for a non-secret file and never a secret's content.
+
+The node answers through FakeCluster (vhelpers): a converged node's files are exactly the rendered
+ones; each test changes one node's files in place, as a hand edit would."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuforge.spec import resolve_nodes
+from gpuforge.spec.nodes import Node
+from gpuforge.validator.node.base import FAIL, PASS
+from gpuforge.validator.runner import validate
+
+from .vhelpers import FakeCluster, lab_spec
+
+SLURM_CONF = "/etc/slurm/slurm.conf"
+MUNGE_KEY = "/etc/munge/munge.key"
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> tuple[Any, Path, FakeCluster]:
+    spec, path = lab_spec(tmp_path)
+    return spec, path, FakeCluster(spec)
+
+
+def node_named(spec: Any, name: str) -> Node:
+    return next(n for n in resolve_nodes(spec) if n.name == name)
+
+
+def edit(fake: FakeCluster, node_name: str, path: str, text: str | None = None, mode: str | None = None) -> None:
+    files = fake.node_files(node_named(fake.spec, node_name))
+    sha, old_mode, owner, group, old_text = files[path]
+    if text is not None:
+        sha, old_text = hashlib.sha256(text.encode()).hexdigest(), text
+    files[path] = (sha, mode or old_mode, owner, group, old_text)
+
+
+def config_result(fake: FakeCluster, spec: Any, path: Path, node: str) -> tuple[str, str]:
+    report = validate(spec, path, checks="config", transport=fake)
+    r = next(c for n in report.nodes if n.name == node for c in n.checks if c.id == "config.files")
+    return r.status, r.message
+
+
+def test_a_converged_node_passes(lab: Any) -> None:
+    spec, path, fake = lab
+    status, message = config_result(fake, spec, path, "node2")
+    assert status == PASS
+    assert message.startswith("all ") and message.endswith(" managed files match the spec (content, owner, mode)")
+
+
+def test_a_hand_edited_slurm_conf_fails_with_a_diff(lab: Any) -> None:
+    spec, path, fake = lab
+    text = fake.node_files(node_named(spec, "node2"))[SLURM_CONF][4] or ""
+    edit(fake, "node2", SLURM_CONF, text + "SchedulerType=sched/builtin\n")
+    report = validate(spec, path, checks="config", transport=fake)
+    assert report.exit_code == 1
+    by = {n.name: {c.id: c for c in n.checks} for n in report.nodes}
+    assert by["node1"]["config.files"].status == PASS and by["node3"]["config.files"].status == PASS
+    result = by["node2"]["config.files"]
+    assert result.status == FAIL
+    first, *diff = result.message.splitlines()
+    assert first.startswith("1 of ") and first.endswith(f"{SLURM_CONF}: content differs")
+    assert diff[:2] == [f"--- {SLURM_CONF} (on the node)", f"+++ {SLURM_CONF} (from the spec)"]
+    assert "-SchedulerType=sched/builtin" in diff  # the node's line, not the spec's
+
+
+def test_a_changed_mode_and_a_missing_file_are_named(lab: Any) -> None:
+    spec, path, fake = lab
+    edit(fake, "node3", SLURM_CONF, mode="666")
+    node3 = node_named(spec, "node3")
+    gone = sorted(p for p in fake.node_files(node3) if p != SLURM_CONF)[0]
+    del fake.node_files(node3)[gone]
+    status, message = config_result(fake, spec, path, "node3")
+    assert status == FAIL
+    assert f"{SLURM_CONF}: mode 0666, want 0644" in message and f"{gone}: missing" in message
+    assert "---" not in message  # no content changed: no diff
+
+
+def test_a_secret_is_compared_by_mode_and_never_shown(lab: Any) -> None:
+    spec, path, fake = lab
+    edit(fake, "node1", MUNGE_KEY, text="a different key\n", mode="644")
+    status, message = config_result(fake, spec, path, "node1")
+    assert status == FAIL
+    assert message.splitlines() == [
+        f"1 of {message.split(' of ', 1)[1].split(' ', 1)[0]} managed files differ from the spec "
+        f"(gpuforge apply restores them): {MUNGE_KEY}: mode 0644, want 0400"
+    ]
+    assert "different key" not in message
