@@ -75,3 +75,19 @@ def test_a_config_without_a_platform_is_skipped_not_passed() -> None:
     cfg = config("arm1")
     del cfg["platform"]
     assert platform_result(cfg, os_release("rocky", "9.4", "aarch64"))[0] == SKIP
+
+
+def test_a_unit_changed_without_daemon_reload_is_a_pending_restart() -> None:
+    from tests.validator.vhelpers import units
+
+    cfg = config("arm1")
+    lines = units({"munge.service": "active", "slurmd.service": "active"})
+    ctx = framework.NodeContext(cfg, {"units": lines})
+    results, _ = execute.run_node_checks(cfg, ["config.units_loaded"], ctx=ctx)
+    assert (results[0].status, results[0].message) == (PASS, "2 managed unit(s) loaded as they are on disk")
+    stale = [*lines[:-1]]
+    stale.insert(stale.index("Id=slurmd.service"), "NeedDaemonReload=yes")
+    ctx = framework.NodeContext(cfg, {"units": [*stale, "__rc=0"]})
+    results, _ = execute.run_node_checks(cfg, ["config.units_loaded"], ctx=ctx)
+    assert results[0].status == FAIL
+    assert results[0].message.startswith("slurmd.service: the unit file or a drop-in changed on disk")

@@ -1,11 +1,12 @@
-"""The node runs the distribution release and CPU architecture its node group says (platform table row)."""
+"""The node runs the distribution release and CPU architecture its node group says (platform table row),
+and systemd runs its managed units as their files are on disk."""
 
 from __future__ import annotations
 
 from gpuforge.probes.platform import runs
-from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, Outcome
+from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, WARNING, Config, Outcome
 from gpuforge.validator.node.framework import NodeContext, check
-from gpuforge.validator.node.inputs import OS_RELEASE
+from gpuforge.validator.node.inputs import NO_UNITS, OS_RELEASE, UNITS, units_for
 
 
 @check("hardware.platform", "hardware", CRITICAL, "the node runs the spec's OS release and CPU architecture",
@@ -23,3 +24,24 @@ def _platform(ctx: NodeContext) -> Outcome:
     if info.machine != want["arch"]:
         return FAIL, f"uname -m says {info.machine or 'nothing'}; {spec_says} (packages would be for another CPU)"
     return PASS, f"{want['title']} ({info.os_id} {info.version_id}) on {info.machine}, as the spec says"
+
+
+def _gate_units(cfg: Config) -> str | None:
+    return "no unit gpuforge manages runs on this node" if units_for(cfg) == [NO_UNITS] else None
+
+
+@check("config.units_loaded", "config", WARNING,
+       "systemd runs the managed units as their files are on disk (no daemon-reload owed)",
+       needs=("units",), gate=_gate_units)  # fmt: skip
+def _units_loaded(ctx: NodeContext) -> Outcome:
+    units = ctx.read(UNITS)
+    if units["error"]:
+        return FAIL, f"cannot read the units' state: {units['error']}"
+    stale = sorted(name for name, state in units["units"].items() if state and state["NeedDaemonReload"])
+    if stale:
+        return FAIL, (
+            f"{', '.join(stale)}: the unit file or a drop-in changed on disk since systemd loaded it "
+            "(restart pending: systemctl daemon-reload, then restart; gpuforge apply does both)"
+        )
+    known = [name for name, state in units["units"].items() if state and state["LoadState"] == "loaded"]
+    return PASS, f"{len(known)} managed unit(s) loaded as they are on disk"

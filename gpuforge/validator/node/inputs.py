@@ -59,6 +59,10 @@ class Input(Generic[T]):
         return run_shell(self.reading.command(*args), self.reading.timeout(*args))
 
 
+#: Stands in for "no unit" where the node runs none of the units the checks read.
+NO_UNITS = "gpuforge-none.service"
+
+
 def units_for(cfg: Config) -> list[str]:
     """systemd units whose state the checks of this node read."""
     units: list[str] = []
@@ -75,7 +79,7 @@ def units_for(cfg: Config) -> list[str]:
         units.append("nvidia-fabricmanager.service")
     if cfg.get("kubernetes"):
         units.append("kubelet.service")
-    return units or ["gpuforge-none.service"]
+    return units or [NO_UNITS]
 
 
 def _section(cfg: Config, key: str) -> dict[str, Any]:
