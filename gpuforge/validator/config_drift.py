@@ -66,6 +66,16 @@ def expected_files(spec: Spec, node: Node) -> list[Expected]:
     return out
 
 
+def managed_units(spec: Spec, node: Node) -> list[str]:
+    """Units whose unit file or a drop-in gpuforge writes on the node (``/etc/systemd/system/<unit>[.d/]``)."""
+    units = set()
+    for f in render_node(spec, node):
+        parts = f.path.split("/")  # "", etc, systemd, system, <unit>[.d], [<drop-in>]
+        if f.path.startswith("/etc/systemd/system/") and len(parts) in (5, 6):
+            units.add(parts[4].removesuffix(".d"))
+    return sorted(u for u in units if u.endswith((".service", ".timer", ".socket", ".mount")))
+
+
 def compare(expected: list[Expected], have: dict[str, FileDigest | None]) -> list[Drift]:
     """The files whose state on the node is not the rendered one, in path order."""
     drifts = []

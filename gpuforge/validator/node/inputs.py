@@ -79,6 +79,7 @@ def units_for(cfg: Config) -> list[str]:
         units.append("nvidia-fabricmanager.service")
     if cfg.get("kubernetes"):
         units.append("kubelet.service")
+    units += [u for u in cfg.get("managed_units") or [] if isinstance(u, str) and u not in units]
     return units or [NO_UNITS]
 
 
