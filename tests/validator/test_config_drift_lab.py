@@ -1,0 +1,70 @@
+"""Drift on real nodes: hand edits on different lab nodes are found by `validate`, named by node and
+file (a diff for files without secrets), a unit file changed without daemon-reload is a pending
+restart, and after `gpuforge apply` validate passes again (issue: validate knows when a node no
+longer matches the spec)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.lab
+
+#: node -> (shell edit, the file it changes, what the check must say about it)
+EDITS = {
+    "node1": [
+        ("sed -i 's/^ReturnToService=2/ReturnToService=1/' /etc/slurm/slurm.conf", "/etc/slurm/slurm.conf",
+         "content differs"),
+        ("chmod 600 /etc/default/slurmd", "/etc/default/slurmd", "mode 0600, want 0644"),
+    ],
+    "node2": [
+        ("sed -i 's/^ConstrainDevices=yes/ConstrainDevices=no/' /etc/slurm/cgroup.conf", "/etc/slurm/cgroup.conf",
+         "content differs"),
+        ("echo 'ARGS=\"--web.listen-address=:9999\"' >> /etc/default/prometheus-node-exporter",
+         "/etc/default/prometheus-node-exporter", "content differs"),
+    ],
+    "node3": [
+        ("sed -i 's/3142/3143/' /etc/apt/apt.conf.d/01gpuforge-proxy", "/etc/apt/apt.conf.d/01gpuforge-proxy",
+         "content differs"),
+        ("sed -i 's/timeout 55/timeout 5/' /etc/systemd/system/gpuforge-health-metrics.service",
+         "/etc/systemd/system/gpuforge-health-metrics.service", "content differs"),
+    ],
+}  # fmt: skip
+
+
+def config_results(c: Any) -> dict[str, dict[str, Any]]:
+    cp = run_cli("validate", str(c.spec_path), "--checks", "config", "--json", env=c.env)
+    doc = json.loads(cp.stdout)
+    assert cp.returncode == doc["exit_code"], cp.stderr
+    return {n["name"]: {r["id"]: r for r in n["checks"]} for n in doc["nodes"]}
+
+
+def test_drift_is_named_per_node_and_file_and_apply_repairs_it(lab_cluster: Any) -> None:
+    c = lab_cluster
+    before = config_results(c)
+    assert all(r["config.files"]["status"] == "pass" for r in before.values()), before
+    try:
+        for node, edits in EDITS.items():
+            c.ssh(node, " && ".join(cmd for cmd, _, _ in edits))
+        after = config_results(c)
+        for node, edits in EDITS.items():
+            files = after[node]["config.files"]
+            assert files["status"] == "fail", files
+            for _, path, says in edits:
+                assert f"{path}: {says}" in files["message"], (node, path, files["message"])
+        diff = after["node2"]["config.files"]["message"]
+        assert "-ConstrainDevices=no" in diff and "+ConstrainDevices=yes" in diff  # the node's line, then the spec's
+        assert "-ReturnToService=1" in after["node1"]["config.files"]["message"]
+        pending = after["node3"]["config.units_loaded"]
+        assert pending["status"] == "fail" and pending["message"].startswith("gpuforge-health-metrics.service: ")
+    finally:
+        result = c.apply()  # repairs every file (and reloads systemd), whatever the assertions found
+    assert result["returncode"] == 0, json.dumps(result, indent=2)
+    repaired = config_results(c)
+    for node, checks in repaired.items():
+        assert checks["config.files"]["status"] == "pass", (node, checks["config.files"]["message"])
+        assert checks["config.units_loaded"]["status"] == "pass", (node, checks["config.units_loaded"]["message"])
