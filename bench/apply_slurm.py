@@ -65,7 +65,7 @@ def write_spec(state: object, workdir: Path, workers: int) -> Path:
 
 
 def noop(spec: Path, env: dict[str, str], runs: int = 3) -> float:
-    return statistics.median(gpuforge("apply", str(spec), env=env) for _ in range(runs))
+    return statistics.median(gpuforge("apply", "--yes", str(spec), env=env) for _ in range(runs))
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -98,7 +98,7 @@ def main() -> None:
             f"{PACKAGES})",
         )
         spec3 = write_spec(state, workdir, 2)
-        figures["first_apply_3_s"] = gpuforge("apply", str(spec3), env=env)
+        figures["first_apply_3_s"] = gpuforge("apply", "--yes", str(spec3), env=env)
         figures["ratio"] = figures["first_apply_3_s"] / figures["floor_s"]
         figures["noop_3_s"] = noop(spec3, env)
         for total in (6, 12):
@@ -106,7 +106,7 @@ def main() -> None:
                 break
             state = core.up(NAME, total, SUBNET, log=lambda m: None)
             spec = write_spec(state, workdir, total - 1)
-            gpuforge("apply", str(spec), env=env)
+            gpuforge("apply", "--yes", str(spec), env=env)
             figures[f"noop_{total}_s"] = noop(spec, env)
     finally:
         core.down(NAME, log=lambda m: None)

@@ -209,7 +209,7 @@ def measure(spec: str, nodes: int, workdir: Path) -> Row:
     row.idle_node_mb = node_memory_mb()
 
     errors = mirror_errors()
-    first = gpuforge("apply", str(path), "--json", env=env)
+    first = gpuforge("apply", "--yes", str(path), "--json", env=env)
     row.apply_mirror_errors = mirror_errors() - errors
     row.apply_s, row.apply_rss_mb, row.apply_cpu_s = first.seconds, first.max_rss_mb, first.cpu_s
     result = json.loads(first.out) if first.out.strip() else {}
@@ -217,7 +217,7 @@ def measure(spec: str, nodes: int, workdir: Path) -> Row:
     if first.rc != 0 and not row.apply_failed:
         row.apply_failed = [f"exit {first.rc}: {first.err.strip().splitlines()[-1:]}"]
     row.stack_node_mb = node_memory_mb()
-    noop = gpuforge("apply", str(path), "--json", env=env)
+    noop = gpuforge("apply", "--yes", str(path), "--json", env=env)
     row.noop_s, row.noop_cpu_s, row.noop_host_cpu_s = noop.seconds, noop.cpu_s, noop.host_cpu_s
     row.noop_changes = int(json.loads(noop.out).get("changes", -1)) if noop.out.strip() else -1
     checked = gpuforge("validate", str(path), env=env)

@@ -8,31 +8,82 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuforge.progress import status_printer
+from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
+from gpuforge.spec.layer_tags import TAGS
 
 app = typer.Typer(
     name="gpuforge",
     help="Declarative provisioning and validation for GPU clusters.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
 
+
+def version_text() -> str:
+    """``gpuforge <version> (Python <version>)``: the installed package's version, else the source tree's."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from gpuforge import __version__
+
+    try:
+        own = version("gpuforge")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        own = __version__
+    return f"gpuforge {own} (Python {platform.python_version()})"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(version_text())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit"),
+    ] = False,
+) -> None:
+    """Declarative provisioning and validation for GPU clusters."""
+
+
 if TYPE_CHECKING:
+    from rich.status import Status
+
     from gpuforge.bundle.build import BundleResult
     from gpuforge.deploy.run import ApplyResult
+    from gpuforge.orchestrate.apply import ApplyPreview
+    from gpuforge.spec.layer_tags import LayerSelection
 
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
 LIMIT_HELP = "Only these nodes: hostlists, node-group and role names, comma-separated; '!' before one leaves it out"
+VerboseOpt = Annotated[int, typer.Option("-v", "--verbose", count=True, help=VERBOSE_HELP)]
+LogFileOpt = Annotated[Path | None, typer.Option("--log-file", help=LOG_FILE_HELP, dir_okay=False)]
+TAGS_HELP = f"Only these layers, comma-separated: {', '.join(TAGS)} (site: the site's Ansible steps)"
+TagsOpt = Annotated[str | None, typer.Option("--tags", help=TAGS_HELP)]
+SkipTagsOpt = Annotated[str | None, typer.Option("--skip-tags", help="Leave these layers out (the names of --tags)")]
+
+
+def _logging(verbose: int, log_file: Path | None) -> None:
+    """``-v`` and ``--log-file`` set up, or exit 2 naming a log file that cannot be opened."""
+    from gpuforge.spec.redact import redact_url_credentials
+
+    try:
+        configure_logging(verbose, log_file, redact_url_credentials)
+    except OSError as e:
+        err.print(f"--log-file {log_file}: cannot open it: {e.strerror or e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
 
 
 def _load(path: Path) -> Spec:
@@ -45,7 +96,12 @@ def _load(path: Path) -> Spec:
 
 
 @app.command()
-def check(spec: SpecArg, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def check(
+    spec: SpecArg,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The result as one JSON document on stdout: ok, and each problem's place")
+    ] = False,
+) -> None:
     """Validate a spec file; touch no host."""
     try:
         s = load_spec(spec)
@@ -56,7 +112,8 @@ def check(spec: SpecArg, json_out: Annotated[bool, typer.Option("--json")] = Fal
                     {
                         "ok": False,
                         "errors": [
-                            {"path": i.path, "line": i.line, "column": i.column, "node": i.node, "message": i.message} for i in e.issues
+                            {"path": i.path, "line": i.line, "column": i.column, "node": i.node, "message": i.message}
+                            for i in e.issues
                         ],
                     }
                 )
@@ -173,14 +230,21 @@ def plan(
             help="Exit 0 when nothing would change, 2 when changes are pending, 1 on an error (as Terraform's)",
         ),
     ] = False,
+    tags: TagsOpt = None,
+    skip_tags: SkipTagsOpt = None,
+    verbose: VerboseOpt = 0,
+    log_file: LogFileOpt = None,
 ) -> None:
     """Show what apply would change on each host (nothing is changed; secrets redacted)."""
     from gpuforge.orchestrate.plan import plan as make_plan
     from gpuforge.probes.vagrant import VagrantError
+    from gpuforge.progress import progress_log
 
     _load(spec)
+    layers = _layer_selection(tags, skip_tags)
+    _logging(verbose, log_file)
     try:
-        result = make_plan(spec, limit=limit)
+        result = make_plan(spec, limit=limit, layers=layers, on_event=_without_credentials(progress_log.info))
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -206,18 +270,39 @@ def apply(
     include_drained: Annotated[
         bool, typer.Option(help="Also change nodes an operator drained or cordoned (they stay drained)")
     ] = False,
+    tags: TagsOpt = None,
+    skip_tags: SkipTagsOpt = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes", "-y", help="Apply without showing the plan and asking first (needed when stdin is not a terminal)"
+        ),
+    ] = False,
+    verbose: VerboseOpt = 0,
+    log_file: LogFileOpt = None,
 ) -> None:
     """Converge the nodes to the spec without disturbing running work (rolling changes drain first).
 
-    Exit status: 0 converged; 1 a node failed; 2 bad input or a refused change (nothing touched);
-    3 converged except nodes left for an operator (a reboot is needed, or an operator drained them).
+    Shows the plan and asks first, unless --yes. Exit status: 0 converged; 1 a node failed; 2 bad
+    input, a refused change or a declined confirmation (nothing touched); 3 converged except nodes
+    left for an operator (a reboot is needed, an operator drained them, --tags left them alone).
     """
+    from gpuforge.deploy.runlog import RunLogUnwritable
     from gpuforge.orchestrate.applied_record import ApplyLocked, RecordUnreadable
-    from gpuforge.orchestrate.apply import ApplyRefused
+    from gpuforge.orchestrate.apply import ApplyCancelled, ApplyRefused
     from gpuforge.orchestrate.apply import apply as run_apply
     from gpuforge.probes.vagrant import VagrantError
 
-    _load(spec)
+    _check_limit(_load(spec), limit)
+    layers = _layer_selection(tags, skip_tags)
+    if layers is not None and allow_reboot:
+        _refuse("--allow-reboot: a run with --tags/--skip-tags never drains or reboots a node; apply without them")
+    if not yes and not stdin_is_terminal():
+        _refuse(
+            "apply shows the plan and asks before it changes anything, and stdin is not a terminal: "
+            "pass --yes (-y) to apply without asking (scripts, CI), or run it on a terminal"
+        )
+    _logging(verbose, log_file)
     try:
         with err.status("applying") as status:
             result = run_apply(
@@ -227,8 +312,13 @@ def apply(
                 force=force,
                 allow_reboot=allow_reboot,
                 include_drained=include_drained,
+                layers=layers,
+                confirm=None if yes else _confirmer(spec, limit, layers, status),
             )
-    except (ApplyRefused, ApplyLocked, RecordUnreadable) as e:
+    except ApplyCancelled:
+        err.print("apply cancelled: nothing was changed", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    except (ApplyRefused, ApplyLocked, RecordUnreadable, RunLogUnwritable) as e:
         err.print(str(e), markup=False, highlight=False)
         raise typer.Exit(2) from None
     except SpecError as e:
@@ -252,6 +342,62 @@ def _without_credentials(on_event: Callable[[str], None]) -> Callable[[str], Non
         on_event(Milestone(text) if isinstance(message, Milestone) else text)
 
     return shown
+
+
+def stdin_is_terminal() -> bool:
+    """Whether a person can answer apply's question (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _refuse(message: str) -> NoReturn:
+    """Exit 2 with ``message`` (bad input: nothing was touched)."""
+    err.print(message, markup=False, highlight=False)
+    raise typer.Exit(2)
+
+
+def _check_limit(loaded: Spec, limit: str | None) -> None:
+    """A ``--limit`` that names no node: exit 2 now, before anything else is asked or touched."""
+    from gpuforge.spec import select_limit
+
+    if limit:
+        try:
+            select_limit(loaded, limit)
+        except SpecError as e:
+            _refuse(e.format())
+
+
+def _layer_selection(tags: str | None, skip_tags: str | None) -> LayerSelection | None:
+    """``--tags``/``--skip-tags`` as a selection (None: every layer), or exit 2 naming the bad tag."""
+    from gpuforge.spec.layer_tags import TagError, select_layers
+
+    try:
+        return select_layers(tags, skip_tags)
+    except TagError as e:
+        _refuse(str(e))
+
+
+def _confirmer(
+    spec: Path, limit: str | None, layers: LayerSelection | None, status: Status
+) -> Callable[[ApplyPreview], bool]:
+    """apply's ``confirm``: the plan of the same nodes and layers, a summary, then "Apply these
+    changes? [y/N]" on the terminal (the status line paused meanwhile)."""
+    from gpuforge.orchestrate.plan import confirmation_summary
+    from gpuforge.orchestrate.plan import plan as make_plan
+
+    def confirm(preview: ApplyPreview) -> bool:
+        status.update("planning (nothing is changed)")
+        planned = make_plan(spec, limit=limit, layers=layers)
+        status.stop()
+        for line in confirmation_summary(preview, planned):
+            err.print(line, markup=False, highlight=False)
+        err.print("Apply these changes? [y/N] ", end="", markup=False, highlight=False)
+        answer = sys.stdin.readline().strip().lower()
+        if answer in ("y", "yes"):
+            status.start()
+            return True
+        return False
+
+    return confirm
 
 
 def apply_exit_code(result: ApplyResult) -> int:
@@ -316,6 +462,87 @@ def kubeconfig(
     out.print(f"KUBECONFIG={path}", markup=False, highlight=False)
 
 
+@app.command("log")
+def log_cmd(
+    node: Annotated[str | None, typer.Option("--node", help="Only what was done to this node")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="From this date or time (2026-11-20, 2026-11-20T14:00) or age (30m, 12h, 7d)"),
+    ] = None,
+    last: Annotated[bool, typer.Option("--last", help="Only the latest apply")] = False,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Only the applies of this cluster")] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The log's lines as they are kept: one JSON object a line on stdout")
+    ] = False,
+) -> None:
+    """What each apply did: every step on every node, with its command, result and time (the run logs)."""
+    from gpuforge.deploy.runlog import BadSince, parse_since, read_entries, run_files, runs_dir, select_entries
+
+    try:
+        after = parse_since(since) if since is not None else None
+    except BadSince as e:
+        _refuse(f"--since: {e}")
+    files = run_files()
+    runs = []
+    for path in files:
+        entries, bad = read_entries(path)
+        if bad:
+            err.print(f"{path}: {bad} line(s) could not be read (cut by a crash?)", markup=False, highlight=False)
+        kept = select_entries(entries, node=node, since=after, cluster=cluster)
+        if kept:
+            runs.append(kept)
+    if last:
+        runs = runs[-1:]
+    if not runs:
+        where = f" for {node}" if node else ""
+        err.print(f"no apply logged{where} in {runs_dir()}", markup=False, highlight=False)
+        return
+    for entries in runs:
+        for entry in entries:
+            print(json.dumps(entry) if json_out else log_line(entry))
+
+
+def log_line(entry: dict[str, Any]) -> str:
+    """One run-log line as ``gpuforge log`` prints it (local time, then what happened)."""
+    from datetime import datetime
+
+    stamp = str(entry.get("started") or entry.get("time"))
+    try:
+        when = datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        when = stamp
+    event = entry.get("event")
+    if event == "run":
+        tags = f", only {', '.join(entry['layers'])}" if entry.get("layers") else ""
+        limit = f", --limit {entry['limit']}" if entry.get("limit") else ""
+        sudo = f" (sudo from {entry['sudo_user']})" if entry.get("sudo_user") else ""
+        who = f"{entry.get('user')}@{entry.get('host')}{sudo}"
+        return f"{when}  apply of {entry.get('spec')} by {who}{limit}{tags}"
+    if event == "step":
+        took = f"{entry['duration_s']:.1f}s" if "duration_s" in entry else "-"
+        what = entry.get("path") or entry.get("summary") or ""
+        error = f"  [{entry['error']}]" if entry.get("error") else ""
+        return (
+            f"{when}  {entry.get('node')}  {entry.get('layer')}  {entry.get('kind')}  {entry.get('result')}  "
+            f"{took}  {what}{error}"
+        )
+    if event == "node":
+        why = entry.get("error") or entry.get("waiting") or ""
+        changes = entry.get("changes", 0)
+        return f"{when}  {entry.get('node')}  {entry.get('result')} ({changes} change(s)) {why}".rstrip()
+    if event == "end":
+        return f"{when}  end: {'ok' if entry.get('ok') else 'FAILED'}, {entry.get('changes', 0)} change(s)"
+    nodes = entry.get("nodes")
+    rest = {k: v for k, v in entry.items() if k not in ("time", "run", "event", "nodes")}
+    return f"{when}  {event} {hostlist_text(nodes)} {json.dumps(rest) if rest else ''}".rstrip()
+
+
+def hostlist_text(nodes: Any) -> str:
+    from gpuforge.spec import hostlist
+
+    return hostlist.compress([str(n) for n in nodes]) if isinstance(nodes, list) and nodes else ""
+
+
 FINGERPRINT_HELP = (
     "The bundle key's fingerprint as 'gpuforge bundle' printed it (--verify needs it, or SPEC's "
     "sources.bundle_fingerprint); when building, the existing key is kept only if it is this one"
@@ -331,7 +558,9 @@ def bundle(
         typer.Option("--verify", help="Check this bundle: its manifest signed by the pinned key, then every file"),
     ] = None,
     fingerprint: Annotated[str | None, typer.Option("--fingerprint", help=FINGERPRINT_HELP)] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The bundle's manifest (or the --verify result) as JSON on stdout")
+    ] = False,
 ) -> None:
     """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
     from gpuforge.bundle.build import build_bundle
@@ -472,7 +701,7 @@ def main() -> None:
     """Entry point."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupted)
-    app()
+    app(prog_name="gpuforge")  # also under "python -m gpuforge": completion scripts name the command
 
 
 if __name__ == "__main__":

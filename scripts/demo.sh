@@ -18,7 +18,7 @@ SPEC=inventories/lab.yaml
 
 gpuforge check "$SPEC"
 gpuforge lab up --nodes 3
-gpuforge apply "$SPEC"
+gpuforge apply --yes "$SPEC"
 set +e
 gpuforge validate "$SPEC" --junit lab-report.xml
 rc=$?

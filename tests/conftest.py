@@ -60,7 +60,7 @@ class LabCluster:
         return path
 
     def apply(self, spec: Path | None = None, *extra: str) -> dict[str, Any]:
-        cp = run_cli("apply", str(spec or self.spec_path), "--json", *extra, env=self.env)
+        cp = run_cli("apply", "--yes", str(spec or self.spec_path), "--json", *extra, env=self.env)
         self.outputs.append(cp.stdout + cp.stderr)
         assert cp.stdout.strip(), f"apply printed nothing; stderr:\n{cp.stderr}"
         result: dict[str, Any] = json.loads(cp.stdout)

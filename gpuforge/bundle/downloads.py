@@ -83,6 +83,9 @@ def _node_wants(ctx: nvidia_needs.Ctx) -> tuple[list[Want], list[Want], list[Pin
         pins.append(Pin(tuple(src.DRIVER_PIN_PACKAGES.split()), (f"{ver}-*",)))
     if nvidia_needs.dcgm_wanted(ctx):
         pins.append(Pin(("datacenter-gpu-manager-4-*",), (f"1:{s.versions.dcgm}-*", f"{s.versions.dcgm}-*")))
+        if host_dcgm_exporter(s):
+            ev = table.dcgm_exporter_package_version(s.versions.dcgm_exporter)
+            pins.append(Pin((table.DCGM_EXPORTER_PACKAGE,), (f"{ev}-*",)))
     if nvidia_needs.cuda_repo_wanted(ctx):
         if host_driver(s):
             if driver_source(s, n) is DriverSource.NVIDIA:
@@ -105,6 +108,11 @@ def _node_wants(ctx: nvidia_needs.Ctx) -> tuple[list[Want], list[Want], list[Pin
         if nvidia_needs.dcgm_wanted(ctx):
             dv = s.versions.dcgm
             cuda += [Want(p, (f"1:{dv}-*", f"{dv}-*"), f"DCGM {dv}") for p in nvidia_needs.dcgm_packages(ctx)]
+            if host_dcgm_exporter(s):
+                ev = table.dcgm_exporter_package_version(s.versions.dcgm_exporter)
+                cuda.append(
+                    Want(table.DCGM_EXPORTER_PACKAGE, (f"{ev}-*",), f"dcgm-exporter {s.versions.dcgm_exporter}")
+                )
     if nvidia_needs.toolkit_wanted(ctx):
         tv = s.versions.container_toolkit
         container += [Want(p, (f"{tv}-1",), f"container toolkit {tv}") for p in nvidia_needs.TOOLKIT_PACKAGES]
@@ -156,8 +164,6 @@ def _node_artifacts(ctx: nvidia_needs.Ctx) -> list[src.Artifact]:
         arts.append(src.pyxis_artifact(s))
     if ctx.gpu_node and n.mig_config:
         arts.append(src.mig_manager_artifact(s, n.platform))
-    if nvidia_needs.dcgm_wanted(ctx) and host_dcgm_exporter(s):
-        arts.append(src.dcgm_exporter_artifact(s, ctx.platform))
     first = first_control_plane(s) if s.kubernetes is not None else None
     if first is not None and first.name == n.name:
         arts += addon_artifacts(s)

@@ -152,7 +152,7 @@ def host_packages(s: Spec, n: Node) -> list[str]:
     if not n.os.is_deb:
         ver = s.versions.cuda_toolkit
         dcgm = table.dcgm_packages(int(s.versions.driver.branch)) if s.versions.driver else ()
-        names += ["nvidia-driver", "nvidia-fabric-manager", *TOOLKIT_PACKAGES, *dcgm]
+        names += ["nvidia-driver", "nvidia-fabric-manager", *TOOLKIT_PACKAGES, *dcgm, table.DCGM_EXPORTER_PACKAGE]
         names += ["nvidia-mig-manager", "slurm-devel", "gcc", "make"]
         names += [pkg for (_, deb), pkg in table.ENGINE_PACKAGES.items() if not deb]
         names += ["nvidia-fabricmanager", "epel-release", "dkms", "python3-dnf-plugin-versionlock"]

@@ -29,8 +29,9 @@ from pyinfra.api.state import BaseStateCallback
 from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.inventory import inventory_groups
 from gpuforge.deploy.layer_progress import LayerProgress, ProgressCallback
+from gpuforge.deploy.runlog_hooks import RunLogCallback
 from gpuforge.deploy.runstate import RunState
-from gpuforge.progress import Milestone
+from gpuforge.progress import Milestone, logging_configured
 from gpuforge.spec import Spec
 
 
@@ -157,7 +158,8 @@ def run_site(
     from gpuforge.deploy.layers.site import site
 
     say = on_event or (lambda _msg: None)
-    logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
+    if not logging_configured():  # -v or --log-file asked for pyinfra's log; else it stays quiet
+        logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
     run.token_hosts = token_hosts(spec, names, run.layers)
     state = build_state(spec, spec_path, None if names is None else [*names, *sorted(run.token_hosts)], run)
     helpers = f" (and {', '.join(sorted(run.token_hosts))} for the join token only)" if run.token_hosts else ""
@@ -186,6 +188,9 @@ def run_site(
     add_deploy(state, site)
     progress = LayerProgress(say)
     state.add_callback_handler(ProgressCallback(progress))
+    logged = RunLogCallback(run.runlog) if run.runlog is not None else None
+    if logged is not None:
+        state.add_callback_handler(logged)
     # A node that dies mid-run ends its greenlet with an exception (paramiko's EOFError) that
     # gevent's hub would print as a traceback: keep it, and report it as that node's error.
     hub = gevent.get_hub()
@@ -198,6 +203,8 @@ def run_site(
     finally:
         hub.exception_stream = sys.stderr
         progress.finish()
+        if logged is not None:
+            logged.flush(state)
     collect_results(state, run, results, lost_hosts(crashes.getvalue()))
     return ApplyResult(without_token_hosts(results, run))
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuforge.deploy.converge import Step
 from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.slurm_changes import SlurmAction
 from gpuforge.spec import k8s_upstream
+
+if TYPE_CHECKING:
+    from gpuforge.deploy.runlog import RunLog
 
 RUN_STATE_KEY = "gpuforge_run"
 #: The one layer a token host runs (``gpuforge.deploy.layers.kubeadm.join_token_layer``).
@@ -71,6 +74,11 @@ class RunState:
     prefetch: FactPrefetch | None = None
     """The current pyinfra run's merged fact reads (``run_site`` makes one per run; None: every
     layer reads on its own, as under the plain ``pyinfra`` CLI)."""
+    site_steps: bool = True
+    """Whether the site's Ansible steps run (``--tags``/``--skip-tags`` can leave them out)."""
+    runlog: RunLog | None = None
+    """The apply's run log (``gpuforge.deploy.runlog``): every step run is written to it (None: a
+    plan, or a run outside ``gpuforge apply``)."""
 
     def __copy__(self) -> RunState:
         return self

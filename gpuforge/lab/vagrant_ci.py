@@ -4,7 +4,7 @@ Used by the Vagrant test (and by anyone who wants the same on a machine without 
 
     with vagrant_lab(workdir, build_box()) as vl:
         vl.vagrant("up", "--provider=libvirt")
-        vl.run([gpuforge, "apply", spec])
+        vl.run([gpuforge, "apply", "--yes", spec])
 
 Invariants:
 - Every packet stays on this machine: libvirtd, the VM networks (libvirt's bridges, dnsmasq) and

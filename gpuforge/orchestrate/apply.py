@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuforge.deploy.run import ApplyResult, HostResult, run_site
+from gpuforge.deploy.runlog import RunLog, RunLogUnwritable, runs_dir, shown
 from gpuforge.deploy.runstate import RunState
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate import node_hold, node_lock
@@ -29,6 +30,7 @@ from gpuforge.orchestrate.rollout import RolloutPlan, plan_by_node, roll_every_n
 from gpuforge.orchestrate.site_steps import run_with_site_steps
 from gpuforge.spec import Spec, SpecError, SpecIssue, hostlist, load_spec, resolve_nodes, select_limit
 from gpuforge.spec.diff import FieldChange
+from gpuforge.spec.layer_tags import LayerSelection
 from gpuforge.spec.model import SourceMode
 
 
@@ -71,6 +73,10 @@ class ApplyRefused(Exception):
         )
 
 
+class ApplyCancelled(Exception):
+    """The operator did not confirm the apply; nothing was touched."""
+
+
 @dataclass(frozen=True)
 class ApplyOptions:
     """What the operator asked of one apply."""
@@ -83,6 +89,25 @@ class ApplyOptions:
     """Reboot (drained) nodes whose change needs it, batch by batch."""
     include_drained: bool = False
     """Also change nodes an operator drained or cordoned (they stay drained; never resumed)."""
+    layers: LayerSelection | None = None
+    """``--tags``/``--skip-tags``: only these layers, and only on nodes with no rolling change
+    pending (:func:`_apply_tagged`); None: every layer, the whole rollout."""
+
+
+@dataclass(frozen=True)
+class ApplyPreview:
+    """What an apply is about to do, shown for confirmation before anything is touched."""
+
+    spec: Spec
+    nodes: list[str]
+    """The selected nodes (``--limit``)."""
+    rolling_fields: list[str]
+    to_roll: list[str]
+    """Nodes to be drained and changed batch by batch (an operator's drained ones wait unless
+    ``--include-drained``)."""
+    held_back: dict[str, str]
+    """A run with ``--tags``/``--skip-tags``: nodes left alone, with why."""
+    layers: LayerSelection | None
 
 
 def apply(
@@ -92,6 +117,8 @@ def apply(
     force: bool = False,
     allow_reboot: bool = False,
     include_drained: bool = False,
+    layers: LayerSelection | None = None,
+    confirm: Callable[[ApplyPreview], bool] | None = None,
 ) -> ApplyResult:
     """Converge every node (or those in ``limit``) to the spec, never under running work.
 
@@ -102,10 +129,13 @@ def apply(
     need a reboot are rebooted drained with ``allow_reboot``, else reported in ``waiting``. Two
     applies of one spec file never run at once: the second is refused
     (:class:`gpuforge.orchestrate.applied_record.ApplyLocked`) before anything is touched.
+    ``layers`` (``--tags``) narrows the run to some layers (:func:`_apply_tagged`). ``confirm``
+    sees what the apply is about to do, under the apply lock and before anything is touched;
+    False raises :class:`ApplyCancelled`. Every apply writes a run log (``gpuforge.deploy.runlog``).
     """
-    options = ApplyOptions(limit, force, allow_reboot, include_drained)
+    options = ApplyOptions(limit, force, allow_reboot, include_drained, layers)
     with apply_lock(spec_path):
-        return _apply_locked(spec_path, options, on_event or (lambda _msg: None))
+        return _apply_locked(spec_path, options, on_event or (lambda _msg: None), confirm)
 
 
 def _rollout_plan(
@@ -127,7 +157,12 @@ def _rollout_plan(
     return plan_by_node([(newer, ahead), (applied, [n for n in everyone if n not in ahead])], spec)
 
 
-def _apply_locked(spec_path: str | Path, options: ApplyOptions, say: Callable[[str], None]) -> ApplyResult:
+def _apply_locked(
+    spec_path: str | Path,
+    options: ApplyOptions,
+    say: Callable[[str], None],
+    confirm: Callable[[ApplyPreview], bool] | None,
+) -> ApplyResult:
     spec = load_spec(spec_path)
     everyone = [n.name for n in resolve_nodes(spec)]
     selected = select_limit(spec, options.limit) if options.limit else everyone
@@ -137,20 +172,51 @@ def _apply_locked(spec_path: str | Path, options: ApplyOptions, say: Callable[[s
     rollout = _rollout_plan(spec, spec_path, record, options.force, say)
     if rollout.refused and not options.force:
         raise ApplyRefused(rollout.refused)
+    leftover = [n for n in record.drained if n in selected and n not in rollout.rolling_nodes]
+    to_roll = [n for n in everyone if n in selected and (n in rollout.rolling_nodes or n in leftover)]
+    held = held_back(rollout, to_roll, leftover) if options.layers is not None else {}
+    fields = sorted({c.path for c in rollout.rolling})
+    preview = ApplyPreview(spec, selected, fields, [n for n in to_roll if n not in held], held, options.layers)
+    if confirm is not None and not confirm(preview):
+        raise ApplyCancelled()
+    log = open_run_log(spec, spec_path, options, selected)
+    try:
+        if options.layers is not None:
+            result = _apply_tagged(spec, spec_path, options, say, preview, log)
+        else:
+            result = _apply_all(spec, spec_path, options, say, (record, rollout, everyone, selected, to_roll), log)
+        log_outcome(log, result)
+        return result
+    except BaseException as exc:
+        log.write("end", ok=False, error=shown(f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        log.close()
+
+
+def _apply_all(
+    spec: Spec,
+    spec_path: str | Path,
+    options: ApplyOptions,
+    say: Callable[[str], None],
+    plan: tuple[RolloutRecord, RolloutPlan, list[str], list[str], list[str]],
+    log: RunLog,
+) -> ApplyResult:
+    """Every layer: live changes at once, rolling ones batch by batch, progress recorded."""
+    record, rollout, everyone, selected, to_roll = plan
     if record.spec != spec_text(spec):
         record.spec, record.converged = spec_text(spec), []
     ro = Rollout(
         spec, spec_path, say, options.allow_reboot, record,
-        deploy=lambda names: run_deploys(spec_path, ",".join(names), say, locked=True),
+        deploy=lambda names: run_deploys(spec_path, ",".join(names), say, locked=True, run=new_run(log)),
         validate=lambda names: validate_nodes(spec_path, names),
+        log=log,
     )  # fmt: skip
-    leftover = [n for n in record.drained if n in selected and n not in rollout.rolling_nodes]
-    to_roll = [n for n in everyone if n in selected and (n in rollout.rolling_nodes or n in leftover)]
     result = ApplyResult({})
     rolling, operator = _hold_check(ro, to_roll, options.include_drained, result)
     others = [n for n in selected if n not in to_roll]
     if others:
-        merge(result, run_deploys(spec_path, ",".join(others), say))
+        merge(result, run_deploys(spec_path, ",".join(others), say, run=new_run(log)))
     if rolling:
         fields = ", ".join(sorted({c.path for c in rollout.rolling})) or "nodes an interrupted rollout left drained"
         say(f"rolling change ({fields}) on {hostlist.compress(rolling)}")
@@ -161,6 +227,93 @@ def _apply_locked(spec_path: str | Path, options: ApplyOptions, say: Callable[[s
     _reboot_others(ro, [n for n in others if n in result.hosts], options.include_drained, result)
     _record_progress(ro, result, everyone)
     return result
+
+
+def held_back(rollout: RolloutPlan, to_roll: list[str], leftover: list[str]) -> dict[str, str]:
+    """A run with ``--tags``/``--skip-tags``: the nodes it leaves alone, with why. A node with a
+    rolling change pending (or left drained by an interrupted rollout) is only ever changed by a
+    full apply, drained: a layer skipped here could hold its change."""
+    fields = ", ".join(sorted({c.path for c in rollout.rolling})) or "every field: what changed is unknown"
+    out = {}
+    for name in to_roll:
+        if name in leftover:
+            out[name] = "left drained by an interrupted rollout: apply without --tags/--skip-tags finishes it"
+        else:
+            out[name] = (
+                f"a rolling change ({fields}) is pending: left alone; apply without --tags/--skip-tags rolls it "
+                "(drained batch by batch)"
+            )
+    return out
+
+
+def _apply_tagged(
+    spec: Spec,
+    spec_path: str | Path,
+    options: ApplyOptions,
+    say: Callable[[str], None],
+    preview: ApplyPreview,
+    log: RunLog,
+) -> ApplyResult:
+    """``--tags``/``--skip-tags``: the chosen layers on the selected nodes that have no rolling
+    change pending. Such a run never drains, reboots or resumes a node, and records nothing: the
+    applied spec and the rollout record stay as they were, so the next full apply compares with
+    the last full one and rolls what is still pending (a layer skipped here runs then)."""
+    assert options.layers is not None
+    result = ApplyResult({}, waiting=dict(preview.held_back))
+    go = [n for n in preview.nodes if n not in preview.held_back]
+    if go:
+        say(f"only {options.layers.describe()} (--tags/--skip-tags) on {hostlist.compress(go)}")
+        merge(result, run_deploys(spec_path, ",".join(go), say, run=new_run(log, options.layers)))
+    for name in go:
+        host = result.hosts.get(name)
+        if host is not None and host.ok and host.reboot_required:
+            why = "; ".join(host.reboot_required)
+            result.waiting[name] = (
+                f"reboot required ({why}): apply without --tags/--skip-tags, with --allow-reboot, reboots it (drained)"
+            )
+    return result
+
+
+def new_run(log: RunLog | None, layers: LayerSelection | None = None) -> RunState:
+    """A fresh RunState for one deploy run of an apply: its run log, and the chosen layers."""
+    if layers is None:
+        return RunState(runlog=log)
+    return RunState(layers=layers.layers, site_steps=layers.site_steps, runlog=log)
+
+
+def open_run_log(spec: Spec, spec_path: str | Path, options: ApplyOptions, selected: list[str]) -> RunLog:
+    """The apply's run log, its ``run`` line written; :class:`RunLogUnwritable` when it cannot be made
+    (before anything is touched: every apply is logged)."""
+    try:
+        log = RunLog.create(spec.cluster.name)
+    except OSError as exc:
+        raise RunLogUnwritable(runs_dir(), exc) from None
+    log.start_run(
+        spec_path,
+        spec.cluster.name,
+        nodes=selected,
+        limit=options.limit,
+        layers=options.layers.tags if options.layers is not None else None,
+        force=options.force or None,
+        allow_reboot=options.allow_reboot or None,
+        include_drained=options.include_drained or None,
+    )
+    return log
+
+
+def log_outcome(log: RunLog, result: ApplyResult) -> None:
+    """A ``node`` line per node (changed, ok, failed or waiting, why) and the ``end`` line."""
+    for name, host in result.hosts.items():
+        state = "changed" if host.changed else "ok"
+        state = "failed" if not host.ok else "waiting" if name in result.waiting else state
+        log.write(
+            "node", node=name, result=state, changes=len(host.changed), error=shown(host.error),
+            waiting=shown(result.waiting.get(name)),
+        )  # fmt: skip
+    for name, why in result.waiting.items():
+        if name not in result.hosts:
+            log.write("node", node=name, result="waiting", changes=0, waiting=shown(why))
+    log.write("end", ok=result.ok, changes=result.changes, waiting=len(result.waiting))
 
 
 def _hold_check(
@@ -210,6 +363,7 @@ def _record_progress(ro: Rollout, result: ApplyResult, everyone: list[str]) -> N
     if len(record.converged) == len(everyone):
         record_applied(ro.spec, ro.spec_path)
         record.spec, record.converged = "", []
+        ro.note("recorded", [], what="the spec as applied on every node")
     ro.save()
 
 
@@ -243,7 +397,7 @@ def run_deploys(
     if spec.kubernetes is not None:
         SecretStore(spec.cluster.name).kubernetes_pki()  # the cluster CA, before any host is touched
     run = run if run is not None else RunState()
-    runner = run_with_site_steps if spec.site.ansible else run_site
+    runner = run_with_site_steps if spec.site.ansible and run.site_steps else run_site
     if run.dry_run or locked:  # a plan changes nothing: no node lock
         return runner(spec, spec_path, names, run, on_event)
     wanted = names if names is not None else [n.name for n in resolve_nodes(spec)]

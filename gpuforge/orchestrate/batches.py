@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuforge.deploy.run import ApplyResult, HostResult
+from gpuforge.deploy.runlog import RunLog, shown
 from gpuforge.orchestrate import node_hold, node_lock, remote
 from gpuforge.orchestrate.applied_record import RolloutRecord, save_rollout_record
 from gpuforge.orchestrate.node_lock import NodeLocks
@@ -43,9 +45,16 @@ class Rollout:
     record: RolloutRecord
     deploy: Callable[[list[str]], ApplyResult]
     validate: Callable[[list[str]], dict[str, str]]
+    log: RunLog | None = None
+    """The apply's run log: drains, reboots and resumes are written to it."""
 
     def save(self) -> None:
         save_rollout_record(self.spec_path, self.record)
+
+    def note(self, event: str, nodes: list[str], **fields: Any) -> None:
+        """A line of the run log about whole nodes (a drain, a reboot, a resume)."""
+        if self.log is not None:
+            self.log.write(event, nodes=nodes or None, **fields)
 
 
 def classify(holds: dict[str, NodeHold], record: RolloutRecord, nodes: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -102,6 +111,7 @@ def _roll_locked(
     ro.record.drained += [n for n in ours if n not in ro.record.drained]
     ro.save()  # before the drain is sent: an interrupted run's next run gives these back
     error = node_hold.drain(ro.spec, ro.spec_path, ours, included)
+    ro.note("drain", batch, result="failed" if error else "ok", error=shown(error))
     if error:
         _fail(result, batch, f"drain: {error} ({STOPPED})")
         return False
@@ -114,11 +124,13 @@ def _roll_locked(
     if not reboot_batch(ro, batch, result, locks):
         return False
     problems = ro.validate(batch)
+    ro.note("validate", batch, result="failed" if problems else "ok", failures=problems or None)
     if problems:
         for name, text in problems.items():
             _fail(result, [name], f"{text} ({STOPPED})")
         return False
     error = node_hold.resume(ro.spec, ro.spec_path, ours)
+    ro.note("resume", ours, result="failed" if error else "ok", error=shown(error))
     if error:
         _fail(result, ours, f"resume: {error}")
         return False
@@ -141,6 +153,7 @@ def reboot_batch(ro: Rollout, batch: list[str], result: ApplyResult, locks: Node
             result.waiting[name] = f"reboot required ({why}); left drained: apply --allow-reboot to reboot it"
         return False
     ro.say(f"rebooting {hostlist.compress(needing)}")
+    ro.note("reboot", needing, command=REBOOT_COMMAND)
     for name in needing:
         remote.run(ro.spec, ro.spec_path, name, REBOOT_COMMAND, timeout=30)  # the session ends with the node
     back = []

@@ -10,6 +10,7 @@ text nor the JSON plan shows a password in a URL.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,10 @@ from rich.syntax import Syntax
 
 from gpuforge.deploy.runstate import PlannedOp, RunState
 from gpuforge.orchestrate.applied_record import RecordUnreadable, last_applied
-from gpuforge.orchestrate.apply import run_deploys
-from gpuforge.spec import load_spec
+from gpuforge.orchestrate.apply import ApplyPreview, run_deploys
+from gpuforge.spec import hostlist, load_spec
 from gpuforge.spec.diff import FieldChange, diff_specs
+from gpuforge.spec.layer_tags import LayerSelection
 from gpuforge.spec.redact import redact_url_credentials
 
 
@@ -32,6 +34,8 @@ class PlanResult:
     fields: list[FieldChange] = field(default_factory=list)
     record_problem: str | None = None
     """Why the last-applied record could not be read (apply would refuse); None when it could."""
+    layers: LayerSelection | None = None
+    """``--tags``/``--skip-tags``: the plan covers these layers only (None: all of them)."""
 
     @property
     def ok(self) -> bool:
@@ -54,6 +58,7 @@ class PlanResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "tags": None if self.layers is None else self.layers.tags,
             "fields": [{"path": f.path, "policy": f.policy.value} for f in self.fields],
             "record_problem": self.record_problem,
             "hosts": {
@@ -70,6 +75,12 @@ class PlanResult:
     def print(self, console: Console) -> None:
         if self.record_problem:
             console.print(f"[bold red]warning:[/] {self.record_problem}", highlight=False)
+        if self.layers is not None:
+            console.print(
+                f"[bold]Only {self.layers.describe()}[/] (--tags/--skip-tags); apply with them leaves nodes with a "
+                "rolling change pending alone",
+                highlight=False,
+            )
         if self.fields:
             console.print("[bold]Spec fields changed since the last apply[/]")
             for f in self.fields:
@@ -115,14 +126,73 @@ def shown_ops(ops: list[PlannedOp]) -> list[PlannedOp]:
     return shown
 
 
-def plan(spec_path: str | Path, limit: str | None = None) -> PlanResult:
+def plan(
+    spec_path: str | Path,
+    limit: str | None = None,
+    layers: LayerSelection | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> PlanResult:
+    """What apply would do on the selected nodes (``layers``: these only), read from them, changing nothing."""
     spec = load_spec(spec_path)
     run = RunState(dry_run=True)
-    result = run_deploys(spec_path, limit=limit, run=run)
+    if layers is not None:
+        run.layers, run.site_steps = layers.layers, layers.site_steps
+    result = run_deploys(spec_path, limit=limit, on_event=on_event, run=run)
     hosts = {name: shown_ops(run.planned.get(name, [])) for name in result.hosts}
     errors = {name: redact_url_credentials(h.error) for name, h in result.hosts.items() if h.error}
     try:
         old = last_applied(spec_path)
     except RecordUnreadable as exc:
-        return PlanResult(hosts, errors, [], record_problem=str(exc))
-    return PlanResult(hosts, errors, diff_specs(old, spec) if old else [])
+        return PlanResult(hosts, errors, [], record_problem=str(exc), layers=layers)
+    return PlanResult(hosts, errors, diff_specs(old, spec) if old else [], layers=layers)
+
+
+#: Node groups a confirmation lists one per line before it says "and N more".
+SUMMARY_LINES = 20
+
+
+def confirmation_summary(preview: ApplyPreview, planned: PlanResult) -> list[str]:
+    """What ``apply`` shows before it asks: nodes with the steps they would run (grouped when the
+    same), unreachable ones, changed fields, the rolling change and what ``--tags`` leaves alone."""
+    changing: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+    for name in preview.nodes:
+        steps = [(op.layer, s) for op in planned.hosts.get(name, []) for s in op.steps]
+        acting = [(layer, s) for layer, s in steps if s.command is not None or s.upload is not None]
+        if name not in planned.errors and acting and name not in preview.held_back:
+            layers = tuple(dict.fromkeys(layer for layer, _ in acting))
+            changing.setdefault((len(acting), layers), []).append(name)
+    count = sum(len(v) for v in changing.values())
+    lines = [f"Plan: {count} of {len(preview.nodes)} node(s) to change" + _only(preview)]
+    groups = sorted(changing.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    for (how_many, layers), names in groups[:SUMMARY_LINES]:
+        each = " each" if len(names) > 1 else ""
+        lines.append(f"  {hostlist.compress(names)}: {how_many} step(s){each} ({', '.join(layers)})")
+    if len(groups) > SUMMARY_LINES:
+        more = sum(len(v) for _, v in groups[SUMMARY_LINES:])
+        lines.append(f"  ... and {more} more node(s): gpuforge plan lists them")
+    for name, why in sorted(planned.errors.items()):
+        lines.append(f"  {name}: {why}")
+    if planned.fields:
+        lines.append("Spec fields changed since the last apply: " + ", ".join(
+            f"{f.path} ({f.policy.value})" for f in planned.fields))  # fmt: skip
+    if preview.to_roll:
+        size = preview.spec.rollout.batch_size
+        fields = ", ".join(preview.rolling_fields) or "nodes an interrupted rollout left drained"
+        lines.append(
+            f"Rolling change ({fields}) on {hostlist.compress(preview.to_roll)}: drained {size} at a time, "
+            "changed, validated, resumed"
+        )
+    for why, names in _grouped(preview.held_back).items():
+        lines.append(f"Left alone: {hostlist.compress(names)}: {why}")
+    return lines
+
+
+def _only(preview: ApplyPreview) -> str:
+    return f" (only {preview.layers.describe()})" if preview.layers is not None else ""
+
+
+def _grouped(reasons: dict[str, str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, why in reasons.items():
+        out.setdefault(why, []).append(name)
+    return out

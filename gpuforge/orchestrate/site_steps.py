@@ -99,15 +99,18 @@ def run_with_site_steps(
         say(f"site steps: {exc}")
         vagrant = {}
     alive = names if names is not None else [n.name for n in resolve_nodes(spec)]
-    results: dict[str, HostResult] = {}
+    results: dict[str, HostResult] = {n: HostResult(n) for n in alive}
+    chosen = run.layers  # --tags/--skip-tags: only these layers (None: all)
     for layers, steps in segments(list(spec.site.ansible)):
         if not alive:
             break
-        run.layers = layers
-        try:
-            _merge(results, run_site(spec, spec_path, alive, run, on_event))
-        finally:
-            run.layers = None
+        walk = tuple(layer for layer in layers if chosen is None or layer in chosen)
+        if walk:
+            run.layers = walk
+            try:
+                _merge(results, run_site(spec, spec_path, alive, run, on_event))
+            finally:
+                run.layers = chosen
         alive = [n for n in alive if results[n].ok]
         for step in steps:
             targets = [n for n in alive if n in step_nodes(spec, step)]

@@ -14,6 +14,7 @@ from gpuforge.render.nvidia import (
     engine_wanted,
     enroot_wanted,
     gpu_node,
+    host_dcgm_exporter,
     host_driver,
     toolkit_wanted,
 )
@@ -96,7 +97,10 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
         if host_driver(spec) and drv is not None:
             files.append(RenderedFile(DRIVER_PIN, src.driver_pin(drv.version)))
         if dcgm_wanted(spec, node):
-            files.append(RenderedFile(DCGM_PIN, src.dcgm_pin(spec.versions.dcgm)))
+            pin = src.dcgm_pin(spec.versions.dcgm)
+            if host_dcgm_exporter(spec):
+                pin += "\n" + src.dcgm_exporter_pin(spec.versions.dcgm_exporter)
+            files.append(RenderedFile(DCGM_PIN, pin))
         if cuda is not None and cuda.available:
             files.append(RenderedFile(src.CUDA_LIST, src.apt_list_line(cuda, src.CUDA_KEYRING)))
         if container is not None and container.available:

@@ -375,6 +375,13 @@ def dcgm_pin(version: str) -> str:
     )
 
 
+def dcgm_exporter_pin(release: str) -> str:
+    """dcgm-exporter's package at the exporter half of ``versions.dcgm_exporter`` (nvidia_packages
+    ``dcgm-exporter-install``: the package version is the exporter's)."""
+    ver = table.dcgm_exporter_package_version(release)
+    return apt_pin(table.DCGM_EXPORTER_PACKAGE, f"{ver}-*", f"dcgm-exporter {release} (package {ver})")
+
+
 def version_matches(installed: str | None, version: str) -> bool:
     """True when a package version (``[epoch:]upstream-revision``) is ``version``."""
     if installed is None:
@@ -545,11 +552,6 @@ def mig_manager_artifact(spec: Spec, platform: Platform) -> Artifact:
     ver = spec.versions.mig_manager
     name = table.mig_manager_file(ver, platform)
     return artifact(spec, name, f"{table.MIG_PARTED_RELEASES}/v{ver}/{name}")
-
-
-def dcgm_exporter_artifact(spec: Spec, platform: Platform) -> Artifact:
-    """The dcgm-exporter binary (NVIDIA publishes no binary release: mirror or bundle only)."""
-    return artifact(spec, f"dcgm-exporter-{spec.versions.dcgm_exporter}-linux-{platform.names.go}", None)
 
 
 def cuda_keyring_artifact(repo: Repo, spec: Spec | None = None) -> Artifact:

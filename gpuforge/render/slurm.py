@@ -21,6 +21,7 @@ from gpuforge.spec.model import (
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.platforms import Platform
 from gpuforge.spec.roles import deploys_for
+from gpuforge.spec.slurm_gpu import gpu_device_files, uses_nvml
 
 SLURM_ETC = "/etc/slurm"
 
@@ -175,10 +176,12 @@ def slurm_conf(spec: Spec) -> str:
 
 @per_spec
 def gres_conf(spec: Spec) -> str:
-    """/etc/slurm/gres.conf with explicit lines (Debian's Slurm has no NVML autodetect).
+    """/etc/slurm/gres.conf: ``AutoDetect=nvml`` per group where the NVML plugin is there, else the
+    GPUs' device files (``File=/dev/nvidiaN``; slurm_gpu cites both).
 
-    MIG devices are declared by count: their device files depend on the MIG placement a
-    GPU ends up with, which only the node itself knows.
+    Whole GPUs keep their ``File=`` lines beside ``AutoDetect=nvml`` (Slurm checks what it finds
+    against them). MIG slices are found by NVML only: their ``/dev/nvidia-caps`` files follow the
+    instance IDs the driver hands out on the node, and Slurm does not sanity-check MIG lines.
     """
     lines = [header().rstrip("\n"), "AutoDetect=off"]
     s = slurm_section(spec)
@@ -187,17 +190,15 @@ def gres_conf(spec: Spec) -> str:
         if gpu is None or Role.COMPUTE not in group.roles:
             continue
         names = hostlist.compress(group.hostnames)
-        model = GPU_MODELS[gpu.model]
-        files = f"/dev/nvidia[0-{gpu.count - 1}]" if gpu.count > 1 else "/dev/nvidia0"
+        nvml = uses_nvml(spec, group)
+        if nvml:
+            lines.append(f"NodeName={names} AutoDetect=nvml")
         if group.mig_config:
-            entries = spec.mig.configs[group.mig_config]
-            whole = _mig_full_gpus(entries, gpu.count)
-            if whole:
-                lines.append(f"NodeName={names} Name=gpu Type={model.gres_type} Count={whole}")
-            for profile, n in mig_gres_counts(entries, gpu.count).items():
-                lines.append(f"NodeName={names} Name=gpu Type={profile} Count={n}")
+            if not nvml:
+                raise ValueError(f"node group {group.name}: MIG slices need slurm.gpu_autodetect: nvml")
             continue
-        lines.append(f"NodeName={names} Name=gpu Type={model.gres_type} File={files}")
+        files = gpu_device_files(gpu.count)
+        lines.append(f"NodeName={names} Name=gpu Type={GPU_MODELS[gpu.model].gres_type} File={files}")
         if s.mps.enabled:
             lines.append(f"NodeName={names} Name=mps Count={s.mps.shares_per_gpu * gpu.count} File={files}")
     return "\n".join(lines) + "\n"

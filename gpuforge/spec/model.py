@@ -371,6 +371,14 @@ class ConfigMode(StrEnum):
     CONFIGLESS = "configless"
 
 
+class GpuAutodetect(StrEnum):
+    """How gres.conf finds a node's GPUs (``gpuforge.spec.slurm_gpu``)."""
+
+    AUTO = "auto"
+    NVML = "nvml"
+    OFF = "off"
+
+
 class PreemptMode(StrEnum):
     OFF = "off"
     REQUEUE = "requeue"
@@ -522,6 +530,12 @@ class Slurm(StrictModel):
         description="cgroup.conf settings: slurmd restarts to read them (running jobs carry on, with their limits)",
     )
     mps: Mps = rolling(default_factory=Mps, description="MPS GRES")
+    gpu_autodetect: GpuAutodetect = live(
+        GpuAutodetect.AUTO,
+        "gres.conf: nvml (AutoDetect=nvml; gpuforge installs slurm-wlm-nvml-plugin on GPU nodes: say so where the "
+        "site's Slurm packages carry a plugin that installs with its slurmd), off (File=/dev/nvidiaN lines), or "
+        "auto (nvml where the distribution's plugin installs with its Slurm, off elsewhere). MIG nodes need nvml",
+    )
     containers: Containers = live(default_factory=Containers, description="enroot and pyxis")
     extra_config: dict[str, str] = live(default_factory=dict, description="Extra slurm.conf parameters (escape hatch)")
 

@@ -95,6 +95,17 @@ SOURCES: dict[str, Citation] = {
         "'driver_version | int <= 570' -> nvidia-fabricmanager-<b>=<ver>-1; '>= 580' -> nvidia-fabricmanager=<ver>-1; "
         "service nvidia-fabricmanager; Ubuntu: linux-headers-<kernel>, build-essential, dkms (L245-248)",
     ),
+    "nscq-cuda-repo": Citation(
+        "NVIDIA CUDA repositories, file names as public installers download them (no listing is stored); "
+        "Azure/azhpc-images components/install_nvidia_fabric_manager.sh",
+        "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+        "libnvidia-nscq_580.105.08-1_amd64.deb; "
+        "apt 'nvidia-fabricmanager-570=570.133.20-1 libnvidia-nscq-570=570.133.20-1'; amzn2023 CUDA repository "
+        "package lists 'libnvidia-nscq-570-570.211.01-1', 'libnvidia-nscq-580.126.09-1'",
+        "NSCQ (the NVSwitch library DCGM reads NVSwitch telemetry with) ships beside the fabric manager at the "
+        "driver's version: 'libnvidia-nscq-<branch>' below 580, 'libnvidia-nscq' from 580 (deb and rpm alike); "
+        "azhpc-images: 'The NVIDIA CUDA repo ... ships nvidia-fabricmanager and libnvidia-nscq packages'",
+    ),
     "azhpc-fabricmanager": Citation(
         "Azure/azhpc-images (Microsoft's HPC images)",
         "github.com/Azure/azhpc-images components/install_nvidia_fabric_manager.sh L14-51",
@@ -165,10 +176,44 @@ SOURCES: dict[str, Citation] = {
         "releases/download/v<v>/nvidia-mig-manager_<v>-1_amd64.deb and nvidia-mig-manager-<v>-1.x86_64.rpm",
     ),
     "mig-parted-cdi-refresh": Citation(
-        "NVIDIA/mig-parted",
-        "github.com/NVIDIA/mig-parted deployments/systemd/cdi-refresh.sh",
-        "after a MIG change the hooks start nvidia-cdi-refresh.service when the toolkit ships it (>= 1.18): "
-        "the CDI spec must be regenerated when MIG devices change",
+        "NVIDIA/mig-parted v0.15.0 (commit e2d5ad1fc72b9d298ea6d04b885cf2d7dbe56941)",
+        "github.com/NVIDIA/mig-parted deployments/systemd/hooks.sh L137-147; CHANGELOG.md",
+        "hooks.sh: 'refresh-cdi triggers the nvidia-cdi-refresh service to regenerate CDI specifications': "
+        "'function refresh-cdi()' runs 'systemctl restart nvidia-cdi-refresh.service' when 'systemctl "
+        "list-unit-files nvidia-cdi-refresh.service' finds it; CHANGELOG v0.14.0: 'Extend the functionality of "
+        "apply-exit to refresh CDI config' (no deployments/systemd/cdi-refresh.sh exists at any tag)",
+    ),
+    "mig-parted-v0.15.0": Citation(
+        "NVIDIA/mig-parted v0.15.0 (2026-08-19); NVIDIA/gpu-operator v26.7.0 deployments/gpu-operator/values.yaml",
+        "github.com/NVIDIA/mig-parted CHANGELOG.md, .github/workflows/build.yaml, "
+        "deployments/systemd/packages/Makefile",
+        "the newest tag (the GPU Operator v26.7.0 pins k8s-mig-manager 'version: v0.15.0'); CHANGELOG v0.14.3 "
+        "'Start driver services non-blocking during boot to avoid deadlock', v0.14.4 'Start hook-managed systemd "
+        "services with --no-block to avoid deadlocks', v0.14.5 'Skip container runtime calls in hooks to avoid "
+        "deadlocks'; the packages job builds deb, rpm and tarball for 'amd64' and 'arm64' (ARCH = amd64 / arm64)",
+    ),
+    "dcgm-exporter-install": Citation(
+        "NVIDIA DCGM documentation: Install DCGM Exporter",
+        "https://docs.nvidia.com/datacenter/dcgm/latest/installation/install-dcgm-exporter.html",
+        "'DCGM Exporter can run as a package-managed systemd service, an OCI container, or a Kubernetes "
+        "DaemonSet'; 'RPM and Debian package versions identify the exporter version; dcgm-exporter --version "
+        "reports the paired DCGM and exporter versions'; 'Run DCGM Exporter with the DCGM version paired with that "
+        "exporter release'",
+    ),
+    "dcgm-exporter-unit": Citation(
+        "NVIDIA/dcgm-exporter (commit d5e5f510a1b6, 2026-05-12)",
+        "github.com/NVIDIA/dcgm-exporter packaging/config-files/systemd/nvidia-dcgm-exporter.service",
+        "'Wants=nvidia-dcgm.service', 'ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv' "
+        "(the packaged unit: gpuforge keeps it stopped and runs its own unit with the spec's counters and port)",
+    ),
+    "dcgm-exporter-repo-files": Citation(
+        "NVIDIA CUDA repositories, file names as copied by public installers (no listing of the repository itself "
+        "is stored)",
+        "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/{x86_64,sbsa}/"
+        "datacenter-gpu-manager-exporter-4.5.0-1.{x86_64,aarch64}.rpm; "
+        "datacenter-gpu-manager-exporter_4.8.2-1_amd64.deb (ubuntu2404/x86_64)",
+        "package 'datacenter-gpu-manager-exporter', version '<exporter version>-1' (4.5.0-1, 4.8.2-1): the exporter "
+        "half of a '<DCGM>-<exporter>' release tag; x86_64 and aarch64 builds",
     ),
     "docker-rhel": Citation(
         "Docker documentation: Install Docker Engine on RHEL",
@@ -295,13 +340,14 @@ KERNEL_HEADERS = "{kernel_headers}"
 
 
 def _fabric_manager(os: OsFamily, source: DriverSource, branch: int) -> tuple[str, ...]:
+    """The fabric manager and its NSCQ library (nscq-cuda-repo, canonical-nvidia-drivers)."""
     if source is DriverSource.DISTRO and os.distribution.distro_driver == "ubuntu-archive":
         return (f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}")  # canonical-nvidia-drivers
+    unversioned = branch >= FABRIC_MANAGER_UNVERSIONED_FROM
+    nscq = "libnvidia-nscq" if unversioned else f"libnvidia-nscq-{branch}"
     if os.is_rpm:  # azhpc-fabricmanager (see DISAGREEMENTS)
-        return ("nvidia-fabricmanager",) if branch >= FABRIC_MANAGER_UNVERSIONED_FROM else ("nvidia-fabric-manager",)
-    if branch >= FABRIC_MANAGER_UNVERSIONED_FROM:
-        return ("nvidia-fabricmanager",)
-    return (f"nvidia-fabricmanager-{branch}",)
+        return ("nvidia-fabricmanager" if unversioned else "nvidia-fabric-manager", nscq)
+    return ("nvidia-fabricmanager" if unversioned else f"nvidia-fabricmanager-{branch}", nscq)
 
 
 def kernel_headers_package(os: OsFamily, kernel_release: str | None, arch: Arch = Arch.X86_64) -> str:
@@ -471,6 +517,17 @@ def dcgm_lacks_cuda_packages(branch: int, dcgm_version: str) -> str | None:
         f"e.g. versions.dcgm: {DCGM_PIN} with versions.dcgm_exporter: {DCGM_EXPORTER_PIN} (the dcgm-exporter "
         f"release built against it), or set dcgm.enabled: false"
     )
+
+
+#: NVIDIA's dcgm-exporter package in the CUDA repositories (dcgm-exporter-install, dcgm-exporter-repo-files).
+DCGM_EXPORTER_PACKAGE = "datacenter-gpu-manager-exporter"
+#: The unit the package ships (dcgm-exporter-unit); gpuforge keeps it stopped beside its own unit.
+DCGM_EXPORTER_PACKAGED_UNIT = "nvidia-dcgm-exporter"
+
+
+def dcgm_exporter_package_version(exporter_release: str) -> str:
+    """The package version of a dcgm-exporter release: its exporter half (``4.4.2-4.7.1`` -> ``4.7.1``)."""
+    return exporter_release.split("-", 1)[-1]
 
 
 MIG_PARTED_RELEASES = "https://github.com/NVIDIA/mig-parted/releases/download"

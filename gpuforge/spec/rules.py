@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from gpuforge.spec import hostlist, k8s_upstream, nvidia_packages
+from gpuforge.spec import hostlist, k8s_upstream, nvidia_packages, slurm_gpu
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.mig import mig_layout
@@ -291,6 +291,24 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
             )
     if s.mps.enabled and not any(g.hardware.gpu for g in spec.node_groups):
         yield SpecIssue(("slurm", "mps", "enabled"), "MPS GRES needs GPU nodes; no node group has GPUs")
+
+
+@rule
+def slurm_gpu_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """MIG slices are bound to jobs through NVML only (``slurm_gpu``)."""
+    if spec.slurm is None:
+        return
+    for gi, group in enumerate(spec.node_groups):
+        if group.hardware.gpu is None or Role.COMPUTE not in group.roles or not group.mig_config:
+            continue
+        if not slurm_gpu.uses_nvml(spec, group):
+            yield SpecIssue(
+                ("node_groups", gi, "mig_config"),
+                f"Slurm binds MIG slices to jobs only through AutoDetect=nvml (their /dev/nvidia-caps files follow "
+                f"instance IDs the node hands out), and {slurm_gpu.nvml_missing_reason(group.os or spec.cluster.os)}"
+                ": set slurm.gpu_autodetect: nvml where the site's Slurm packages carry a plugin that installs, or "
+                "drop mig_config",
+            )
 
 
 @rule

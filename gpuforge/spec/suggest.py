@@ -13,12 +13,15 @@ _YAML_BOOL_WORDS = {True: ("yes", "on", "true", "y"), False: ("no", "off", "fals
 
 
 def close_matches(word: str, choices: Iterable[str], n: int = 1) -> list[str]:
-    """Up to ``n`` of ``choices`` close to ``word``, compared without case, best first."""
+    """Up to ``n`` of ``choices`` close to ``word``, compared without case, best first: those that
+    start with ``word`` (``h200`` -> ``H200-141GB``), then difflib's nearest."""
     by_folded: dict[str, str] = {}
     for choice in choices:
         by_folded.setdefault(choice.casefold(), choice)
-    found = difflib.get_close_matches(word.casefold(), list(by_folded), n=n, cutoff=0.6)
-    return [by_folded[f] for f in found]
+    folded = word.casefold()
+    found = [f for f in by_folded if folded and f.startswith(folded) and f != folded]
+    found += [f for f in difflib.get_close_matches(folded, list(by_folded), n=n, cutoff=0.6) if f not in found]
+    return [by_folded[f] for f in found[:n]]
 
 
 def did_you_mean(word: str, choices: Iterable[str], n: int = 1) -> str:

@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gpuforge.progress import status_printer
+from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import SpecError, load_spec
+from gpuforge.spec.redact import redact_url_credentials
 from gpuforge.validator import nodelocal
 from gpuforge.validator.node import base
 from gpuforge.validator.registry import UnknownCheck
@@ -64,22 +65,60 @@ def health_cmd(config: Path = Path(base.DEFAULT_CONFIG), slurm: bool = False, js
     return nodelocal.main(argv)
 
 
+def list_checks_text() -> str:
+    """Every check ``--checks`` takes: id, layer, severity and what it checks, one per line; then the layers."""
+    from gpuforge.validator.registry import ALL_CHECKS
+
+    width = max(len(c.id) for c in ALL_CHECKS)
+    lines = [f"{'id':<{width}}  {'layer':<10}  {'severity':<8}  description"]
+    lines += [f"{c.id:<{width}}  {c.layer:<10}  {c.severity:<8}  {c.description}" for c in ALL_CHECKS]
+    layers = sorted({c.layer for c in ALL_CHECKS}, key=base.LAYERS.index)
+    lines.append(f"--checks takes ids, id prefixes (driver, driver.*) and layers: {', '.join(layers)}")
+    return "\n".join(lines) + "\n"
+
+
+def _list_checks(value: bool) -> None:
+    if value:
+        sys.stdout.write(list_checks_text())
+        raise typer.Exit(0)
+
+
+def _logging(verbose: int, log_file: Path | None) -> None:
+    """``-v`` and ``--log-file`` set up, or exit 2 naming a log file that cannot be opened."""
+    try:
+        configure_logging(verbose, log_file, redact_url_credentials)
+    except OSError as e:
+        print(f"--log-file {log_file}: cannot open it: {e.strerror or e}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
 def validate_typer(
     spec: Annotated[Path, typer.Argument(help="Cluster spec (YAML)")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document on stdout")] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here")] = None,
     prom: Annotated[Path | None, typer.Option("--prom", help="Write a node-exporter textfile here")] = None,
     limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
-    checks: Annotated[str | None, typer.Option(help="Check ids, prefixes or layers, comma-separated")] = None,
+    checks: Annotated[
+        str | None, typer.Option(help="Check ids, prefixes or layers, comma-separated (see --list-checks)")
+    ] = None,
+    list_checks: Annotated[
+        bool,
+        typer.Option(
+            "--list-checks", is_eager=True, callback=_list_checks, help="Print the checks --checks takes, and exit"
+        ),
+    ] = False,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help=VERBOSE_HELP)] = 0,
+    log_file: Annotated[Path | None, typer.Option("--log-file", help=LOG_FILE_HELP, dir_okay=False)] = None,
 ) -> None:
     """Check the running cluster against the spec: hardware, driver, scheduler, jobs, monitoring, security."""
+    _logging(verbose, log_file)
     raise typer.Exit(validate_cmd(spec, json_out, junit, prom, limit, checks))
 
 
 def health_typer(
     config: Annotated[Path, typer.Option(help="Node check config")] = Path(base.DEFAULT_CONFIG),
     slurm: Annotated[bool, typer.Option("--slurm", help="Drain this node on failure, resume it when healthy")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as one JSON document on stdout")] = False,
     prom: Annotated[Path | None, typer.Option("--prom", help="Write a node-exporter textfile here")] = None,
 ) -> None:
     """Run this node's health checks (what Slurm's HealthCheckProgram runs)."""

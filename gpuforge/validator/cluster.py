@@ -49,6 +49,8 @@ class ClusterData:
     reasons: dict[str, str] = field(default_factory=dict)
     clusters: list[str] | None = None
     srun: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    gpu_jobs: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """Per GPU node: what the one-GPU job step printed (``cluster_gpu_jobs``)."""
     kube_node: str | None = None
     kube_error: str | None = None
     kube_nodes: dict[str, dict[str, Any]] = field(default_factory=dict)

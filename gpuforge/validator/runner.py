@@ -31,8 +31,9 @@ from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
-from gpuforge.validator import cluster, cluster_config, cluster_k8s, k8s_probe, site_checks
+from gpuforge.validator import cluster, cluster_config, cluster_gpu_jobs, cluster_k8s, k8s_probe, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
+from gpuforge.validator.config_drift import managed_units
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
 from gpuforge.validator.node.framework import Check, Result, evaluate
 from gpuforge.validator.node.inputs import INPUTS
@@ -237,6 +238,7 @@ def run_node(
 ) -> NodeRun:
     """Send the node program to the node, run its checks there, read the JSON answer."""
     cfg = health_config(spec, node)
+    cfg["managed_units"] = managed_units(spec, node)
     args = ["--validate", "--json", "--no-slurm", "--config-b64", base64.b64encode(json.dumps(cfg).encode()).decode()]
     if node_checks:
         args += ["--checks", ",".join(c.id for c in node_checks)]
@@ -470,34 +472,50 @@ def _judge(data: ClusterData, c: Check, n: Node) -> Result:
 def _judge_cluster_checks(
     data: ClusterData, tr: Transport, checks: list[Check], controllers: list[Node], say: Callable[[str], None]
 ) -> None:
-    """The cluster checks per node; ``job.srun`` last, as one grouped job step on the controller."""
-    for c in [c for c in checks if c.id != "job.srun"]:
+    """The cluster checks per node; ``job.srun`` then ``job.gpu_binding`` last, as job steps on the controller."""
+    jobs = ("job.srun", "job.gpu_binding")
+    for c in [c for c in checks if c.id not in jobs]:
         for n in data.nodes:
             data.results[n.name][c.id] = _judge(data, c, n)
-    later = [c for c in checks if c.id == "job.srun"]
-    if not later:
-        return
-    srun_check, spec, srun_s = later[0], data.spec, 0.0
+    for c in [c for cid in jobs for c in checks if c.id == cid]:
+        _run_job_check(data, tr, c, controllers, say)
+
+
+def _run_job_check(
+    data: ClusterData, tr: Transport, check: Check, controllers: list[Node], say: Callable[[str], None]
+) -> None:
+    """One job check: its job steps on the first controller for the nodes it applies to, then judged."""
+    spec, took, gpu = data.spec, 0.0, check.id == "job.gpu_binding"
     targets = []
     for n in data.nodes:
-        gate = srun_check.gate(spec, n) if srun_check.gate else None
-        deps_ok = all(data.results[n.name].get(d, _MISSING).status == PASS for d in srun_check.depends_on)
+        gate = check.gate(spec, n) if check.gate else None
+        deps_ok = all(data.results[n.name].get(d, _MISSING).status == PASS for d in check.depends_on)
         if not gate and deps_ok:
             targets.append((n.name, _partition_for(spec, n)))
     if targets and controllers and not data.slurm_error:
-        say(f"srun on {len(targets)} node(s)")
-        budget = cluster.SRUN_GROUP_TIMEOUT_S + cluster.SRUN_TIMEOUT_S + 20
-        done = tr.run(controllers[0], cluster.srun_command(targets), None, budget)
+        say(f"{'GPU job' if gpu else 'srun'} on {len(targets)} node(s)")
+        if gpu:
+            gres = [(name, p, cluster_gpu_jobs.gpu_request(spec, _node(data, name)) or "gpu:1") for name, p in targets]
+            cmd, budget = cluster_gpu_jobs.gpu_job_command(gres), cluster_gpu_jobs.GPU_JOB_TIMEOUT_S + 20
+        else:
+            cmd, budget = cluster.srun_command(targets), cluster.SRUN_GROUP_TIMEOUT_S + cluster.SRUN_TIMEOUT_S + 20
+        done = tr.run(controllers[0], cmd, None, budget)
         if done.rc in (255, 124):
             data.slurm_error = f"controller {data.controller}: {explain_ssh_failure(done.stderr, done.rc)}"
+        elif gpu:
+            data.gpu_jobs, took = cluster_gpu_jobs.parse_gpu_jobs(done.stdout), done.duration_s
         else:
-            data.srun = cluster.parse_srun_output(done.stdout)
-            srun_s = done.duration_s
+            data.srun, took = cluster.parse_srun_output(done.stdout), done.duration_s
+    ran = data.gpu_jobs if gpu else data.srun
     for n in data.nodes:
-        r = _judge(data, srun_check, n)
-        if n.name in data.srun and r.status in (PASS, FAIL):
-            r.duration_s = round(srun_s, 4)
-        data.results[n.name][srun_check.id] = r
+        r = _judge(data, check, n)
+        if n.name in ran and r.status in (PASS, FAIL):
+            r.duration_s = round(took, 4)
+        data.results[n.name][check.id] = r
+
+
+def _node(data: ClusterData, name: str) -> Node:
+    return next(n for n in data.nodes if n.name == name)
 
 
 def _node_reports(

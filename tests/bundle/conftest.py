@@ -76,6 +76,10 @@ CUDA_DEBS: list[Deb] = [
     # -cuda13 exists from DCGM 4.4.0 (NVIDIA/DCGM packaging.cmake: none at v4.3.1, added by v4.4.1)
     ("datacenter-gpu-manager-4-core", "1:4.4.2-1", "libc6 (>= 2.34)", ""),
     ("datacenter-gpu-manager-4-cuda13", "1:4.4.2-1", "datacenter-gpu-manager-4-core (= 1:4.4.2-1)", ""),
+    # dcgm-exporter's package: the version is the exporter half of its release (nvidia_packages
+    # dcgm-exporter-install; file names as in dcgm-exporter-repo-files)
+    ("datacenter-gpu-manager-exporter", "4.1.3-1", "datacenter-gpu-manager-4-core", ""),
+    ("datacenter-gpu-manager-exporter", "4.7.1-1", "datacenter-gpu-manager-4-core", ""),
     (
         "datacenter-gpu-manager-4-proprietary-cuda12",
         "1:4.2.3-1",
@@ -88,7 +92,6 @@ ARTIFACTS = {
     "enroot_3.5.0-1_amd64.deb": b"fake enroot 3.5.0\n",
     "enroot+caps_3.5.0-1_amd64.deb": b"fake enroot+caps 3.5.0\n",
     "pyxis-0.20.0.tar.gz": b"fake pyxis 0.20.0\n",
-    "dcgm-exporter-4.2.3-4.1.3-linux-amd64": b"#!/bin/sh\necho fake dcgm-exporter\n",
 }
 
 SPEC = """\

@@ -51,6 +51,11 @@ def _fm_name(b: int, rpm: bool = False) -> str:
     return "nvidia-fabric-manager" if rpm else f"nvidia-fabricmanager-{b}"
 
 
+def _nscq_name(b: int) -> str:
+    """NSCQ beside the fabric manager (nvidia_packages nscq-cuda-repo): unversioned from 580."""
+    return "libnvidia-nscq" if b >= 580 else f"libnvidia-nscq-{b}"
+
+
 def ubuntu_release(b: int, v: str) -> dict[str, list[Deb]]:
     """One driver release in NVIDIA's ubuntu2204/ubuntu2404 repositories: each flavor's dependency
     tree, the fabric manager, the pinning packages; from 590 the branch leaves the names."""
@@ -76,7 +81,12 @@ def ubuntu_release(b: int, v: str) -> dict[str, list[Deb]]:
         (f"nvidia-kernel-source{s}", d, "", ""),
         *common,
     ]
-    return {OPEN: open_, PROPRIETARY: proprietary, FABRIC: [(_fm_name(b), m, "", "")], PINNING: _pinning(b, v)}
+    return {
+        OPEN: open_,
+        PROPRIETARY: proprietary,
+        FABRIC: [(_fm_name(b), m, "", ""), (_nscq_name(b), m, "", "")],
+        PINNING: _pinning(b, v),
+    }
 
 
 def debian_release(b: int, v: str) -> dict[str, list[Deb]]:
@@ -103,7 +113,12 @@ def debian_release(b: int, v: str) -> dict[str, list[Deb]]:
         ("nvidia-kernel-dkms", d, f"dkms, firmware-nvidia-gsp (= {d})", ""),
         *common,
     ]  # fmt: skip
-    return {OPEN: open_, PROPRIETARY: proprietary, FABRIC: [(_fm_name(b), d, "", "")], PINNING: _pinning(b, v)}
+    return {
+        OPEN: open_,
+        PROPRIETARY: proprietary,
+        FABRIC: [(_fm_name(b), d, "", ""), (_nscq_name(b), d, "", "")],
+        PINNING: _pinning(b, v),
+    }
 
 
 def _pinning(b: int, v: str) -> list[Deb]:
@@ -189,7 +204,11 @@ def rhel_release(b: int, v: str) -> dict[str, list[Rpm]]:
         Rpm("kmod-nvidia-latest-dkms", full, 3, ("dkms", "kernel-devel"), (f"nvidia-kmod = {_e(full)}",)),
         *common,
     ]
-    return {OPEN: open_, PROPRIETARY: proprietary, FABRIC: [Rpm(_fm_name(b, rpm=True), f"{v}-1")]}
+    return {
+        OPEN: open_,
+        PROPRIETARY: proprietary,
+        FABRIC: [Rpm(_fm_name(b, rpm=True), f"{v}-1"), Rpm(_nscq_name(b), f"{v}-1")],
+    }
 
 
 def rhel_repo_rpms(branches: tuple[int, ...] = tuple(VERSIONS)) -> list[Rpm]:

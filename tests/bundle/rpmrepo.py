@@ -69,6 +69,8 @@ def driver_rpms(ver: str) -> list[Rpm]:
 
 
 DCGM = [
+    Rpm("datacenter-gpu-manager-exporter", "4.1.3-1", 0, ("datacenter-gpu-manager-4-core",)),
+    Rpm("datacenter-gpu-manager-exporter", "4.7.1-1", 0, ("datacenter-gpu-manager-4-core",)),
     Rpm("datacenter-gpu-manager-4-core", "4.2.3-1", 1),
     Rpm("datacenter-gpu-manager-4-core", "4.3.0-1", 1),
     Rpm("datacenter-gpu-manager-4-cuda12", "4.2.3-1", 1, ("datacenter-gpu-manager-4-core = 1:4.2.3-1",)),

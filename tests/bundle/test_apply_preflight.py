@@ -23,7 +23,7 @@ def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> 
     data["sources"] = {"mode": "offline", "bundle_dir": str(bundle), "bundle_fingerprint": bundle_fingerprint(bundle)}
     spec = tmp_path / "offline.yaml"
     spec.write_text(yaml.safe_dump(data))
-    cp = run_cli("apply", str(spec), env={"GPUFORGE_STATE_DIR": str(tmp_path / "state")})
+    cp = run_cli("apply", "--yes", str(spec), env={"GPUFORGE_STATE_DIR": str(tmp_path / "state")})
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "sources.bundle_dir: bundle" in cp.stderr and "sha256 differs from the manifest" in cp.stderr
     assert "Traceback" not in cp.stderr

@@ -171,7 +171,12 @@ def test_plan_and_apply_refuse_a_resigned_bundle_before_any_host(
     b, pin = bundle
     _resigned_with_a_new_key(b)
     spec = offline_spec_file(tmp_path, b, pin)
-    cp = run_cli(command, str(spec), env={"GPUFORGE_STATE_DIR": str(tmp_path / "state")})
+    cp = run_cli(
+        command,
+        *(["--yes"] if command == "apply" else []),
+        str(spec),
+        env={"GPUFORGE_STATE_DIR": str(tmp_path / "state")},
+    )
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "sources.bundle_dir: bundle" in cp.stderr
     assert "the manifest is not signed by the pinned bundle key" in cp.stderr

@@ -44,6 +44,7 @@ PINNED = {
         "nvidia-utils-550": "550.163.01-0ubuntu1",  # dependency (=)
         "libnvidia-compute-550": "550.163.01-0ubuntu1",  # dependency (=), provides libnvidia-ml1
         "datacenter-gpu-manager-4-core": "1:4.2.3-1",  # epoch, not the newer 1:4.3.0-1
+        "datacenter-gpu-manager-exporter": "4.1.3-1",  # dcgm-exporter 4.2.3-4.1.3: its exporter half
         "datacenter-gpu-manager-4-proprietary": "1:4.2.3-1",
         "datacenter-gpu-manager-4-cuda12": "1:4.2.3-1",  # the driver's CUDA major (550: CUDA 12)
         "datacenter-gpu-manager-4-proprietary-cuda12": "1:4.2.3-1",
@@ -209,7 +210,7 @@ def test_bundle_mirror_end_to_end(served: Server, repo_key: RepoKey, tmp_path: P
     assert all("unreachable" in x["error"] and "refused" in x["error"].lower() for x in m["missing"])
     assert "missing apt/nvidia-cuda: Packages index" in cp.stderr
     assert unsigned(all_files(out)) == unsigned(before)
-    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 10}
+    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 11}
     assert all(f["sha256"] == all_files(out)[f["path"]] for f in m["files"])
     no_leftovers(out)
     assert verify_bundle(out, pin)[0].startswith("manifest.json.asc: the manifest is not signed by the pinned")
@@ -393,6 +394,7 @@ def test_apt_installs_from_the_bundle(served: Server, repo_key: RepoKey, tmp_pat
         "datacenter-gpu-manager-4-cuda12",
         "datacenter-gpu-manager-4-proprietary",
         "datacenter-gpu-manager-4-proprietary-cuda12",
+        "datacenter-gpu-manager-exporter",
     ]
     cmd = ["apt-get", "-q", "-y", "--no-install-recommends", "--download-only", "install", *wanted]
     inst = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -426,7 +428,7 @@ def test_release_files_without_a_source_can_be_placed_by_hand(
     spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     spec_file.write_text("\n".join(x for x in spec_file.read_text().splitlines() if "artifacts:" not in x) + "\n")
     out = tmp_path / "bundle"
-    exporter = "dcgm-exporter-4.2.3-4.1.3-linux-amd64"
+    exporter = "pyxis-0.20.0.tar.gz"  # any release file: this one is placed by hand
     (out / "artifacts").mkdir(parents=True)
     (out / "artifacts" / exporter).write_bytes(ARTIFACTS[exporter])  # the bytes whose sha256 the spec pins
     cp = run_bundle(str(spec_file), "-o", str(out))

@@ -74,6 +74,7 @@ mig:
       - devices: [0, 1, 2, 3, 4, 5, 6, 7]
         mig_devices: {{"1g.10gb": 7}}
 slurm:
+  gpu_autodetect: nvml  # the MIG group needs it (gpuforge.spec.slurm_gpu)
   partitions: [{{name: gpu, nodes: hgx, default: true}}, {{name: mig, nodes: mig}}]
 """
 

@@ -75,12 +75,13 @@ def cuda_repo_roots(os: str, source: str, b: int, flavor: str) -> set[str]:
     table cites: guide-flavors, guide-590-renames, cns-fabricmanager, azhpc-fabricmanager,
     guide-kernel-modules); the kernel headers and dkms come from the OS (and EPEL)."""
     open_ = flavor == "open"
+    nscq = "libnvidia-nscq" if b >= 580 else f"libnvidia-nscq-{b}"  # with the fabric manager (nscq-cuda-repo)
     if os in EL9:
         fm = "nvidia-fabricmanager" if b >= 580 else "nvidia-fabric-manager"
-        return {"nvidia-open" if open_ else "cuda-drivers", "nvidia-driver", fm}
+        return {"nvidia-open" if open_ else "cuda-drivers", "nvidia-driver", fm, nscq}
     fm = "nvidia-fabricmanager" if b >= 580 else f"nvidia-fabricmanager-{b}"
     if source == "distro":  # Debian's archive has no fabric manager; Canonical's has its own
-        return {fm} if os == "debian12" else set()
+        return {fm, nscq} if os == "debian12" else set()
     pinning = {f"nvidia-driver-pinning-{b}"} if b >= 590 else set()
     if os == "debian12":
         drv = {"nvidia-open", "nvidia-kernel-open-dkms"} if open_ else {"cuda-drivers", "nvidia-kernel-dkms"}
@@ -89,7 +90,7 @@ def cuda_repo_roots(os: str, source: str, b: int, flavor: str) -> set[str]:
             "cuda-drivers", "nvidia-driver", "nvidia-dkms"}  # fmt: skip
     else:
         drv = {"nvidia-open", f"nvidia-dkms-{b}-open"} if open_ else {f"cuda-drivers-{b}", f"nvidia-dkms-{b}"}
-    return drv | {fm} | pinning
+    return drv | {fm, nscq} | pinning
 
 
 def cuda_need(os: str, source: str, b: int, flavor: str, group: str) -> RepoNeed | None:
@@ -153,7 +154,7 @@ def test_bundle_resolves_the_pinned_driver(
     distro = hgx.distro
     assert distro == {"ubuntu22.04": "ubuntu2204", "ubuntu24.04": "ubuntu2404"}.get(os, "rhel9" if os in EL9 else os)
     assert set(hgx.wants) == roots
-    fm = {w for w in roots if "fabric" in w}
+    fm = {w for w in roots if "fabric" in w or "nscq" in w}
     # Only NVSwitch nodes run the fabric manager.
     assert pcie is None if roots == fm else pcie is not None and set(pcie.wants) == roots - fm
     if os in EL9:
@@ -172,7 +173,9 @@ def test_bundle_resolves_the_pinned_driver(
     assert res.problems == []
     got = {n: s.version for n, s in res.selected.items()}
     if source == "distro":  # Debian 12's archive driver: only the fabric manager from NVIDIA's repository
-        assert got == {f"nvidia-fabricmanager-{branch}": f"{repos.VERSIONS[branch]}-1"}
+        assert got == {
+            f"{p}-{branch}": f"{repos.VERSIONS[branch]}-1" for p in ("nvidia-fabricmanager", "libnvidia-nscq")
+        }
         assert res.external == {}
         return
     assert got == repos.apt_bundled(distro, branch, flavor)
@@ -194,6 +197,7 @@ def test_spelled_versions_of_one_row_each() -> None:
         "libnvidia-compute-535": "535.261.03-0ubuntu1",
         "nvidia-utils-535": "535.261.03-0ubuntu1",
         "nvidia-fabricmanager-535": "535.261.03-1",
+        "libnvidia-nscq-535": "535.261.03-1",  # NSCQ beside the fabric manager (nscq-cuda-repo)
     }
     assert repos.apt_bundled("ubuntu2404", 590, "open") == {
         "nvidia-open": "590.44.01-0ubuntu1",
@@ -204,6 +208,7 @@ def test_spelled_versions_of_one_row_each() -> None:
         "libnvidia-compute": "590.44.01-0ubuntu1",
         "nvidia-utils": "590.44.01-0ubuntu1",
         "nvidia-fabricmanager": "590.44.01-1",
+        "libnvidia-nscq": "590.44.01-1",
         "nvidia-driver-pinning-590": "590-2",
     }
     assert repos.apt_bundled("debian12", 580, "proprietary") == {
@@ -215,6 +220,7 @@ def test_spelled_versions_of_one_row_each() -> None:
         "libcuda1": "580.105.08-1",
         "firmware-nvidia-gsp": "580.105.08-1",
         "nvidia-fabricmanager": "580.105.08-1",
+        "libnvidia-nscq": "580.105.08-1",
     }
     assert repos.rhel_bundled(570, "proprietary") == {
         "cuda-drivers": "570.195.03-1",
@@ -224,6 +230,7 @@ def test_spelled_versions_of_one_row_each() -> None:
         "nvidia-driver-cuda": "3:570.195.03-1.el9",
         "nvidia-kmod-common": "3:570.195.03-1.el9",
         "nvidia-fabric-manager": "570.195.03-1",
+        "libnvidia-nscq-570": "570.195.03-1",
     }
 
 

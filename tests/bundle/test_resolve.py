@@ -264,11 +264,13 @@ def test_needs_of_the_h100_example() -> None:
         "nvidia-dkms-550-open": ("550.163.01-*",),  # NVIDIA's CUDA-repository names (not Canonical's)
         "nvidia-open": ("550.163.01-*",),
         "nvidia-fabricmanager-550": ("550.163.01-*",),
+        "libnvidia-nscq-550": ("550.163.01-*",),  # NSCQ beside the fabric manager (nscq-cuda-repo)
         "cuda-toolkit-12-4": (),
         "datacenter-gpu-manager-4-core": ("1:4.2.3-*", "4.2.3-*"),
         "datacenter-gpu-manager-4-cuda12": ("1:4.2.3-*", "4.2.3-*"),  # driver 550: a CUDA 12 driver
         "datacenter-gpu-manager-4-proprietary": ("1:4.2.3-*", "4.2.3-*"),
         "datacenter-gpu-manager-4-proprietary-cuda12": ("1:4.2.3-*", "4.2.3-*"),
+        "datacenter-gpu-manager-exporter": ("4.1.3-*",),
     }  # nvidia-mig-manager is no CUDA-repository package: a release file (below)
     assert DCGM_PIN in cuda.pins
     container = repos[("apt", "nvidia-container")]
@@ -277,7 +279,6 @@ def test_needs_of_the_h100_example() -> None:
         for p in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")
     } | {"libnvidia-container1": ("1.17.8-1",)}
     assert sorted(needs.artifacts) == [
-        "dcgm-exporter-4.2.3-4.1.3-linux-amd64",
         "enroot+caps_3.5.0-1_amd64.deb",
         "enroot_3.5.0-1_amd64.deb",
         "nvidia-mig-manager_0.9.1-1_amd64.deb",
@@ -326,6 +327,5 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
         "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
     )
     assert "enroot-3.5.0-1.el8.x86_64.rpm" in needs.artifacts
-    # NVIDIA publishes no dcgm-exporter binary: no source outside a mirror.
-    exporter = needs.artifacts["dcgm-exporter-4.2.3-4.1.3-linux-amd64"].artifact
-    assert exporter.url is None and exporter.reason
+    # dcgm-exporter is the CUDA repository's datacenter-gpu-manager-exporter, not a release file.
+    assert not any(name.startswith("dcgm-exporter") for name in needs.artifacts)

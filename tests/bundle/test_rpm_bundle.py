@@ -71,6 +71,7 @@ PINNED = {
         "kmod-nvidia-open-dkms": "3:550.163.01-1.el9",
         "nvidia-modprobe": "3:550.163.01-1.el9",  # through a file requirement (/usr/sbin/nvidia-modprobe)
         "datacenter-gpu-manager-4-core": "1:4.2.3-1",  # epoch, not the newer 1:4.3.0-1
+        "datacenter-gpu-manager-exporter": "4.1.3-1",  # dcgm-exporter 4.2.3-4.1.3: its exporter half
         "datacenter-gpu-manager-4-cuda12": "1:4.2.3-1",
         "datacenter-gpu-manager-4-proprietary": "1:4.2.3-1",
         "datacenter-gpu-manager-4-proprietary-cuda12": "1:4.2.3-1",

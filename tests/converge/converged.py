@@ -54,6 +54,7 @@ def component_version(spec: Spec, package: str) -> str:
     v = spec.versions
     components = (
         (("kubelet", "kubeadm", "kubectl"), v.kubernetes),
+        (("datacenter-gpu-manager-exporter",), v.dcgm_exporter.split("-", 1)[-1]),  # the exporter half
         (("datacenter-gpu-manager",), v.dcgm),
         (("enroot",), v.enroot),
         (("nvidia-mig-manager",), v.mig_manager),

@@ -98,7 +98,7 @@ def test_cli_apply_exits_2_naming_the_record(state_dir: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text("{")
     cp = subprocess.run(
-        [sys.executable, "-m", "gpuforge", "apply", str(H100)],
+        [sys.executable, "-m", "gpuforge", "apply", "--yes", str(H100)],
         capture_output=True,
         text=True,
         env={**os.environ, "GPUFORGE_STATE_DIR": str(state_dir)},

@@ -24,7 +24,7 @@ def test_second_apply_is_refused_naming_the_holder(tmp_path: Path) -> None:
     try:
         with apply_lock(H100):
             cp = subprocess.run(
-                [sys.executable, "-m", "gpuforge", "apply", str(H100)],
+                [sys.executable, "-m", "gpuforge", "apply", "--yes", str(H100)],
                 capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
             )  # fmt: skip
             with pytest.raises(ApplyLocked, match=f"pid {os.getpid()}, user "), apply_lock(H100):

@@ -85,7 +85,7 @@ def test_an_interrupted_apply_leaves_nothing_half_written(lab_cluster: Any, sig:
     wait = f"while [ ! -d {STAGING_DIR} ]; do sleep 0.01; done; echo seen"
     seen = subprocess.Popen(ssh_command(c.lab.state, "node2", [wait]), stdout=subprocess.PIPE, text=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuforge", "apply", str(c.spec_path)],
+        [sys.executable, "-m", "gpuforge", "apply", "--yes", str(c.spec_path)],
         cwd=REPO,
         env={**os.environ, **c.env},
         stdout=subprocess.PIPE,
@@ -155,7 +155,7 @@ def test_a_node_that_dies_mid_apply_fails_alone_and_the_rerun_finishes_it(lab_cl
 
     c = lab_cluster
     remove_managed_files(c)
-    cmd = [sys.executable, "-m", "gpuforge", "apply", str(c.spec_path), "--json"]
+    cmd = [sys.executable, "-m", "gpuforge", "apply", "--yes", str(c.spec_path), "--json"]
     apply = subprocess.Popen(
         cmd, cwd=REPO, env={**os.environ, **c.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -35,7 +35,7 @@ def test_kubernetes_nodes_get_containerd_with_systemd_cgroups_and_no_swap(k8s_la
     spec = write_lab_spec(SPEC, k8s_lab.state, tmp_path / "spec.yaml")
     env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state")}
 
-    first = run_cli("apply", str(spec), "--json", env=env)
+    first = run_cli("apply", "--yes", str(spec), "--json", env=env)
     assert first.stdout.strip(), first.stderr
     result = json.loads(first.stdout)
     assert first.returncode == 0 and result["ok"], json.dumps(result, indent=1)[-4000:]
@@ -67,7 +67,7 @@ def test_kubernetes_nodes_get_containerd_with_systemd_cgroups_and_no_swap(k8s_la
     statuses = {(n["name"], r["id"]): r["status"] for n in checks["nodes"] for r in n["checks"]}
     assert all(statuses[(f"node{i}", "scheduler.k8s_swap_off")] == "pass" for i in (1, 2, 3)), statuses
 
-    again = run_cli("apply", str(spec), "--json", env=env)
+    again = run_cli("apply", "--yes", str(spec), "--json", env=env)
     second = json.loads(again.stdout)
     assert again.returncode == 0 and second["changes"] == 0, json.dumps(second, indent=1)[-3000:]
 

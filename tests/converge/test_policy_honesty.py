@@ -528,6 +528,11 @@ MUTATIONS: dict[str, Mutation] = {
 
 #: Fields with a policy and no mutation, each with the reason.
 EXEMPT: dict[str, str] = {
+    "slurm.gpu_autodetect": (
+        "no example can change it alone: the GPU example's MIG group needs nvml (spec rule slurm_gpu_rules), "
+        "so every valid change also drops node_groups[].mig_config, whose own mutation covers that drain; "
+        "gres.conf alone restarts slurmd (slurm layer SLURMD_FILES), as cgroup.conf does"
+    ),
     "slurm": "present exactly when cluster.scheduler (rebuild) is slurm: it cannot come or go on its own",
     "kubernetes": "present exactly when cluster.scheduler (rebuild) is kubernetes: it cannot come or go on its own",
     "node_groups[].connector": "how the control host reaches a group's nodes (ssh, or Vagrant's ssh-config): "

@@ -41,7 +41,7 @@ def test_24_nodes_converge_in_one_apply(lab24: Lab, tmp_path: Path) -> None:
     spec = write_lab_spec(MINIMAL, lab24.state, tmp_path / "spec.yaml", {"workers": f"node[2-{NODES}]"})
     env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state")}
 
-    first = run_cli("apply", str(spec), "--json", env=env)
+    first = run_cli("apply", "--yes", str(spec), "--json", env=env)
     assert first.stdout.strip(), first.stderr
     result = json.loads(first.stdout)
     failed = {h: r["error"] for h, r in result["hosts"].items() if not r["ok"]}
@@ -63,6 +63,6 @@ def test_24_nodes_converge_in_one_apply(lab24: Lab, tmp_path: Path) -> None:
         assert any(name.endswith("_main_binary-amd64_Packages") for name in lists), (node, lists)
         assert [name for name in lists if "_i18n_Translation-" in name] == [], node
 
-    again = run_cli("apply", str(spec), "--json", env=env)
+    again = run_cli("apply", "--yes", str(spec), "--json", env=env)
     rerun = json.loads(again.stdout)
     assert again.returncode == 0 and rerun["changes"] == 0, again.stdout

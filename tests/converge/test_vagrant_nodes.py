@@ -90,7 +90,12 @@ def test_plan_and_apply_without_vagrant_machines_say_so_without_a_traceback(tmp_
     spec, known_hosts = tmp_path / "vagrant.yaml", tmp_path / "known_hosts"
     known_hosts.write_text("")
     spec.write_text(SPEC.read_text().replace("known_hosts: .vagrant/known_hosts", f"known_hosts: {known_hosts}"))
-    cp = run_cli(command, str(spec), env={"GPUFORGE_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"})
+    cp = run_cli(
+        command,
+        *(["--yes"] if command == "apply" else []),
+        str(spec),
+        env={"GPUFORGE_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"},
+    )
     assert cp.returncode == 1, cp.stdout + cp.stderr
     assert "Traceback" not in cp.stderr + cp.stdout
     # plan: one line; apply: each node's lock could not be taken, for that reason

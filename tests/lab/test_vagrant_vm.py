@@ -78,7 +78,7 @@ def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path, capsys: p
         assert keys.stdout.split("\n")[:-1] == [Path(box.private_key + ".pub").read_text().strip()], keys.stderr
 
         t2 = time.monotonic()
-        first = vl.run([*gpuforge, "apply", str(spec), "--json"], timeout=1800, env=env)
+        first = vl.run([*gpuforge, "apply", "--yes", str(spec), "--json"], timeout=1800, env=env)
         apply_s = time.monotonic() - t2
         result = _json(first, "apply")
         assert first.returncode == 0 and result["ok"], first.stderr[-3000:]
@@ -93,7 +93,7 @@ def test_vagrant_vm_applies_validates_and_is_destroyed(tmp_path: Path, capsys: p
         want = {"scheduler.slurmctld", "scheduler.slurmd", "scheduler.node_state", "security.ssh_host_keys"}
         assert want <= passed, sorted(passed)
 
-        second = vl.run([*gpuforge, "apply", str(spec), "--json"], timeout=900, env=env)
+        second = vl.run([*gpuforge, "apply", "--yes", str(spec), "--json"], timeout=900, env=env)
         again = _json(second, "second apply")
         assert second.returncode == 0 and again["changes"] == 0, again
 

@@ -58,7 +58,7 @@ def every_artifact(s: Any) -> list[src.Artifact]:
         for a in src.enroot_artifacts(s, platform_for(os_family))
     ]
     out += [src.mig_manager_artifact(s, platform_for(o)) for o in (OsFamily.UBUNTU2404, OsFamily.RHEL9)]
-    out += [src.pyxis_artifact(s), src.dcgm_exporter_artifact(s, platform_for(OsFamily.UBUNTU2404))]
+    out += [src.pyxis_artifact(s)]
     return out
 
 
@@ -210,7 +210,6 @@ def _checked_before(command: str, use: str) -> None:
         ("enroot_from_artifacts_mirror", "apt-get"),
         ("pyxis_first_build_installs_build_deps", "tar -xzf"),
         ("mig_manager_other_release_is_replaced", "apt-get"),
-        ("dcgm_packages_and_exporter_unit", "install -m 0755"),
     ],
 )
 def test_planned_fetches_check_the_sha256_before_use(fixture: str, use: str, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.nvidia_host import HostFacts, nvidia_host_command, parse_nvidia_host
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
+from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import OsFamily
 from gpuforge.spec.platforms import platform_for
 from gpuforge.spec.roles import LAYER_ORDER
@@ -154,13 +155,17 @@ def test_release_urls_per_mode() -> None:
     rpms = [a.name for a in src.enroot_artifacts(up, platform_for(OsFamily.RHEL9))]
     assert rpms == ["enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm"]
     assert src.pyxis_artifact(up).url == "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
-    assert not src.dcgm_exporter_artifact(up, platform_for(OsFamily.UBUNTU2404)).available  # NVIDIA publishes no binary
     mirror = load_spec(H100)
     assert src.pyxis_artifact(mirror).url == "http://192.0.2.5/artifacts/pyxis-0.20.0.tar.gz"
-    assert (
-        src.dcgm_exporter_artifact(mirror, platform_for(OsFamily.UBUNTU2404)).url
-        == "http://192.0.2.5/artifacts/dcgm-exporter-4.2.3-4.1.3-linux-amd64"
-    )
+
+
+def test_dcgm_exporter_is_a_cuda_repository_package_held_at_its_exporter_version() -> None:
+    """Issue 32 item 2: before, dcgm-exporter was a release file 'NVIDIA publishes no binary' (mirror or
+    bundle only), so upstream mode had no exporter at all. Now: datacenter-gpu-manager-exporter, pinned."""
+    assert not hasattr(src, "dcgm_exporter_artifact")
+    pin = src.dcgm_exporter_pin("4.4.2-4.7.1")
+    assert "Package: datacenter-gpu-manager-exporter\nPin: version 4.7.1-*\n" in pin
+    assert {"dcgm-exporter-install", "dcgm-exporter-unit", "dcgm-exporter-repo-files"} <= set(table.SOURCES)
 
 
 def test_fetch_checks_the_download_before_moving_it_into_place() -> None:

@@ -41,8 +41,11 @@ def expected_deb(os: str, source: str, b: int, flavor: str) -> tuple[str, ...] |
             if open_
             else ("nvidia-driver", "nvidia-smi", "nvidia-persistenced", "firmware-nvidia-gsp")
         )
-        return (*drv, "linux-headers-amd64", "nvidia-fabricmanager-535")
-    fm_cuda = ("nvidia-fabricmanager",) if b >= 580 else (f"nvidia-fabricmanager-{b}",)
+        return (*drv, "linux-headers-amd64", "nvidia-fabricmanager-535", "libnvidia-nscq-535")
+    # the fabric manager with its NSCQ library (issue 32 item 3; nvidia_packages nscq-cuda-repo)
+    fm_cuda = (
+        ("nvidia-fabricmanager", "libnvidia-nscq") if b >= 580 else (f"nvidia-fabricmanager-{b}", f"libnvidia-nscq-{b}")
+    )
     pin = (f"nvidia-driver-pinning-{b}",) if b >= 590 else ()
     prereq = (f"linux-headers-{k}", "dkms")
     if os == "debian12":
@@ -195,10 +198,12 @@ def test_dcgm_packages_follow_the_drivers_cuda_major(os: str, branch: int) -> No
     install = next(s for s in steps if s.summary.startswith("install"))
     words = [w.rstrip(";") for w in (install.command or "").split()]
     want = DCGM_BY_BRANCH[branch]
+    got = [w for w in words if w.startswith("datacenter-gpu-manager")]
+    # and dcgm-exporter's package at the exporter half of its release (issue 32 item 2)
     if os == "rhel9":
-        assert [w for w in words if w.startswith("datacenter-gpu-manager")] == [f"{p}-4.4.2" for p in want]
+        assert got == [*(f"{p}-4.4.2" for p in want), "datacenter-gpu-manager-exporter-4.7.1"]
     else:
-        assert [w for w in words if w.startswith("datacenter-gpu-manager")][-4:] == list(want)
+        assert set(got) == {*want, "datacenter-gpu-manager-exporter"}
 
 
 def test_dcgm_defaults_are_a_cited_pair_with_every_cuda_majors_packages() -> None:

@@ -292,13 +292,14 @@ def test_topology_conf(h100: Spec) -> None:
 
 
 def test_gres_conf_explicit_lines(h100: Spec) -> None:
+    """slurm-h100 says its Slurm carries the NVML plugin: AutoDetect=nvml per GPU group; whole GPUs keep
+    their File= lines (a sanity check), MIG slices have none (Slurm finds them and their caps files)."""
     lines = gres_conf(h100).splitlines()
     assert lines[1:] == [
         "AutoDetect=off",
+        "NodeName=gpu[001-060] AutoDetect=nvml",
         "NodeName=gpu[001-060] Name=gpu Type=h100 File=/dev/nvidia[0-7]",
-        "NodeName=gpu[061-064] Name=gpu Type=1g.10gb Count=36",
-        "NodeName=gpu[061-064] Name=gpu Type=2g.20gb Count=4",
-        "NodeName=gpu[061-064] Name=gpu Type=3g.40gb Count=4",
+        "NodeName=gpu[061-064] AutoDetect=nvml",
     ]
 
 

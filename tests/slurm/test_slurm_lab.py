@@ -244,7 +244,7 @@ def test_rebuild_only_change_is_refused_before_any_host_is_touched(lab_cluster: 
 
     c.write("spec.yaml", mutate=rename)  # the same spec file, edited
     try:
-        result = run_cli("apply", str(c.spec_path), env=c.env)
+        result = run_cli("apply", "--yes", str(c.spec_path), env=c.env)
         assert result.returncode == 2, result.stdout + result.stderr
         assert "cluster.name: 'gflab' -> 'renamed'" in result.stderr
         assert "--force" in result.stderr and "Traceback" not in result.stderr

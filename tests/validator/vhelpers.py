@@ -89,6 +89,7 @@ def remapped_ok(n: int = 8) -> list[str]:
 def hgx_outputs(**override: list[str]) -> dict[str, list[str]]:
     """A healthy 8 x H100 HGX node (real captures where the facts have them)."""
     outputs = {
+        "os_release": output("platform/os_release_debian12_x86_64"),
         "lspci": output("nvidia/pci_hgx_h100_8gpu_4nvswitch"),
         "sysfs_pci": ["__rc=0"],
         "smi": output("nvidia/smi_gpus_8x_h100_hgx"),

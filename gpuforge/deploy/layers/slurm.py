@@ -33,7 +33,7 @@ from gpuforge.deploy.operations.slurm_accounting import sync_accounting
 from gpuforge.deploy.runstate import RunState, SlurmDecision
 from gpuforge.deploy.slurm_changes import SlurmAction, classify, removed_nodes
 from gpuforge.render.files import RenderedFile, Secrets
-from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurm_package, slurmdbd_conf
+from gpuforge.render.slurm import SLURM_ETC, slurm_files, slurm_package, slurmdbd_conf, uses_nvml
 from gpuforge.spec import Role, Spec, nodes_with
 from gpuforge.spec.model import ConfigMode
 from gpuforge.spec.nodes import Node
@@ -109,6 +109,14 @@ def wait_for_slurmdbd(facts: LayerFacts, changed: set[str]) -> list[Step]:
     ]
 
 
+def nvml_packages(s: Spec, n: Node) -> list[str]:
+    """Slurm's NVML plugin on a GPU node whose gres.conf says ``AutoDetect=nvml`` (slurm_gpu)."""
+    group = next(g for g in s.node_groups if g.name == n.group)
+    if n.hardware.gpu is None or not uses_nvml(s, group):
+        return []
+    return [slurm_package(s, "slurm-wlm-nvml-plugin")]
+
+
 def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) -> Layer:
     packages: list[str] = []
     dirs = [Directory("/var/log/slurm", "0755", "slurm", "slurm"), Directory(SLURM_ETC, "0755")]
@@ -116,7 +124,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
         packages += [slurm_package(s, "slurmctld"), slurm_package(s, "slurm-client")]
         dirs.append(Directory("/var/lib/slurm/slurmctld", "0755", "slurm", "slurm"))
     if n.has(Role.COMPUTE):
-        packages += [slurm_package(s, "slurmd"), slurm_package(s, "slurm-client")]
+        packages += [slurm_package(s, "slurmd"), slurm_package(s, "slurm-client"), *nvml_packages(s, n)]
         dirs.append(Directory("/var/lib/slurm/slurmd", "0755", "root", "root"))
     if n.has(Role.LOGIN):
         packages += [slurm_package(s, "slurm-client")]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from pyinfra import host
@@ -26,7 +26,7 @@ from gpuforge.deploy.converge import (
 )
 from gpuforge.deploy.fact_prefetch import FactRequest
 from gpuforge.deploy.facts.layer import LayerState
-from gpuforge.deploy.runstate import PlannedOp
+from gpuforge.deploy.runstate import PlannedOp, RunState
 
 
 def file_diff(path: str, old: list[str] | None, new: bytes) -> str:
@@ -80,11 +80,17 @@ def sudo_user() -> str | None:
     return str(user) if host.data.get("_sudo") and user and user != "root" else None
 
 
-def step_commands(steps: list[Step], via_user: str | None = None) -> Generator[Any, None, None]:
+def step_commands(
+    steps: list[Step], via_user: str | None = None, on_step: Callable[[int], None] | None = None
+) -> Generator[Any, None, None]:
     """pyinfra commands for planned steps. With ``via_user`` (a non-root SSH user and sudo),
-    uploads go through that user's private ``UPLOAD_DIR``, never through ``/tmp``."""
+    uploads go through that user's private ``UPLOAD_DIR``, never through ``/tmp``. ``on_step(i)``
+    is called as step ``i``'s commands are about to run (pyinfra runs each command as it is
+    yielded, and stops at the first that fails)."""
     staged_dir = False
-    for step in steps:
+    for i, step in enumerate(steps):
+        if on_step is not None:
+            on_step(i)
         if step.upload is not None:
             if not staged_dir:
                 yield StringCommand(f"install -d -m 0700 {STAGING_DIR}")
@@ -141,7 +147,7 @@ def converge_layer(layer: Layer) -> Generator[Any, None, None]:
                 planned.diffs[f.path] = file_diff(f.path, old, f.data)
         run.record_planned(host.name, planned)
         return
-    yield from step_commands(steps, sudo_user())
+    yield from step_commands(steps, sudo_user(), _logged(run, steps))
 
 
 def repair_request(packages: tuple[str, ...]) -> FactRequest:
@@ -177,4 +183,15 @@ def repair_interrupted_packages(packages: tuple[str, ...]) -> Generator[Any, Non
     if run.dry_run:
         run.record_planned(host.name, PlannedOp("packages", steps))
         return
-    yield from step_commands(steps, sudo_user())
+    yield from step_commands(steps, sudo_user(), _logged(run, steps))
+
+
+def _logged(run: RunState, steps: list[Step]) -> Callable[[int], None] | None:
+    """Tell the apply's run log which steps this host's operation runs; ``on_step`` for
+    :func:`step_commands` (None: no run log)."""
+    log, op = run.runlog, host.current_op_hash
+    if log is None or op is None:
+        return None
+    log.steps_begin(host.name, op, steps)
+    name = host.name
+    return lambda i: log.step_reached(name, op, i)
