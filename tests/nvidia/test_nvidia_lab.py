@@ -242,8 +242,9 @@ def test_plan_toolkit_enroot_pyxis_dcgm_from_real_facts(gpu_lab: GpuLab) -> None
     dcgm = gpu["nvidia-dcgm"]
     kinds = [s["kind"] for s in dcgm]
     assert "datacenter-gpu-manager-4-core" in dcgm[0]["command"]
-    exporter = Versions().dcgm_exporter  # the lab spec takes the default pin
-    assert any(f"{mirror}/artifacts/dcgm-exporter-{exporter}-linux-amd64" in s.get("command", "") for s in dcgm)
+    # dcgm-exporter is NVIDIA's package from the CUDA repository (the mirror here), not a release file
+    assert any("datacenter-gpu-manager-exporter" in s.get("command", "") for s in dcgm), dcgm
+    assert not any("/artifacts/dcgm-exporter" in s.get("command", "") for s in dcgm)
     assert kinds[-1] == "note" and "enable" not in kinds and "start" not in kinds  # no GPU: not started
 
     # A GPU-less compute node gets enroot and pyxis, nothing of the GPU stack.
