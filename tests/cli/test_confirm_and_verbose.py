@@ -18,21 +18,9 @@ from gpuforge.deploy.runlog import run_files
 from gpuforge.orchestrate.applied_record import last_applied
 from gpuforge.spec.redact import redact_url_credentials
 from tests.conftest import REPO, run_cli
-from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
+from tests.converge.simulated import SimulatedCluster
 
 QUESTION = "Apply these changes? [y/N] "
-
-
-@pytest.fixture
-def spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = yaml.safe_load((REPO / "inventories" / "lab-slurm-minimal.yaml").read_text())
-    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
-    return write_simulated_spec(data, tmp_path, "small.yaml")
-
-
-@pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimulatedCluster:
-    return simulated(monkeypatch, tmp_path)
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from gpuforge.cli import app
@@ -19,20 +18,7 @@ from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.runlog import BadSince, RunLog, parse_since, run_files, select_entries, step_lines
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.apply import apply
-from tests.conftest import REPO
-from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
-
-
-@pytest.fixture
-def spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = yaml.safe_load((REPO / "inventories" / "lab-slurm-minimal.yaml").read_text())
-    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
-    return write_simulated_spec(data, tmp_path, "small.yaml")
-
-
-@pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimulatedCluster:
-    return simulated(monkeypatch, tmp_path)
+from tests.converge.simulated import SimulatedCluster
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
