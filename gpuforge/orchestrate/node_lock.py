@@ -34,6 +34,8 @@ LOCK_FILE = f"{LOCK_DIR}/apply.lock"
 HOLDER_FILE = f"{LOCK_DIR}/apply.holder"
 HELD, BUSY = "gpuforge-lock: held", "gpuforge-lock: busy"
 TAKE_TIMEOUT_S = 30.0
+#: Seconds the lock command waits for a lock held by someone else before it answers BUSY.
+LOCK_WAIT_S = 2
 #: Tries of a lock session whose node's sshd hung up (``take``), a pause of ``RETRY_PAUSE_S``
 #: times the try's number between them.
 TAKE_TRIES = 3
@@ -69,14 +71,16 @@ def holder_text(spec_path: str | Path) -> str:
 
 
 def lock_command(holder: str) -> str:
-    """Shell run on the node: take the lock without waiting and hold it until stdin closes.
+    """Shell run on the node: take the lock and hold it until stdin closes.
 
     Prints ``HELD`` once the lock is taken, or ``BUSY <holder>`` (exit 75) when another run has it.
+    It waits ``LOCK_WAIT_S`` for the lock: the health check holds it shared for the moment it reads
+    the managed files (an apply holds it for its whole run, so a second apply is still refused).
     """
     h = shlex.quote(holder)
     return (
         f"mkdir -p -m 0755 {LOCK_DIR} && exec 9>>{LOCK_FILE} && "
-        f"if flock -n 9; then printf '%s\\n' {h} > {HOLDER_FILE}; echo '{HELD}'; exec cat >/dev/null; "
+        f"if flock -w {LOCK_WAIT_S} 9; then printf '%s\\n' {h} > {HOLDER_FILE}; echo '{HELD}'; exec cat >/dev/null; "
         f'else echo "{BUSY} $(cat {HOLDER_FILE} 2>/dev/null)"; exit 75; fi'
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import shlex
 from collections.abc import Sequence
 from typing import TypedDict
@@ -148,3 +149,62 @@ def parse_file_texts(lines: list[str]) -> dict[str, str | None]:
 
 
 FILE_TEXTS: Reading[dict[str, str | None]] = Reading("files.texts", file_texts_command, parse_file_texts)
+
+
+#: The lock a gpuforge apply holds on a node for its whole run (``gpuforge.orchestrate.node_lock``).
+APPLY_LOCK_FILE = "/run/gpuforge/apply.lock"
+
+
+class ManagedFiles(TypedDict):
+    """The managed files' states, and whether an apply holds the node (then they may be half-way)."""
+
+    apply_running: bool
+    files: dict[str, FileDigest | None]
+
+
+def managed_files_command(paths: Sequence[str] | str) -> str:
+    """``__apply=running`` when an apply holds the node's lock (a shared ``flock`` cannot be had at
+    once; the apply waits out that moment), then the state of ``paths``: one ``stat`` and one
+    ``sha256sum`` for all of them (the health check runs on busy nodes: no process per file)."""
+    lock = shlex.quote(APPLY_LOCK_FILE)
+    quoted = " ".join(shlex.quote(path) for path in _absolute(as_list(paths)))
+    return (
+        f"if [ -e {lock} ] && ! flock -n -s {lock} true 2>/dev/null; then echo __apply=running; fi; "
+        f"set --; for p in {quoted}; do "
+        'if [ -e "$p" ] || [ -L "$p" ]; then set -- "$@" "$p"; else printf \'__missing=%s\\n\' "$p"; fi; done; '
+        "[ $# -gt 0 ] && stat -c '__stat=%n|%a|%U|%G|%F|%s' -- \"$@\"; "
+        f"set --; for p in {quoted}; do "
+        'if [ -f "$p" ] && [ ! -L "$p" ]; then set -- "$@" "$p"; fi; done; '
+        '[ $# -gt 0 ] && sha256sum -- "$@" 2>/dev/null; true'
+    )
+
+
+_SUM = re.compile(r"^(?P<sha>[0-9a-f]{64})  (?P<path>/.*)$")
+
+
+def parse_managed_files(lines: list[str]) -> ManagedFiles:
+    """Paths missing map to None; ``__stat=`` gives the rest, a ``sha256sum`` line the digest."""
+    files: dict[str, FileDigest | None] = {}
+    running = False
+    for line in lines:
+        marker = parse_marker(line)
+        if marker == ("apply", "running"):
+            running = True
+        elif marker is not None and marker[0] == "missing":
+            files[marker[1]] = None
+        elif marker is not None and marker[0] == "stat":
+            parts = marker[1].rsplit("|", 5)
+            if len(parts) == 6:
+                path, mode, owner, group, kind, size = parts
+                kind = _STAT_TYPES.get(kind, kind.replace(" ", "_"))
+                files[path] = FileDigest(
+                    sha256=None, mode=normalize_mode(mode), owner=owner, group=group, type=kind, size=to_int(size)
+                )
+        elif (m := _SUM.match(line.rstrip("\n"))) and files.get(m.group("path")) is not None:
+            entry = files[m.group("path")]
+            assert entry is not None
+            entry["sha256"] = m.group("sha")
+    return ManagedFiles(apply_running=running, files=files)
+
+
+MANAGED_FILES: Reading[ManagedFiles] = Reading("files.managed", managed_files_command, parse_managed_files)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 from gpuforge.render.base import base_files
 from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.health import health_config, health_files
 from gpuforge.render.slurm import slurm_files
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
@@ -21,7 +23,6 @@ _OPTIONAL = (
     ("gpuforge.render.k8s_packages", "kubernetes_package_files"),
     ("gpuforge.render.kubeadm", "kubeadm_files"),
     ("gpuforge.render.monitoring", "monitoring_files"),
-    ("gpuforge.render.health", "health_files"),
 )
 
 
@@ -32,8 +33,8 @@ def layer_renderers() -> list[LayerRenderer]:
     return renderers
 
 
-def render_node(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
-    """Every file ``node`` gets, all layers; secrets redacted unless given."""
+def render_managed(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
+    """Every file ``node`` gets but the health check's own two (whose config lists these files)."""
     sec = secrets or Secrets.redacted()
     files = list(base_files(spec, node))
     if spec.slurm is not None:
@@ -41,6 +42,17 @@ def render_node(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[
     for renderer in layer_renderers():
         files += renderer(spec, node, sec)
     return sorted(files, key=lambda f: f.path)
+
+
+def render_node(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
+    """Every file ``node`` gets, all layers; secrets redacted unless given."""
+    files = render_managed(spec, node, secrets)
+    return sorted([*files, *health_files(spec, node, secrets, managed=files)], key=lambda f: f.path)
+
+
+def node_health_config(spec: Spec, node: Node) -> dict[str, Any]:
+    """``node``'s health config as its ``/etc/gpuforge/health.json`` holds it."""
+    return health_config(spec, node, render_managed(spec, node))
 
 
 def render_cluster(spec: Spec, secrets: Secrets | None = None) -> dict[str, list[RenderedFile]]:

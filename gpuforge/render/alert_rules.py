@@ -77,14 +77,34 @@ def _health_rules(spec: Spec) -> list[dict[str, Any]]:
     return [
         _rule(
             "GpuforgeCheckFailing",
-            "gpuforge_check_status == 0",
+            'gpuforge_check_status{layer!="config"} == 0',
             f"{minutes}m",
             "critical",
             "gpuforge",
             "gpuforge check {{ $labels.check }} ({{ $labels.layer }}) fails on {{ $labels.node }}",
             "Run 'gpuforge-health' on the node to see the failure and its detail; fix that layer "
             "(or 'gpuforge apply --limit NODE'), the node resumes itself once every check passes.",
-        )
+        ),
+        _rule(
+            "GpuforgeConfigDrift",
+            'gpuforge_check_status{check="config.files_intact"} == 0',
+            f"{minutes}m",
+            "critical",
+            "gpuforge",
+            "files gpuforge manages on {{ $labels.node }} were changed by hand (the node drained itself)",
+            "'gpuforge validate --limit NODE --checks config' names each file with a diff; 'gpuforge apply "
+            "--limit NODE' restores them (or put the change in the spec), and the node resumes itself.",
+        ),
+        _rule(
+            "GpuforgeRestartPending",
+            'gpuforge_check_status{check="config.units_loaded"} == 0',
+            f"{minutes}m",
+            "warning",
+            "gpuforge",
+            "a unit gpuforge manages on {{ $labels.node }} changed on disk without a daemon-reload",
+            "Run 'gpuforge-health' on the node to see the unit; 'gpuforge apply --limit NODE' reloads and "
+            "restarts it (draining first where jobs run).",
+        ),
     ]
 
 

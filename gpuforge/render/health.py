@@ -7,10 +7,11 @@ else, so the same dict drives ``gpuforge health`` on the node and the node part 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
-from gpuforge.render.files import RenderedFile, Secrets
+from gpuforge.render.files import LocalSource, RenderedFile, Secrets
 from gpuforge.render.node_program import node_program
 from gpuforge.render.nvidia import (
     CONTAINERD_CONFIG,
@@ -33,8 +34,23 @@ SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 DCGM_CORE_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS")
 
 
-def health_config(spec: Spec, node: Node) -> dict[str, Any]:
-    """The node-local check configuration of ``node`` (JSON-serialisable, stable key order)."""
+def managed_manifest(files: list[RenderedFile]) -> list[dict[str, Any]]:
+    """What the health check compares the node's managed files with: path, owner, group, mode and,
+    for a non-secret rendered text, its sha256 (None for a secret or a file copied from the control
+    host: those are compared by owner and mode only, so no digest of a secret is ever written)."""
+    out = []
+    for f in sorted(files, key=lambda f: f.path):
+        sha = None if f.secret or isinstance(f.content, LocalSource) else hashlib.sha256(f.data).hexdigest()
+        out.append({"path": f.path, "sha256": sha, "mode": f.mode.zfill(4), "owner": f.owner, "group": f.group})
+    return out
+
+
+def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[str, Any]:
+    """The node-local check configuration of ``node`` (JSON-serialisable, stable key order).
+
+    ``config_files`` lists ``managed``: every other file gpuforge writes on the node
+    (``gpuforge.render.render_managed``), so the health check finds a hand edit without the spec.
+    """
     gpu = node.hardware.gpu
     model = node.gpu_model
     drv = spec.versions.driver
@@ -52,6 +68,7 @@ def health_config(spec: Spec, node: Node) -> dict[str, Any]:
         "dcgm": None,
         "node_exporter": {"enabled": spec.monitoring.node_exporter, "port": spec.monitoring.node_exporter_port},
         "platform": _platform_config(node),
+        "config_files": managed_manifest(managed),
     }
     if gpu is not None and model is not None:
         cfg["gpu"] = {
@@ -112,17 +129,18 @@ def wants_health(spec: Spec, node: Node) -> bool:
     return spec.slurm is not None and any("health" in ROLE_DEPLOYS[r] for r in node.roles)
 
 
-def health_config_text(spec: Spec, node: Node) -> str:
-    return json.dumps(health_config(spec, node), indent=2, sort_keys=True) + "\n"
+def health_config_text(spec: Spec, node: Node, managed: list[RenderedFile]) -> str:
+    return json.dumps(health_config(spec, node, managed), indent=2, sort_keys=True) + "\n"
 
 
-def health_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[RenderedFile]:
-    """The health check's program and config (none on nodes without the health layer)."""
+def health_files(spec: Spec, node: Node, secrets: Secrets | None, managed: list[RenderedFile]) -> list[RenderedFile]:
+    """The health check's program and config (none on nodes without the health layer); ``managed``:
+    the node's other files, as ``gpuforge.render.render_managed`` gives them."""
     if not wants_health(spec, node):
         return []
     return [
         RenderedFile(HEALTH_PROGRAM, node_program(), mode="0755"),
-        RenderedFile(HEALTH_CONFIG, health_config_text(spec, node), mode="0644"),
+        RenderedFile(HEALTH_CONFIG, health_config_text(spec, node, managed), mode="0644"),
     ]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.probes.slurm import SCONTROL_NODES, SINFO_NODES, SinfoInfo
+from gpuforge.probes.slurm_log import SLURMCTLD_CONF_HASH, ConfHashLog
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node, nodes_with, select_nodes
 from gpuforge.validator.node.base import BLOCKED, CRITICAL, FAIL, PASS, SKIP, WARNING, Outcome
@@ -47,6 +48,10 @@ class ClusterData:
     slurm_error: str | None = None
     sinfo: SinfoInfo | None = None
     reasons: dict[str, str] = field(default_factory=dict)
+    slurmd_started: dict[str, str] = field(default_factory=dict)
+    """Per Slurm node: its SlurmdStartTime as the controller reports it."""
+    conf_hash_log: ConfHashLog | None = None
+    """What slurmctld's log says of config hashes (``config.slurm_conf_hash``); None: not read."""
     clusters: list[str] | None = None
     srun: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     gpu_jobs: dict[str, tuple[int | None, str]] = field(default_factory=dict)
@@ -329,6 +334,7 @@ def parse_srun_output(text: str) -> dict[str, tuple[int | None, str]]:
 SLURM_QUERY = (
     f"echo '__section=sinfo'; {SINFO_NODES.command()}; "
     f"echo '__section=scontrol'; {SCONTROL_NODES.command()}; "
+    f"echo '__section=ctldlog'; {SLURMCTLD_CONF_HASH.command()}; "
     "echo '__section=sacctmgr'; "
     "if command -v sacctmgr >/dev/null 2>&1; then timeout 10 sacctmgr -nP show cluster format=Cluster 2>&1; "
     "echo \"__rc=$?\"; else echo '__missing=sacctmgr'; fi"
@@ -357,6 +363,11 @@ def apply_slurm_query(data: ClusterData, text: str) -> None:
     data.sinfo = info
     nodes = SCONTROL_NODES.parse(parts.get("scontrol", []))
     data.reasons = {name: rec["Reason"] for name, rec in nodes["nodes"].items() if rec.get("Reason")}
+    data.slurmd_started = {
+        name: rec["SlurmdStartTime"] for name, rec in nodes["nodes"].items() if rec.get("SlurmdStartTime")
+    }
+    if "ctldlog" in parts:
+        data.conf_hash_log = SLURMCTLD_CONF_HASH.parse(parts["ctldlog"])
     acct = parts.get("sacctmgr", [])
     if any(line.startswith("__rc=0") for line in acct):
         data.clusters = [line.strip() for line in acct if line.strip() and not line.startswith("__")]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from gpuforge.probes.files import FILE_DIGESTS, FILE_TEXTS, FileDigest
+from gpuforge.probes.files import FILE_TEXTS, FileDigest
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.cluster import ClusterData, cluster_check
 from gpuforge.validator.config_drift import Drift, Expected, add_diffs, compare, describe, diff_paths, expected_files
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, Outcome
+from gpuforge.validator.node.inputs import MANAGED_FILES
 
 CONFIG_FILES = "config.files"
 
@@ -27,15 +29,15 @@ class ConfigRead:
 Reader = Callable[[Node, str], tuple[int, str, str]]
 
 
-def read_config(data: ClusterData, node: Node, run: Reader) -> ConfigRead:
-    """Digests of every managed path in one round trip; the texts of drifted non-secret files in a second."""
+def judge_config(data: ClusterData, node: Node, node_data: dict[str, Any], run: Reader) -> ConfigRead:
+    """The managed files' digests as the node program read them (its ``data``, in the round trip of
+    the node checks); the texts of drifted non-secret files in a second round trip."""
     expected = expected_files(data.spec, node)
     if not expected:
         return ConfigRead()
-    rc, out, err = run(node, FILE_DIGESTS.command([e.path for e in expected]))
-    if rc != 0:
-        return ConfigRead(expected, error=f"could not read the managed files' digests: {(err or out).strip()[-300:]}")
-    have: dict[str, FileDigest | None] = FILE_DIGESTS.parse(out.splitlines())
+    have: dict[str, FileDigest | None] | None = node_data.get(MANAGED_FILES.key)
+    if have is None:
+        return ConfigRead(expected, error="the node program returned no digests of the managed files")
     drifts = compare(expected, have)
     wanted = diff_paths(drifts, expected)
     if wanted:

@@ -66,10 +66,11 @@ def expected_files(spec: Spec, node: Node) -> list[Expected]:
     return out
 
 
-def managed_units(spec: Spec, node: Node) -> list[str]:
-    """Units whose unit file or a drop-in gpuforge writes on the node (``/etc/systemd/system/<unit>[.d/]``)."""
+def managed_units(spec: Spec, node: Node, files: list[RenderedFile] | None = None) -> list[str]:
+    """Units whose unit file or a drop-in gpuforge writes on the node (``/etc/systemd/system/<unit>[.d/]``);
+    ``files``: the node's rendered files, when the caller has them."""
     units = set()
-    for f in render_node(spec, node):
+    for f in files if files is not None else render_node(spec, node):
         parts = f.path.split("/")  # "", etc, systemd, system, <unit>[.d], [<drop-in>]
         if f.path.startswith("/etc/systemd/system/") and len(parts) in (5, 6):
             units.add(parts[4].removesuffix(".d"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from gpuforge.validator import cluster_config, cluster_gpu_jobs, cluster_k8s, k8s_probe
+from gpuforge.validator import cluster_config, cluster_gpu_jobs, cluster_k8s, cluster_slurm_conf, k8s_probe
 from gpuforge.validator.cluster import CLUSTER_CHECKS, CONNECTION
 from gpuforge.validator.node import execute, framework
 from gpuforge.validator.node.base import LAYERS, SEVERITIES
@@ -24,11 +24,14 @@ assert any(c.fn is cluster_k8s.k8s_ready for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_gpu_jobs.gpu_binding for c in CLUSTER_CHECKS)
 assert any(c.fn is k8s_probe.k8s_cuda_sample for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_config.config_files for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_slurm_conf.slurm_conf_hash for c in CLUSTER_CHECKS)
 # Cluster checks register as their modules are imported, which depends on who imported what
 # first; listed by layer and id, the registry's order is the same in every process.
+# The health check's stand-ins for validate's own cluster checks (``Check.validate`` False) are not
+# validate's checks.
 ALL_CHECKS: list[Check] = [
     CONNECTION,
-    *framework.NODE_CHECKS,
+    *(c for c in framework.NODE_CHECKS if c.validate),
     *sorted(CLUSTER_CHECKS, key=lambda c: (LAYERS.index(c.layer), c.id)),
 ]
 BY_ID: dict[str, Check] = {c.id: c for c in ALL_CHECKS}

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuforge.progress import Milestone
+from gpuforge.render import render_managed, render_node
 from gpuforge.render.health import health_config
 from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
@@ -36,7 +37,7 @@ from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.config_drift import managed_units
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
 from gpuforge.validator.node.framework import Check, Result, evaluate
-from gpuforge.validator.node.inputs import INPUTS
+from gpuforge.validator.node.inputs import INPUTS, READ_MANAGED
 from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 
@@ -44,7 +45,14 @@ NODELOCAL_SOURCE = node_program()
 NODE_TIMEOUT_S = 60.0
 #: Cluster checks that need sinfo/scontrol/sacctmgr from the controller.
 SLURM_QUERY_CHECKS = frozenset(
-    {"scheduler.node_state", "scheduler.gres", "scheduler.partitions", "scheduler.accounting", "job.srun"}
+    {
+        "scheduler.node_state",
+        "scheduler.gres",
+        "scheduler.partitions",
+        "scheduler.accounting",
+        "job.srun",
+        "config.slurm_conf_hash",
+    }
 )
 _MISSING = Result("-", "connection", "critical", SKIP, "not run")
 
@@ -234,11 +242,24 @@ class NodeRun:
 
 
 def run_node(
-    spec: Spec, node: Node, transport: Transport, node_checks: list[Check], timeout: float = NODE_TIMEOUT_S
+    spec: Spec,
+    node: Node,
+    transport: Transport,
+    node_checks: list[Check],
+    timeout: float = NODE_TIMEOUT_S,
+    read_managed: bool = False,
 ) -> NodeRun:
-    """Send the node program to the node, run its checks there, read the JSON answer."""
-    cfg = health_config(spec, node)
-    cfg["managed_units"] = managed_units(spec, node)
+    """Send the node program to the node, run its checks there, read the JSON answer (with the
+    managed files' digests in its data when ``read_managed``: the config layer's one round trip)."""
+    managed = render_managed(spec, node)
+    cfg = health_config(spec, node, managed)
+    # validate's config layer judges the managed files itself (with diffs): the node program only reads
+    # their digests (paths only sent), in the same round trip as its checks.
+    cfg.pop("config_files")
+    if read_managed:  # every file the node gets, the health check's own two included
+        cfg["config_files"] = [{"path": f.path} for f in render_node(spec, node)]
+        cfg[READ_MANAGED] = True
+    cfg["managed_units"] = managed_units(spec, node, managed)
     args = ["--validate", "--json", "--no-slurm", "--config-b64", base64.b64encode(json.dumps(cfg).encode()).decode()]
     if node_checks:
         args += ["--checks", ",".join(c.id for c in node_checks)]
@@ -388,7 +409,8 @@ def validate(
 
     say(f"reading {len(nodes)} node(s)")
     with ThreadPoolExecutor(max_workers=max(4, min(32, len(nodes) + 2))) as pool:
-        futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks) for n in nodes}
+        read_managed = cluster_config.CONFIG_FILES in selected_ids
+        futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks, NODE_TIMEOUT_S, read_managed) for n in nodes}
         slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
         kube_ns = spec.kubernetes.gpu_operator.namespace if spec.kubernetes else "gpu-operator"
         queue_kind = spec.kubernetes.batch_queue.kind if spec.kubernetes else "none"
@@ -396,12 +418,12 @@ def validate(
         kube_f = pool.submit(tr.run, planes[0], kube_cmd) if want_kube and planes else None
         site_f = _start_site_checks(pool, spec, spec_path, tr, nodes, say) if want_site else {}
         reader = _config_reader(spec, tr)
+        runs = _collect(futures, say, time.monotonic())
         config_f = (
-            {n.name: pool.submit(cluster_config.read_config, data, n, reader) for n in nodes}
-            if cluster_config.CONFIG_FILES in selected_ids
+            {n.name: pool.submit(cluster_config.judge_config, data, n, runs[n.name].data, reader) for n in nodes}
+            if read_managed
             else {}
         )
-        runs = _collect(futures, say, time.monotonic())
         site_runs = {name: f.result() for name, f in site_f.items()}
         data.config = {name: f.result() for name, f in config_f.items()}
         slurm_done = slurm_f.result() if slurm_f else None

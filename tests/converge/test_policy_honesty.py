@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel
 
 from gpuforge.orchestrate.rollout import RolloutPlan, plan_rollout
+from gpuforge.render.health import HEALTH_CONFIG
 from gpuforge.spec import Role, Spec, resolve_nodes
 from gpuforge.spec import load as spec_load
 from gpuforge.spec.diff import FieldChange, diff_specs
@@ -873,7 +874,12 @@ def test_a_cgroup_conf_change_alone_restarts_slurmd_on_every_compute_node(exampl
     cores = MUTATIONS["slurm.cgroups.constrain_cores"]
     run = examples.run("slurm.cgroups.constrain_cores", Mutation(example, cores.change))
     written = {s.path for e in run.effects.values() for s in e.steps if s.path}
-    assert written == {"/etc/slurm/cgroup.conf"}, run.describe()
+    # health.json lists every managed file's digest (the health check's drift check): it follows
+    # cgroup.conf on the nodes that have it, and only there.
+    assert written - {HEALTH_CONFIG} == {"/etc/slurm/cgroup.conf"}, run.describe()
+    for host, effect in run.effects.items():
+        paths = {s.path for s in effect.steps if s.path}
+        assert HEALTH_CONFIG not in paths or "/etc/slurm/cgroup.conf" in paths, (host, run.describe())
     compute = [n.name for n in resolve_nodes(run.old) if n.has(Role.COMPUTE)]
     assert compute, f"{example} has no compute node"
     for name in compute:

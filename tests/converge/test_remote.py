@@ -52,7 +52,7 @@ def test_only_sessions_without_secrets_prefer_the_classic_key_exchange(monkeypat
     monkeypatch.setattr(runner.subprocess, "run", ran)
     runner.validate(spec, spec_path, checks="connection", limit="node2")
     lock, validate = started
-    assert "flock -n 9" in lock[-1] and "python3 -" in validate[-1]
+    assert "flock -w 2 9" in lock[-1] and "python3 -" in validate[-1]
     for argv in (lock, validate):
         assert argv[:2] == ["ssh", "-o"] and argv[2].startswith("KexAlgorithms=curve25519-sha256,")
         assert "sntrup" not in argv[2] and "mlkem" not in argv[2]

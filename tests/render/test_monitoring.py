@@ -257,7 +257,7 @@ def test_alert_rules_follow_the_spec() -> None:
     assert [r["labels"]["xid"] for r in rules["GpuXidError"]] == critical
     assert all(r["annotations"]["runbook"] for rs in rules.values() for r in rs)
     assert all(r["labels"]["component"] == "gpu" for name, rs in rules.items() if name.startswith("Gpu") and
-               name != "GpuforgeCheckFailing" for r in rs)  # fmt: skip
+               not name.startswith("Gpuforge") for r in rs)  # fmt: skip
 
     def change(d: dict[str, Any]) -> None:
         d["monitoring"]["alerts"] = {
@@ -282,7 +282,8 @@ def test_alert_rules_follow_the_spec() -> None:
 
 def test_rule_groups_by_what_the_cluster_has() -> None:
     assert set(rules_of(inventory("lab"))) == {
-        "NodeDown", "DiskNearlyFull", "GpuforgeCheckFailing", "SlurmNodeUnavailable", "SlurmctldDown", "SlurmdbdDown"
+        "NodeDown", "DiskNearlyFull", "GpuforgeCheckFailing", "GpuforgeConfigDrift", "GpuforgeRestartPending",
+        "SlurmNodeUnavailable", "SlurmctldDown", "SlurmdbdDown"
     }  # fmt: skip
     k8s = rules_of(inventory("k8s-gpu-operator"))
     assert "NodeDown" in k8s and "GpuXidError" in k8s and "SlurmctldDown" not in k8s

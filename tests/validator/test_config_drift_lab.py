@@ -1,11 +1,14 @@
 """Drift on real nodes: hand edits on different lab nodes are found by `validate`, named by node and
 file (a diff for files without secrets), a unit file changed without daemon-reload is a pending
-restart, and after `gpuforge apply` validate passes again (issue: validate knows when a node no
-longer matches the spec)."""
+restart, a slurmd restarted on an edited slurm.conf is reported from slurmctld's log, and the
+health check (what slurmd runs) drains a drifted node with its tagged reason; after
+`gpuforge apply` validate passes again and the health check resumes the node (issue: validate
+knows when a node no longer matches the spec)."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -43,6 +46,29 @@ def config_results(c: Any) -> dict[str, dict[str, Any]]:
     return {n["name"]: {r["id"]: r for r in n["checks"]} for n in doc["nodes"]}
 
 
+def slurm_reason(c: Any, node: str) -> str:
+    out = c.ssh("node1", f"scontrol show node -o {node}")
+    return out.split(" Reason=", 1)[1].strip() if " Reason=" in out else ""
+
+
+def health(c: Any, node: str) -> str:
+    """Run the health check on ``node`` as slurmd does (Slurm mode: drain on failure, resume its own)."""
+    return c.ssh(node, "/usr/local/sbin/gpuforge-health --slurm; true")
+
+
+def wait_for_mismatch_record(c: Any, node: str) -> str:
+    """slurmctld's log line for ``node``'s registration with another slurm.conf (slurmd just restarted)."""
+    cmd = f"grep 'Node {node} appears to have a different slurm.conf' /var/log/slurm/slurmctld.log | tail -n 1; true"
+    for _ in range(30):
+        line = c.ssh("node1", cmd).strip()
+        if line:
+            return line
+        time.sleep(1)
+    raise AssertionError(
+        "slurmctld logged no slurm.conf mismatch: " + c.ssh("node1", "tail -n 20 /var/log/slurm/slurmctld.log")
+    )
+
+
 def test_drift_is_named_per_node_and_file_and_apply_repairs_it(lab_cluster: Any) -> None:
     c = lab_cluster
     before = config_results(c)
@@ -50,6 +76,12 @@ def test_drift_is_named_per_node_and_file_and_apply_repairs_it(lab_cluster: Any)
     try:
         for node, edits in EDITS.items():
             c.ssh(node, " && ".join(cmd for cmd, _, _ in edits))
+        c.ssh("node1", "systemctl restart slurmd")  # slurmd now runs the edited slurm.conf
+        print("slurmctld:", wait_for_mismatch_record(c, "node1"))
+        print("node2 health:", health(c, "node2"))
+        reason = slurm_reason(c, "node2")
+        assert reason.startswith("gpuforge: health: config.files_intact: changed by hand: "), reason
+        assert "/etc/slurm/cgroup.conf content differs" in reason, reason
         after = config_results(c)
         for node, edits in EDITS.items():
             files = after[node]["config.files"]
@@ -61,10 +93,18 @@ def test_drift_is_named_per_node_and_file_and_apply_repairs_it(lab_cluster: Any)
         assert "-ReturnToService=1" in after["node1"]["config.files"]["message"]
         pending = after["node3"]["config.units_loaded"]
         assert pending["status"] == "fail" and pending["message"].startswith("gpuforge-health-metrics.service: ")
+        hashed = after["node1"]["config.slurm_conf_hash"]
+        assert hashed["status"] == "fail" and "node1 appears to have a different slurm.conf" in hashed["message"], (
+            hashed
+        )
+        assert after["node2"]["config.slurm_conf_hash"]["status"] == "pass", after["node2"]
     finally:
         result = c.apply()  # repairs every file (and reloads systemd), whatever the assertions found
+        for node in EDITS:  # the health check resumes the nodes it drained (slurmd would, within its interval)
+            health(c, node)
     assert result["returncode"] == 0, json.dumps(result, indent=2)
+    assert not slurm_reason(c, "node2").startswith("gpuforge: health:"), slurm_reason(c, "node2")
     repaired = config_results(c)
     for node, checks in repaired.items():
-        assert checks["config.files"]["status"] == "pass", (node, checks["config.files"]["message"])
-        assert checks["config.units_loaded"]["status"] == "pass", (node, checks["config.units_loaded"]["message"])
+        for check in ("config.files", "config.units_loaded", "config.slurm_conf_hash"):
+            assert checks[check]["status"] == "pass", (node, checks[check]["message"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.render.health import health_config
+from gpuforge.render import node_health_config
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.validator.node import execute, framework
 from gpuforge.validator.node.base import FAIL, PASS, SKIP
@@ -27,7 +27,7 @@ slurm:
 
 def config(node: str) -> dict[str, object]:
     spec = parse_spec(SPEC)
-    return health_config(spec, next(n for n in resolve_nodes(spec) if n.name == node))
+    return node_health_config(spec, next(n for n in resolve_nodes(spec) if n.name == node))
 
 
 def platform_result(cfg: dict[str, object], lines: list[str]) -> tuple[str, str]:

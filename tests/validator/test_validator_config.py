@@ -9,7 +9,8 @@ import pytest
 
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.layers.health import health_layer
-from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM, health_config, wants_health
+from gpuforge.render import node_health_config
+from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM, wants_health
 from gpuforge.render.node_program import node_program as health_program
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cli
@@ -21,7 +22,7 @@ from .vhelpers import INVENTORIES, FakeCluster, lab_spec, node, nvidia_gpus_on_t
 
 def test_gpu_node_config_from_the_h100_spec() -> None:
     spec = spec_from(INVENTORIES / "slurm-h100.yaml")
-    cfg = health_config(spec, node(spec, "gpu061"))
+    cfg = node_health_config(spec, node(spec, "gpu061"))
     assert cfg["node"] == "gpu061" and cfg["cluster"] == "hopper"
     assert cfg["gpu"] == {"count": 8, "model": "H100-80GB", "gres_type": "h100",
                           "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": True,
@@ -34,10 +35,10 @@ def test_gpu_node_config_from_the_h100_spec() -> None:
     }
     assert cfg["container"]["engine"] == "containerd" and cfg["container"]["toolkit_on_host"]
     assert cfg["slurm"]["compute"] and not cfg["slurm"]["controller"]
-    ctl = health_config(spec, node(spec, "ctl01"))
+    ctl = node_health_config(spec, node(spec, "ctl01"))
     assert ctl["gpu"] is None and ctl["driver_version"] is None and ctl["container"] is None
     assert ctl["slurm"]["controller"]
-    db = health_config(spec, node(spec, "db01"))
+    db = node_health_config(spec, node(spec, "db01"))
     assert db["slurm"]["accounting_db"]
     json.dumps(cfg)
 
@@ -45,7 +46,7 @@ def test_gpu_node_config_from_the_h100_spec() -> None:
 def test_k8s_node_config() -> None:
     spec = spec_from(INVENTORIES / "k8s-gpu-operator.yaml")
     for n in resolve_nodes(spec):
-        cfg = health_config(spec, n)
+        cfg = node_health_config(spec, n)
         assert cfg["slurm"] is None and cfg["kubernetes"] is not None
         if n.hardware.gpu:
             assert cfg["gpu"]["count"] == n.hardware.gpu.count
@@ -56,7 +57,7 @@ def test_every_config_runs_the_checks_without_crashing() -> None:
     for inv in ("lab.yaml", "slurm-h100.yaml", "k8s-gpu-operator.yaml"):
         spec = spec_from(INVENTORIES / inv)
         for n in resolve_nodes(spec):
-            cfg = health_config(spec, n)
+            cfg = node_health_config(spec, n)
             for c in NODE_CHECKS:
                 if c.gate:
                     reason = c.gate(cfg)
@@ -71,7 +72,7 @@ def test_health_layer_installs_program_and_config(tmp_path: Path) -> None:
     files = {f.path: f for f in layer.files}
     assert files[HEALTH_PROGRAM].mode == "0755" and files[HEALTH_PROGRAM].data == health_program()
     assert files[HEALTH_PROGRAM].data.startswith(b"#!/usr/bin/env python3\n")
-    assert json.loads(files[HEALTH_CONFIG].data) == health_config(spec, n2)
+    assert json.loads(files[HEALTH_CONFIG].data) == node_health_config(spec, n2)
     steps, changed = plan_layer(layer, LayerFacts())
     assert changed == {HEALTH_PROGRAM, HEALTH_CONFIG}
     assert [s.kind for s in steps] == ["directory", "upload", "upload"]

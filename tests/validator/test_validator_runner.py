@@ -57,10 +57,10 @@ def test_healthy_lab_passes_with_gpu_checks_skipped(lab: Any) -> None:
     assert r["node1"]["scheduler.accounting"].status == PASS
     assert r["node1"]["security.slurmdbd_conf"].status == PASS
     assert r["node2"]["scheduler.slurmctld"].status == SKIP
-    # per node one round trip for the node checks and one for the managed files' digests (nothing
-    # drifted: no second read); one to the controller for sinfo, one for all the srun jobs
+    # per node ONE round trip: the node checks and the managed files' digests together (nothing
+    # drifted: no second read for texts); one to the controller for sinfo, one for all the srun jobs
     hosts = [h for h, _ in fake.calls]
-    assert sorted(hosts) == ["node1", "node1", "node1", "node1", "node2", "node2", "node3", "node3"]
+    assert sorted(hosts) == ["node1", "node1", "node1", "node2", "node3"]
     assert all(checks["config.files"].status == PASS for checks in r.values())
     srun_calls = [c for h, c in fake.calls if "srun" in c]
     assert len(srun_calls) == 1 and all(f"-w {n} -p batch" in srun_calls[0] for n in ("node1", "node2", "node3"))

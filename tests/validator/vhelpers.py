@@ -12,6 +12,7 @@ from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.node import execute
 from gpuforge.validator.node.framework import NodeContext, Result
+from gpuforge.validator.node.inputs import READ_MANAGED
 
 REPO = Path(__file__).resolve().parents[2]
 FACT_FIXTURES = REPO / "tests" / "facts" / "fixtures"
@@ -193,7 +194,10 @@ class FakeCluster:
             args = shlex.split(command)[2:]
             cfg = json.loads(base64.b64decode(args[args.index("--config-b64") + 1]))
             ids = args[args.index("--checks") + 1].split(",")
-            ctx = StrictContext(cfg, self.outputs[node.name])
+            outputs = dict(self.outputs[node.name])
+            if cfg.get(READ_MANAGED):  # the node's managed files as the node program reads them
+                outputs["managed_files"] = self.digest_lines(node, [e["path"] for e in cfg["config_files"]])
+            ctx = StrictContext(cfg, outputs)
             results, ctx = execute.run_node_checks(cfg, ids, ctx=ctx)
             doc = {"node": node.name, "ok": True, "results": [r.to_dict() for r in results], "data": ctx.data}
             return Completed(0, "some banner\n" + json.dumps(doc) + "\n", "", 0.05)
@@ -234,12 +238,23 @@ class FakeCluster:
             }  # fmt: skip
         return self.files[node.name]
 
+    def digest_lines(self, node: Node, paths: list[str]) -> list[str]:
+        """What files.managed prints for ``paths`` of the node (one stat, one sha256sum)."""
+        have = self.node_files(node)
+        out = [f"__missing={p}" for p in paths if p not in have]
+        out += [f"__stat={p}|{have[p][1]}|{have[p][2]}|{have[p][3]}|regular file|1" for p in paths if p in have]
+        return out + [f"{have[p][0]}  {p}" for p in paths if p in have]
+
     def file_readings(self, node: Node, command: str) -> str:
-        """What files.digests / files.texts print for the node's managed files."""
-        import base64
+        """What files.texts prints for the node's managed files."""
         import shlex
 
         paths = shlex.split(command.split(";", 1)[0].removeprefix("for p in "))
+        return self.readings(node, paths, texts="base64 -w0" in command)
+
+    def readings(self, node: Node, paths: list[str], texts: bool) -> str:
+        import base64
+
         have = self.node_files(node)
         out = []
         for p in paths:
@@ -247,7 +262,7 @@ class FakeCluster:
                 out.append(f"__missing={p}")
                 continue
             sha, mode, owner, group, text = have[p]
-            if "base64 -w0" in command:
+            if texts:
                 out += [f"__file={p}", base64.b64encode((text or "").encode()).decode()]
             else:
                 out += [f"__file={p}", f"__stat={mode}|{owner}|{group}|regular file|1", f"__sha256={sha}"]

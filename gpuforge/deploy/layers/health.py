@@ -2,7 +2,7 @@
 
 The program is ``gpuforge.validator.nodelocal`` with the probes it uses, built into one file
 (``gpuforge.render.node_program``); the config is
-``health_config(spec, node)``. slurm.conf names the program as HealthCheckProgram, so
+``health_config(spec, node, managed)``. slurm.conf names the program as HealthCheckProgram, so
 slurmd runs it every HealthCheckInterval; it drains the node on a critical failure and
 resumes only nodes it drained itself.
 """
@@ -16,6 +16,7 @@ from pyinfra.api import deploy
 from gpuforge.deploy.context import node, spec
 from gpuforge.deploy.converge import Directory, Layer
 from gpuforge.deploy.operations.layer import converge
+from gpuforge.render import render_managed
 from gpuforge.render.health import HEALTH_CONFIG, health_files, wants_health
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node
@@ -25,7 +26,7 @@ def health_layer(s: Spec, n: Node) -> Layer:
     return Layer(
         "health",
         directories=(Directory(str(Path(HEALTH_CONFIG).parent), "0755"),),
-        files=health_files(s, n),
+        files=health_files(s, n, None, render_managed(s, n)),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Importing the check modules registers their checks, in this order (gpu, containers, platform, services).
-from gpuforge.validator.node import checks_containers, checks_platform, checks_services  # noqa: F401
+from gpuforge.validator.node import checks_config, checks_containers, checks_platform, checks_services  # noqa: F401
 from gpuforge.validator.node.base import FAIL, PASS, SKIP, Config, Outcome
 from gpuforge.validator.node.checks_gpu import NO_GPU_REASON, no_gpu_reason
 from gpuforge.validator.node.framework import (
@@ -17,11 +17,13 @@ from gpuforge.validator.node.framework import (
     order_checks,
     with_dependencies,
 )
+from gpuforge.validator.node.inputs import MANAGED_FILES, READ_MANAGED
 
 
 def select(ids: Iterable[str] | None = None, health_only: bool = False) -> list[Check]:
-    """The node checks to run: ``ids`` (with their dependencies) or all; health mode drops slow ones."""
-    pool = [c for c in NODE_CHECKS if c.health or not health_only]
+    """The node checks to run: ``ids`` (with their dependencies) or all; health mode drops slow ones,
+    validate mode the health check's stand-ins for its own cluster checks."""
+    pool = [c for c in NODE_CHECKS if (c.health if health_only else c.validate)]
     if ids is None:
         return pool
     return with_dependencies(pool, ids)
@@ -60,4 +62,6 @@ def run_node_checks(
             if r.status in (PASS, FAIL, SKIP) and not gates[c.id]:
                 r.duration_s = round(r.duration_s + ctx.charge(c.needs), 4)
             results[c.id] = r
+    if cfg.get(READ_MANAGED):  # validate's config layer: the digests, judged on the control host
+        ctx.data[MANAGED_FILES.key] = dict(ctx.read(MANAGED_FILES)["files"])
     return [results[c.id] for c in checks], ctx

@@ -33,6 +33,9 @@ class Check:
     """Part of ``gpuforge health``: fast, and about this node's ability to run jobs (a failure
     drains it). False: ``gpuforge validate`` only (slow, or about cluster services)."""
     scope: str = "node"
+    validate: bool = True
+    """Part of ``gpuforge validate``. False: the health check's cheap stand-in for a fuller
+    cluster check of validate's (which then reports it once)."""
 
 
 @dataclass
@@ -122,11 +125,14 @@ def check(
     needs: tuple[str, ...] = (),
     gate: Callable[[Config], str | None] | None = None,
     health: bool = True,
+    validate: bool = True,
 ) -> Callable[[Callable[[NodeContext], Outcome]], Callable[[NodeContext], Outcome]]:
     """Register a node-local check."""
 
     def wrap(fn: Callable[[NodeContext], Outcome]) -> Callable[[NodeContext], Outcome]:
-        NODE_CHECKS.append(Check(id, layer, severity, description, fn, depends_on, needs, gate, health))
+        NODE_CHECKS.append(
+            Check(id, layer, severity, description, fn, depends_on, needs, gate, health, validate=validate)
+        )
         return fn
 
     return wrap

@@ -111,6 +111,12 @@ def _diag_args(cfg: Config) -> tuple[Any, ...]:
     return int(_section(cfg, "dcgm").get("diag_level") or 1), True
 
 
+def _managed_paths(cfg: Config) -> tuple[Any, ...]:
+    """The paths the health config lists as managed (``config_files``), or ``/`` when it lists none."""
+    entries = cfg.get("config_files") or []
+    return ([str(e["path"]) for e in entries if isinstance(e, dict) and e.get("path")] or ["/"],)
+
+
 NODE_EXPORTER_TARGET = f"/metrics{metrics.NODE_EXPORTER_QUERY}"
 
 LSPCI = Input("lspci", pci.NVIDIA_PCI)
@@ -141,6 +147,9 @@ SLURMDBD_CONF = Input("slurmdbd_conf", files.FILE_DIGESTS, _file("slurm", "slurm
 CONTAINERD_DROPIN = Input("containerd_dropin", files.FILE_TEXT, _one(_field("container", "containerd_dropin")))
 RUNTIME_CONFIG = Input("runtime_config", files.FILE_TEXT, _one(_field("container", "config_file")))
 RUNTIME_BINARY = Input("runtime_binary", files.FILE_DIGESTS, _file("container", "runtime_bin"))
+MANAGED_FILES = Input("managed_files", files.MANAGED_FILES, _managed_paths)
+#: Config key: the node program returns the managed files' digests in its data (validate's config layer).
+READ_MANAGED = "read_managed_files"
 NODE_EXPORTER = Input(
     "node_exporter", metrics.EXPORTER_METRICS, _exporter("node_exporter", "port", 9100, NODE_EXPORTER_TARGET)
 )
@@ -151,7 +160,7 @@ INPUTS: dict[str, Input[Any]] = {
     for i in (
         OS_RELEASE, LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE,
         SRUN_HELP, MIG, MIG_PROFILES, DCGM_DIAG, CONTAINER, MUNGE_KEY, SLURMDBD_CONF, CONTAINERD_DROPIN, RUNTIME_CONFIG,
-        RUNTIME_BINARY, NODE_EXPORTER, DCGM_EXPORTER,
+        RUNTIME_BINARY, MANAGED_FILES, NODE_EXPORTER, DCGM_EXPORTER,
     )
 }  # fmt: skip
 
