@@ -121,10 +121,16 @@ def check(
         else:
             err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
+    from gpuforge.spec.nvidia_support import support_warnings
+
     nodes = resolve_nodes(s)
+    warnings = support_warnings(s)  # outside NVIDIA's support matrix: reported, not refused
     if json_out:
-        print(json.dumps({"ok": True, "cluster": s.cluster.name, "nodes": len(nodes)}))
+        found = [{"path": w.path, "message": w.message} for w in warnings]
+        print(json.dumps({"ok": True, "cluster": s.cluster.name, "nodes": len(nodes), "warnings": found}))
     else:
+        for w in warnings:
+            err.print(f"{spec}: warning: {w.format()}", markup=False, highlight=False)
         out.print(f"{spec}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
 
 
@@ -674,12 +680,17 @@ def _print_bundle(result: BundleResult, output: Path, pinned: str | None) -> Non
 
 
 def _register_subcommands() -> None:
+    from gpuforge.acceptance import cli as accept_cli
     from gpuforge.lab.cli import app as lab_app
+    from gpuforge.orchestrate.slurm_upgrade_cli import upgrade_typer
     from gpuforge.validator import cli as validator_cli
 
     app.add_typer(lab_app, name="lab", help="The built-in lab: Debian nodes as containers on this machine")
     app.command("validate")(validator_cli.validate_typer)
     app.command("health")(validator_cli.health_typer)
+    app.command("accept")(accept_cli.accept_typer)
+    app.command("replace")(accept_cli.replace_typer)
+    app.command("slurm-upgrade")(upgrade_typer)
 
 
 _register_subcommands()

@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from gpuforge.render import k8s_artifacts as arts
+from gpuforge.render import kube_vip
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec import k8s_upstream
 from gpuforge.spec.model import Spec
@@ -198,6 +199,7 @@ def image_list(spec: Spec, out: Path) -> list[dict[str, Any]]:
         elif a.name.endswith(".tgz"):
             images += operator_images(spec, path)
     images += validator_images(spec)
+    images += [_entry(kube_vip.image(spec), "kube-vip (the API endpoint)")] if kube_vip.interface(spec) else []
     unique: dict[str, dict[str, Any]] = {}
     for i in images:
         unique.setdefault(i["image"], i)

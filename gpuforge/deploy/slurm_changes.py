@@ -70,6 +70,8 @@ def parse_slurm_conf(text: str) -> tuple[dict[str, str], dict[str, str], dict[st
         elif key == "PartitionName":
             name, _, attrs = rest.partition(" ")
             parts[name] = attrs.strip()
+        elif key in params:  # a key given more than once (SlurmctldHost: primary, backup) keeps its order
+            params[key] += "\n" + rest.strip()
         else:
             params[key] = rest.strip()
     return params, nodes, parts

@@ -11,7 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuforge.spec import hostlist
+
 from . import core, plan
+from .lab_record import SharedFolder
 from .plan import PlanError
 from .system import LabError
 
@@ -47,11 +50,33 @@ def up(
     subnet: Annotated[str, typer.Option("--subnet", help="Private IPv4 subnet; node i gets .(10+i).")] = (
         plan.DEFAULT_SUBNET
     ),
+    shared: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shared",
+            metavar="NAME:PATH:NODES",
+            help="The lab's stand-in for shared storage: a host folder (in the lab's state dir) bind-mounted "
+            "at PATH into NODES (a hostlist, e.g. node[1-2]); repeat for more. Without it the lab keeps its own.",
+        ),
+    ] = None,
 ) -> None:
     """Create, repair or resize the lab; a healthy lab of the right size is left as it is."""
-    state = _guard(lambda: core.up(name, nodes, subnet, log=lambda m: err.print(m, highlight=False)))
+    folders = _guard(lambda: [_shared_folder(x) for x in shared]) if shared else None
+    state = _guard(lambda: core.up(name, nodes, subnet, log=lambda m: err.print(m, highlight=False), shared=folders))
     out.print(f"lab {state.name} is up: " + ", ".join(f"{n.name}={n.address}" for n in state.nodes))
     out.print(f"  ssh: gpuforge lab ssh --name {state.name} node1   mirror: {state.mirror_url}")
+
+
+def _shared_folder(text: str) -> SharedFolder:
+    """``NAME:PATH:NODES`` (``--shared``) as a :class:`SharedFolder`."""
+    parts = text.split(":")
+    if len(parts) != 3 or not all(parts):
+        raise PlanError(f"--shared {text!r}: give NAME:PATH:NODES, e.g. slurm-state:/shared:node[1-2]")
+    try:
+        nodes = tuple(hostlist.expand(parts[2]))
+    except ValueError as exc:
+        raise PlanError(f"--shared {text!r}: {exc}") from None
+    return SharedFolder(parts[0], parts[1], nodes)
 
 
 @app.command()
@@ -86,6 +111,9 @@ def status(
         table.add_row(n.name, n.address, "[green]running[/green]" if running[n.name] else "[red]stopped[/red]")
     out.print(table)
     out.print(f"mirror {state.mirror_url}  key {state.ssh_key}  known_hosts {state.known_hosts}")
+    for f in state.shared:  # the lab's stand-in for shared storage
+        where = Path(state.state_dir, "shared", f.name)
+        out.print(f"shared storage {f.name}: {where} at {f.path} on {', '.join(f.nodes)}", highlight=False)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

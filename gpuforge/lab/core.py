@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import hostlimits, mirror, network, node, plan
-from .lab_record import LabPaths, LabState, NodeState, load_state, save_state
+from .lab_record import LabPaths, LabState, NodeState, SharedFolder, load_state, save_state
 from .rootfs import ensure_rootfs
 from .sources import SUITE, HostMirrors, host_mirrors
 from .system import (
@@ -70,13 +70,18 @@ def up(
     *,
     boot_timeout: float = BOOT_TIMEOUT,
     log: Log = _stderr,
+    shared: Sequence[SharedFolder] | None = None,
 ) -> LabState:
     """Bring lab ``name`` to ``nodes`` running nodes: create, repair, grow or shrink as needed.
 
-    A healthy lab of the right size is left alone (no node restarted).
+    A healthy lab of the right size is left alone (no node restarted). ``shared``: the lab's
+    stand-in for shared storage (:class:`SharedFolder`); None keeps what the lab has; a node whose
+    shared folders change restarts (a bind mount is made when its container starts).
     """
     plan.validate_name(name)
     plan.parse_subnet(subnet, nodes)
+    if shared is not None:
+        plan.check_shared([(f.name, f.path, f.nodes) for f in shared], nodes)
     require_root()
     require_tools(REQUIRED_TOOLS)
     paths = LabPaths(name)
@@ -100,12 +105,14 @@ def up(
             else ("overlay" if node.overlay_works(base, paths.dir) else "copy")
         )
         state = _new_state(name, subnet, nodes, paths, mode)
+        state.shared = list(shared) if shared is not None else (old.shared if old else [])
+        rebound = _rebound(old.shared if old else [], state.shared, paths)
         client_pub = node.ensure_keypair(paths.key, f"gpuforge-lab-{name}")
 
         restart_all = _ensure_network(state, paths, mirrors, log)
         _shrink(state, paths, log)
         plans = plan.node_plan(subnet, nodes)
-        to_start = _prepare_nodes(state, paths, plans, base, mirrors, client_pub, restart_all)
+        to_start = _prepare_nodes(state, paths, plans, base, mirrors, client_pub, restart_all, rebound)
         save_state(state, paths.state_file)
         t0 = time.monotonic()
         _boot(state, paths, plans, to_start, fresh=old is None, boot_timeout=boot_timeout, log=log)
@@ -131,6 +138,20 @@ def _ensure_network(state: LabState, paths: LabPaths, mirrors: HostMirrors, log:
     return restart_all
 
 
+def _binds(state: LabState, paths: LabPaths, node_name: str) -> list[tuple[str, str]]:
+    """(host folder, path in the node) of each shared folder ``node_name`` mounts."""
+    return [(paths.shared_dir(f.name), f.path) for f in state.shared if node_name in f.nodes]
+
+
+def _rebound(old: list[SharedFolder], new: list[SharedFolder], paths: LabPaths) -> set[str]:
+    """Make each shared folder's host folder; return the nodes whose shared folders changed."""
+    for f in new:
+        os.makedirs(paths.shared_dir(f.name), mode=0o755, exist_ok=True)
+    before = {(f.name, f.path, n) for f in old for n in f.nodes}
+    after = {(f.name, f.path, n) for f in new for n in f.nodes}
+    return {n for _, _, n in before ^ after}
+
+
 def _shrink(state: LabState, paths: LabPaths, log: Log) -> None:
     """Nodes beyond the wanted count go away entirely."""
     name = state.name
@@ -153,8 +174,10 @@ def _prepare_nodes(
     mirrors: HostMirrors,
     client_pub: str,
     restart_all: bool,
+    rebound: set[str],
 ) -> list[plan.NodePlan]:
-    """Per node: healthy, or stopped and listed to (re)start; identity written (no-op when unchanged).
+    """Per node: healthy, or stopped and listed to (re)start (``rebound``: its shared folders
+    changed); identity written (no-op when unchanged).
 
     Writes the lab's known_hosts; returns the nodes to start."""
     name, mode = state.name, state.rootfs_mode
@@ -170,6 +193,7 @@ def _prepare_nodes(
             and network.node_net_ok(name, n.name)
             and (mode == "copy" or paths.node_rootfs(n.name) in mounts_under(paths.node_rootfs(n.name)))
             and n.name not in orphaned
+            and n.name not in rebound
         )
         if not healthy:
             if n.name in running or n.name in orphaned:
@@ -198,7 +222,7 @@ def _boot(
     existing one loses only the nodes this call (re)started; the next ``up`` starts them again."""
     name = state.name
     try:
-        _start_nodes(paths, name, state.subnet, to_start)
+        _start_nodes(paths, state, to_start)
         if to_start:
             log(f"booting {', '.join(n.name for n in to_start)}")
         node.wait_booted(
@@ -221,17 +245,18 @@ def _boot(
         raise
 
 
-def _start_nodes(paths: LabPaths, name: str, subnet: str, nodes: list[plan.NodePlan]) -> None:
-    """Network and systemd-nspawn for each node, several at once (each is a few subprocesses),
-    then wait until every nspawn runs."""
+def _start_nodes(paths: LabPaths, state: LabState, nodes: list[plan.NodePlan]) -> None:
+    """Network and systemd-nspawn (with the node's shared folders) for each node, several at once
+    (each is a few subprocesses), then wait until every nspawn runs."""
     if not nodes:
         return
+    name, subnet = state.name, state.subnet
     namespaces, links = set(network.netns_list()), set(network.link_list())
 
     def one(n: plan.NodePlan) -> None:
         fresh = plan.netns_name(name, n.name) not in namespaces and plan.veth_host(name, n.name) not in links
         netns_path = network.create_node_net(name, subnet, n.name, fresh=fresh)
-        node.spawn(paths, name, n.name, paths.node_rootfs(n.name), netns_path)
+        node.spawn(paths, name, n.name, paths.node_rootfs(n.name), netns_path, _binds(state, paths, n.name))
 
     with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
         list(pool.map(one, nodes))  # re-raises the first failure

@@ -8,6 +8,8 @@ State dir ``/var/lib/gpuforge/lab/<name>/``::
     console/<node>.log       each node's console (systemd-nspawn output), kept for debugging
     nodes/<node>/            rootfs (overlayfs upper/work + merged ``rootfs``, or a full copy)
     mirror/                  apt-cacher-ng config and logs (its cache: /var/cache/gpuforge/acng/<name>)
+    shared/<folder>/         host folders bind-mounted into some nodes: the lab's stand-in for shared
+                             storage (:class:`SharedFolder`); removed with the lab
 """
 
 from __future__ import annotations
@@ -72,6 +74,21 @@ class LabPaths:
     def mirror_cache(self) -> str:
         return os.path.join(ACNG_CACHE_ROOT, self.name)
 
+    def shared_dir(self, folder: str) -> str:
+        return os.path.join(self.dir, "shared", folder)
+
+
+@dataclass(frozen=True)
+class SharedFolder:
+    """The lab's stand-in for shared storage (the NFS or parallel filesystem a real cluster's nodes
+    mount; the container lab's kernel serves no NFS): one host folder, ``shared/<name>`` in the
+    lab's state dir, bind-mounted (``systemd-nspawn --bind``) at ``path`` into each of ``nodes``, so
+    a file one of them writes there is the file the others read. It goes with the lab (``down``)."""
+
+    name: str
+    path: str
+    nodes: tuple[str, ...]
+
 
 @dataclass
 class NodeState:
@@ -95,6 +112,7 @@ class LabState:
     mirror_url: str = ""
     state_dir: str = ""
     rootfs_mode: str = ""
+    shared: list[SharedFolder] = field(default_factory=list)
 
     def node(self, name: str) -> NodeState:
         """The node called ``name``; KeyError if the lab has none."""
@@ -111,8 +129,12 @@ class LabState:
         d = dict(data)
         raw_nodes = d.pop("nodes", [])
         nodes = [NodeState(**n) for n in raw_nodes] if isinstance(raw_nodes, list) else []
-        known = {f for f in cls.__dataclass_fields__ if f != "nodes"}
-        return cls(nodes=nodes, **{k: v for k, v in d.items() if k in known})  # type: ignore[arg-type]
+        raw_shared = d.pop("shared", [])  # a lab saved before shared folders has none
+        shared = [
+            SharedFolder(f["name"], f["path"], tuple(f["nodes"])) for f in raw_shared if isinstance(f, dict)
+        ] if isinstance(raw_shared, list) else []  # fmt: skip
+        known = {f for f in cls.__dataclass_fields__ if f not in ("nodes", "shared")}
+        return cls(nodes=nodes, shared=shared, **{k: v for k, v in d.items() if k in known})  # type: ignore[arg-type]
 
 
 def save_state(state: LabState, path: str) -> None:

@@ -221,9 +221,11 @@ def running_nodes(name: str) -> dict[str, int]:
     return out
 
 
-def start(paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str) -> None:
+def start(
+    paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str, binds: Sequence[tuple[str, str]] = ()
+) -> None:
     """Boot the node and wait until its systemd-nspawn runs."""
-    spawn(paths, name, node, rootfs, netns_path)
+    spawn(paths, name, node, rootfs, netns_path, binds)
     wait_spawned(paths, name, [node])
 
 
@@ -243,8 +245,11 @@ def wait_spawned(paths: LabPaths, name: str, nodes: Sequence[str], timeout: floa
         time.sleep(0.05)
 
 
-def spawn(paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str) -> None:
-    """Start the node's systemd-nspawn in its own session, console appended to its log (no wait)."""
+def spawn(
+    paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str, binds: Sequence[tuple[str, str]] = ()
+) -> None:
+    """Start the node's systemd-nspawn in its own session, console appended to its log (no wait);
+    ``binds``: (host folder, path in the node) pairs, each ``--bind=`` (read-write, systemd-nspawn(1))."""
     os.makedirs(paths.console_dir, exist_ok=True)
     log = paths.console(node)
     if os.path.exists(log):
@@ -262,6 +267,7 @@ def spawn(paths: LabPaths, name: str, node: str, rootfs: str, netns_path: str) -
         "--resolv-conf=off",
         "--link-journal=no",
         f"--setenv={ENV_MARK}={plan.machine_name(name, node)}",
+        *(f"--bind={host}:{inside}" for host, inside in binds),
     ]
     spawn_detached(cmd, log)
 

@@ -174,3 +174,29 @@ def hosts_file(nodes: Iterable[NodePlan]) -> str:
 def known_hosts(entries: Iterable[tuple[NodePlan, str]]) -> str:
     """known_hosts text: one line per node listing its name and address with its host key."""
     return "".join(f"{n.name},{n.address} {' '.join(key.split()[:2])}\n" for n, key in entries)
+
+
+_SHARED_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+#: A path inside a node: absolute, plain segments (no ``:``, ``\``, ``,`` or space: systemd-nspawn's
+#: ``--bind=SOURCE:DEST:OPTIONS`` splits on ``:`` and interprets backslash escapes).
+_SHARED_PATH_RE = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+
+
+def check_shared(folders: Iterable[tuple[str, str, Iterable[str]]], nodes: int) -> None:
+    """Shared folders (name, path in the nodes, nodes) of a lab of ``nodes`` nodes: a unique short
+    name each, a plain absolute path other than a system directory, and nodes the lab has."""
+    seen: set[str] = set()
+    for name, path, members in folders:
+        if not _SHARED_NAME_RE.match(name) or name in seen:
+            raise PlanError(f"shared folder {name!r}: give each a unique name (lowercase letters, digits, '-')")
+        seen.add(name)
+        parts = path.split("/")
+        if not _SHARED_PATH_RE.match(path) or {".", ".."} & set(parts) or parts[1] in _SYSTEM_DIRS:
+            raise PlanError(f"shared folder {name}: {path!r} is no plain absolute path outside the system's folders")
+        for member in members:
+            if not 1 <= node_index(member) <= nodes:
+                raise PlanError(f"shared folder {name}: the lab has no {member} (node1..node{nodes})")
+
+
+#: Top-level folders a shared folder may not cover (the OS the node boots from).
+_SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib64", "proc", "root", "run", "sbin", "sys", "usr"})

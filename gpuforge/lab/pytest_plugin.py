@@ -27,7 +27,7 @@ from typing import IO
 import pytest
 
 from . import core
-from .lab_record import STATE_ROOT, LabState
+from .lab_record import STATE_ROOT, LabState, SharedFolder
 from .rootfs import cached_rootfs
 from .sources import SUITE
 from .system import BUILD_TOOLS, REQUIRED_TOOLS, missing_tools
@@ -91,11 +91,12 @@ class Lab:
 
 
 @contextlib.contextmanager
-def own_lab(name: str, nodes: int, subnet: str) -> Iterator[Lab]:
-    """A test's own lab beside the session's (another name and subnet), taken down whatever happens."""
+def own_lab(name: str, nodes: int, subnet: str, shared: Sequence[SharedFolder] = ()) -> Iterator[Lab]:
+    """A test's own lab beside the session's (another name and subnet), taken down whatever happens;
+    ``shared``: host folders bind-mounted into some nodes, the lab's stand-in for shared storage."""
     core.down(name, log=lambda m: None)
     try:
-        yield Lab(name, nodes, subnet, core.up(name, nodes, subnet, log=print))
+        yield Lab(name, nodes, subnet, core.up(name, nodes, subnet, log=print, shared=shared))
     finally:
         core.down(name, log=lambda m: None)
 

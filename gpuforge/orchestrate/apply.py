@@ -26,8 +26,11 @@ from gpuforge.orchestrate.applied_record import (
     spec_text,
 )
 from gpuforge.orchestrate.batches import Rollout, classify, merge, run_batches
-from gpuforge.orchestrate.rollout import RolloutPlan, plan_by_node, roll_every_node
+from gpuforge.orchestrate.k8s_remove import check_removal, run_removals
+from gpuforge.orchestrate.k8s_upgrade import waiting_for_control_planes
+from gpuforge.orchestrate.rollout import RolloutPlan, batch_nodes, plan_by_node, roll_every_node
 from gpuforge.orchestrate.site_steps import run_with_site_steps
+from gpuforge.orchestrate.slurm_settled import settle_upgraded
 from gpuforge.spec import Spec, SpecError, SpecIssue, hostlist, load_spec, resolve_nodes, select_limit
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.layer_tags import LayerSelection
@@ -125,9 +128,10 @@ def apply(
     Changes are applied by the update policy of the fields they touch, compared per node with the
     spec that node last converged to: ``live`` at once, ``rolling`` batch by batch with a drain
     (``--limit`` narrows which nodes roll, it never skips the roll), ``rebuild`` refused unless
-    ``force``. Nodes an operator drained are left alone unless ``include_drained``; nodes that
-    need a reboot are rebooted drained with ``allow_reboot``, else reported in ``waiting``. Two
-    applies of one spec file never run at once: the second is refused
+    ``force``; ``versions.slurm`` rolls no node that already runs it (after ``gpuforge slurm-upgrade``:
+    :mod:`gpuforge.orchestrate.slurm_settled`). Nodes an operator drained are left alone unless
+    ``include_drained``; nodes that need a reboot are rebooted drained with ``allow_reboot``, else
+    reported in ``waiting``. Two applies of one spec file never run at once: the second is refused
     (:class:`gpuforge.orchestrate.applied_record.ApplyLocked`) before anything is touched.
     ``layers`` (``--tags``) narrows the run to some layers (:func:`_apply_tagged`). ``confirm``
     sees what the apply is about to do, under the apply lock and before anything is touched;
@@ -172,9 +176,17 @@ def _apply_locked(
     rollout = _rollout_plan(spec, spec_path, record, options.force, say)
     if rollout.refused and not options.force:
         raise ApplyRefused(rollout.refused)
+    settle_upgraded(spec, spec_path, rollout, say)  # nodes slurm-upgrade moved: not drained again
+    applied = None if rollout.unknown_change else last_applied(spec_path)
+    check_removal(applied, spec, options.force)  # before anything is touched
     leftover = [n for n in record.drained if n in selected and n not in rollout.rolling_nodes]
     to_roll = [n for n in everyone if n in selected and (n in rollout.rolling_nodes or n in leftover)]
+    converged = record.converged if record.spec == spec_text(spec) else []
+    behind = waiting_for_control_planes(spec, rollout.rolling, to_roll, converged)
+    to_roll = [n for n in to_roll if n not in behind]
+    selected = [n for n in selected if n not in behind]
     held = held_back(rollout, to_roll, leftover) if options.layers is not None else {}
+    held.update(behind)
     fields = sorted({c.path for c in rollout.rolling})
     preview = ApplyPreview(spec, selected, fields, [n for n in to_roll if n not in held], held, options.layers)
     if confirm is not None and not confirm(preview):
@@ -184,7 +196,9 @@ def _apply_locked(
         if options.layers is not None:
             result = _apply_tagged(spec, spec_path, options, say, preview, log)
         else:
-            result = _apply_all(spec, spec_path, options, say, (record, rollout, everyone, selected, to_roll), log)
+            plan = (record, rollout, everyone, selected, to_roll, applied)
+            result = _apply_all(spec, spec_path, options, say, plan, log)
+        result.waiting.update(behind)
         log_outcome(log, result)
         return result
     except BaseException as exc:
@@ -199,11 +213,15 @@ def _apply_all(
     spec_path: str | Path,
     options: ApplyOptions,
     say: Callable[[str], None],
-    plan: tuple[RolloutRecord, RolloutPlan, list[str], list[str], list[str]],
+    plan: tuple[RolloutRecord, RolloutPlan, list[str], list[str], list[str], Spec | None],
     log: RunLog,
 ) -> ApplyResult:
-    """Every layer: live changes at once, rolling ones batch by batch, progress recorded."""
-    record, rollout, everyone, selected, to_roll = plan
+    """Every layer: Kubernetes nodes the spec dropped leave the cluster first (the first failure
+    stops the apply), then live changes at once, rolling ones batch by batch, progress recorded."""
+    record, rollout, everyone, selected, to_roll, applied = plan
+    gone = run_removals(applied, spec, spec_path) if applied is not None else {}
+    if gone:
+        return ApplyResult({n: HostResult(n, error=why) for n, why in gone.items()})
     if record.spec != spec_text(spec):
         record.spec, record.converged = spec_text(spec), []
     ro = Rollout(
@@ -220,8 +238,7 @@ def _apply_all(
     if rolling:
         fields = ", ".join(sorted({c.path for c in rollout.rolling})) or "nodes an interrupted rollout left drained"
         say(f"rolling change ({fields}) on {hostlist.compress(rolling)}")
-        size = spec.rollout.batch_size
-        if not run_batches(ro, [rolling[i : i + size] for i in range(0, len(rolling), size)], operator, result):
+        if not run_batches(ro, batch_nodes(spec, rolling), operator, result):
             _record_progress(ro, result, everyone)
             return result
     _reboot_others(ro, [n for n in others if n in result.hosts], options.include_drained, result)
@@ -351,8 +368,7 @@ def _reboot_others(ro: Rollout, nodes: list[str], include_drained: bool, result:
             result.waiting[name] = f"reboot required ({why}): apply --allow-reboot to reboot it (drained first)"
         return
     rolling, operator = _hold_check(ro, needing, include_drained, result)
-    size = ro.spec.rollout.batch_size
-    run_batches(ro, [rolling[i : i + size] for i in range(0, len(rolling), size)], operator, result, deployed=True)
+    run_batches(ro, batch_nodes(ro.spec, rolling), operator, result, deployed=True)
 
 
 def _record_progress(ro: Rollout, result: ApplyResult, everyone: list[str]) -> None:

@@ -19,8 +19,11 @@ from rich.console import Console
 from rich.syntax import Syntax
 
 from gpuforge.deploy.runstate import PlannedOp, RunState
+from gpuforge.orchestrate import k8s_remove
 from gpuforge.orchestrate.applied_record import RecordUnreadable, last_applied
 from gpuforge.orchestrate.apply import ApplyPreview, run_deploys
+from gpuforge.orchestrate.k8s_remove import RemovalStep
+from gpuforge.orchestrate.k8s_upgrade import check_version_steps
 from gpuforge.spec import hostlist, load_spec
 from gpuforge.spec.diff import FieldChange, diff_specs
 from gpuforge.spec.layer_tags import LayerSelection
@@ -36,6 +39,10 @@ class PlanResult:
     """Why the last-applied record could not be read (apply would refuse); None when it could."""
     layers: LayerSelection | None = None
     """``--tags``/``--skip-tags``: the plan covers these layers only (None: all of them)."""
+    removals: list[RemovalStep] = field(default_factory=list)
+    """Kubernetes nodes the spec dropped: the commands that take them out of the cluster, in order."""
+    removal_problem: str | None = None
+    """Why apply refuses that removal without --force (etcd's quorum); None when it does not."""
 
     @property
     def ok(self) -> bool:
@@ -46,7 +53,11 @@ class PlanResult:
         """Whether apply would change anything: a command or a file on a node, or a changed field
         to record (steps that only report, such as notes, change nothing)."""
         steps = (s for ops in self.hosts.values() for op in ops for s in op.steps)
-        return bool(self.fields) or any(s.command is not None or s.upload is not None for s in steps)
+        return (
+            bool(self.fields)
+            or bool(self.removals)
+            or any(s.command is not None or s.upload is not None for s in steps)
+        )
 
     def exit_code(self, detailed: bool) -> int:
         """Terraform's ``-detailed-exitcode``: 0 no change, 1 error, 2 changes pending; without
@@ -61,6 +72,10 @@ class PlanResult:
             "tags": None if self.layers is None else self.layers.tags,
             "fields": [{"path": f.path, "policy": f.policy.value} for f in self.fields],
             "record_problem": self.record_problem,
+            "removals": [
+                {"node": r.node, "on": r.where, "summary": r.summary, "command": r.command} for r in self.removals
+            ],
+            "removal_problem": self.removal_problem,
             "hosts": {
                 name: {
                     "error": self.errors.get(name),
@@ -81,6 +96,12 @@ class PlanResult:
                 "rolling change pending alone",
                 highlight=False,
             )
+        if self.removals:
+            console.print("[bold]Nodes leaving the cluster (dropped from the spec), in order[/]")
+            for r in self.removals:
+                console.print(f"  {r.node}: on {r.where}: {r.summary}", markup=False, highlight=False)
+        if self.removal_problem:
+            console.print(f"[bold red]refused:[/] {self.removal_problem}", highlight=False)
         if self.fields:
             console.print("[bold]Spec fields changed since the last apply[/]")
             for f in self.fields:
@@ -134,17 +155,27 @@ def plan(
 ) -> PlanResult:
     """What apply would do on the selected nodes (``layers``: these only), read from them, changing nothing."""
     spec = load_spec(spec_path)
+    try:
+        old, problem = last_applied(spec_path), None
+    except RecordUnreadable as exc:
+        old, problem = None, str(exc)
+    check_version_steps([old], spec)  # a Kubernetes minor skipped or a downgrade: exit 2, as apply
     run = RunState(dry_run=True)
     if layers is not None:
         run.layers, run.site_steps = layers.layers, layers.site_steps
     result = run_deploys(spec_path, limit=limit, on_event=on_event, run=run)
     hosts = {name: shown_ops(run.planned.get(name, [])) for name in result.hosts}
     errors = {name: redact_url_credentials(h.error) for name, h in result.hosts.items() if h.error}
-    try:
-        old = last_applied(spec_path)
-    except RecordUnreadable as exc:
-        return PlanResult(hosts, errors, [], record_problem=str(exc), layers=layers)
-    return PlanResult(hosts, errors, diff_specs(old, spec) if old else [], layers=layers)
+    if problem is not None:
+        return PlanResult(hosts, errors, [], record_problem=problem, layers=layers)
+    leaving: list[RemovalStep] = []
+    if old is not None:
+        leaving = [step for name in k8s_remove.removed(old, spec) for step in k8s_remove.removal_steps(old, name)]
+    issue = k8s_remove.quorum_issue(old, spec) if old is not None and leaving else None
+    return PlanResult(
+        hosts, errors, diff_specs(old, spec) if old else [], layers=layers, removals=leaving,
+        removal_problem=issue.message if issue else None,
+    )  # fmt: skip
 
 
 #: Node groups a confirmation lists one per line before it says "and N more".

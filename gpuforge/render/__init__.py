@@ -22,7 +22,9 @@ _OPTIONAL = (
     ("gpuforge.render.kubernetes", "kubernetes_files"),
     ("gpuforge.render.k8s_packages", "kubernetes_package_files"),
     ("gpuforge.render.kubeadm", "kubeadm_files"),
+    ("gpuforge.render.k8s_maintenance", "maintenance_files"),
     ("gpuforge.render.monitoring", "monitoring_files"),
+    ("gpuforge.render.storage", "storage_files"),
 )
 
 

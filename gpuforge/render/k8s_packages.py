@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.spec import k8s_upstream as facts
+from gpuforge.spec.k8s_day2 import version_tuple
 from gpuforge.spec.model import K8S_ROLES, OsFamily, SourceMode, Spec
 from gpuforge.spec.nodes import Node
 
@@ -81,17 +82,29 @@ def dnf_repo_file(repo: src.Repo) -> str:
     return "\n".join(lines) + "\n"
 
 
-def package_specs(spec: Spec, node: Node) -> list[str]:
+def package_specs(spec: Spec, node: Node, names: tuple[str, ...] = facts.PACKAGES) -> list[str]:
     """What the package manager is asked for: ``kubelet=1.31.4-*`` (apt) or ``kubelet-1.31.4`` (dnf)."""
     v = spec.versions.kubernetes
     if node.os.is_deb:
-        return [f"{p}={facts.deb_version_glob(v)}" for p in facts.PACKAGES]
-    return [facts.rpm_package_spec(p, v) for p in facts.PACKAGES]
+        return [f"{p}={facts.deb_version_glob(v)}" for p in names]
+    return [facts.rpm_package_spec(p, v) for p in names]
+
+
+def _upstream(installed: str) -> str:
+    return installed.split(":", 1)[-1].split("-", 1)[0]
+
+
+def version_newer(installed: str, version: str) -> bool:
+    """An installed package version is a newer Kubernetes release than ``version``."""
+    try:
+        return version_tuple(_upstream(installed)) > version_tuple(version)
+    except ValueError:
+        return False
 
 
 def version_is(installed: str | None, version: str) -> bool:
     """An installed package version (``1.31.4-1.1``, ``1.31.4-150500.1.1``) is ``version``."""
-    return installed is not None and installed.split(":", 1)[-1].split("-", 1)[0] == version
+    return installed is not None and _upstream(installed) == version
 
 
 def k8s_repo_files(spec: Spec, node: Node) -> list[RenderedFile]:

@@ -20,6 +20,7 @@ from typing import Any
 from gpuforge.render.files import REDACTED, RenderedFile, Secrets
 from gpuforge.render.nvidia import dump_yaml_all
 from gpuforge.spec import k8s_upstream as facts
+from gpuforge.spec.k8s_lifecycle import ApiEndpoint
 from gpuforge.spec.model import Role, Spec
 from gpuforge.spec.nodes import Node, nodes_with
 
@@ -34,20 +35,53 @@ def first_control_plane(spec: Spec) -> Node | None:
     return planes[0] if planes else None
 
 
+def endpoint_address(spec: Spec) -> str | None:
+    """The address of ``kubernetes.api_endpoint`` (kube-vip's VIP or an external one)."""
+    k = spec.kubernetes
+    ep = k.api_endpoint if k is not None else None
+    return ep.address if ep is not None else None
+
+
+def kube_vip(spec: Spec) -> ApiEndpoint | None:
+    """The kube-vip endpoint gpuforge runs, if the spec asks for one."""
+    k = spec.kubernetes
+    ep = k.api_endpoint if k is not None else None
+    return ep if ep is not None and ep.kube_vip else None
+
+
 def api_endpoint(spec: Spec) -> str:
     """``host:6443`` every node reaches the API server at (``kubernetes.api_endpoint`` or the
     first control plane's address)."""
-    k = spec.kubernetes
     first = first_control_plane(spec)
-    host = (k.api_endpoint if k is not None else None) or (first.ssh_target if first is not None else None)
+    host = endpoint_address(spec) or (first.ssh_target if first is not None else None)
     if host is None:
         raise ValueError("no Kubernetes control plane in the spec")
     host = f"[{host}]" if ":" in host else host
     return f"{host}:{facts.API_SERVER_PORT}"
 
 
-def _registration(node: Node) -> dict[str, Any]:
-    return {"name": node.name, "criSocket": facts.CRI_SOCKET_CONTAINERD}
+def node_ip(spec: Spec, node: Node) -> str | None:
+    """kubelet's ``--node-ip`` (k8s_day2 'kubelet-node-ip'): the node's spec address, when
+    ``kubernetes.node_interface`` pins the cluster network (a spec rule makes it an IP address)."""
+    k = spec.kubernetes
+    if k is None or k.node_interface is None or node.address is None:
+        return None
+    try:
+        ipaddress.ip_address(node.address)
+    except ValueError:
+        return None
+    return node.address
+
+
+def _registration(spec: Spec, node: Node) -> dict[str, Any]:
+    """nodeRegistration: name, CRI socket and, with a pinned interface, kubelet's node IP (v1beta4
+    lists ``{name, value}`` arguments; v1beta3 took a map)."""
+    reg: dict[str, Any] = {"name": node.name, "criSocket": facts.CRI_SOCKET_CONTAINERD}
+    ip = node_ip(spec, node)
+    if ip is not None:
+        v1beta4 = facts.kubeadm_api_version(spec.versions.kubernetes).endswith("v1beta4")
+        reg["kubeletExtraArgs"] = [{"name": "node-ip", "value": ip}] if v1beta4 else {"node-ip": ip}
+    return reg
 
 
 def _local_endpoint(node: Node) -> dict[str, Any]:
@@ -70,7 +104,7 @@ def init_documents(spec: Spec, node: Node) -> list[dict[str, Any]]:
         {
             "apiVersion": api,
             "kind": "InitConfiguration",
-            "nodeRegistration": _registration(node),
+            "nodeRegistration": _registration(spec, node),
             "localAPIEndpoint": _local_endpoint(node),
         },
         {
@@ -96,7 +130,7 @@ def join_document(spec: Spec, node: Node, token: str, ca_cert_hash: str) -> dict
     doc: dict[str, Any] = {
         "apiVersion": facts.kubeadm_api_version(spec.versions.kubernetes),
         "kind": "JoinConfiguration",
-        "nodeRegistration": _registration(node),
+        "nodeRegistration": _registration(spec, node),
         "discovery": {
             "bootstrapToken": {
                 "apiServerEndpoint": api_endpoint(spec),

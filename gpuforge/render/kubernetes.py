@@ -7,18 +7,23 @@ prerequisites on every Kubernetes node.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.nvidia import LiteralStr, dump_yaml, dump_yaml_all
+from gpuforge.spec import k8s_day2 as day2
+from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import K8S_ROLES, DriverFlavor, Kubernetes, ManagedBy, MigStrategy, Role, Spec, Tenant
 from gpuforge.spec.nodes import Node, nodes_with
+from gpuforge.spec.nvidia_packages import GPU_OPERATOR_HELM_FLAGS
 from gpuforge.spec.types import k8s_name, mig_resource
 
 MANIFEST_DIR = "/etc/gpuforge/k8s"
 GPU_OPERATOR_VALUES = f"{MANIFEST_DIR}/gpu-operator-values.yaml"
 KUEUE_MANIFESTS = f"{MANIFEST_DIR}/kueue.yaml"
 VOLCANO_MANIFESTS = f"{MANIFEST_DIR}/volcano.yaml"
+KUEUE_CONFIG = f"{MANIFEST_DIR}/kueue-config.yaml"
 MODULES_LOAD = "/etc/modules-load.d/gpuforge-k8s.conf"
 K8S_SYSCTL = "/etc/sysctl.d/90-gpuforge-k8s.conf"
 
@@ -186,6 +191,7 @@ def helm_gpu_operator_argv(
         "helm", "upgrade", "--install", GPU_OPERATOR_RELEASE, chart,
         "--namespace", op.namespace, "--create-namespace",
         "--version", spec.versions.gpu_operator,
+        *GPU_OPERATOR_HELM_FLAGS,  # the chart's CRD-upgrade hook (nvidia_packages gpu-operator-upgrade)
         "-f", values_file,
     ]  # fmt: skip
 
@@ -215,15 +221,63 @@ def namespace_manifests(spec: Spec) -> list[dict[str, Any]]:
     ]
 
 
-def _kueue_resources(t: Tenant) -> list[dict[str, Any]]:
-    gpu: dict[str, Any] = {"name": GPU_RESOURCE, "nominalQuota": t.gpu_quota}
-    if t.borrowing_limit is not None:
-        gpu["borrowingLimit"] = t.borrowing_limit
-    return [
-        {"name": "cpu", "nominalQuota": t.cpu_quota},
-        {"name": "memory", "nominalQuota": f"{t.memory_quota_gi}Gi"},
-        gpu,
-    ]
+def worker_capacity(spec: Spec) -> dict[str, int]:
+    """What the k8s workers offer together: ``cpu``, ``memory`` (GiB) and their GPUs as the operator's
+    MIG strategy offers them (``none``: every GPU; ``single``: whole GPUs and MIG devices alike as
+    ``nvidia.com/gpu``; ``mixed``: whole GPUs, and each profile's devices as ``nvidia.com/mig-<profile>``),
+    from the spec's hardware and MIG layouts. ``gpus`` counts the physical GPUs."""
+    strategy = kubernetes_section(spec).gpu_operator.mig_strategy
+    total: dict[str, int] = {"cpu": 0, "memory": 0, GPU_RESOURCE: 0, "gpus": 0}
+    for n in nodes_with(spec, Role.K8S_WORKER):
+        total["cpu"] += n.hardware.cpus
+        total["memory"] += n.hardware.real_memory_mb // 1024
+        total["gpus"] += n.hardware.gpu_count
+        gpu = n.hardware.gpu
+        if gpu is None or not n.mig_config or strategy is MigStrategy.NONE:
+            total[GPU_RESOURCE] += n.hardware.gpu_count
+            continue
+        layout = mig_layout(spec.mig.configs.get(n.mig_config, []), gpu.count)
+        total[GPU_RESOURCE] += layout.full_gpus
+        for profile, count in sorted(layout.devices.items()):
+            key = GPU_RESOURCE if strategy is MigStrategy.SINGLE else mig_resource(profile)
+            total[key] = total.get(key, 0) + count
+    return total
+
+
+def covered_resources(spec: Spec) -> list[str]:
+    """The resources every tenant's queue covers: cpu, memory, GPUs and the workers' MIG profiles."""
+    return ["cpu", "memory", GPU_RESOURCE, *sorted(r for r in worker_capacity(spec) if r.startswith("nvidia.com/mig-"))]
+
+
+def tenant_quota(spec: Spec, t: Tenant) -> dict[str, int]:
+    """A tenant's nominal quota of each covered resource. GPUs are its ``gpu_quota``; what the spec does
+    not give is its share of the workers' capacity, the share its GPU quota has of their GPUs (an equal
+    share when no tenant has GPUs), rounded down."""
+    k = kubernetes_section(spec)
+    cap = worker_capacity(spec)
+    tenants = k.batch_queue.tenants
+    gpus = sum(x.gpu_quota for x in tenants)
+    share = (t.gpu_quota, cap["gpus"]) if gpus and cap["gpus"] else (1, max(1, len(tenants)))
+    quota = {r: cap.get(r, 0) * share[0] // share[1] for r in covered_resources(spec)}
+    quota[GPU_RESOURCE] = t.gpu_quota
+    if t.cpu_quota is not None:
+        quota["cpu"] = t.cpu_quota
+    if t.memory_quota_gi is not None:
+        quota["memory"] = t.memory_quota_gi
+    for profile, n in t.mig_quota.items():
+        quota[mig_resource(profile)] = n
+    return quota
+
+
+def _kueue_resources(spec: Spec, t: Tenant) -> list[dict[str, Any]]:
+    quota = tenant_quota(spec, t)
+    out: list[dict[str, Any]] = []
+    for r in covered_resources(spec):
+        item: dict[str, Any] = {"name": r, "nominalQuota": f"{quota[r]}Gi" if r == "memory" else quota[r]}
+        if r == GPU_RESOURCE and t.borrowing_limit is not None:
+            item["borrowingLimit"] = t.borrowing_limit
+        out.append(item)
+    return out
 
 
 def kueue_manifests(spec: Spec) -> list[dict[str, Any]]:
@@ -251,8 +305,8 @@ def kueue_manifests(spec: Spec) -> list[dict[str, Any]]:
                     "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
                     "resourceGroups": [
                         {
-                            "coveredResources": ["cpu", "memory", GPU_RESOURCE],
-                            "flavors": [{"name": KUEUE_FLAVOR, "resources": _kueue_resources(t)}],
+                            "coveredResources": covered_resources(spec),
+                            "flavors": [{"name": KUEUE_FLAVOR, "resources": _kueue_resources(spec, t)}],
                         }
                     ],
                 },
@@ -275,6 +329,11 @@ def k8s_worker_gpus(spec: Spec) -> int:
     return sum(n.hardware.gpu_count for n in nodes_with(spec, Role.K8S_WORKER))
 
 
+def _volcano_deserved(spec: Spec, t: Tenant) -> dict[str, Any]:
+    q = tenant_quota(spec, t)
+    return {"cpu": q["cpu"], "memory": f"{q['memory']}Gi", GPU_RESOURCE: t.gpu_quota}
+
+
 def volcano_manifests(spec: Spec) -> list[dict[str, Any]]:
     """Namespaces, a Volcano Queue per tenant, and the scheduler configuration that honours them.
 
@@ -294,7 +353,7 @@ def volcano_manifests(spec: Spec) -> list[dict[str, Any]]:
                 "spec": {
                     "weight": 1,
                     "reclaimable": True,
-                    "deserved": {"cpu": t.cpu_quota, "memory": f"{t.memory_quota_gi}Gi", GPU_RESOURCE: t.gpu_quota},
+                    "deserved": _volcano_deserved(spec, t),
                     "capability": {GPU_RESOURCE: cap},
                 },
             }
@@ -313,6 +372,44 @@ def volcano_scheduler_configmap() -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "data": {key: LiteralStr(VOLCANO_SCHEDULER_CONF)},
     }
+
+
+def manage_jobs_without_queue_name(spec: Spec) -> bool:
+    """Kueue's ``manageJobsWithoutQueueName`` (k8s_day2 'kueue-config'): the spec's, else on when k8s
+    workers have GPUs (a job without a queue label would run past every tenant's quota)."""
+    bq = kubernetes_section(spec).batch_queue
+    if bq.kind != "kueue" or not bq.tenants:
+        return False
+    return bq.manage_jobs_without_queue_name if bq.manage_jobs_without_queue_name is not None else (
+        gpu_operator_needed(spec)
+    )  # fmt: skip
+
+
+def kueue_config(spec: Spec) -> dict[str, Any] | None:
+    """Kueue's ConfigMap: the release's own Configuration, plus (when on) ``manageJobsWithoutQueueName``
+    limited to the tenants' namespaces (``managedJobsNamespaceSelector``: a job without a queue label there
+    gets the LocalQueue ``default``; kube-system and the operators' namespaces stay unmanaged). None for a
+    cluster without Kueue tenants or a release whose configuration gpuforge does not know."""
+    bq = kubernetes_section(spec).batch_queue
+    base = day2.KUEUE_DEFAULT_CONFIG.get(bq.version if bq.version.startswith("v") else f"v{bq.version}")
+    if bq.kind != "kueue" or not bq.tenants or base is None:
+        return None
+    config = copy.deepcopy(base)
+    name, key = day2.KUEUE_CONFIGMAP
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": day2.KUEUE_NAMESPACE}}
+    if not manage_jobs_without_queue_name(spec):
+        return {**doc, "data": {key: LiteralStr(dump_yaml(config))}}
+    config["manageJobsWithoutQueueName"] = True
+    namespaces = sorted({t.namespace for t in bq.tenants})
+    config["managedJobsNamespaceSelector"] = {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]
+    }
+    return {**doc, "data": {key: LiteralStr(dump_yaml(config))}}
+
+
+def kueue_config_file(spec: Spec) -> RenderedFile | None:
+    doc = kueue_config(spec)
+    return None if doc is None else RenderedFile(KUEUE_CONFIG, header() + dump_yaml_all([doc]))
 
 
 def batch_queue_file(spec: Spec) -> RenderedFile | None:
@@ -358,4 +455,7 @@ def kubernetes_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedF
         queue = batch_queue_file(spec)
         if queue is not None:
             files.append(queue)
+        config = kueue_config_file(spec)
+        if config is not None:
+            files.append(config)
     return files

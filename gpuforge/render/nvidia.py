@@ -8,6 +8,8 @@ counters and unit, and enroot. ``nvidia_files`` decides which node gets which fi
 from __future__ import annotations
 
 import json
+import shlex
+import tomllib
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +21,7 @@ from gpuforge.spec.dcgm import DCGM_DEFAULT_COUNTERS, DcgmCounter, dcgm_counter
 from gpuforge.spec.gpus import GpuModel
 from gpuforge.spec.model import K8S_ROLES, ContainerEngine, ManagedBy, MigDevices, OsFamily, Role, Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.nvidia_packages import OPERATOR_DRIVER_ROOT
 
 PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/gpuforge.conf"
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -158,6 +161,45 @@ def restrict_unprivileged_gpus(spec: Spec, node: Node) -> bool:
     (``gpuforge.render.kubernetes.gpu_operator_values``). Slurm nodes keep the toolkit's defaults.
     """
     return k8s_host_toolkit(spec, node)
+
+
+def toolkit_driver_root(spec: Spec, node: Node) -> str | None:
+    """The host toolkit's ``nvidia-container-cli`` ``root`` on a node where the GPU Operator brings the
+    driver and the host the toolkit: the path the driver container mounts the driver at (GPU Operator
+    getting-started, "Pre-Installed NVIDIA Container Toolkit (but no drivers)";
+    ``nvidia_packages.SOURCES['gpu-operator-host-toolkit']``). None elsewhere: the driver is the host's.
+    """
+    k = spec.kubernetes
+    if k is None or k.gpu_operator.driver is not ManagedBy.OPERATOR or not toolkit_wanted(spec, node):
+        return None
+    return OPERATOR_DRIVER_ROOT
+
+
+def toolkit_root_is(current: str | None, root: str) -> bool:
+    """The toolkit config (``current``: the file as read, None when missing) sets ``root`` in
+    ``[nvidia-container-cli]`` (a commented-out line sets nothing, as the toolkit reads it)."""
+    try:
+        data = tomllib.loads(current or "")
+    except tomllib.TOMLDecodeError:
+        return False
+    cli = data.get("nvidia-container-cli")
+    return isinstance(cli, dict) and cli.get("root") == root
+
+
+def toolkit_root_command(root: str) -> str:
+    """Set ``root`` in the toolkit config's ``[nvidia-container-cli]`` table by editing its line, as NVIDIA's
+    docs do (``sed -i 's/^#root/root/'``): ``nvidia-ctk config`` writes this value commented out, as it does
+    every key set to its commented default (``nvidia_packages.SOURCES['ctk-comment-defaults']``). The line
+    is uncommented or replaced in that table, added under its header when absent, then checked."""
+    line = f'root = "{root}"'
+    in_table = r"/^\[nvidia-container-cli\]$/,/^\[/"
+    replace = f"{in_table} s|^#?[[:space:]]*root[[:space:]]*=.*$|{line}|"
+    add = r"/^\[nvidia-container-cli\]$/a " + line
+    f, want = TOOLKIT_CONFIG, shlex.quote(line)
+    return (
+        f"sed -i -E {shlex.quote(replace)} {f} && {{ grep -qx {want} {f} || sed -i {shlex.quote(add)} {f}; }} && "
+        f"grep -qx {want} {f}"
+    )
 
 
 def nvidia_default_runtime(spec: Spec, node: Node) -> bool:

@@ -22,6 +22,7 @@ from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
 from gpuforge.spec.platforms import Platform
 from gpuforge.spec.roles import deploys_for
 from gpuforge.spec.slurm_gpu import gpu_device_files, uses_nvml
+from gpuforge.spec.slurm_packages import PIN_PATTERNS, SITE_DEB_PLUGIN_DIR, SlurmSource, package_for
 
 SLURM_ETC = "/etc/slurm"
 
@@ -32,8 +33,11 @@ def slurm_section(spec: Spec) -> Slurm:
     return spec.slurm
 
 
-def plugin_dir(platform: Platform) -> str:
-    """Where the distro's Slurm looks for plugins (pyxis goes there): the platform table's."""
+def plugin_dir(platform: Platform, spec: Spec | None = None) -> str:
+    """Where Slurm looks for plugins (pyxis goes there): the platform table's for the distro's Slurm;
+    for SchedMD's debs (``slurm.source: site``) /usr/lib/<triplet>/slurm (``slurm_packages``)."""
+    if spec is not None and spec.slurm is not None and spec.slurm.source is SlurmSource.SITE and platform.is_deb:
+        return SITE_DEB_PLUGIN_DIR.format(triplet=platform.names.gnu_triplet)
     return platform.slurm_plugin_dir
 
 
@@ -158,6 +162,8 @@ def slurm_conf(spec: Spec) -> str:
         header=header().rstrip("\n"),
         cluster=spec.cluster.name,
         controllers=[n.name for n in nodes_with(spec, Role.CONTROLLER)],
+        state_save_location=slurm_conf_value(s.state_save_location),
+        failover=s.failover,
         configless=s.config_mode is ConfigMode.CONFIGLESS,
         proctrack="proctrack/linuxproc" if linuxproc else "proctrack/cgroup",
         task_plugin="task/affinity" if linuxproc else "task/cgroup,task/affinity",
@@ -251,15 +257,15 @@ def plugstack_conf(spec: Spec, platform: Platform) -> str:
     lines = [header().rstrip("\n")]
     if s.config_mode is ConfigMode.CONFIGLESS:
         if s.containers.pyxis:
-            lines.append(f"required {plugin_dir(platform)}/spank_pyxis.so")
+            lines.append(f"required {plugin_dir(platform, spec)}/spank_pyxis.so")
     else:
         lines.append(f"include {SLURM_ETC}/plugstack.conf.d/*.conf")
     return "\n".join(lines) + "\n"
 
 
-def pyxis_conf(platform: Platform) -> str:
+def pyxis_conf(platform: Platform, spec: Spec | None = None) -> str:
     """/etc/slurm/plugstack.conf.d/pyxis.conf."""
-    return header() + f"required {plugin_dir(platform)}/spank_pyxis.so\n"
+    return header() + f"required {plugin_dir(platform, spec)}/spank_pyxis.so\n"
 
 
 def slurmdbd_conf(spec: Spec, secrets: Secrets) -> str:
@@ -308,7 +314,7 @@ def slurm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
         if topo:
             files.append(RenderedFile(f"{SLURM_ETC}/topology.conf", topo))
     if s.containers.pyxis and (node.has(Role.COMPUTE) or node.has(Role.LOGIN)) and pushed:
-        files.append(RenderedFile(f"{SLURM_ETC}/plugstack.conf.d/pyxis.conf", pyxis_conf(node.platform)))
+        files.append(RenderedFile(f"{SLURM_ETC}/plugstack.conf.d/pyxis.conf", pyxis_conf(node.platform, spec)))
     if node.has(Role.COMPUTE):
         files.append(RenderedFile("/etc/default/slurmd", slurmd_defaults(spec)))
         if not pushed:
@@ -331,7 +337,7 @@ def slurm_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedFile]:
 
 SLURM_PIN = "/etc/apt/preferences.d/gpuforge-slurm"
 #: Binary packages of Debian's slurm-wlm source that must move together.
-SLURM_PIN_PACKAGES = "slurm* libslurm* libpmi0 libpmi2-0 sview"
+SLURM_PIN_PACKAGES = PIN_PATTERNS[SlurmSource.DISTRO]
 
 
 def slurm_version_pin(spec: Spec) -> str | None:
@@ -341,9 +347,21 @@ def slurm_version_pin(spec: Spec) -> str | None:
 
 
 def slurm_package(spec: Spec, name: str) -> str:
-    """``slurmd`` or ``slurmd=<versions.slurm>`` (apt's form) when Slurm is held at a version."""
+    """``slurmd`` or ``slurmd=<versions.slurm>`` (apt's form) when Slurm is held at a version; with
+    ``slurm.source: site`` SchedMD's deb name for it (``slurm-smd-slurmd``; ``slurm_packages``). A
+    role whose files come with another package (SchedMD's NVML plugin) gives ``""``: leave it out."""
     v = slurm_version_pin(spec)
-    return f"{name}={v}" if v else name
+    source = spec.slurm.source if spec.slurm is not None else SlurmSource.DISTRO
+    pkg = package_for(source, True, name)
+    if pkg is None:
+        return ""
+    return f"{pkg}={v}" if v else pkg
+
+
+def slurm_dev_package(spec: Spec, deb: bool) -> str:
+    """Slurm's headers (pyxis builds against them): libslurm-dev / slurm-devel, or SchedMD's."""
+    source = spec.slurm.source if spec.slurm is not None else SlurmSource.DISTRO
+    return package_for(source, deb, "libslurm-dev") or ("libslurm-dev" if deb else "slurm-devel")
 
 
 def slurm_apt_pin(spec: Spec, node: Node) -> list[RenderedFile]:
@@ -351,8 +369,14 @@ def slurm_apt_pin(spec: Spec, node: Node) -> list[RenderedFile]:
     v = slurm_version_pin(spec)
     if v is None or spec.slurm is None or not node.os.is_deb or "slurm" not in deploys_for(node):
         return []
-    text = (
+    return [RenderedFile(SLURM_PIN, slurm_pin_text(spec))]
+
+
+def slurm_pin_text(spec: Spec) -> str:
+    """The apt preferences holding every package of the Slurm build at ``versions.slurm``."""
+    v = slurm_version_pin(spec)
+    source = spec.slurm.source if spec.slurm is not None else SlurmSource.DISTRO
+    return (
         f"# gpuforge: Slurm is held at versions.slurm ({v}); apt upgrades leave it there.\n"
-        f"Package: {SLURM_PIN_PACKAGES}\nPin: version {v}\nPin-Priority: 1001\n"
+        f"Package: {PIN_PATTERNS[source]}\nPin: version {v}\nPin-Priority: 1001\n"
     )
-    return [RenderedFile(SLURM_PIN, text)]

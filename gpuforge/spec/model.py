@@ -18,14 +18,20 @@ from typing import Literal
 from pydantic import ConfigDict, field_validator, model_validator
 
 from gpuforge.spec import hostlist
+from gpuforge.spec.acceptance import Acceptance
 from gpuforge.spec.dcgm import dcgm_counter
 from gpuforge.spec.digest_types import ArtifactFileName, Sha256
 from gpuforge.spec.extensions import Site
 from gpuforge.spec.gpus import GPU_MODELS
+from gpuforge.spec.k8s_day2 import DEFAULT_VERSION as K8S_DEFAULT_VERSION
+from gpuforge.spec.k8s_lifecycle import ApiEndpoint, CertRenewal, EtcdSnapshots, InterfaceName
 from gpuforge.spec.openpgp import Fingerprint
 from gpuforge.spec.platforms import Arch as Arch
 from gpuforge.spec.platforms import OsFamily as OsFamily
 from gpuforge.spec.policy import live, rebuild, rolling
+from gpuforge.spec.slurm_ha import DEFAULT_STATE_DIR, Failover, SlurmPath
+from gpuforge.spec.slurm_packages import SlurmSource
+from gpuforge.spec.storage import Storage
 from gpuforge.spec.strict import NAME as NAME
 from gpuforge.spec.strict import Name, StrictModel
 from gpuforge.spec.suggest import did_you_mean
@@ -70,6 +76,7 @@ class Role(StrEnum):
     MONITORING = "monitoring"
     K8S_CONTROL_PLANE = "k8s-control-plane"
     K8S_WORKER = "k8s-worker"
+    STORAGE = "storage"
 
 
 SLURM_ROLES = frozenset({Role.CONTROLLER, Role.COMPUTE, Role.LOGIN, Role.ACCOUNTING_DB})
@@ -235,7 +242,7 @@ class Versions(StrictModel):
     dcgm: str = live("4.4.2", "DCGM (datacenter-gpu-manager-4)", pattern=VERSION)
     dcgm_exporter: str = live("4.4.2-4.7.1", "dcgm-exporter release", pattern=VERSION)
     mig_manager: str = live(
-        "0.9.1", "nvidia-mig-manager release (NVIDIA/mig-parted's .deb/.rpm release files)", pattern=VERSION
+        "0.15.0", "nvidia-mig-manager release (NVIDIA/mig-parted's .deb/.rpm release files)", pattern=VERSION
     )
     slurm: str = rolling(
         "distro",
@@ -243,7 +250,12 @@ class Versions(StrictModel):
         "to install and hold (e.g. 22.05.8-4+deb12u3)",
         pattern=r"^(distro|[0-9][0-9A-Za-z.+~:_-]*)$",
     )
-    kubernetes: str = rolling("1.31.4", "Kubernetes version", pattern=r"^\d+\.\d+\.\d+$")
+    kubernetes: str = rolling(
+        K8S_DEFAULT_VERSION,
+        "Kubernetes version: one minor at a time (kubeadm upgrade apply on the first control plane, upgrade node "
+        "on the others one by one, then the workers batch by batch)",
+        pattern=r"^\d+\.\d+\.\d+$",
+    )
     gpu_operator: str = live("v26.7.0", "NVIDIA GPU Operator chart version", pattern=r"^v?\d+\.\d+\.\d+$")
     helm: str = live("3.16.3", "Helm version on the first control plane (installs the GPU Operator)",
                      pattern=r"^\d+\.\d+\.\d+$")  # fmt: skip
@@ -537,6 +549,22 @@ class Slurm(StrictModel):
         "auto (nvml where the distribution's plugin installs with its Slurm, off elsewhere). MIG nodes need nvml",
     )
     containers: Containers = live(default_factory=Containers, description="enroot and pyxis")
+    state_save_location: SlurmPath = rebuild(
+        DEFAULT_STATE_DIR,
+        "StateSaveLocation: slurmctld's state (every running and pending job). With two controllers it must "
+        "be on a storage.mounts entry both controllers mount (slurm.conf(5)). Moving it loses the state "
+        "unless copied: stop slurmctld, copy the directory, then apply --force",
+    )
+    failover: Failover = live(default_factory=Failover, description="SlurmctldTimeout and SlurmdTimeout")
+    source: SlurmSource = rebuild(
+        SlurmSource.DISTRO,
+        "distro (the OS's Slurm packages) or site (a repository the site configures, carrying packages built "
+        "with SchedMD's own packaging: slurm-smd-* debs, slurm-* rpms). A change replaces every Slurm package "
+        "of every node (the two packagings conflict): apply would install the other packages in no order "
+        "(SchedMD's is slurmdbd, slurmctld, slurmd) and restart slurmctld and slurmd only where a file of theirs "
+        "changed too; slurm-upgrade moves packages within one source. Refused on a running cluster: stop "
+        "Slurm's daemons, then apply --force",
+    )
     extra_config: dict[str, str] = live(default_factory=dict, description="Extra slurm.conf parameters (escape hatch)")
 
     @field_validator("extra_config")
@@ -581,8 +609,17 @@ class Tenant(StrictModel):
     name: Name = live(description="Tenant name")
     namespace: str = live(description="Namespace of its workloads", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     gpu_quota: int = live(description="GPUs guaranteed (nominal quota)", ge=0)
-    cpu_quota: int = live(64, "CPUs (nominal quota)", ge=0)
-    memory_quota_gi: int = live(512, "Memory in GiB (nominal quota)", ge=0)
+    cpu_quota: int | None = live(
+        None, "CPUs (nominal quota); default: its share of the k8s workers' CPUs, as its share of their GPUs", ge=0
+    )
+    memory_quota_gi: int | None = live(
+        None, "Memory in GiB (nominal quota); default: its share of the k8s workers' memory, as for CPUs", ge=0
+    )
+    mig_quota: dict[MigProfileName, int] = live(
+        default_factory=dict,
+        description="MIG devices per profile (mixed strategy), e.g. 1g.10gb: 14; default per profile: its share "
+        "of the workers' devices, as its share of their GPUs",
+    )
     borrowing_limit: int | None = live(None, "GPUs it may borrow beyond its quota (Kueue)", ge=0)
 
 
@@ -592,6 +629,12 @@ class BatchQueue(StrictModel):
     kind: Literal["kueue", "volcano", "none"] = live("kueue", "kueue, volcano or none")
     version: str = live("v0.19.2", "Release of the queue controller", pattern=r"^v?\d+\.\d+\.\d+$")
     tenants: list[Tenant] = live(default_factory=list, description="Tenants with GPU quotas")
+    manage_jobs_without_queue_name: bool | None = live(
+        None,
+        "Kueue suspends jobs without a queue label in the tenants' namespaces until a queue admits them (they get "
+        "the tenant's LocalQueue 'default'); default: on when k8s workers have GPUs, since otherwise such a job "
+        "bypasses every quota",
+    )
 
 
 class Cni(StrictModel):
@@ -606,10 +649,23 @@ class Cni(StrictModel):
 class Kubernetes(StrictModel):
     """Kubernetes settings (only with cluster.scheduler: kubernetes)."""
 
-    api_endpoint: HostOrIp | None = rebuild(
+    @field_validator("api_endpoint", mode="before")
+    @classmethod
+    def _plain_endpoint(cls, v: object) -> object:
+        """A plain address (the form before kube-vip) is an external endpoint."""
+        return {"type": "external", "address": v} if isinstance(v, str) else v
+
+    api_endpoint: ApiEndpoint | None = rebuild(
         None,
-        "Stable address of the API server (a load balancer or DNS name in front of every control plane); "
-        "default: the first control plane's address. Port 6443",
+        "Stable address of the API server in front of every control plane: {type: kube-vip, address: <VIP>} "
+        "(gpuforge runs kube-vip) or {type: external, address: ...} (the site's load balancer or DNS name; a "
+        "plain address is taken as this); default: the first control plane's address",
+    )
+    node_interface: InterfaceName | None = rebuild(
+        None,
+        "Interface of the cluster network on every Kubernetes node: pins kubelet's --node-ip (the node's address "
+        "in the spec, which must be on it), flannel's --iface (calico detects its own) and kube-vip's interface; "
+        "default: the interface of the default route",
     )
     pod_cidr: IpNetwork = rebuild("10.244.0.0/16", "Pod network CIDR (no zone ID)")
     cni: Cni = live(default_factory=Cni, description="Pod network plugin")
@@ -621,6 +677,8 @@ class Kubernetes(StrictModel):
         "Load overlay and br_netfilter and set the bridge and forwarding sysctls on every Kubernetes node; "
         "false only where nodes share a kernel gpuforge must not change (containers, such as the lab)",
     )
+    certificates: CertRenewal = live(default_factory=CertRenewal, description="Certificate renewal timer")
+    etcd_snapshots: EtcdSnapshots = live(default_factory=EtcdSnapshots, description="etcd snapshots")
 
 
 # --------------------------------------------------------------------------- gpu stack
@@ -792,3 +850,5 @@ class Spec(StrictModel):
     monitoring: Monitoring = live(default_factory=Monitoring, description="Monitoring")
     rollout: Rollout = live(default_factory=Rollout, description="Rolling change settings")
     site: Site = live(default_factory=Site, description="The site's own Ansible roles and testinfra checks")
+    storage: Storage = live(default_factory=Storage, description="Shared storage: NFS exports and mounts")
+    acceptance: Acceptance = live(default_factory=Acceptance, description="Acceptance campaigns (gpuforge accept)")

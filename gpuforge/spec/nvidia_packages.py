@@ -61,6 +61,30 @@ SOURCES: dict[str, Citation] = {
         "github.com/NVIDIA/yum-packaging-dkms-nvidia README.md",
         "streams 'XXX-dkms' lock to a branch; open streams 'available in 515 and newer: open-dkms and XXX-open'",
     ),
+    "cuda-local-repo-ubuntu2204-550": Citation(
+        "NVIDIA's driver repository for Ubuntu 22.04 at 550.54.15 (nvidia-driver-local-repo-ubuntu2204-550.54.15_"
+        "1.0-1_amd64.deb, maintainer cudatools <cudatools@nvidia.com>), its file list as 'dpkg-deb -c' prints it in "
+        "a public copy of NVIDIA's driver-container README (the repository's index is not stored)",
+        "https://developer.download.nvidia.com/compute/nvidia-driver/550.54.15/local_installers/"
+        "nvidia-driver-local-repo-ubuntu2204-550.54.15_1.0-1_amd64.deb",
+        "'cuda-drivers-550_550.54.15-1_amd64.deb', 'nvidia-kernel-open-550_550.54.15-0ubuntu1_amd64.deb', "
+        "'nvidia-driver-550-open_550.54.15-0ubuntu1_amd64.deb', 'nvidia-dkms-550-open_550.54.15-0ubuntu1_amd64.deb', "
+        "'nvidia-kernel-source-550-open_...'; no 'nvidia-open' package among its 80 files",
+    ),
+    "cuda-downloads-open-550": Citation(
+        "NVIDIA CUDA Toolkit 12.4 downloads page (Linux, Ubuntu, deb network), as public install scripts echo it",
+        "https://developer.nvidia.com/cuda-12-4-0-download-archive?target_os=Linux&target_distro=Ubuntu",
+        "'NVIDIA Kernel drivers (Choose one of the following options)'; 'To install the legacy kernel module "
+        "flavor: sudo apt-get install -y cuda-drivers'; 'To install the open kernel module flavor: sudo apt-get "
+        "install -y nvidia-kernel-open-550', 'sudo apt-get install -y cuda-drivers-550'",
+    ),
+    "guide-open-default-560": Citation(
+        "NVIDIA Driver Installation Guide: Kernel Modules",
+        f"{GUIDE}/kernel-modules.html",
+        "'Starting in the 560 driver release series, the open kernel module flavor is the default and suggested "
+        "installation'; the Ubuntu flavor metapackages nvidia-open / nvidia-driver-open of guide-flavors are those "
+        "of that series and later",
+    ),
     "nvidia-forum-cuda-drivers-580": Citation(
         "NVIDIA developer forums: Debian cuda-drivers-580 package 580.105.08-1 improperly pulls in v590 components",
         "https://forums.developer.nvidia.com/t/353805",
@@ -215,6 +239,33 @@ SOURCES: dict[str, Citation] = {
         "package 'datacenter-gpu-manager-exporter', version '<exporter version>-1' (4.5.0-1, 4.8.2-1): the exporter "
         "half of a '<DCGM>-<exporter>' release tag; x86_64 and aarch64 builds",
     ),
+    "gpu-operator-upgrade": Citation(
+        "NVIDIA/cloud-native-docs gpu-operator/upgrade.rst (commit 187a4a5bdc9d6ca222ee59cde894bad4ab20eec0)",
+        "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/upgrade.html",
+        "Option 2, Automatically Upgrading CRDs Using a Helm Hook: 'Starting with GPU Operator v24.9.0, the "
+        "upgrade CRD Helm hook is enabled by default'; 'helm upgrade gpu-operator nvidia/gpu-operator -n "
+        "gpu-operator --disable-openapi-validation -f values-$RELEASE_TAG.yaml --version $RELEASE_TAG'; 'Option "
+        "--disable-openapi-validation is required in this case so that Helm will not try to validate if CR "
+        "instance from the new chart is valid as per old CRD'",
+    ),
+    "gpu-operator-host-toolkit": Citation(
+        "NVIDIA/cloud-native-docs gpu-operator/getting-started.rst (commit 187a4a5bdc9d6ca222ee59cde894bad4ab20eec0)",
+        "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html",
+        "Pre-Installed NVIDIA Container Toolkit (but no drivers): 'Configure toolkit to use the root directory of "
+        "the driver installation as /run/nvidia/driver, because this is the path mounted by driver container': "
+        "'sudo sed -i 's/^#root/root/' /etc/nvidia-container-runtime/config.toml'; then '--set "
+        "toolkit.enabled=false'",
+    ),
+    "ctk-comment-defaults": Citation(
+        "NVIDIA/nvidia-container-toolkit v1.17.8 (commit f202b80a9b9d0db00d9b1d73c0128c8962c55f4d)",
+        "github.com/NVIDIA/nvidia-container-toolkit internal/config/toml.go commentDefaults, shouldComment; "
+        "internal/config/toml_test.go",
+        "the default config carries '#root = \"/run/nvidia/driver\"' under [nvidia-container-cli]; on every save "
+        "(nvidia-ctk config --in-place) a key set to its commented default ('nvidia-container-cli.root': "
+        "'/run/nvidia/driver') is written commented out again ('if setTo == nil || defaultValue == setTo'), so "
+        "'nvidia-ctk config --set nvidia-container-cli.root=/run/nvidia/driver' cannot set it: gpuforge edits the "
+        "line as the operator's docs do, after any nvidia-ctk config run",
+    ),
     "docker-rhel": Citation(
         "Docker documentation: Install Docker Engine on RHEL",
         "https://docs.docker.com/engine/install/rhel/",
@@ -332,6 +383,9 @@ class DriverInstall:
 DEBIAN12_ARCHIVE_BRANCH = 535
 #: From this branch the Ubuntu CUDA-repository packages lose the branch in their names.
 UNVERSIONED_NAMES_FROM = 590
+#: From this branch NVIDIA's Ubuntu repositories name the open flavor ``nvidia-open`` (guide-open-default-560);
+#: below it the branch's own open packages (cuda-local-repo-ubuntu2204-550).
+OPEN_METAPACKAGE_FROM = 560
 #: From this branch the fabric manager package of NVIDIA's repositories is unversioned.
 FABRIC_MANAGER_UNVERSIONED_FROM = 580
 
@@ -431,12 +485,28 @@ def driver_install(
         metas: tuple[str, ...] = ("nvidia-open", "nvidia-driver-open") if is_open else ("cuda-drivers", "nvidia-driver")
     else:
         module = f"nvidia-dkms-{branch}-open" if is_open else f"nvidia-dkms-{branch}"
-        metas = ("nvidia-open",) if is_open else (f"cuda-drivers-{branch}",)
+        metas = _ubuntu_branch_metas(branch, is_open)
+    cites: tuple[str, ...] = ("guide-flavors", "guide-590-renames", "ansible-role-nvidia-driver", "cns-fabricmanager")
+    if is_open and branch < OPEN_METAPACKAGE_FROM:
+        cites = ("cuda-local-repo-ubuntu2204-550", "cuda-downloads-open-550", *cites[1:])
     return DriverInstall(
-        os, source, branch, flavor, (*metas, module), module, fm, prereq, "nvidia-cuda",
-        ("guide-flavors", "guide-590-renames", "ansible-role-nvidia-driver", "cns-fabricmanager"),
+        os, source, branch, flavor, (*metas, module), module, fm, prereq, "nvidia-cuda", cites,
         pinning_package=pinning,
     )  # fmt: skip
+
+
+def _ubuntu_branch_metas(branch: int, is_open: bool) -> tuple[str, ...]:
+    """The metapackages of a branch below 590 in NVIDIA's Ubuntu repositories.
+
+    Below 560 the open flavor has no ``nvidia-open``: its branch packages are the open kernel module
+    metapackage and driver, with ``cuda-drivers-<branch>`` (cuda-local-repo-ubuntu2204-550,
+    cuda-downloads-open-550); from 560 ``nvidia-open`` is the open flavor (guide-open-default-560).
+    """
+    if not is_open:
+        return (f"cuda-drivers-{branch}",)
+    if branch < OPEN_METAPACKAGE_FROM:
+        return (f"nvidia-kernel-open-{branch}", f"nvidia-driver-{branch}-open", f"cuda-drivers-{branch}")
+    return ("nvidia-open",)
 
 
 def default_source(os: OsFamily) -> DriverSource:
@@ -583,3 +653,13 @@ RPM_REPO_FINGERPRINTS: dict[str, str] = {
 
 #: The toolkit repository's dnf options, as NVIDIA's own .repo file has them (container-toolkit-repo).
 CONTAINER_REPO_DNF_OPTIONS = ("repo_gpgcheck=1", "gpgcheck=0")
+
+
+# --------------------------------------------------------------------------- GPU Operator with host parts
+
+#: ``helm upgrade`` of the GPU Operator runs its CRD-upgrade hook (on by default since v24.9.0), and then
+#: Helm must not validate the new chart's resources against the old CRDs (gpu-operator-upgrade).
+GPU_OPERATOR_HELM_FLAGS = ("--disable-openapi-validation",)
+#: Where the GPU Operator's driver container mounts the driver: the host toolkit's ``root`` when the
+#: operator brings the driver and the host the toolkit (gpu-operator-host-toolkit).
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"

@@ -153,6 +153,22 @@ SOURCES: dict[str, Citation] = {
         "/usr/lib64/slurm, as public build notes show: 'the file /usr/lib64/slurm/accounting_storage_mysql.so is "
         "missing' ... 'BUILDROOT/slurm-23.02.6-1.el8.x86_64/usr/lib64/slurm/...'",
     ),
+    "deb-nfs": Citation(
+        "Debian packages nfs-kernel-server and nfs-common (bookworm); geerlingguy/ansible-role-nfs "
+        "tasks/setup-Debian.yml",
+        "https://packages.debian.org/bookworm/nfs-kernel-server ; https://packages.debian.org/bookworm/nfs-common ; "
+        "github.com/geerlingguy/ansible-role-nfs tasks/setup-Debian.yml",
+        "nfs-kernel-server: 'support for NFS kernel server'; nfs-common: 'NFS support files common to client "
+        "and server' (mount.nfs); the role: 'Ensure NFS utilities are installed.' apt: with_items: "
+        "'nfs-common', 'nfs-kernel-server' (Ubuntu's archive carries the same two packages)",
+    ),
+    "el-nfs": Citation(
+        "geerlingguy/ansible-role-nfs tasks/setup-RedHat.yml; RHEL 9 Configuring and using network file services",
+        "github.com/geerlingguy/ansible-role-nfs tasks/setup-RedHat.yml ; https://docs.redhat.com/en/"
+        "documentation/red_hat_enterprise_linux/9/html/configuring_and_using_network_file_services/",
+        "'Ensure NFS utilities are installed.' 'package: name=nfs-utils state=present' (one package for server "
+        "and client on RHEL and its rebuilds: 'dnf install nfs-utils', 'systemctl enable --now nfs-server')",
+    ),
     # --- per-architecture names outside the table (see OUTSIDE_ROWS) ----------------------------
     "container-toolkit-arch": Citation(
         "NVIDIA/libnvidia-container gh-pages (the NVIDIA Container Toolkit repositories)",

@@ -113,6 +113,9 @@ class Distribution:
     persistenced_without_persistence_mode: bool = False
     #: Where the distribution's Slurm loads plugins from (pyxis goes there); ``{triplet}``: the GNU triplet.
     slurm_plugin_dir: str = "/usr/lib64/slurm"
+    #: The NFS server's packages (a node with role storage) and an NFS client's (nodes with nfs mounts).
+    nfs_server_packages: tuple[str, ...] = ("nfs-utils",)
+    nfs_client_packages: tuple[str, ...] = ("nfs-utils",)
 
 
 # RHEL: subscription-manager on a registered system; an unregistered one (a cloud image with its own
@@ -124,8 +127,9 @@ _RHEL_CRB = (
 )
 _DEB_SLURM_PLUGINS = "/usr/lib/{triplet}/slurm-wlm"
 _BOTH = (Arch.X86_64, Arch.AARCH64)
-_UBUNTU = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "ubuntu-headers", "debian-slurm-plugins")
-_EL9 = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins")
+_UBUNTU = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "ubuntu-headers", "debian-slurm-plugins", "deb-nfs")
+_EL9 = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins", "el-nfs")
+_NFSD, _NFS_CLIENT = ("nfs-kernel-server",), ("nfs-common",)  # Debian and Ubuntu (deb-nfs)
 _REBUILD_CRB = "dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb"
 _DEBIAN_ARM = (
     "gpuforge does not serve it: NVIDIA's driver guide documents no debian12 arm64 (sbsa) repository (third-party "
@@ -138,22 +142,26 @@ DISTRIBUTIONS: dict[OsFamily, Distribution] = {
     for d in (
         Distribution(
             OsFamily.DEBIAN12, "Debian 12 (bookworm)", ("debian", "12"), PackageFormat.DEB, "debian12", (Arch.X86_64,),
-            "linux-headers-{deb}", ("cuda-repos-index", "os-release", "debian-headers", "debian-slurm-plugins"),
+            "linux-headers-{deb}",
+            ("cuda-repos-index", "os-release", "debian-headers", "debian-slurm-plugins", "deb-nfs"),
             unsupported=((Arch.AARCH64, _DEBIAN_ARM),), distro_driver="debian-nonfree",
             driver_from_distro_by_default=True, persistenced_stops_when_unneeded=True,
-            slurm_plugin_dir=_DEB_SLURM_PLUGINS,
+            slurm_plugin_dir=_DEB_SLURM_PLUGINS, nfs_server_packages=_NFSD,
+            nfs_client_packages=_NFS_CLIENT,
         ),
         Distribution(
             OsFamily.UBUNTU2204, "Ubuntu 22.04 LTS", ("ubuntu", "22.04"), PackageFormat.DEB, "ubuntu2204", _BOTH,
             "linux-headers-generic", _UBUNTU,
             distro_driver="ubuntu-archive", persistenced_stops_when_unneeded=True,
-            persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS,
+            persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS, nfs_server_packages=_NFSD,
+            nfs_client_packages=_NFS_CLIENT,
         ),
         Distribution(
             OsFamily.UBUNTU2404, "Ubuntu 24.04 LTS", ("ubuntu", "24.04"), PackageFormat.DEB, "ubuntu2404", _BOTH,
             "linux-headers-generic", _UBUNTU,
             distro_driver="ubuntu-archive", persistenced_stops_when_unneeded=True,
-            persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS,
+            persistenced_without_persistence_mode=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS, nfs_server_packages=_NFSD,
+            nfs_client_packages=_NFS_CLIENT,
         ),
         Distribution(
             OsFamily.RHEL9, "Red Hat Enterprise Linux 9", ("rhel", "9"), PackageFormat.RPM, "rhel9", _BOTH,

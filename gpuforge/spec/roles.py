@@ -13,7 +13,7 @@ from gpuforge.spec.nodes import Node
 
 # Global order of the layers (module names under gpuforge/deploy/layers/).
 LAYER_ORDER: tuple[str, ...] = (
-    "base", "packages", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health",
+    "base", "packages", "storage", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health",
 )  # fmt: skip
 
 ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
@@ -26,6 +26,7 @@ ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
     # nvidia: its container-engine layer (containerd, systemd cgroups) runs on every Kubernetes node
     Role.K8S_CONTROL_PLANE: ("base", "packages", "nvidia", "kubernetes", "monitoring"),
     Role.K8S_WORKER: ("base", "packages", "nvidia", "kubernetes", "monitoring"),
+    Role.STORAGE: ("base", "packages", "storage", "monitoring"),  # mounts: every node (layers/storage.py)
 }
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from gpuforge.spec import hostlist, k8s_upstream, nvidia_packages, slurm_gpu
+from gpuforge.spec import hostlist, k8s_rules, k8s_upstream, nvidia_packages, nvidia_support, slurm_gpu, storage_rules
+from gpuforge.spec.acceptance_rules import acceptance_rules
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.mig import mig_layout
@@ -340,6 +341,15 @@ def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
                 reported.add(str(e))
                 field = "source" if source is DriverSource.DISTRO and os_family.is_rpm else "version"
                 yield SpecIssue(("versions", "driver", field), f"group {group.name!r} ({os_family.value}): {e}")
+
+
+@rule
+def driver_release_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """The pinned driver is a release of its branch in the cited table (``nvidia_support.unknown_release``)."""
+    drv = spec.versions.driver
+    why = nvidia_support.unknown_release(drv.version) if drv is not None else None
+    if why:
+        yield SpecIssue(("versions", "driver", "version"), why)
 
 
 @rule
@@ -689,6 +699,13 @@ def site_rules(spec: Spec) -> Iterator[SpecIssue]:
             yield SpecIssue(("slurm", "users"), f"UID {uid} is given to more than one user")
         for gid in _dupes(str(u.group_id) for u in users):
             yield SpecIssue(("slurm", "users"), f"GID {gid} is given to more than one user's group")
+
+
+rule(acceptance_rules)
+
+
+RULES += [storage_rules.storage_rules, storage_rules.shared_state_rules]
+RULES.append(k8s_rules.kubernetes_day2_rules)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:

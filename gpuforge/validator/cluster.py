@@ -71,9 +71,26 @@ class ClusterData:
     """The transport's ssh options carry StrictHostKeyChecking=yes."""
     ssh_targets: dict[str, tuple[str, int]] = field(default_factory=dict)
     """Per node, the (host, port) SSH connects to, where it is not the spec's (vagrant nodes)."""
+    gathered: dict[str, Any] = field(default_factory=dict)
+    """What each of :data:`GATHERERS` read, by its key (absent: its checks were not selected)."""
 
 
 ClusterFn = Callable[[ClusterData, Node], Outcome]
+#: Runs a shell command on a node: ``(rc, stdout, stderr)`` (the validator's transport).
+NodeRun = Callable[[Node, str], tuple[int, str, str]]
+
+
+@dataclass(frozen=True)
+class Gatherer:
+    """Reads what some cluster checks judge (``fn(data, run)``), once per validate, when one of
+    ``checks`` is selected; the runner keeps the result in ``data.gathered[key]``."""
+
+    key: str
+    checks: frozenset[str]
+    fn: Callable[[ClusterData, NodeRun], Any]
+
+
+GATHERERS: list[Gatherer] = []
 ClusterGate = Callable[[Spec, Node], "str | None"]
 CLUSTER_CHECKS: list[Check] = []
 

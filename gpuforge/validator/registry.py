@@ -10,7 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from gpuforge.validator import cluster_config, cluster_gpu_jobs, cluster_k8s, cluster_slurm_conf, k8s_probe
+from gpuforge.validator import (
+    cluster_config,
+    cluster_gpu_jobs,
+    cluster_ha,
+    cluster_k8s,
+    cluster_k8s_certs,
+    cluster_slurm_conf,
+    cluster_storage,
+    k8s_probe,
+)
 from gpuforge.validator.cluster import CLUSTER_CHECKS, CONNECTION
 from gpuforge.validator.node import execute, framework
 from gpuforge.validator.node.base import LAYERS, SEVERITIES
@@ -24,6 +33,9 @@ assert any(c.fn is cluster_k8s.k8s_ready for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_gpu_jobs.gpu_binding for c in CLUSTER_CHECKS)
 assert any(c.fn is k8s_probe.k8s_cuda_sample for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_config.config_files for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_k8s_certs.certificates for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_ha.controllers for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_storage.mounts for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_slurm_conf.slurm_conf_hash for c in CLUSTER_CHECKS)
 # Cluster checks register as their modules are imported, which depends on who imported what
 # first; listed by layer and id, the registry's order is the same in every process.

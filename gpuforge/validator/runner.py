@@ -418,12 +418,14 @@ def validate(
         kube_f = pool.submit(tr.run, planes[0], kube_cmd) if want_kube and planes else None
         site_f = _start_site_checks(pool, spec, spec_path, tr, nodes, say) if want_site else {}
         reader = _config_reader(spec, tr)
+        gathered = {g.key: pool.submit(g.fn, data, reader) for g in cluster.GATHERERS if g.checks & selected_ids}
         runs = _collect(futures, say, time.monotonic())
         config_f = (
             {n.name: pool.submit(cluster_config.judge_config, data, n, runs[n.name].data, reader) for n in nodes}
             if read_managed
             else {}
         )
+        data.gathered = {key: f.result() for key, f in gathered.items()}
         site_runs = {name: f.result() for name, f in site_f.items()}
         data.config = {name: f.result() for name, f in config_f.items()}
         slurm_done = slurm_f.result() if slurm_f else None

@@ -24,6 +24,7 @@ ALL_ROOMS = {
     "deploy",
     "bundle",
     "orchestrate",
+    "acceptance",
     "extensions",
     "progress",
     "lab",
@@ -47,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     "bundle": {"spec", "progress", "render", "deploy"},
     "extensions": {"spec", "progress", "probes"},
     "orchestrate": {"spec", "progress", "render", "deploy", "validator", "bundle", "extensions"},
+    "acceptance": {"spec", "progress", "render", "probes", "validator", "deploy", "orchestrate"},
     "lab": {"spec", "render", "probes"},
     "cli": ALL_ROOMS - {"cli", "entry"},
     "entry": {"deploy"},
@@ -130,7 +132,7 @@ def test_importing_the_rest_loads_no_pyinfra() -> None:
     modules = [
         m
         for m in source_modules()
-        if room(m) in {"spec", "render", "probes", "validator", "bundle", "lab", "cli", "package"}
+        if room(m) in {"spec", "render", "probes", "validator", "bundle", "lab", "cli", "package", "acceptance"}
         or m in PURE_DEPLOY_MODULES
     ]
     assert len(modules) > 40

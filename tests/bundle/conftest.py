@@ -45,12 +45,16 @@ CONTAINER_DEBS: list[Deb] = [
 
 DRV = "550.163.01-0ubuntu1"
 # Names and relations as in NVIDIA's CUDA repository for ubuntu2404 (Debian-style versions
-# "<driver>-0ubuntu1"): the flavor metapackage nvidia-open on the branch's packages; dkms and
-# the kernel headers come from Ubuntu's archive (external to this repository).
+# "<driver>-0ubuntu1", cuda-drivers "-1"): below 560 the open flavor is the branch's own
+# nvidia-kernel-open-550 and nvidia-driver-550-open with cuda-drivers-550, no nvidia-open
+# (nvidia_packages cuda-local-repo-ubuntu2204-550; cuda-drivers-550's driver alternatives are
+# assumed); dkms and the kernel headers come from Ubuntu's archive (external to this repository).
+CUDA_DRIVERS_550 = "nvidia-driver-550 (>= 550.54.14) | nvidia-driver-550-open (>= 550.54.14)"
 CUDA_DEBS: list[Deb] = [
-    ("nvidia-open", DRV, f"nvidia-driver-550-open (= {DRV})", ""),
-    ("nvidia-open", "550.144.03-0ubuntu1", "nvidia-driver-550-open (= 550.144.03-0ubuntu1)", ""),
-    ("nvidia-open", "550.170.01-0ubuntu1", "nvidia-driver-550-open (= 550.170.01-0ubuntu1)", ""),
+    ("nvidia-kernel-open-550", DRV, f"nvidia-dkms-550-open (= {DRV})", ""),
+    ("nvidia-kernel-open-550", "550.170.01-0ubuntu1", "nvidia-dkms-550-open (= 550.170.01-0ubuntu1)", ""),
+    ("cuda-drivers-550", "550.163.01-1", CUDA_DRIVERS_550, ""),
+    ("cuda-drivers-550", "550.170.01-1", CUDA_DRIVERS_550, ""),
     (
         "nvidia-driver-550-open",
         DRV,

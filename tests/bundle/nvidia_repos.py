@@ -34,9 +34,10 @@ from tests.bundle.conftest import Deb
 from tests.bundle.rpmrepo import Rpm, module_streams_yaml
 
 #: The pins, per branch (the plan matrix's driver versions).
-VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.44.01"}
-#: A later point release of each branch: in the repositories, never in a bundle.
-NEWER = {535: "535.274.02", 570: "570.211.01", 580: "580.126.09", 590: "590.48.01"}
+VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.48.01"}
+#: A later point release of each branch: in the repositories, never in a bundle (590.48.99 is made up:
+#: 590.48.01 is the only 590 release the driver table knows, and a pin must be one of its releases).
+NEWER = {535: "535.274.02", 570: "570.211.01", 580: "580.126.09", 590: "590.48.99"}
 #: Each branch's first release: the floor the metapackages' ">=" relations name.
 FLOOR = {535: "535.54.03", 570: "570.86.10", 580: "580.65.06", 590: "590.44.01"}
 #: NVIDIA's branch pinning package (from 590) at two revisions: apt takes the newest.
@@ -67,15 +68,27 @@ def ubuntu_release(b: int, v: str) -> dict[str, list[Deb]]:
         (f"nvidia-utils{s}", d, f"libnvidia-compute{s} (= {d})", ""),
     ]
     driver = f"nvidia-utils{s} (= {d}), libnvidia-compute{s} (= {d})"
+    # Below 560 the open flavor has no nvidia-open: nvidia-kernel-open-<b> and cuda-drivers-<b>, whose
+    # driver dependency either flavor satisfies (nvidia_packages cuda-local-repo-ubuntu2204-550; the
+    # alternative is assumed, no control file of it is at hand).
+    old_open = b < 560
+    cuda_drivers = f"nvidia-driver{s} (>= {FLOOR[b]})" + (
+        f" | nvidia-driver{s}-open (>= {FLOOR[b]})" if old_open else ""
+    )
+    flavor_meta: list[Deb] = (
+        [(f"nvidia-kernel-open{s}", d, f"nvidia-dkms{s}-open (= {d})", ""), (f"cuda-drivers{s}", m, cuda_drivers, "")]
+        if old_open
+        else [("nvidia-open", d, f"nvidia-driver{s}-open (= {d})", "")]
+    )
     open_: list[Deb] = [
-        ("nvidia-open", d, f"nvidia-driver{s}-open (= {d})", ""),
+        *flavor_meta,
         (f"nvidia-driver{s}-open", d, f"nvidia-dkms{s}-open (= {d}), {driver}", ""),
         (f"nvidia-dkms{s}-open", d, f"dkms, nvidia-kernel-common{s} (= {d}), nvidia-kernel-source{s}-open (= {d})", ""),
         (f"nvidia-kernel-source{s}-open", d, "", ""),
         *common,
     ]
     proprietary: list[Deb] = [
-        (f"cuda-drivers{s}", m, f"nvidia-driver{s} (>= {FLOOR[b]})", ""),
+        (f"cuda-drivers{s}", m, cuda_drivers, ""),
         (f"nvidia-driver{s}", d, f"nvidia-dkms{s} (= {d}), {driver}", ""),
         (f"nvidia-dkms{s}", d, f"dkms, nvidia-kernel-common{s} (= {d}), nvidia-kernel-source{s} (= {d})", ""),
         (f"nvidia-kernel-source{s}", d, "", ""),

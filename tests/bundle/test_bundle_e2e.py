@@ -38,7 +38,8 @@ PINNED = {
     },
     CUDA: {
         "nvidia-dkms-550-open": "550.163.01-0ubuntu1",  # the version carrier
-        "nvidia-open": "550.163.01-0ubuntu1",  # the flavor metapackage, not its newer 550.170.01
+        "nvidia-kernel-open-550": "550.163.01-0ubuntu1",  # the open flavor below 560, not its newer 550.170.01
+        "cuda-drivers-550": "550.163.01-1",  # with it (issue 32 item 4: no nvidia-open before 560)
         "nvidia-driver-550-open": "550.163.01-0ubuntu1",  # dependency (=)
         "nvidia-kernel-common-550": "550.163.01-0ubuntu1",  # dependency (=)
         "nvidia-utils-550": "550.163.01-0ubuntu1",  # dependency (=)
@@ -190,7 +191,7 @@ def test_bundle_mirror_end_to_end(served: Server, repo_key: RepoKey, tmp_path: P
     served.requests.clear()
     cp = run_bundle(str(spec_file), "-o", str(out), "--fingerprint", pin)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert "0 downloaded, 18 reused" in cp.stdout
+    assert "0 downloaded, 19 reused" in cp.stdout
     assert fetched(served) == []
     assert all_files(out) == before and printed_fingerprint(cp) == pin
 
@@ -210,7 +211,7 @@ def test_bundle_mirror_end_to_end(served: Server, repo_key: RepoKey, tmp_path: P
     assert all("unreachable" in x["error"] and "refused" in x["error"].lower() for x in m["missing"])
     assert "missing apt/nvidia-cuda: Packages index" in cp.stderr
     assert unsigned(all_files(out)) == unsigned(before)
-    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 11}
+    assert {r["path"]: len(r["packages"]) for r in m["repositories"]} == {CONTAINER: 4, CUDA: 12}
     assert all(f["sha256"] == all_files(out)[f["path"]] for f in m["files"])
     no_leftovers(out)
     assert verify_bundle(out, pin)[0].startswith("manifest.json.asc: the manifest is not signed by the pinned")
@@ -388,7 +389,7 @@ def test_apt_installs_from_the_bundle(served: Server, repo_key: RepoKey, tmp_pat
     assert "W:" not in update.stdout + update.stderr
     toolkit = [f"{p}=1.17.8-1" for p in PINNED[CONTAINER]]
     # As the deploys ask: the toolkit at =version, the rest held by the pins above.
-    wanted = [*toolkit, "nvidia-dkms-550-open", "nvidia-open"]
+    wanted = [*toolkit, "nvidia-dkms-550-open", "nvidia-kernel-open-550", "nvidia-driver-550-open", "cuda-drivers-550"]
     wanted += [
         "datacenter-gpu-manager-4-core",
         "datacenter-gpu-manager-4-cuda12",
@@ -499,11 +500,8 @@ def test_two_distros_with_different_builds_conflict(served: Server, repo_key: Re
     m = manifest(out)
     cuda = next(r for r in m["repositories"] if r["path"] == CUDA)
     assert sorted(s["distro"] for s in cuda["sources"]) == ["debian12", "ubuntu2404"]
-    # nvidia-open too: NVIDIA builds it per distribution (550.163.01-1 for debian12, -0ubuntu1 for ubuntu2404)
-    assert sorted(x["what"] for x in m["missing"]) == [
-        f"{CUDA}: datacenter-gpu-manager-4-core",
-        f"{CUDA}: nvidia-open",
-    ]
+    # (the open flavor's packages differ by name here: Ubuntu's 550 has no nvidia-open, Debian's has)
+    assert sorted(x["what"] for x in m["missing"]) == [f"{CUDA}: datacenter-gpu-manager-4-core"]
     assert all("one apt/nvidia-cuda/ cannot serve both" in x["error"] for x in m["missing"])
     # Identical builds (the proprietary package here) are shared.
     assert "datacenter-gpu-manager-4-proprietary" in {p["package"] for p in cuda["packages"]}

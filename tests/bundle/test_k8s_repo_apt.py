@@ -52,6 +52,7 @@ def node_files(base_url: str, key: str | None) -> tuple[Spec, Node, dict[str, st
     """The spec on the mirror at ``base_url``, its key pinned as ``key`` (None: pkgs.k8s.io's)."""
     data = yaml.safe_load((REPO / "inventories" / "k8s-gpu-operator.yaml").read_text())
     data["cluster"]["os"] = "debian12"
+    data["versions"]["kubernetes"] = "1.31.4"  # the mirror's minor (the layout is the same for every minor)
     data["sources"] = {"mode": "mirror", "mirrors": {"kubernetes": f"{base_url}/"}}
     if key is not None:
         data["sources"]["mirror_keys"] = {"kubernetes": key}

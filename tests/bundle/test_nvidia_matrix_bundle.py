@@ -88,6 +88,8 @@ def cuda_repo_roots(os: str, source: str, b: int, flavor: str) -> set[str]:
     elif b >= 590:
         drv = {"nvidia-open", "nvidia-driver-open", "nvidia-dkms-open"} if open_ else {
             "cuda-drivers", "nvidia-driver", "nvidia-dkms"}  # fmt: skip
+    elif open_ and b < 560:  # no nvidia-open before 560 (cuda-local-repo-ubuntu2204-550, cuda-downloads-open-550)
+        drv = {f"nvidia-kernel-open-{b}", f"nvidia-driver-{b}-open", f"cuda-drivers-{b}", f"nvidia-dkms-{b}-open"}
     else:
         drv = {"nvidia-open", f"nvidia-dkms-{b}-open"} if open_ else {f"cuda-drivers-{b}", f"nvidia-dkms-{b}"}
     return drv | {fm, nscq} | pinning
@@ -200,15 +202,15 @@ def test_spelled_versions_of_one_row_each() -> None:
         "libnvidia-nscq-535": "535.261.03-1",  # NSCQ beside the fabric manager (nscq-cuda-repo)
     }
     assert repos.apt_bundled("ubuntu2404", 590, "open") == {
-        "nvidia-open": "590.44.01-0ubuntu1",
-        "nvidia-driver-open": "590.44.01-0ubuntu1",
-        "nvidia-dkms-open": "590.44.01-0ubuntu1",
-        "nvidia-kernel-source-open": "590.44.01-0ubuntu1",
-        "nvidia-kernel-common": "590.44.01-0ubuntu1",
-        "libnvidia-compute": "590.44.01-0ubuntu1",
-        "nvidia-utils": "590.44.01-0ubuntu1",
-        "nvidia-fabricmanager": "590.44.01-1",
-        "libnvidia-nscq": "590.44.01-1",
+        "nvidia-open": "590.48.01-0ubuntu1",
+        "nvidia-driver-open": "590.48.01-0ubuntu1",
+        "nvidia-dkms-open": "590.48.01-0ubuntu1",
+        "nvidia-kernel-source-open": "590.48.01-0ubuntu1",
+        "nvidia-kernel-common": "590.48.01-0ubuntu1",
+        "libnvidia-compute": "590.48.01-0ubuntu1",
+        "nvidia-utils": "590.48.01-0ubuntu1",
+        "nvidia-fabricmanager": "590.48.01-1",
+        "libnvidia-nscq": "590.48.01-1",
         "nvidia-driver-pinning-590": "590-2",
     }
     assert repos.apt_bundled("debian12", 580, "proprietary") == {

@@ -118,7 +118,8 @@ def test_every_nvidia_package_the_plan_installs_is_in_the_bundle(bundle: Path) -
             assert index[name] == version
     assert {s.partition("=")[0] for s in nvidia_specs} >= {
         "nvidia-dkms-550-open",
-        "nvidia-open",
+        "nvidia-kernel-open-550",  # the open flavor below 560 (issue 32 item 4: no nvidia-open)
+        "nvidia-driver-550-open",
         "nvidia-container-toolkit",
         "libnvidia-container1",
         "datacenter-gpu-manager-4-core",

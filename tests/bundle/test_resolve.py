@@ -261,18 +261,18 @@ def test_needs_of_the_h100_example() -> None:
     assert cuda.url == "http://192.0.2.5/nvidia/cuda/ubuntu2404/x86_64"
     assert len(cuda.nodes) == 64  # every GPU node; no controller, database, login or monitoring node
     assert {w.package: w.versions for w in cuda.wants.values()} == {
-        "nvidia-dkms-550-open": ("550.163.01-*",),  # NVIDIA's CUDA-repository names (not Canonical's)
-        "nvidia-open": ("550.163.01-*",),
-        "nvidia-fabricmanager-550": ("550.163.01-*",),
-        "libnvidia-nscq-550": ("550.163.01-*",),  # NSCQ beside the fabric manager (nscq-cuda-repo)
+        "nvidia-dkms-580-open": ("580.173.02-*",),  # NVIDIA's CUDA-repository names (not Canonical's)
+        "nvidia-open": ("580.173.02-*",),
+        "nvidia-fabricmanager": ("580.173.02-*",),  # unversioned from 580 (cns-fabricmanager)
+        "libnvidia-nscq": ("580.173.02-*",),  # NSCQ beside the fabric manager (nscq-cuda-repo)
         "cuda-toolkit-12-4": (),
-        "datacenter-gpu-manager-4-core": ("1:4.2.3-*", "4.2.3-*"),
-        "datacenter-gpu-manager-4-cuda12": ("1:4.2.3-*", "4.2.3-*"),  # driver 550: a CUDA 12 driver
-        "datacenter-gpu-manager-4-proprietary": ("1:4.2.3-*", "4.2.3-*"),
-        "datacenter-gpu-manager-4-proprietary-cuda12": ("1:4.2.3-*", "4.2.3-*"),
-        "datacenter-gpu-manager-exporter": ("4.1.3-*",),
+        "datacenter-gpu-manager-4-core": ("1:4.4.2-*", "4.4.2-*"),
+        "datacenter-gpu-manager-4-cuda13": ("1:4.4.2-*", "4.4.2-*"),  # driver 580: a CUDA 13 driver
+        "datacenter-gpu-manager-4-proprietary": ("1:4.4.2-*", "4.4.2-*"),
+        "datacenter-gpu-manager-4-proprietary-cuda13": ("1:4.4.2-*", "4.4.2-*"),
+        "datacenter-gpu-manager-exporter": ("4.7.1-*",),
     }  # nvidia-mig-manager is no CUDA-repository package: a release file (below)
-    assert DCGM_PIN in cuda.pins
+    assert Pin(("datacenter-gpu-manager-4-*",), ("1:4.4.2-*", "4.4.2-*")) in cuda.pins
     container = repos[("apt", "nvidia-container")]
     assert {w.package: w.versions for w in container.wants.values()} == {
         p: ("1.17.8-1",)
@@ -281,13 +281,13 @@ def test_needs_of_the_h100_example() -> None:
     assert sorted(needs.artifacts) == [
         "enroot+caps_3.5.0-1_amd64.deb",
         "enroot_3.5.0-1_amd64.deb",
-        "nvidia-mig-manager_0.9.1-1_amd64.deb",
+        "nvidia-mig-manager_0.15.0-1_amd64.deb",
         "pyxis-0.20.0.tar.gz",
     ]
     assert len(needs.artifacts["enroot_3.5.0-1_amd64.deb"].nodes) == 66  # compute and login nodes
-    mig = needs.artifacts["nvidia-mig-manager_0.9.1-1_amd64.deb"]
+    mig = needs.artifacts["nvidia-mig-manager_0.15.0-1_amd64.deb"]
     assert mig.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]  # the mig group
-    assert mig.artifact.url == "http://192.0.2.5/artifacts/nvidia-mig-manager_0.9.1-1_amd64.deb"
+    assert mig.artifact.url == "http://192.0.2.5/artifacts/nvidia-mig-manager_0.15.0-1_amd64.deb"
     assert needs.artifacts["pyxis-0.20.0.tar.gz"].artifact.url == "http://192.0.2.5/artifacts/pyxis-0.20.0.tar.gz"
 
 
@@ -319,7 +319,7 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
     assert list(epel.wants) == ["dkms", "parallel", "slurm-devel"]
     assert epel.key_url == "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9"
     cuda = next(n for (fmt, kind, _), n in needs.repos.items() if (fmt, kind) == ("rpm", "nvidia-cuda"))
-    assert cuda.module_streams == {("nvidia-driver", "550-open")}  # what the nodes' dnf enables (driver 550, open)
+    assert cuda.module_streams == {("nvidia-driver", "580-open")}  # what the nodes' dnf enables (driver 580, open)
     assert cuda.key_url == "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub"
     docker = next(n for (fmt, kind, _), n in needs.repos.items() if kind == "docker-ce")
     assert list(docker.wants) == ["containerd.io"] and docker.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]

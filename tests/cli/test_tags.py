@@ -36,11 +36,13 @@ NVIDIA |= {"nvidia-dcgm", "mig"}
 
 
 def test_tags_are_the_layers_and_site() -> None:
-    assert TAGS == ("base", "packages", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health", "site")
+    assert TAGS == (
+        "base", "packages", "storage", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health", "site"
+    )  # fmt: skip
     assert select_layers(None, None) is None
     assert select_layers("slurm, base", None) == LayerSelection(("base", "slurm"), site_steps=False)
     assert select_layers(None, "nvidia,site") == LayerSelection(
-        ("base", "packages", "munge", "kubernetes", "slurm", "monitoring", "health"), site_steps=False
+        ("base", "packages", "storage", "munge", "kubernetes", "slurm", "monitoring", "health"), site_steps=False
     )
     assert select_layers("slurm,site", "slurm") == LayerSelection((), site_steps=True)
 
@@ -48,7 +50,7 @@ def test_tags_are_the_layers_and_site() -> None:
 @pytest.mark.parametrize(
     ("tags", "skip", "message"),
     [
-        ("slrum", None, "--tags: unknown tag 'slrum'; did you mean 'slurm'? the tags: base, packages, munge,"),
+        ("slrum", None, "--tags: unknown tag 'slrum'; did you mean 'slurm'? the tags: base, packages, storage, munge,"),
         (None, "nvida", "--skip-tags: unknown tag 'nvida'; did you mean 'nvidia'? the tags: "),
         ("zzz", None, "--tags: unknown tag 'zzz'; the tags: base, packages"),
         (",", None, "--tags: names no tag; the tags: "),
@@ -68,7 +70,7 @@ def test_cli_unknown_tag_exits_2_with_did_you_mean_and_the_list(tmp_path: Path, 
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "Traceback" not in cp.stderr
     text = " ".join(cp.stderr.split())
-    assert "--tags: unknown tag 'slrum'; did you mean 'slurm'? the tags: base, packages, munge, nvidia," in text
+    assert "--tags: unknown tag 'slrum'; did you mean 'slurm'? the tags: base, packages, storage, munge," in text
     assert "monitoring, health, site" in text
 
 
@@ -219,7 +221,12 @@ def test_cli_plan_limit_exclusion_and_tags(spec_file: Path, cluster: SimulatedCl
 @pytest.mark.parametrize(
     ("tags", "skip", "walked", "stepped"),
     [
-        (None, None, [("base", "packages", "munge", "nvidia", "kubernetes", "slurm"), ("monitoring", "health")], True),
+        (
+            None,
+            None,
+            [("base", "packages", "storage", "munge", "nvidia", "kubernetes", "slurm"), ("monitoring", "health")],
+            True,
+        ),
         ("slurm,site", None, [("slurm",)], True),
         ("monitoring,site", None, [("monitoring",)], True),
         ("site", None, [], True),

@@ -34,11 +34,11 @@ from gpuforge.deploy.operations import layer as layer_operation
 from gpuforge.deploy.runstate import RunState
 from gpuforge.orchestrate.apply import run_deploys
 from gpuforge.probes.pci import NVSWITCH_DEVICE_IDS
-from gpuforge.render import k8s_packages
+from gpuforge.render import k8s_packages, kube_vip
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.kubernetes import K8S_SYSCTLS
 from gpuforge.render.nvidia import CDI_SPEC, TOOLKIT_CONFIG, UNPRIVILEGED_GPU_SETTINGS
-from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
+from gpuforge.spec import Spec, k8s_day2, k8s_upstream, resolve_nodes
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.nodes import Node
 from tests.converge.simulated import SimulatedCluster, SimulatedConnector, simulated
@@ -89,6 +89,8 @@ def run_markers(spec: Spec, packages: dict[str, str]) -> dict[str, str]:
     }
     out.update({k8s_layer.sysctl_path(k): value for k, value in K8S_SYSCTLS})
     out.update({f"{HOOKS_DIR}/{hook}": f"#!/bin/sh (link to {EXTRA_HOOKS_DIR}/{hook})" for hook in EXTRA_HOOKS})
+    if kube_vip.interface(spec) is not None:  # written around init and join, by no layer's files
+        out[k8s_day2.KUBE_VIP_MANIFEST] = kube_vip.manifest(spec)
     if spec.kubernetes is not None:
         for a in addons(spec):
             out[a.stamp] = a.digest + (" revision:1" if a.release is not None else "")

@@ -29,6 +29,15 @@ with open(STATE + ".lock", "w") as lock:
     if verb == "get" and args[1] == "nodes":
         for name, n in nodes.items():
             print(f"{name}|{'true' if n['unschedulable'] else ''}|{n['annotations'].get(mark, '')}")
+    elif verb == "get" and args[1] == "node" and len(args) == 3:  # does the node exist
+        if args[2] not in nodes:
+            print(f'Error from server (NotFound): nodes "{args[2]}" not found', file=sys.stderr)
+            sys.exit(1)
+        print(args[2])
+    elif verb == "delete" and args[1] == "node":
+        if args[2] not in nodes and "--ignore-not-found" not in args:
+            sys.exit(1)
+        nodes.pop(args[2], None)
     elif verb == "get" and args[1] == "node":
         n = nodes[args[2]]
         path = args[4] if len(args) > 4 else args[3].split("=", 1)[1]

@@ -47,7 +47,11 @@ def pki() -> dict[str, bytes]:
 
 
 def load(mutate: Any = None) -> Any:
+    """The example behind a site's load balancer at its VIP and without an interface pin (kube-vip and
+    ``node_interface``: tests/converge/test_k8s_ha_endpoint.py)."""
     data = yaml.safe_load(K8S.read_text())
+    data["kubernetes"]["api_endpoint"] = {"type": "external", "address": "198.51.100.9"}
+    data["kubernetes"].pop("node_interface", None)
     if mutate:
         mutate(data)
     return parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=K8S.parent)
@@ -213,7 +217,7 @@ def test_init_config_follows_the_spec_and_kubeadms_field_names() -> None:
     assert init["nodeRegistration"] == {"name": "kcp1", "criSocket": "unix:///run/containerd/containerd.sock"}
     assert init["localAPIEndpoint"] == {"advertiseAddress": "198.51.100.10", "bindPort": 6443}
     assert cluster["controlPlaneEndpoint"] == "k8s-api.example.org:6443"
-    assert cluster["kubernetesVersion"] == "v1.31.4" and cluster["clusterName"] == "kgpu"
+    assert cluster["kubernetesVersion"] == f"v{spec.versions.kubernetes}" and cluster["clusterName"] == "kgpu"
     assert cluster["networking"] == {"podSubnet": "10.32.0.0/12", "serviceSubnet": "10.96.0.0/12"}
     assert kubelet == {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                        "cgroupDriver": "systemd"}  # fmt: skip

@@ -29,6 +29,7 @@ KEY_PRESENT = {pkgs.K8S_KEYRING: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n"}
 def load(os_name: str = "ubuntu22.04", mutate: Any = None, base_dir: Path | None = None) -> Any:
     data = yaml.safe_load(K8S.read_text())
     data["cluster"]["os"] = os_name
+    data["versions"]["kubernetes"] = "1.31.4"  # the repository layout under test is the same for every minor
     if os_name == "rhel9":
         data["versions"]["driver"]["source"] = "nvidia"
     if mutate:

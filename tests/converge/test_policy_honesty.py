@@ -148,6 +148,18 @@ def _hopper() -> Data:
     groups["gpu"].update(hosts="gpu[001-002]", leaf_switch="leaf1")
     groups["mig"].update(hosts="gpu[061-062]")
     groups["login"].update(hosts="login01")
+    # Shared storage: the accounting node serves NFS; the GPU group mounts an export of it, a
+    # directory of another server and one the site mounts itself. The second export is mounted
+    # nowhere (a rename of it changes only the export table's comment).
+    groups["db"]["roles"].append("storage")
+    d["storage"] = {
+        "exports": [{"name": "shared", "path": "/export/shared"}, {"name": "spare", "path": "/export/spare"}],
+        "mounts": [
+            {"name": "shared", "path": "/shared", "nodes": "gpu", "export": "shared"},
+            {"name": "sw", "path": "/sw", "nodes": "gpu", "server": "192.0.2.5", "remote_path": "/vol/sw"},
+            {"name": "site", "path": "/site", "nodes": "gpu", "kind": "external"},
+        ],
+    }
     return d
 
 
@@ -257,6 +269,8 @@ BATCH = ("slurm", "partitions", "name=batch")
 VISION = ("kubernetes", "batch_queue", "tenants", "name=vision")
 INFERENCE = ("mig", "configs", "inference")
 OPS_RECEIVER = ("monitoring", "receivers", "name=ops")
+SHARED_EXPORT = ("storage", "exports", "name=shared")
+SHARED_MOUNT = ("storage", "mounts", "name=shared")
 
 M = Mutation
 MUTATIONS: dict[str, Mutation] = {
@@ -306,18 +320,18 @@ MUTATIONS: dict[str, Mutation] = {
     "versions.driver.version": M("hopper", setting("versions", "driver", version="570.172.08")),
     "versions.driver.flavor": M("hopper", setting("versions", "driver", flavor="proprietary")),
     "versions.driver.source": M("hopper", setting("versions", "driver", source="distro")),
-    "versions.driver.fabric_manager": M("hopper", setting("versions", "driver", fabric_manager="550.163.01")),
+    "versions.driver.fabric_manager": M("hopper", setting("versions", "driver", fabric_manager="580.173.02")),
     "versions.cuda_toolkit": M("hopper", setting("versions", cuda_toolkit="12.6")),
     "versions.container_toolkit": M("hopper", setting("versions", container_toolkit="1.17.9")),
     "versions.enroot": M("hopper", setting("versions", enroot="3.5.1")),
     "versions.pyxis": M("hopper", setting("versions", pyxis="0.21.0")),
     "versions.dcgm": M(
-        "hopper", setting("versions", dcgm="4.2.4", dcgm_exporter="4.2.4-4.1.3"), ("versions.dcgm_exporter",)
+        "hopper", setting("versions", dcgm="4.4.1", dcgm_exporter="4.4.1-4.6.0"), ("versions.dcgm_exporter",)
     ),
-    "versions.dcgm_exporter": M("hopper", setting("versions", dcgm_exporter="4.2.3-4.1.4")),
+    "versions.dcgm_exporter": M("hopper", setting("versions", dcgm_exporter="4.4.2-4.7.0")),
     "versions.mig_manager": M("hopper", setting("versions", mig_manager="0.10.0")),
     "versions.slurm": M("lab", setting("versions", slurm="22.05.8-4+deb12u3")),
-    "versions.kubernetes": M("k8s", setting("versions", kubernetes="1.31.5")),
+    "versions.kubernetes": M("k8s", setting("versions", kubernetes="1.36.5")),
     "versions.gpu_operator": M("k8s", setting("versions", gpu_operator="v26.7.1")),
     "versions.helm": M("k8s", setting("versions", helm="3.16.4")),
     # node groups
@@ -432,8 +446,11 @@ MUTATIONS: dict[str, Mutation] = {
     "slurm.containers.enroot": M("hopper", setting("slurm", "containers", enroot=False)),
     "slurm.containers.pyxis": M("hopper", setting("slurm", "containers", pyxis=False)),
     "slurm.extra_config": M("lab", setting("slurm", extra_config={"MessageTimeout": "20"})),
+    "slurm.state_save_location": M("lab", setting("slurm", state_save_location="/var/lib/slurm/state")),
+    "slurm.failover.slurmctld_timeout": M("lab", setting("slurm", "failover", slurmctld_timeout=240)),
+    "slurm.failover.slurmd_timeout": M("lab", setting("slurm", "failover", slurmd_timeout=600)),
+    "slurm.source": M("hopper", setting("slurm", source="site")),
     # kubernetes
-    "kubernetes.api_endpoint": M("k8s", setting("kubernetes", api_endpoint="198.51.100.8")),
     "kubernetes.pod_cidr": M("k8s", setting("kubernetes", pod_cidr="10.245.0.0/16")),
     "kubernetes.service_cidr": M("k8s", setting("kubernetes", service_cidr="10.112.0.0/12")),
     "kubernetes.cni.plugin": M("k8s", setting("kubernetes", "cni", plugin="calico")),
@@ -469,6 +486,22 @@ MUTATIONS: dict[str, Mutation] = {
     "kubernetes.batch_queue.tenants[].memory_quota_gi": M("k8s", setting(*VISION, memory_quota_gi=1024)),
     "kubernetes.batch_queue.tenants[].borrowing_limit": M("k8s", setting(*VISION, borrowing_limit=8)),
     "kubernetes.kernel_setup": M("k8s", setting("kubernetes", kernel_setup=False)),
+    "kubernetes.api_endpoint.type": M("k8s", setting("kubernetes", "api_endpoint", type="external")),
+    "kubernetes.api_endpoint.address": M("k8s", setting("kubernetes", "api_endpoint", address="198.51.100.8")),
+    "kubernetes.api_endpoint.interface": M("k8s", setting("kubernetes", "api_endpoint", interface="ens2f0")),
+    "kubernetes.api_endpoint.version": M("k8s", setting("kubernetes", "api_endpoint", version="v1.2.2")),
+    "kubernetes.node_interface": M("k8s", setting("kubernetes", node_interface="ens2f0")),
+    "kubernetes.certificates.enabled": M("k8s", setting("kubernetes", "certificates", enabled=False)),
+    "kubernetes.certificates.renew_days_before": M("k8s", setting("kubernetes", "certificates", renew_days_before=90)),
+    "kubernetes.certificates.warn_days": M("k8s", setting("kubernetes", "certificates", warn_days=14)),
+    "kubernetes.etcd_snapshots.enabled": M("k8s", setting("kubernetes", "etcd_snapshots", enabled=False)),
+    "kubernetes.etcd_snapshots.schedule": M("k8s", setting("kubernetes", "etcd_snapshots", schedule="hourly")),
+    "kubernetes.etcd_snapshots.keep": M("k8s", setting("kubernetes", "etcd_snapshots", keep=30)),
+    "kubernetes.etcd_snapshots.directory": M("k8s", setting("kubernetes", "etcd_snapshots", directory="/srv/etcd")),
+    "kubernetes.batch_queue.manage_jobs_without_queue_name": M(
+        "k8s", setting("kubernetes", "batch_queue", manage_jobs_without_queue_name=False)
+    ),
+    "kubernetes.batch_queue.tenants[].mig_quota": M("k8s", setting(*VISION, mig_quota={"1g.10gb": 10})),
     # MIG layouts
     "mig.configs": M("hopper", setting("mig", "configs", train=[{"devices": "all", "mig_devices": {"3g.40gb": 2}}])),
     "mig.configs{}[].devices": M("hopper", setting(*INFERENCE, "0", devices=[0, 1])),
@@ -518,6 +551,29 @@ MUTATIONS: dict[str, Mutation] = {
     "monitoring.alerts.operator_reasons": M("lab", setting("monitoring", "alerts", operator_reasons=["ops:"])),
     "monitoring.slurm_collector_interval": M("lab", setting("monitoring", slurm_collector_interval=120)),
     "monitoring.grafana_datasource": M("lab", setting("monitoring", grafana_datasource="prom")),
+    # storage
+    "storage.exports": M("hopper", adding("storage", "exports", item={"name": "data", "path": "/export/data"})),
+    "storage.exports[].name": M("hopper", setting("storage", "exports", "name=spare", name="reserve")),
+    "storage.exports[].path": M("hopper", setting(*SHARED_EXPORT, path="/export/common")),
+    "storage.exports[].options": M("hopper", setting(*SHARED_EXPORT, options=["rw", "sync", "root_squash"])),
+    "storage.mounts": M(
+        "hopper",
+        adding("storage", "mounts", item={"name": "data", "path": "/data", "nodes": "gpu", "export": "spare"}),
+    ),
+    "storage.mounts[].name": M("hopper", setting(*SHARED_MOUNT, name="common")),
+    "storage.mounts[].path": M("hopper", setting(*SHARED_MOUNT, path="/common")),
+    "storage.mounts[].nodes": M("hopper", setting(*SHARED_MOUNT, nodes="gpu,mig")),
+    "storage.mounts[].kind": M(
+        "hopper",
+        setting("storage", "mounts", "name=site", kind="nfs", server="192.0.2.5", remote_path="/vol/site"),
+        ("storage.mounts[].server", "storage.mounts[].remote_path"),
+    ),
+    "storage.mounts[].export": M("hopper", setting(*SHARED_MOUNT, export="spare")),
+    "storage.mounts[].server": M("hopper", setting("storage", "mounts", "name=sw", server="192.0.2.6")),
+    "storage.mounts[].remote_path": M("hopper", setting("storage", "mounts", "name=sw", remote_path="/vol/tools")),
+    "storage.mounts[].options": M("hopper", setting(*SHARED_MOUNT, options=["hard", "noatime", "vers=4.2"])),
+    "storage.mounts[].writable": M("hopper", setting(*SHARED_MOUNT, writable=False)),
+    "storage.mounts[].timeout_s": M("hopper", setting(*SHARED_MOUNT, timeout_s=60)),
     # rollout
     "rollout.batch_size": M("lab", setting("rollout", batch_size=2)),
     "rollout.drain_timeout": M("lab", setting("rollout", drain_timeout=600)),
@@ -536,12 +592,19 @@ EXEMPT: dict[str, str] = {
     ),
     "slurm": "present exactly when cluster.scheduler (rebuild) is slurm: it cannot come or go on its own",
     "kubernetes": "present exactly when cluster.scheduler (rebuild) is kubernetes: it cannot come or go on its own",
+    "kubernetes.api_endpoint": "required with more than one control plane (spec rule kubeadm_rules), as the "
+    "example has: it cannot come or go there; its fields each have their own mutation",
     "node_groups[].connector": "how the control host reaches a group's nodes (ssh, or Vagrant's ssh-config): "
     "nothing on a node reads it, and a simulated run has no Vagrant machines to resolve",
     "site.ansible": "the site's own Ansible code, which gpuforge runs but does not plan: what a change of it "
     "does is the site role's to say (its fields likewise)",
 }
 EXEMPT.update({p: EXEMPT["site.ansible"] for p in DECLARED if p.startswith("site.ansible[].")})
+CONTROL_HOST_ONLY = (
+    "read only by 'gpuforge accept' and 'gpuforge replace' on the control host: no node file is rendered from "
+    "it and no deploy reads it (test_acceptance_changes_no_node_file)"
+)
+EXEMPT.update({p: CONTROL_HOST_ONLY for p in DECLARED if p.split(".")[0] == "acceptance"})
 
 ALWAYS_PRESENT = (
     "a model that is always there (required, or made from its defaults): a change to it is a change to one "
@@ -563,6 +626,9 @@ REPORT_KINDS = frozenset({"note", "warning", "unavailable"})
 #: ``systemctl <verb> <unit>`` and ``scontrol reconfigure`` anywhere in a step's command.
 SYSTEMCTL = re.compile(r"\bsystemctl (restart|try-restart|reload-or-restart|reload|stop) ([\w@.:-]+)")
 RECONFIGURE = re.compile(r"\bscontrol reconfigure\b")
+#: ``exportfs -ra``: the NFS server re-reads its export tables (exports(5): "To apply changes to
+#: this file, run exportfs -ra"), the storage layer's reload of nfs-server.
+EXPORTFS = re.compile(r"\bexportfs -ra\b")
 
 #: What each daemon gpuforge restarts or reloads reads (path prefixes; ``built:<layer>`` and
 #: ``package:<layer>`` for a plugin that layer built, a package it installed or moved), from the
@@ -589,12 +655,15 @@ DAEMON_READS: dict[str, tuple[str, ...]] = {
     "prometheus-node-exporter": ("/etc/default/prometheus-node-exporter",),
     "gpuforge-slurm-metrics.timer": ("/etc/systemd/system/gpuforge-slurm-metrics.",),
     "gpuforge-health-metrics.timer": ("/etc/systemd/system/gpuforge-health-metrics.",),
+    "gpuforge-k8s-certs.timer": ("/etc/systemd/system/gpuforge-k8s-certs.timer",),
+    "gpuforge-etcd-snapshot.timer": ("/etc/systemd/system/gpuforge-etcd-snapshot.timer",),
     "dcgm-exporter": ("/etc/dcgm-exporter/", "/etc/systemd/system/dcgm-exporter.service", "package:nvidia-dcgm"),
     "nvidia-dcgm": ("package:nvidia-dcgm",),
     "nvidia-persistenced": ("/etc/systemd/system/nvidia-persistenced.service.d/", "package:nvidia-driver"),
     "containerd": ("/etc/containerd/", "package:container-engine"),
     "docker": ("/etc/docker/", "package:container-engine"),
     "nvidia-mig-manager": ("/etc/nvidia-mig-manager/", "/etc/systemd/system/nvidia-mig-manager.service.d/"),
+    "nfs-server": ("/etc/exports.d/", "package:storage-server"),
 }
 SHARED_INPUTS = ("/etc/slurm/",)
 #: Daemons that ``scontrol reconfigure`` makes read their files again, wherever it runs.
@@ -644,6 +713,7 @@ class NodeEffect:
             for m in SYSTEMCTL.finditer(s.command or "")
         ]
         out += [("reconfigure", "slurmctld") for s in self.steps if RECONFIGURE.search(s.command or "")]
+        out += [("reload", "nfs-server") for s in self.steps if EXPORTFS.search(s.command or "")]
         return out
 
     def inputs(self) -> set[str]:
@@ -902,3 +972,20 @@ def test_a_live_change_of_the_container_engine_config_leaves_containers_running(
     assert acting, f"no {engine} took the change\n{run.describe()}"
     problems = {h: live_problems(e, run.shared_inputs()) for h, e in acting.items()}
     assert not any(problems.values()), f"{problems}\n{run.describe()}"
+
+
+def test_acceptance_changes_no_node_file() -> None:
+    """The acceptance section (exempt above) changes no file on any node, and no renderer or deploy reads it."""
+    from gpuforge.render import render_cluster
+
+    path = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "every_field_slurm.yaml"
+    data = yaml.safe_load(path.read_text())
+    assert data.get("acceptance"), "the every-field fixture sets the acceptance section"
+    without = {k: v for k, v in data.items() if k != "acceptance"}
+    with_it, without_it = (render_cluster(spec_load.parse_spec(yaml.safe_dump(d))) for d in (data, without))
+    assert {n: [(f.path, f.data) for f in fs] for n, fs in with_it.items()} == {
+        n: [(f.path, f.data) for f in fs] for n, fs in without_it.items()
+    }
+    root = Path(__file__).resolve().parents[2] / "gpuforge"
+    readers = [p for d in ("render", "deploy") for p in (root / d).rglob("*.py") if "acceptance" in p.read_text()]
+    assert not readers, readers

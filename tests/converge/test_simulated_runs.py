@@ -36,8 +36,7 @@ ARTIFACT_PINS = {
         "enroot_3.5.0-1_amd64.deb",
         "enroot+caps_3.5.0-1_amd64.deb",
         "pyxis-0.20.0.tar.gz",
-        "dcgm-exporter-4.2.3-4.1.3-linux-amd64",
-        "nvidia-mig-manager_0.9.1-1_amd64.deb",
+        "nvidia-mig-manager_0.15.0-1_amd64.deb",
     )
 }
 

@@ -24,7 +24,7 @@ from gpuforge.spec.nvidia_packages import FIXTURE_BRANCHES, SOURCES, Unsupported
 from gpuforge.spec.platforms import platform_for
 
 REPO = Path(__file__).resolve().parents[2]
-VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.44.01"}
+VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.48.01"}
 KERNEL = {"debian12": "6.1.0-28-amd64", "ubuntu22.04": "5.15.0-126-generic", "ubuntu24.04": "6.8.0-49-generic",
           "rhel9": "5.14.0-427.13.1.el9_4.x86_64"}  # fmt: skip
 
@@ -60,8 +60,14 @@ def expected_deb(os: str, source: str, b: int, flavor: str) -> tuple[str, ...] |
             if open_
             else ("nvidia-dkms", "cuda-drivers", "nvidia-driver")
         )
-    else:
-        drv = (f"nvidia-dkms-{b}-open", "nvidia-open") if open_ else (f"nvidia-dkms-{b}", f"cuda-drivers-{b}")
+    elif not open_:
+        drv = (f"nvidia-dkms-{b}", f"cuda-drivers-{b}")
+    elif b < 560:  # issue 32 item 4: the 550-era repository has no nvidia-open (its driver repository's file
+        # list: cuda-drivers-550, nvidia-kernel-open-550, nvidia-driver-550-open; CUDA 12.4 downloads page:
+        # "apt-get install -y nvidia-kernel-open-550", "apt-get install -y cuda-drivers-550")
+        drv = (f"nvidia-dkms-{b}-open", f"nvidia-kernel-open-{b}", f"nvidia-driver-{b}-open", f"cuda-drivers-{b}")
+    else:  # from 560 the open flavor is nvidia-open (driver installation guide, kernel modules)
+        drv = (f"nvidia-dkms-{b}-open", "nvidia-open")
     return (*drv, *pin, *prereq, *fm_cuda)
 
 

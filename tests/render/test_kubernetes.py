@@ -95,7 +95,7 @@ def test_values_follow_the_spec() -> None:
         d["dcgm"] = {"enabled": False, "exporter": False}  # one host engine: the operator's exporter's own
 
     op = k8s.gpu_operator_values(variant(operator_stack))
-    assert op["driver"] == {"enabled": True, "version": "550.163.01", "kernelModuleType": "open"}
+    assert op["driver"] == {"enabled": True, "version": "595.91.07", "kernelModuleType": "open"}
     assert op["toolkit"] == {
         "enabled": True,
         "version": "v1.17.8",
@@ -195,7 +195,7 @@ def test_helm_argv() -> None:
     assert k8s.helm_gpu_operator_argv(spec) == [
         "helm", "upgrade", "--install", "gpu-operator", "nvidia/gpu-operator",
         "--namespace", "gpu-operator", "--create-namespace",
-        "--version", "v26.7.0",
+        "--version", "v26.7.0", "--disable-openapi-validation",
         "-f", k8s.GPU_OPERATOR_VALUES,
     ]  # fmt: skip
     argv = k8s.helm_gpu_operator_argv(
@@ -293,11 +293,14 @@ def test_kueue_quotas_cohort_and_queues() -> None:
     assert set(cqs) == {"vision", "language"}
     assert {cq["cohortName"] for cq in cqs.values()} == {"kgpu"}
     vision = cqs["vision"]["resourceGroups"][0]
-    assert vision["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    # the inference nodes' MIG devices are resources of their own (mixed strategy)
+    assert vision["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
     resources = {r["name"]: r for r in vision["flavors"][0]["resources"]}
     assert resources["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 32, "borrowingLimit": 16}
-    assert resources["cpu"]["nominalQuota"] == 64
-    assert resources["memory"]["nominalQuota"] == "512Gi"
+    # 32 of the workers' 80 GPUs: 2/5 of their 1795 CPUs, 15627 GiB and 112 MIG devices, rounded down
+    assert resources["cpu"]["nominalQuota"] == 718
+    assert resources["memory"]["nominalQuota"] == "6250Gi"
+    assert resources["nvidia.com/mig-1g.10gb"]["nominalQuota"] == 44
     lang = {r["name"]: r for r in cqs["language"]["resourceGroups"][0]["flavors"][0]["resources"]}
     assert "borrowingLimit" not in lang["nvidia.com/gpu"]
     flavors = {d["metadata"]["name"] for d in docs if d["kind"] == "ResourceFlavor"}
@@ -342,7 +345,7 @@ def test_volcano_queues_validate_against_crd() -> None:
     assert queues["vision"]["spec"]["capability"] == {"nvidia.com/gpu": 48}
     # No borrowing limit: may grow to every worker GPU (8 x 8 + 2 x 8).
     assert queues["language"]["spec"]["capability"] == {"nvidia.com/gpu": 80}
-    assert queues["vision"]["spec"]["deserved"] == {"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": 32}
+    assert queues["vision"]["spec"]["deserved"] == {"cpu": 718, "memory": "6250Gi", "nvidia.com/gpu": 32}
 
 
 def test_volcano_gets_the_capacity_plugin_its_quotas_need() -> None:
@@ -390,7 +393,7 @@ def files_of(spec: Spec, name: str) -> dict[str, str]:
 def test_which_node_gets_what() -> None:
     spec = inventory("k8s-gpu-operator")
     got = {n.name: set(files_of(spec, n.name)) for n in resolve_nodes(spec)}
-    assert got.pop("kcp1") == PREREQS | {k8s.GPU_OPERATOR_VALUES, k8s.KUEUE_MANIFESTS}
+    assert got.pop("kcp1") == PREREQS | {k8s.GPU_OPERATOR_VALUES, k8s.KUEUE_MANIFESTS, k8s.KUEUE_CONFIG}
     assert all(paths == PREREQS for paths in got.values())
     assert all(p.startswith(k8s.MANIFEST_DIR + "/") for p in (k8s.GPU_OPERATOR_VALUES, k8s.KUEUE_MANIFESTS))
     volcano = batch_queue(kind="volcano")

@@ -27,7 +27,7 @@ def test_gpu_node_config_from_the_h100_spec() -> None:
     assert cfg["gpu"] == {"count": 8, "model": "H100-80GB", "gres_type": "h100",
                           "pci_device_ids": ["2330", "2331", "2322", "2324"], "nvswitch": True,
                           "ecc_expected": True}  # fmt: skip
-    assert cfg["driver_version"] == "550.163.01"
+    assert cfg["driver_version"] == "580.173.02"
     assert cfg["mig"] == {
         "config": "inference",
         "file": "/etc/nvidia-mig-manager/gpuforge.yaml",

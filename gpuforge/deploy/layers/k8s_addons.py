@@ -39,6 +39,7 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.render.escape import sed_replacement, shell_word
 from gpuforge.render.files import RenderedFile
 from gpuforge.spec import Spec, k8s_upstream
+from gpuforge.spec import k8s_day2 as day2
 from gpuforge.spec.model import K8S_ROLES, SourceMode
 from gpuforge.spec.nodes import Node, resolve_nodes
 
@@ -90,6 +91,16 @@ def flannel_network_sed(pod_cidr: str) -> str:
     return f's#"Network": "{default}"#"Network": "{sed_replacement(pod_cidr)}"#'
 
 
+def flannel_iface_command(iface: str, path: str) -> str:
+    """Adds ``--iface=<iface>`` to flanneld's arguments in the manifest (after ``--kube-subnet-mgr``, at
+    its indentation), and fails when the manifest has no such line to add it after."""
+    arg = f"- --iface={iface}"
+    sed = f"s#^\\( *\\)- --kube-subnet-mgr$#&\\n\\1{arg}#"
+    refused = shlex.quote(f"gpuforge: no '- --kube-subnet-mgr' argument in {path}: cannot pin flannel to {iface}")
+    check = f"grep -q -- {shlex.quote(arg + '$')} {path}"
+    return f"sed -i {shell_word(sed)} {path} && {{ {check} || {{ echo {refused} >&2; false; }}; }}"
+
+
 def cni_addon(s: Spec) -> AddOn:
     k = k8s.kubernetes_section(s)
     plugin = k.cni.plugin
@@ -100,8 +111,12 @@ def cni_addon(s: Spec) -> AddOn:
     steps = [fetch] if fetch else []
     if plugin == "flannel" and k.pod_cidr != k8s_upstream.FLANNEL_DEFAULT_NETWORK:  # flannel README: match the pod CIDR
         steps.append(f"sed -i {shell_word(flannel_network_sed(k.pod_cidr))} {path}")
+    if plugin == "flannel" and k.node_interface is not None:  # k8s_day2 'flannel-iface'
+        steps.append(flannel_iface_command(k.node_interface, path))
     steps.append(f"{KUBECONFIG} kubectl apply -f {path}")
-    digest = f"{plugin} {version} {k.pod_cidr} {a.sha256 or '-'}"
+    digest = f"{plugin} {version} {k.pod_cidr} {a.sha256 or '-'}" + (
+        f" iface:{k.node_interface}" if k.node_interface else ""
+    )
     command = " && ".join(steps) if fetch else None
     return AddOn("cni", f"pod network: {plugin} {version} (pod CIDR {k.pod_cidr})", digest, command, a.reason, pushed)
 
@@ -174,6 +189,31 @@ def queues_addon(s: Spec, manifests: RenderedFile, controller: AddOn) -> AddOn:
     return AddOn("queues", f"the tenants' queues ({tenants}, {manifests.path})", digest, command)
 
 
+def kueue_config_addon(s: Spec, controller: AddOn) -> AddOn | None:
+    """Kueue's own configuration (``manageJobsWithoutQueueName``; ``render.kubernetes.kueue_config``),
+    applied after its controller and the controller restarted to read it (k8s_day2 'kueue-config');
+    unavailable when the spec turns the setting on for a release gpuforge does not know."""
+    file = k8s.kueue_config_file(s)
+    ns, deployment = day2.KUEUE_NAMESPACE, day2.KUEUE_DEPLOYMENT
+    summary = f"Kueue configuration (manageJobsWithoutQueueName: {str(k8s.manage_jobs_without_queue_name(s)).lower()})"
+    if file is None:
+        if not k8s.manage_jobs_without_queue_name(s):
+            return None
+        version = k8s.kubernetes_section(s).batch_queue.version
+        known = ", ".join(day2.KUEUE_DEFAULT_CONFIG)
+        why = (
+            f"gpuforge knows the configuration of Kueue {known}, not {version}: pin one, or set "
+            "manage_jobs_without_queue_name: false"
+        )
+        return AddOn("queue-config", summary, "-", None, why)
+    command = (
+        f"{KUBECONFIG} kubectl apply --server-side --force-conflicts -f {file.path} && "
+        f"{KUBECONFIG} kubectl rollout restart deployment/{deployment} -n {ns} && "
+        f"{KUBECONFIG} kubectl rollout status deployment/{deployment} -n {ns} --timeout=5m"
+    )
+    return AddOn("queue-config", summary, f"{file.sha256[:16]} controller:{_sha(controller.digest)}", command)
+
+
 def node_labels(s: Spec) -> dict[str, dict[str, str]]:
     """Labels gpuforge sets on Kubernetes nodes: the MIG layout of each node that has one."""
     return {n.name: {MIG_CONFIG_LABEL: n.mig_config} for n in resolve_nodes(s) if n.mig_config and n.roles & K8S_ROLES}
@@ -198,7 +238,8 @@ def addons(s: Spec) -> list[AddOn]:
     queues = k8s.batch_queue_file(s)
     if queues is not None:
         controller = queue_controller_addon(s)
-        out += [controller, queues_addon(s, queues, controller)]
+        config = kueue_config_addon(s, controller) if k8s.kubernetes_section(s).batch_queue.kind == "kueue" else None
+        out += [controller, *([config] if config else []), queues_addon(s, queues, controller)]
     if node_labels(s):
         out.append(labels_addon(s))
     return out

@@ -13,7 +13,13 @@ the cluster), in this order on every host:
    selection (``--limit``, a rolling batch) leaves the first control plane out still has it, as a
    token host (:func:`token_hosts`) that runs this operation and no other.
 3. ``kubernetes-join``: ``kubeadm join`` on a node that is not in the cluster, from a 0600
-   JoinConfiguration (the token; the CA pinned by its hash) removed right after.
+   JoinConfiguration (the token; the CA pinned by its hash) removed right after: each other
+   control plane in an operation of its own, one after the other, then the workers together.
+
+With a kube-vip endpoint every control plane runs kube-vip's static pod (:mod:`gpuforge.render.kube_vip`):
+the first writes it before ``kubeadm init`` (reading ``super-admin.conf`` until init finished, then
+``admin.conf``), the others right after their join (kubeadm's join preflight wants an empty manifest
+directory); a control plane in the cluster gets it again when it differs from the spec's.
 
 No certificate key (``kubeadm init --upload-certs``, ``join --certificate-key``): gpuforge writes the
 shared keys on every control plane itself (step 1, and again after a reset), before its join,
@@ -31,11 +37,13 @@ from collections.abc import Callable
 from gpuforge.deploy.converge import PENDING_DIR, Directory, Layer, LayerFacts, Step, StepKind
 from gpuforge.deploy.k8s_pki import ca_cert_hash
 from gpuforge.deploy.runstate import JOIN_TOKEN_LAYER, RunState
+from gpuforge.render import kube_vip
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
+from gpuforge.spec import k8s_day2 as day2
 from gpuforge.spec.model import K8S_ROLES, Role
-from gpuforge.spec.nodes import Node
+from gpuforge.spec.nodes import Node, nodes_with
 
 #: A kubeadm init or join that started and has not finished (written before it, removed after).
 KUBEADM_PENDING = f"{PENDING_DIR}/kubeadm.pending"
@@ -72,31 +80,70 @@ def is_member(facts: LayerFacts) -> bool:
     return facts.contents.get(k8s_upstream.KUBELET_CONFIG) is not None and facts.contents.get(KUBEADM_PENDING) is None
 
 
+def kube_vip_file(s: Spec, kubeconfig: str = day2.KUBE_VIP_KUBECONFIG) -> RenderedFile:
+    """kube-vip's static pod manifest (0600, as kubeadm writes its own)."""
+    return RenderedFile(day2.KUBE_VIP_MANIFEST, kube_vip.manifest(s, kubeconfig), mode="0600")
+
+
+def kube_vip_steps(s: Spec, n: Node, facts: LayerFacts) -> list[Step]:
+    """A control plane in the cluster whose kube-vip manifest is not the spec's: written again (the
+    kubelet restarts the pod). Nodes not in yet get it with their init or join (kube-vip-static)."""
+    if not kube_vip.runs_on(s, n) or not is_member(facts):
+        return []
+    want = kube_vip_file(s)
+    if facts.contents.get(want.path) == want.data.decode():
+        return []
+    return [Step(StepKind.UPLOAD, f"write {want.path} (kube-vip {kube_vip.image(s)}, VIP {cfg.endpoint_address(s)})",
+                 upload=want)]  # fmt: skip
+
+
+def init_steps(s: Spec, facts: LayerFacts, keys: list[RenderedFile]) -> list[Step]:
+    """``kubeadm init`` on the first control plane; with kube-vip its manifest around it: reading
+    super-admin.conf during init, admin.conf after (kube-vip-static)."""
+    init = f"kubeadm init --config {cfg.KUBEADM_INIT_CONFIG} --skip-token-print"
+    steps = [*reset_steps(facts, keys)]
+    vip = cfg.kube_vip(s) is not None
+    during = kube_vip.init_kubeconfig(s)
+    if vip:
+        steps.append(Step(StepKind.UPLOAD, f"write {day2.KUBE_VIP_MANIFEST} (kube-vip reads {during} during init)",
+                          upload=kube_vip_file(s, during)))  # fmt: skip
+    steps.append(Step(StepKind.INSTALL, f"kubeadm init of cluster {s.cluster.name} (v{s.versions.kubernetes})",
+                      pending_run(init, "init")))  # fmt: skip
+    if vip and during != day2.KUBE_VIP_KUBECONFIG:
+        steps.append(Step(StepKind.UPLOAD, f"write {day2.KUBE_VIP_MANIFEST} (kube-vip reads "
+                          f"{day2.KUBE_VIP_KUBECONFIG} from now on)", upload=kube_vip_file(s)))  # fmt: skip
+    return steps
+
+
 def control_plane_layer(s: Spec, n: Node, pki: dict[str, bytes]) -> Layer:
-    """Shared keys on every control plane; the kubeadm config and ``kubeadm init`` on the first."""
+    """Shared keys on every control plane; the kubeadm config and ``kubeadm init`` on the first;
+    kube-vip's manifest kept as the spec says on control planes in the cluster."""
     if s.kubernetes is None or not n.has(Role.K8S_CONTROL_PLANE):
         return Layer.empty("kubernetes-control-plane")
     first = cfg.first_control_plane(s)
     keys = shared_pki(pki)
     files = cfg.kubeadm_files(s, n, Secrets.redacted().with_k8s_pki(pki))
+    read = (
+        k8s_upstream.KUBELET_CONFIG,
+        KUBEADM_PENDING,
+        *((day2.KUBE_VIP_MANIFEST,) if kube_vip.runs_on(s, n) else ()),
+    )
     if first is None or first.name != n.name:
-        return Layer("kubernetes-control-plane", directories=PKI_DIRS, files=files)
+        if not kube_vip.runs_on(s, n):
+            return Layer("kubernetes-control-plane", directories=PKI_DIRS, files=files)
+        return Layer("kubernetes-control-plane", directories=PKI_DIRS, files=files, read_paths=read,
+                     after=lambda facts, changed: kube_vip_steps(s, n, facts))  # fmt: skip
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
         if is_member(facts):
-            return []
-        init = f"kubeadm init --config {cfg.KUBEADM_INIT_CONFIG} --skip-token-print"
-        return [
-            *reset_steps(facts, keys),
-            Step(StepKind.INSTALL, f"kubeadm init of cluster {s.cluster.name} (v{s.versions.kubernetes})",
-                 pending_run(init, "init")),
-        ]  # fmt: skip
+            return kube_vip_steps(s, n, facts)
+        return init_steps(s, facts, keys)
 
     return Layer(
         "kubernetes-control-plane",
         directories=PKI_DIRS,
         files=files,
-        read_paths=(k8s_upstream.KUBELET_CONFIG, KUBEADM_PENDING),
+        read_paths=read,
         after=after,
     )
 
@@ -141,7 +188,8 @@ def join_token_layer(s: Spec, n: Node, run: RunState) -> Layer:
 
 
 def join_layer(s: Spec, n: Node, run: RunState, pki: dict[str, bytes]) -> Layer:
-    """``kubeadm join`` of a worker or another control plane that is not in the cluster."""
+    """``kubeadm join`` of a worker or another control plane that is not in the cluster (a control
+    plane with kube-vip gets its manifest right after its join: kube-vip-static)."""
     first = cfg.first_control_plane(s)
     if s.kubernetes is None or not n.roles & K8S_ROLES or first is None or first.name == n.name:
         return Layer.empty("kubernetes-join")
@@ -156,19 +204,45 @@ def join_layer(s: Spec, n: Node, run: RunState, pki: dict[str, bytes]) -> Layer:
         )
         join = f"kubeadm join --config {join_file.path}"
         role = "control plane" if n.has(Role.K8S_CONTROL_PLANE) else "worker"
-        return [
+        steps = [
             *reset_steps(facts, keys),
             Step(StepKind.UPLOAD, "write the join configuration (secret: token; CA pinned by its hash)",
                  upload=join_file),
             Step(StepKind.INSTALL, f"kubeadm join as a {role} via {cfg.api_endpoint(s)}",
                  pending_run(join, "join", join_file.path)),
         ]  # fmt: skip
+        if kube_vip.runs_on(s, n):
+            steps.append(Step(StepKind.UPLOAD, f"write {day2.KUBE_VIP_MANIFEST} (kube-vip, after the join)",
+                              upload=kube_vip_file(s)))  # fmt: skip
+        return steps
 
     return Layer("kubernetes-join", read_paths=(k8s_upstream.KUBELET_CONFIG, KUBEADM_PENDING), after=after)
 
 
-OPERATIONS: tuple[tuple[str, Callable[[Spec, Node, RunState, dict[str, bytes]], Layer]], ...] = (
-    ("kubernetes: shared keys and kubeadm init", lambda s, n, run, pki: control_plane_layer(s, n, pki)),
-    ("kubernetes: join token", lambda s, n, run, pki: join_token_layer(s, n, run)),
-    ("kubernetes: kubeadm join", join_layer),
-)
+Build = Callable[[Spec, Node, RunState, dict[str, bytes]], Layer]
+
+
+def _only_on(name: str, title: str) -> Build:
+    """``join_layer`` on the node ``name``, nothing elsewhere."""
+    return lambda s, n, run, pki: join_layer(s, n, run, pki) if n.name == name else Layer.empty(title)
+
+
+def operations(s: Spec) -> list[tuple[str, Build]]:
+    """The kubeadm operations in order. Control planes join one at a time, each in its own operation
+    (pyinfra runs an operation on every host before the next, so one control plane's etcd member has
+    joined before the next starts: concurrent etcd member joins are what upstream reports as flaky);
+    the workers join together in the last one."""
+    first = cfg.first_control_plane(s)
+    ops: list[tuple[str, Build]] = [
+        ("kubernetes: shared keys and kubeadm init", lambda s, n, run, pki: control_plane_layer(s, n, pki)),
+        ("kubernetes: join token", lambda s, n, run, pki: join_token_layer(s, n, run)),
+    ]
+    for plane in nodes_with(s, Role.K8S_CONTROL_PLANE):
+        if first is not None and plane.name != first.name:
+            title = f"kubernetes: kubeadm join of control plane {plane.name}"
+            ops.append((title, _only_on(plane.name, title)))
+    workers: Build = lambda s, n, run, pki: (  # noqa: E731
+        join_layer(s, n, run, pki) if not n.has(Role.K8S_CONTROL_PLANE) else Layer.empty("kubernetes-join")
+    )
+    ops.append(("kubernetes: kubeadm join of the workers", workers))
+    return ops

@@ -27,20 +27,23 @@ from pyinfra.api import deploy
 
 from gpuforge.deploy.apt import APT_UPDATE, install_command
 from gpuforge.deploy.context import k8s_pki, node, run_state, spec
-from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step, StepKind
 from gpuforge.deploy.layers.k8s_addons import addons_layer
-from gpuforge.deploy.layers.kubeadm import KUBEADM_PENDING, OPERATIONS, is_member
+from gpuforge.deploy.layers.kubeadm import KUBEADM_PENDING, is_member, operations
 from gpuforge.deploy.layers.nvidia.common import quote_path, unavailable_step, upload_file
 from gpuforge.deploy.operations.layer import converge
 from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.swap import active_swaps, fstab_swap_lines
+from gpuforge.render import k8s_maintenance
 from gpuforge.render import k8s_packages as pkgs
+from gpuforge.render import kubeadm as cfg
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.key_check import key_check_command
 from gpuforge.render.kubernetes import K8S_MODULES, K8S_SYSCTL, K8S_SYSCTLS, MANIFEST_DIR, kubernetes_files
 from gpuforge.spec import Spec, k8s_upstream
-from gpuforge.spec.model import K8S_ROLES
+from gpuforge.spec import k8s_day2 as day2
+from gpuforge.spec.model import K8S_ROLES, Role
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.repo_keys import repository_fingerprint
 
@@ -122,26 +125,69 @@ def key_steps(s: Spec, n: Node, repo: src.Repo, facts: LayerFacts, changed: set[
     return [Step(StepKind.KEYRING, f"Kubernetes repository key {fingerprint} from {repo.key_url}", cmd)]
 
 
+def _install(s: Spec, n: Node, names: tuple[str, ...], sources_changed: bool, have: dict[str, str | None]) -> str:
+    """``names`` at the spec's version, held there again (apt: unhold, install, hold; dnf: the
+    repository's ``exclude=`` keeps them, ``--disableexcludes`` lets this install through)."""
+    wanted = pkgs.package_specs(s, n, names)
+    if not n.os.is_deb:
+        return f"dnf -y install --disableexcludes={pkgs.K8S_REPO_ID} {' '.join(wanted)}"
+    installed = " ".join(p for p in names if have.get(p))  # apt-mark knows installed packages only
+    unhold = f"apt-mark unhold {installed} >/dev/null && " if installed else ""
+    install = install_command(wanted, downgrades=True, update_first=sources_changed)
+    return f"{unhold}{install} && apt-mark hold {' '.join(names)}"
+
+
+def upgrade_steps(s: Spec, n: Node, have: dict[str, str | None], sources_changed: bool) -> list[Step]:
+    """A node in the cluster moves to the spec's version as kubeadm's upgrade says (k8s_day2
+    'kubeadm-upgrade'): kubeadm first, then ``kubeadm upgrade apply`` on the first control plane
+    (after ``kubeadm upgrade plan``) or ``kubeadm upgrade node`` elsewhere, then kubelet and kubectl,
+    then the kubelet restarted; each package held at the pin again. The orchestration runs it drained,
+    control planes one at a time first (:mod:`gpuforge.orchestrate.k8s_upgrade`). kubeadm's upgrade is
+    idempotent, so a node whose kubelet is still off the pin runs it again after an interruption."""
+    version = s.versions.kubernetes
+    newer = [p for p, v in have.items() if v is not None and pkgs.version_newer(v, version)]
+    if newer:
+        return [Step(StepKind.WARNING, f"{', '.join(newer)} newer than {version} on a node in the cluster: kubeadm "
+                     "does not downgrade; left alone (restore the spec's newer version)")]  # fmt: skip
+    steps: list[Step] = []
+    if not pkgs.version_is(have.get("kubeadm"), version):
+        steps.append(Step(StepKind.UPGRADE, f"kubeadm {have.get('kubeadm')} -> {version} (held)",
+                          _install(s, n, ("kubeadm",), sources_changed, have)))  # fmt: skip
+        sources_changed = False
+    kubelet_off = not pkgs.version_is(have.get("kubelet"), version)
+    if kubelet_off:
+        first = cfg.first_control_plane(s)
+        if first is not None and first.name == n.name:
+            steps.append(Step(StepKind.VERIFY, f"kubeadm upgrade plan v{version} (the cluster can be upgraded)",
+                              day2.upgrade_plan_command(version)))  # fmt: skip
+            steps.append(Step(StepKind.UPGRADE, f"kubeadm upgrade apply v{version} (the control plane, first)",
+                              day2.upgrade_apply_command(version)))  # fmt: skip
+        else:
+            what = "this control plane" if n.has(Role.K8S_CONTROL_PLANE) else "the kubelet configuration"
+            steps.append(Step(StepKind.UPGRADE, f"kubeadm upgrade node ({what})", day2.UPGRADE_NODE_COMMAND))
+    rest = tuple(p for p in ("kubelet", "kubectl") if not pkgs.version_is(have.get(p), version))
+    if rest:
+        moves = ", ".join(f"{p} {have.get(p)} -> {version}" for p in rest)
+        steps.append(Step(StepKind.UPGRADE, f"{moves} (held)", _install(s, n, rest, sources_changed, have)))
+    if kubelet_off:
+        steps.append(Step(StepKind.RESTART, "restart kubelet on the new version", day2.KUBELET_RESTART))
+    return steps
+
+
 def package_steps(s: Spec, n: Node, facts: LayerFacts, changed: set[str]) -> list[Step]:
-    """kubelet, kubeadm and kubectl at ``versions.kubernetes``, held there (and kubelet enabled)."""
+    """kubelet, kubeadm and kubectl at ``versions.kubernetes``, held there (and kubelet enabled); on a
+    node in the cluster, through kubeadm's upgrade (:func:`upgrade_steps`)."""
     version = s.versions.kubernetes
     have = {p: facts.packages.get(p) for p in k8s_upstream.PACKAGES}
     off = [p for p, v in have.items() if not pkgs.version_is(v, version)]
     if not off:
         return []
-    moves = ", ".join(f"{p} {have[p] or '(none)'} -> {version}" for p in off)
-    wanted = pkgs.package_specs(s, n)
-    held = " ".join(k8s_upstream.HELD)
-    installed = " ".join(p for p in k8s_upstream.HELD if have.get(p))  # apt-mark knows installed packages only
     sources = {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_KEYRING, pkgs.K8S_RPM_KEY, pkgs.K8S_REPO_FILE}
     sources_changed = bool(changed & sources)
-    if n.os.is_deb:
-        install = install_command(wanted, downgrades=True, update_first=sources_changed)
-        unhold = f"apt-mark unhold {installed} >/dev/null && " if installed else ""
-        cmd = f"{unhold}{install} && apt-mark hold {held} && systemctl enable kubelet"
-    else:
-        names = " ".join(wanted)
-        cmd = f"dnf -y install --disableexcludes={pkgs.K8S_REPO_ID} {names} && systemctl enable kubelet"
+    if is_member(facts) and all(have.values()):
+        return upgrade_steps(s, n, have, sources_changed)
+    moves = ", ".join(f"{p} {have[p] or '(none)'} -> {version}" for p in off)
+    cmd = f"{_install(s, n, k8s_upstream.PACKAGES, sources_changed, have)} && systemctl enable kubelet"
     return [Step(StepKind.INSTALL, f"Kubernetes packages at {version}: {moves}", cmd)]
 
 
@@ -206,6 +252,19 @@ def kubernetes_layer(s: Spec, n: Node, run: RunState | None = None) -> Layer:
     )
 
 
+def maintenance_layer(s: Spec, n: Node) -> Layer:
+    """The control plane's certificate renewal and etcd snapshot timers (:mod:`gpuforge.render.k8s_maintenance`),
+    enabled and started; a changed timer is restarted (a changed service or script is read at its next run)."""
+    units = k8s_maintenance.maintenance_units(s, n)
+    if not units:
+        return Layer.empty("kubernetes-maintenance")
+    return Layer(
+        "kubernetes-maintenance",
+        files=[f for _, *three in units for f in three],
+        services=tuple(Service(unit, restart_on=(timer.path,)) for unit, _, _, timer in units),
+    )
+
+
 @deploy("gpuforge kubernetes")
 def kubernetes() -> None:
     s, n, run = spec(), node(), run_state()
@@ -213,6 +272,10 @@ def kubernetes() -> None:
     # No kubeadm where the packages have no source (the kubernetes layer reports why).
     on = s.kubernetes is not None and bool(n.roles & K8S_ROLES) and pkgs.kubernetes_repo(s, n.os).available
     pki = k8s_pki() if on else {}
-    for title, build in OPERATIONS:
+    for title, build in operations(s):
         converge(name=title, layer=build(s, n, run, pki) if on else Layer.empty(title))
     converge(name="kubernetes: cluster add-ons", layer=addons_layer(s, n) if on else Layer.empty("kubernetes-addons"))
+    converge(
+        name="kubernetes: control plane timers",
+        layer=maintenance_layer(s, n) if on else Layer.empty("kubernetes-maintenance"),
+    )

@@ -122,7 +122,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
     dirs = [Directory("/var/log/slurm", "0755", "slurm", "slurm"), Directory(SLURM_ETC, "0755")]
     if n.has(Role.CONTROLLER):
         packages += [slurm_package(s, "slurmctld"), slurm_package(s, "slurm-client")]
-        dirs.append(Directory("/var/lib/slurm/slurmctld", "0755", "slurm", "slurm"))
+        dirs.append(Directory(s.slurm.state_save_location if s.slurm else "", "0755", "slurm", "slurm"))
     if n.has(Role.COMPUTE):
         packages += [slurm_package(s, "slurmd"), slurm_package(s, "slurm-client"), *nvml_packages(s, n)]
         dirs.append(Directory("/var/lib/slurm/slurmd", "0755", "root", "root"))
@@ -159,7 +159,7 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
 
     return Layer(
         "slurm-config",
-        packages=tuple(dict.fromkeys(packages)),
+        packages=tuple(p for p in dict.fromkeys(packages) if p),  # "": shipped by another package (site)
         directories=tuple(dirs),
         files=files,
         read_paths=(SLURM_CONF,) if new_conf is not None else (),

@@ -32,6 +32,9 @@ from gpuforge.render.nvidia import (
     host_driver,
     nvidia_default_runtime,
     restrict_unprivileged_gpus,
+    toolkit_driver_root,
+    toolkit_root_command,
+    toolkit_root_is,
 )
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import ContainerEngine
@@ -132,6 +135,21 @@ def toolkit_config_step(current: str | None) -> Step | None:
     return Step(StepKind.RECONFIGURE, f"{TOOLKIT_CONFIG}: {what} (GPUs only through the device plugin)", cmd)
 
 
+def toolkit_config_steps(ctx: Ctx, current: str | None) -> list[Step]:
+    """The toolkit config's settings: unprivileged containers' GPUs (Kubernetes nodes), then the driver
+    root of the GPU Operator's driver container (``driver: operator`` with a host toolkit). The root line
+    is written after any ``nvidia-ctk config`` run, which would comment it out again."""
+    steps: list[Step] = []
+    ctk = toolkit_config_step(current) if restrict_unprivileged_gpus(ctx.spec, ctx.node) else None
+    if ctk is not None:
+        steps.append(ctk)
+    root = toolkit_driver_root(ctx.spec, ctx.node)
+    if root is not None and (ctk is not None or not toolkit_root_is(current, root)):
+        what = f"{TOOLKIT_CONFIG}: nvidia-container-cli root = {root} (the GPU Operator's driver container)"
+        steps.append(Step(StepKind.RECONFIGURE, what, toolkit_root_command(root)))
+    return steps
+
+
 def toolkit_layer(ctx: Ctx) -> Layer:
     """The four toolkit packages pinned together; the CDI spec when it is missing or stale; on
     Kubernetes nodes, the toolkit's config refusing ``NVIDIA_VISIBLE_DEVICES`` from unprivileged
@@ -187,13 +205,11 @@ def toolkit_layer(ctx: Ctx) -> Layer:
                             f"CDI spec not generated ({why}): the driver {ctx.driver_version} is not loaded here",
                         )
                     )
-        if restrict:
-            step = toolkit_config_step(facts.contents.get(TOOLKIT_CONFIG))
-            if step is not None:
-                steps.append(step)
+        steps += toolkit_config_steps(ctx, facts.contents.get(TOOLKIT_CONFIG))
         return keep_reports(ctx, "nvidia-container-toolkit", steps)
 
-    read_paths = ((CDI_SPEC, CDI_MARKER) if cdi else ()) + ((TOOLKIT_CONFIG,) if restrict else ())
+    config = restrict or toolkit_driver_root(s, ctx.node) is not None
+    read_paths = ((CDI_SPEC, CDI_MARKER) if cdi else ()) + ((TOOLKIT_CONFIG,) if config else ())
     return Layer(
         "nvidia-container-toolkit",
         packages=tuple(pinned) if ctx.deb and repo.available else (),

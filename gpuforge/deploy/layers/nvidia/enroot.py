@@ -25,7 +25,7 @@ from gpuforge.render.nvidia import (
     USERNS_SYSCTL,
 )
 from gpuforge.render.nvidia_repos import enroot_wanted, pyxis_wanted
-from gpuforge.render.slurm import plugin_dir
+from gpuforge.render.slurm import plugin_dir, slurm_dev_package
 from gpuforge.spec.model import Role
 
 #: enroot's extra hooks (Slurm's PMI/PMIx and PyTorch variables in containers): its packages put them in
@@ -112,8 +112,8 @@ def pyxis_layer(ctx: Ctx) -> Layer:
         return Layer.empty("pyxis")
     ver = ctx.spec.versions.pyxis
     a = src.pyxis_artifact(ctx.spec)
-    plugin = f"{plugin_dir(ctx.platform)}/spank_pyxis.so"
-    dev = "libslurm-dev" if ctx.deb else "slurm-devel"
+    plugin = f"{plugin_dir(ctx.platform, ctx.spec)}/spank_pyxis.so"
+    dev = slurm_dev_package(ctx.spec, ctx.deb)
     packages = ("gcc", "make", dev, "curl", "ca-certificates") if ctx.deb else ()
     pushed = [upload_file(a.node_path, src.bundle_files_single(a.local))] if a.local else []
     query = f"dpkg-query -W -f='${{Version}}' {dev}" if ctx.deb else f"rpm -q --qf '%{{VERSION}}-%{{RELEASE}}' {dev}"

@@ -1,0 +1,110 @@
+"""Cross-field rules of the Kubernetes day-2 sections (``gpuforge.spec.k8s_lifecycle``): each problem
+names its field. Registered in :mod:`gpuforge.spec.rules` (``RULES``)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+from gpuforge.spec import hostlist
+from gpuforge.spec.errors import SpecIssue
+from gpuforge.spec.mig import mig_layout
+from gpuforge.spec.model import K8S_ROLES, MigStrategy, Role, Scheduler, Spec
+from gpuforge.spec.nodes import resolve_nodes
+
+
+def _is_ip(value: str | None) -> bool:
+    try:
+        ipaddress.ip_address(value or "")
+    except ValueError:
+        return False
+    return True
+
+
+def _is_ipv4(value: str) -> bool:
+    try:
+        return ipaddress.ip_address(value).version == 4
+    except ValueError:
+        return False
+
+
+def worker_mig_profiles(spec: Spec) -> list[str]:
+    """The MIG profiles k8s workers offer as resources of their own (``mixed`` strategy only)."""
+    k = spec.kubernetes
+    if k is None or k.gpu_operator.mig_strategy is not MigStrategy.MIXED:
+        return []
+    profiles: list[str] = []
+    for node in resolve_nodes(spec):
+        if node.has(Role.K8S_WORKER) and node.mig_config and node.hardware.gpu is not None:
+            layout = mig_layout(spec.mig.configs.get(node.mig_config, []), node.hardware.gpu.count)
+            profiles.extend(p for p in layout.devices if p not in profiles)
+    return sorted(profiles)
+
+
+def _endpoint_rules(spec: Spec) -> Iterator[SpecIssue]:
+    k = spec.kubernetes
+    assert k is not None
+    nodes = [n for n in resolve_nodes(spec) if n.roles & K8S_ROLES]
+    if k.node_interface is not None:
+        named = sorted(n.name for n in nodes if not _is_ip(n.address))
+        if named:
+            yield SpecIssue(
+                ("kubernetes", "node_interface"),
+                f"kubelet's --node-ip is the node's address on {k.node_interface}: {hostlist.compress(named)} have "
+                "no IP address in the spec (give address_start or addresses)",
+            )
+    ep = k.api_endpoint
+    if ep is not None and not ep.kube_vip and (ep.interface is not None or "version" in ep.model_fields_set):
+        yield SpecIssue(("kubernetes", "api_endpoint"), "interface and version are kube-vip's: type is external")
+    if ep is not None and ep.kube_vip:
+        if not _is_ipv4(ep.address):
+            yield SpecIssue(
+                ("kubernetes", "api_endpoint", "address"), f"{ep.address!r}: kube-vip's VIP is an IPv4 address"
+            )
+        if ep.interface is None and k.node_interface is None:
+            yield SpecIssue(
+                ("kubernetes", "api_endpoint", "interface"),
+                "kube-vip announces the VIP on an interface of the control planes: set api_endpoint.interface or "
+                "kubernetes.node_interface",
+            )
+        taken = [n.name for n in resolve_nodes(spec) if n.address == ep.address]
+        if taken:
+            yield SpecIssue(
+                ("kubernetes", "api_endpoint", "address"),
+                f"{ep.address} is the address of {', '.join(taken)}: the VIP must be an unused address",
+            )
+
+
+def _quota_rules(spec: Spec) -> Iterator[SpecIssue]:
+    k = spec.kubernetes
+    assert k is not None
+    offered = worker_mig_profiles(spec)
+    for i, tenant in enumerate(k.batch_queue.tenants):
+        unknown = sorted(set(tenant.mig_quota) - set(offered))
+        if unknown:
+            what = ", ".join(offered) if offered else "none (MIG resources exist with the mixed strategy only)"
+            yield SpecIssue(
+                ("kubernetes", "batch_queue", "tenants", i, "mig_quota"),
+                f"no k8s worker offers {', '.join(unknown)}; offered: {what}",
+            )
+    if k.batch_queue.manage_jobs_without_queue_name and k.batch_queue.kind != "kueue":
+        yield SpecIssue(
+            ("kubernetes", "batch_queue", "manage_jobs_without_queue_name"),
+            f"a Kueue setting; batch_queue.kind is {k.batch_queue.kind}",
+        )
+
+
+def kubernetes_day2_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """The HA endpoint, the interface pin, the quotas and the maintenance timers."""
+    k = spec.kubernetes
+    if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
+        return
+    yield from _endpoint_rules(spec)
+    yield from _quota_rules(spec)
+    certs = k.certificates
+    if certs.enabled and certs.warn_days >= certs.renew_days_before:
+        yield SpecIssue(
+            ("kubernetes", "certificates", "warn_days"),
+            f"{certs.warn_days} is not below renew_days_before ({certs.renew_days_before}): validate would fail "
+            "certificates the timer has not been due to renew yet",
+        )
