@@ -17,7 +17,7 @@ import pytest
 from gpuforge.lab.pytest_plugin import Lab, own_lab
 from gpuforge.lab.spec import write_lab_spec
 from gpuforge.render.kubernetes import KUEUE_MANIFESTS
-from gpuforge.spec import k8s_upstream
+from gpuforge.spec import k8s_upstream, load_spec
 from tests.conftest import REPO, run_cli
 
 NAME, SUBNET, NODES = "gflab-k8s", "10.213.22.0/24", 3
@@ -92,12 +92,14 @@ def test_a_plan_against_lab_nodes_lists_the_kubernetes_steps(k8s_lab: Lab, tmp_p
     def summaries(node: str, layer: str) -> list[str]:
         return [s["summary"] for op in hosts[node]["operations"] if op["layer"] == layer for s in op["steps"]]
 
+    version = load_spec(spec).versions.kubernetes  # the lab spec takes the model's default
+    minor = ".".join(version.split(".")[:2])
     for node in ("node1", "node2", "node3"):
         k8s = summaries(node, "kubernetes")
         key = f"Kubernetes repository key {k8s_upstream.KEY_FINGERPRINT} from "
-        assert f"{key}http://198.51.100.1/k8s/core:/stable:/v1.31/deb/Release.key" in k8s
-        assert any(s.startswith("Kubernetes packages at 1.31.4: kubelet (none) -> 1.31.4") for s in k8s), k8s
-    assert summaries("node1", "kubernetes-control-plane")[-1] == "kubeadm init of cluster gfk8s (v1.31.4)"
+        assert f"{key}http://198.51.100.1/k8s/core:/stable:/v{minor}/deb/Release.key" in k8s
+        assert any(s.startswith(f"Kubernetes packages at {version}: kubelet (none) -> {version}") for s in k8s), k8s
+    assert summaries("node1", "kubernetes-control-plane")[-1] == f"kubeadm init of cluster gfk8s (v{version})"
     assert summaries("node1", "kubernetes-join-token")[0].endswith("for node2, node3 (secret)")
     for node in ("node2", "node3"):
         assert summaries(node, "kubernetes-join")[-1].startswith("kubeadm join as a worker via 10.213.22.")

@@ -266,7 +266,11 @@ def test_slurm_held_at_versions_slurm_and_released_by_distro(lab_cluster: Any) -
     result = c.apply(c.write("held.yaml", mutate=held(installed)))
     assert result["returncode"] == 0 and result["ok"], result
     for node in NODES:
-        assert result["hosts"][node]["changed"] == ["base: hosts, proxy, accounts, time sync"], result["hosts"][node]
+        # the apt hold lands in base; health.json lists every managed file's digest, so it follows
+        assert result["hosts"][node]["changed"] == [
+            "base: hosts, proxy, accounts, time sync",
+            "health: gpuforge-health and its config",
+        ], result["hosts"][node]
         policy = c.ssh(node, "apt-cache policy slurmd")
         assert f"Candidate: {installed}" in policy and "1001" in policy, policy
     assert main_pids(c) == before  # holding the installed version restarts nothing

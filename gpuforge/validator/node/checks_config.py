@@ -64,4 +64,6 @@ def _files_intact(ctx: NodeContext) -> Outcome:
         return PASS, f"all {len(listed)} managed files as gpuforge wrote them"
     named = "; ".join(f"{path} {', '.join(problems)}" for path, problems in bad[:NAMED_FILES])
     more = f" and {len(bad) - NAMED_FILES} more" if len(bad) > NAMED_FILES else ""
-    return FAIL, f"changed by hand: {named}{more} ('gpuforge validate' shows the diff, 'gpuforge apply' restores)"
+    # Short: it becomes the node's Slurm drain reason beside the other failures ('gpuforge validate'
+    # shows the diffs, 'gpuforge apply' restores the files: the alert's runbook says so).
+    return FAIL, f"changed by hand: {named}{more}"
