@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,3 +94,15 @@ def bundle_fingerprint(bundle: Path) -> str:
 
     [fingerprint] = primary_fingerprints((bundle / BUNDLE_KEY).read_bytes())
     return fingerprint
+
+
+def wait_until(what: str, fn: Callable[[], Any], timeout: float, every: float) -> Any:
+    """``fn()``'s first truthy value, polling every ``every`` s; AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(every)

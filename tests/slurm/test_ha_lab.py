@@ -37,6 +37,7 @@ import yaml
 from gpuforge.lab.lab_record import SharedFolder
 from gpuforge.lab.pytest_plugin import Lab, own_lab
 from tests.conftest import LAB_SPEC, LabCluster, run_cli
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -84,14 +85,7 @@ def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout: float = 180, every: float = 1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(every)
+    return wait_until(what, fn, timeout, every)
 
 
 def validate(c: LabCluster, checks: str | None = None) -> tuple[int, dict[str, dict[str, dict[str, Any]]]]:

@@ -27,6 +27,7 @@ import yaml
 
 from gpuforge.lab.pytest_plugin import own_lab
 from tests.conftest import LAB_SPEC, LabCluster, run_cli
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -85,14 +86,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout: float = 300, every: float = 2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(every)
+    return wait_until(what, fn, timeout, every)
 
 
 def installed(c: LabCluster, node: str) -> dict[str, str]:
