@@ -19,26 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.validator.runner import Completed
+from tests.converge.stub_slurm import EXPAND_SOURCE
 
-STUB = r"""
+STUB = (
+    r"""
 import fcntl, json, os, re, subprocess, sys, threading, time
 
 ROOT = os.environ["STUB_ROOT"]
 STATE = os.path.join(ROOT, "slurm.json")
 
 
-def expand(expr):
-    out = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", expr):
-        m = re.fullmatch(r"(.*)\[(.*)\]", part)
-        if not m:
-            out.append(part)
-            continue
-        for r in m.group(2).split(","):
-            lo, _, hi = r.partition("-")
-            out += [f"{m.group(1)}{i:0{len(lo)}d}" for i in range(int(lo), int(hi or lo) + 1)]
-    return out
-
+"""
+    + EXPAND_SOURCE
+    + r"""
 
 def load():
     return json.load(open(STATE))
@@ -183,6 +176,7 @@ def scancel():
 
 sys.exit({"sinfo": sinfo, "scontrol": scontrol, "sbatch": sbatch, "srun": srun, "scancel": scancel}[tool]() or 0)
 """
+)
 
 
 class StubSlurm:

@@ -18,12 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-STUB = r"""
-import json, os, re, sys, time, fcntl
-
-STATE = os.environ["STUB_SLURM"]
-
-
+EXPAND_SOURCE = r"""
 def expand(expr):
     out = []
     for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", expr):
@@ -36,7 +31,19 @@ def expand(expr):
             for i in range(int(lo), int(hi or lo) + 1):
                 out.append(f"{m.group(1)}{i:0{len(lo)}d}")
     return out
+"""
+"""A hostlist expander in the stubs' own Python (``node[1-3,5]`` -> names), shared by the Slurm stubs."""
 
+STUB = (
+    r"""
+import json, os, re, sys, time, fcntl
+
+STATE = os.environ["STUB_SLURM"]
+
+
+"""
+    + EXPAND_SOURCE
+    + r"""
 
 def running(state, node):
     now = time.time()
@@ -78,6 +85,7 @@ with open(STATE + ".lock", "w") as lock:
             print(fmt.replace("%N", n).replace("%T", st).replace("%E", node["reason"] or "none"))
     json.dump(state, open(STATE, "w"))
 """
+)
 
 
 class StubSlurm:
