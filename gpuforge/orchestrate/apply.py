@@ -226,7 +226,7 @@ def _apply_all(
         record.spec, record.converged = spec_text(spec), []
     ro = Rollout(
         spec, spec_path, say, options.allow_reboot, record,
-        deploy=lambda names: run_deploys(spec_path, ",".join(names), say, locked=True, run=new_run(log)),
+        deploy=lambda names: run_deploys(spec_path, ",".join(names), say, locked=True, run=new_run(log, drained=names)),
         validate=lambda names: validate_nodes(spec_path, names),
         log=log,
     )  # fmt: skip
@@ -291,10 +291,11 @@ def _apply_tagged(
     return result
 
 
-def new_run(log: RunLog | None, layers: LayerSelection | None = None) -> RunState:
-    """A fresh RunState for one deploy run of an apply: its run log, and the chosen layers."""
+def new_run(log: RunLog | None, layers: LayerSelection | None = None, drained: list[str] | None = None) -> RunState:
+    """A fresh RunState for one deploy run of an apply: its run log, the chosen layers, and the
+    nodes a rollout batch holds drained."""
     if layers is None:
-        return RunState(runlog=log)
+        return RunState(runlog=log, drained=frozenset(drained or ()))
     return RunState(layers=layers.layers, site_steps=layers.site_steps, runlog=log)
 
 

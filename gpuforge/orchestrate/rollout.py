@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuforge.orchestrate import k8s_upgrade
+from gpuforge.orchestrate import k8s_upgrade, storage_changes
 from gpuforge.spec import Role, Spec, resolve_nodes
 from gpuforge.spec.diff import FieldChange, diff_specs
 from gpuforge.spec.policy import UpdatePolicy
@@ -39,10 +39,14 @@ def _group_nodes(spec: Spec, group: str) -> list[str]:
     return [n.name for n in resolve_nodes(spec) if n.group == group]
 
 
-def nodes_concerned(spec: Spec, change: FieldChange) -> list[str]:
-    """Nodes a rolling change touches (by the field's place in the spec)."""
+def nodes_concerned(spec: Spec, change: FieldChange, old: Spec | None = None) -> list[str]:
+    """Nodes a rolling change touches (by the field's place in the spec; a storage change: the
+    drainable nodes whose own mount units change from ``old``, :mod:`.storage_changes`)."""
     nodes = resolve_nodes(spec)
     loc = change.loc
+    if old is not None and storage_changes.is_storage(change):
+        changed = set(storage_changes.changed_nodes(old, spec, change))
+        return [n.name for n in nodes if n.name in changed and (n.has(Role.COMPUTE) or n.has(Role.K8S_WORKER))]
     if len(loc) > 1 and loc[0] == "node_groups":
         return _group_nodes(spec, str(loc[1]))
     if len(loc) > 2 and loc[:2] == ("mig", "configs"):
@@ -76,14 +80,22 @@ def plan_rollout(old: Spec | None, new: Spec) -> RolloutPlan:
             plan.live.append(change)
     existing = {n.name for n in resolve_nodes(old)}
     for change in plan.rolling:
-        for name in nodes_concerned(new, change):
+        for name in nodes_concerned(new, change, old):
             # A node the old spec did not have has nothing running to drain: it just joins.
             if name in existing and change.path not in plan.reasons.setdefault(name, []):
                 plan.reasons[name].append(change.path)
+    # A storage change that drains no node (no drainable node's mount unit changes) is live.
+    quiet = [c for c in plan.rolling if storage_changes.is_storage(c) and not _rolls(plan, c.path)]
+    plan.live.extend(quiet)
+    plan.rolling = [c for c in plan.rolling if c not in quiet]
     order = [n.name for n in resolve_nodes(new)]
     plan.rolling_nodes = sorted(plan.reasons, key=order.index)
     plan.batches = batch_nodes(new, plan.rolling_nodes)
     return plan
+
+
+def _rolls(plan: RolloutPlan, path: str) -> bool:
+    return any(path in why for why in plan.reasons.values())
 
 
 def settle(plan: RolloutPlan, new: Spec, path: str, done: set[str]) -> None:
@@ -100,7 +112,7 @@ def settle(plan: RolloutPlan, new: Spec, path: str, done: set[str]) -> None:
                 del plan.reasons[name]
     plan.rolling_nodes = [n for n in plan.rolling_nodes if n in plan.reasons]
     plan.batches = batch_nodes(new, plan.rolling_nodes)
-    if not any(path in why for why in plan.reasons.values()):
+    if not _rolls(plan, path):
         plan.live.extend(c for c in plan.rolling if c.path == path)
         plan.rolling = [c for c in plan.rolling if c.path != path]
 

@@ -11,6 +11,11 @@
 Escaping: paths are plain by the spec's type (``SlurmPath``); the exports writer still writes any other
 character as exports(5)'s backslash-octal, the unit writer through systemd's own escaping, and each
 unit's name follows systemd.unit(5)'s path escaping (``unit_name``).
+
+Ownership: a unit gpuforge wrote starts with the managed-file header and has a ``Description=``
+starting with :data:`OWNED_DESCRIPTION` (both in every unit gpuforge has ever written for a mount).
+Only such units are removed when their mount leaves the spec (``deploy.layers.storage``); a site's
+own mount unit, without them, is never touched.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ UNIT_DIR = "/etc/systemd/system"
 NFS_SERVER_UNIT = "nfs-server"
 _UNIT_PLAIN = re.compile(r"[A-Za-z0-9:_.]")
 _EXPORT_PLAIN = re.compile(r"[A-Za-z0-9._/+-]")
+#: The start of the ``Description=`` of every mount unit gpuforge writes (with the header: its mark).
+OWNED_DESCRIPTION = "gpuforge storage.mounts "
 
 
 def unit_name(path: str, suffix: str = "mount") -> str:
@@ -84,7 +91,7 @@ def mount_unit(spec: Spec, mount: Mount) -> str:
     return (
         header()
         + "[Unit]\n"
-        + f"Description=gpuforge storage.mounts {mount.name}: {source}\n"
+        + f"Description={OWNED_DESCRIPTION}{mount.name}: {source}\n"
         + "[Mount]\n"
         + f"What={unit_value(source)}\n"
         + f"Where={unit_value(mount.path)}\n"
@@ -115,3 +122,16 @@ def storage_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> lis
         if mount.kind is MountKind.NFS:
             files.append(RenderedFile(unit_path(mount), mount_unit(spec, mount)))
     return files
+
+
+def node_units(spec: Spec, names: set[str] | None = None) -> dict[str, dict[str, tuple[str, str]]]:
+    """Per node: {mount name: (unit path, unit text)} of the nfs mounts gpuforge writes there
+    (``names``: these mounts only). ``external`` mounts write nothing, so they are not listed."""
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for mount in spec.storage.mounts:
+        if mount.kind is not MountKind.NFS or (names is not None and mount.name not in names):
+            continue
+        unit = (unit_path(mount), mount_unit(spec, mount))
+        for name in mount_nodes(spec, mount):
+            out.setdefault(name, {})[mount.name] = unit
+    return out

@@ -15,10 +15,14 @@ running; validate's controllers check fails naming the backup in control; both j
 sacct has them; the primary starts again and takes control back at startup (scontrol(1), takeover:
 "It will take control back at startup"), the backup returns to standby; validate passes and a job runs.
 
-Not here: a planned ``scontrol takeover`` round trip. On this lab (Debian 12's Slurm 22.05.8) the
-backup took control, then 20 s later logged ``Performing RPC: REQUEST_CONTROL`` with no primary
-running, stopped answering on its port while its unit stayed active, and the restarted primary could
-not reach it (``_shutdown_bu_thread ... Connection refused``); not yet understood, so not asserted.
+Then a planned handover (``takeover_and_back``): with a job running, ``scontrol takeover``; the backup
+asks the primary to shut down (REQUEST_SHUTDOWN: 22.05's backup.c sends it to a controller of a lower
+index) and is in control within seconds; the primary's slurmctld exits; started again, it takes
+control back (REQUEST_CONTROL) and the backup returns to standby; the job completes and is accounted,
+validate passes. On 22.05.8 the backup's way back to standby sometimes hangs: it logs ``STUCK`` after
+CONTROL_TIMEOUT (30 s) and no longer listens on its port (seen on this lab after ~50 s in control, and
+once before; another run went back in 2 s). The test then asserts that signature, prints the stuck
+daemon's threads and applies gpuforge's remedy (docs/slurm.md): a restart of the backup's slurmctld.
 """
 
 from __future__ import annotations
@@ -155,6 +159,7 @@ def submit(c: LabCluster, wrap: str) -> str:
 def test_the_backup_takes_over_keeps_the_jobs_and_hands_control_back(ha: LabCluster) -> None:
     with diagnostics(ha.lab):
         failover_and_back(ha)
+        takeover_and_back(ha)
 
 
 def failover_and_back(c: LabCluster) -> None:
@@ -203,6 +208,68 @@ def failover_and_back(c: LabCluster) -> None:
     assert_validates(c)
 
     assert c.ssh("node3", "srun -N1 hostname").strip() == "node3"
+
+
+STUCK = "REQUEST_CONTROL reply but backup not completely done relinquishing control"
+#: What a stuck slurmctld is doing: its threads (name, kernel wait channel) and whether it listens.
+THREADS = (
+    "p=$(systemctl show -p MainPID --value slurmctld); for t in /proc/$p/task/*; do "
+    'echo "$(cat $t/comm) $(cat $t/wchan 2>/dev/null)"; done | sort | uniq -c; '
+    "ss -ltn 'sport = :6817'"
+)
+
+
+def takeover_and_back(c: LabCluster) -> None:
+    """A planned handover with a job running: ``scontrol takeover`` makes the backup ask the primary
+    to shut down and take control at once (22.05's backup.c sends REQUEST_SHUTDOWN to a controller
+    of a lower index); the primary, started again, takes control back at startup (REQUEST_CONTROL).
+    On Debian 12's 22.05.8 the backup sometimes hangs on its way back to standby (it logs ``STUCK``
+    and stops listening): then gpuforge's remedy, a restart of its slurmctld, must bring it to standby."""
+    lab = c.lab
+    job = submit(c, "sleep 60")
+    wait_for("the job running", lambda: job_states(c, [job]) == {job: "RUNNING"}, timeout=120)
+    marks = {n: log_mark(lab, n) for n in ("node1", "node2")}
+    asked = datetime.fromisoformat(c.ssh("node1", "date +%Y-%m-%dT%H:%M:%S.%3N").strip())
+    c.ssh("node1", "scontrol takeover")
+    took_over = wait_for(
+        "the backup in control", lambda: logged_at(log_since(lab, "node2", marks["node2"]), PRIMARY), timeout=60
+    )
+    print(f"backup node2 in control {(took_over - asked).total_seconds():.1f} s after scontrol takeover")
+    assert logged_at(log_since(lab, "node1", marks["node1"]), "Performing RPC: REQUEST_SHUTDOWN")
+    wait_for("the primary's slurmctld gone", lambda: c.ssh(
+        "node1", "systemctl is-active slurmctld", check=False).strip() != "active", timeout=60)  # fmt: skip
+    assert job_states(c, [job]).get(job) == "RUNNING"
+    rc, during = validate(c, "scheduler.controllers")
+    assert rc != 0 and "backup node2 is in control" in during["node1"]["scheduler.controllers"]["message"]
+
+    marks = {n: log_mark(lab, n) for n in ("node1", "node2")}
+    c.ssh("node1", "systemctl start slurmctld")
+    wait_for("the primary back in control", lambda: logged_at(log_since(lab, "node1", marks["node1"]), PRIMARY))
+    standby = wait_until_or_none(lambda: logged_at(log_since(lab, "node2", marks["node2"]), BACKUP), 60)
+    for node in ("node1", "node2"):
+        print(f"--- {node} since the primary started\n" + "\n".join(log_since(lab, node, marks[node])[-12:]))
+    if standby is None:
+        print(f"node2 slurmctld threads:\n{lab.ssh('node2', THREADS).stdout}")
+        assert logged_at(log_since(lab, "node2", marks["node2"]), STUCK), "the backup neither in standby nor stuck"
+        mark = log_mark(lab, "node2")
+        c.ssh("node2", 'p=$(systemctl show -p MainPID --value slurmctld) && kill -KILL "$p"; sleep 1; '
+              "systemctl start slurmctld")  # fmt: skip
+        wait_for("the restarted backup in standby", lambda: logged_at(log_since(lab, "node2", mark), BACKUP))
+    node3_idle(c)
+
+    def accounted() -> str | None:
+        out = c.ssh("node1", f"sacct -n -P -X -j {job} -o State", check=False).strip()
+        return out if out == "COMPLETED" else None
+
+    wait_for("the job completed and in sacct", accounted, timeout=180)
+    assert_validates(c)
+
+
+def wait_until_or_none(fn: Callable[[], Any], timeout: float) -> Any:
+    try:
+        return wait_for("", fn, timeout)
+    except AssertionError:
+        return None
 
 
 def test_the_shared_folder_goes_with_the_lab() -> None:
