@@ -196,7 +196,7 @@ def image_list(spec: Spec, out: Path) -> list[dict[str, Any]]:
             continue
         if a.name.endswith((".yml", ".yaml")):
             images += [_entry(ref, a.name) for ref in manifest_images(path.read_text())]
-        elif a.name.endswith(".tgz"):
+        elif a.name == k8s_upstream.gpu_operator_chart_file(spec.versions.gpu_operator):  # its images
             images += operator_images(spec, path)
     images += validator_images(spec)
     images += [_entry(kube_vip.image(spec), "kube-vip (the API endpoint)")] if kube_vip.interface(spec) else []

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuforge.spec import k8s_upstream
+from gpuforge.spec import k8s_frameworks, k8s_upstream
 from gpuforge.spec.citation import Citation
 
 KUBESPRAY_COMMIT = "46dbdd3994b32640bcd806b0097f50e8fdf1d514"
@@ -65,6 +65,7 @@ SOURCES: dict[str, Citation] = {
         "the URL serves the git blob at the tag; sha256 of 'git show <tag>:installer/volcano-development.yaml' "
         "at the commit per row; every row's manifest names the volcano images of its own tag",
     ),
+    "kuberay-helm-index": k8s_frameworks.SOURCES["kuberay-helm-index"],
 }
 
 #: Release files nothing publishes a sha256 for, and why: the operator pins the sha256 of the file
@@ -78,6 +79,11 @@ UNPUBLISHED: dict[str, str] = {
     "(kubernetes-sigs/kueue Makefile 'artifacts') and attached without a checksum",
     "gpu-operator": "the GPU Operator chart archive is served by NVIDIA's NGC helm repository, whose index "
     "is not a source gpuforge can cite",
+    "kuberay-operator": "the KubeRay chart repository's index publishes each release's digest, but the "
+    "snapshot of it gpuforge cites ends at 1.4.2 (k8s_frameworks 'kuberay-helm-index'): later releases, "
+    "the default 1.7.0 included, need the operator's pin",
+    "kubeflow-trainer": "Kubeflow Trainer's chart is an OCI artifact (ghcr.io/kubeflow/charts): the registry "
+    "names its manifest by digest, and no sha256 of the archive helm pull leaves is published",
     "cuda-keyring": "NVIDIA publishes no checksum of cuda-keyring_1.1-1_all.deb outside its repository's own "
     "index; gpuforge checks the key it carries by fingerprint instead (gpuforge.spec.repo_keys)",
 }
@@ -194,6 +200,9 @@ def _table() -> dict[str, KnownDigest]:
             out[k8s_upstream.cni_manifest(plugin, tag)[0]] = KnownDigest(sha, source, commit)
     for tag, (commit, sha) in _VOLCANO.items():
         out[k8s_upstream.queue_controller_manifest("volcano", tag)[0]] = KnownDigest(sha, "volcano-manifest", commit)
+    for version, sha in k8s_frameworks.KUBERAY_CHART_SHA256.items():
+        name = k8s_frameworks.chart_file(k8s_frameworks.KUBERAY_CHART, version)
+        out[name] = KnownDigest(sha, "kuberay-helm-index", k8s_frameworks.KUBERAY_INDEX_COMMIT)
     return out
 
 

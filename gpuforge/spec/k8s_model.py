@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
+from gpuforge.spec.k8s_addons_model import DriverUpgrade, Frameworks
 from gpuforge.spec.k8s_lifecycle import ApiEndpoint, CertRenewal, EtcdSnapshots, InterfaceName
 from gpuforge.spec.platforms import Arch as Arch
 from gpuforge.spec.platforms import OsFamily as OsFamily
@@ -41,6 +42,9 @@ class GpuOperator(StrictModel):
     time_slicing_replicas: int = live(0, "Time-slicing replicas per GPU (0 = off)", ge=0, le=64)
     dcgm_exporter: bool = live(True, "Deploy dcgm-exporter through the operator")
     namespace: str = rebuild("gpu-operator", "Namespace", pattern=r"^[a-z0-9-]+$")
+    driver_upgrade: DriverUpgrade = live(
+        default_factory=DriverUpgrade, description="Driver upgrades by the operator (driver: operator only)"
+    )
 
 
 class Tenant(StrictModel):
@@ -119,3 +123,4 @@ class Kubernetes(StrictModel):
     )
     certificates: CertRenewal = live(default_factory=CertRenewal, description="Certificate renewal timer")
     etcd_snapshots: EtcdSnapshots = live(default_factory=EtcdSnapshots, description="etcd snapshots")
+    frameworks: Frameworks = live(default_factory=Frameworks, description="Training and serving frameworks")

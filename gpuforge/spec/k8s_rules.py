@@ -6,11 +6,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
-from gpuforge.spec import hostlist
+from gpuforge.spec import hostlist, k8s_frameworks, k8s_upstream
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import K8S_ROLES, MigStrategy, Role, Scheduler, Spec
 from gpuforge.spec.nodes import resolve_nodes
+from gpuforge.spec.types import k8s_name
 
 
 def _is_ip(value: str | None) -> bool:
@@ -94,6 +95,32 @@ def _quota_rules(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
+def _framework_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """Kubeflow Trainer's Kubernetes minimum (k8s_frameworks 'trainer-install'); one Kueue ResourceFlavor
+    per k8s-worker group, so the groups' Kubernetes names must differ."""
+    k = spec.kubernetes
+    assert k is not None
+    minor = k8s_upstream.minor_of(spec.versions.kubernetes)
+    if k.frameworks.trainer.enabled and minor < k8s_frameworks.TRAINER_MIN_K8S_MINOR:
+        yield SpecIssue(
+            ("kubernetes", "frameworks", "trainer", "enabled"),
+            f"Kubeflow Trainer needs Kubernetes 1.{k8s_frameworks.TRAINER_MIN_K8S_MINOR} or newer; "
+            f"versions.kubernetes is {spec.versions.kubernetes}",
+        )
+    seen: dict[str, str] = {}
+    for group in spec.node_groups:
+        if Role.K8S_WORKER not in group.roles:
+            continue
+        name = k8s_name(group.name)
+        if name in seen:
+            yield SpecIssue(
+                ("node_groups",),
+                f"k8s-worker groups {seen[name]} and {group.name} are both {name!r} as Kubernetes names (a Kueue "
+                "ResourceFlavor and a node label value each): rename one",
+            )
+        seen.setdefault(name, group.name)
+
+
 def kubernetes_day2_rules(spec: Spec) -> Iterator[SpecIssue]:
     """The HA endpoint, the interface pin, the quotas and the maintenance timers."""
     k = spec.kubernetes
@@ -101,6 +128,7 @@ def kubernetes_day2_rules(spec: Spec) -> Iterator[SpecIssue]:
         return
     yield from _endpoint_rules(spec)
     yield from _quota_rules(spec)
+    yield from _framework_rules(spec)
     certs = k.certificates
     if certs.enabled and certs.warn_days >= certs.renew_days_before:
         yield SpecIssue(

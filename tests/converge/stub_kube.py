@@ -1,6 +1,8 @@
 """A stand-in Kubernetes API for rollout tests: real ``sh`` runs gpuforge's cordon, drain and
 uncordon commands against a stub ``kubectl`` on PATH that keeps nodes (cordon flag, annotations)
-and pods (evictable, or held by a PodDisruptionBudget) in one JSON file, and logs every call.
+and pods (evictable, or held by a PodDisruptionBudget) in one JSON file, and logs every call. It also
+records what ``kubectl apply -f`` is given (files, or a folder's ``*.yaml``), and answers the GPU
+Operator's driver upgrade reads (``get node -l ...``, ``get pods -l ...``) from scripted sequences.
 ``StubKube.remote_run`` replaces :func:`gpuforge.orchestrate.remote.run` like ``StubSlurm``'s."""
 
 from __future__ import annotations
@@ -26,7 +28,29 @@ with open(STATE + ".lock", "w") as lock:
         log.write("kubectl " + " ".join(args) + "\n")
     nodes, verb = state["nodes"], args[0]
     mark = "gpuforge.dev/cordoned-by"
-    if verb == "get" and args[1] == "nodes":
+
+    def polled(key):  # the next of a scripted sequence of reads (the last one repeats)
+        seq = state.setdefault(key, [[]])
+        return seq.pop(0) if len(seq) > 1 else seq[0]
+
+    if verb == "apply":  # -f FILE or -f DIR/ (its *.yaml, sorted), as kubectl reads them
+        files = []
+        for i, a in enumerate(args):
+            if a == "-f":
+                p = args[i + 1]
+                files += sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".yaml")) \
+                    if os.path.isdir(p) else [p]
+        for f in files:
+            kind = "server-side" if "--server-side" in args else "client-side"
+            state.setdefault("applied", []).append([os.path.basename(f), kind, open(f).read()])
+            print(f"customresourcedefinition.apiextensions.k8s.io/{os.path.basename(f)} configured")
+    elif verb == "get" and args[1] == "node" and "-l" in args:  # the GPU nodes' driver upgrade states
+        for name, st in polled("upgrade_states"):
+            print(f"{name}\t{st}")
+    elif verb == "get" and args[1] == "pods" and "-l" in args:  # the driver daemon set's images
+        for image in polled("driver_images"):
+            print(image)
+    elif verb == "get" and args[1] == "nodes":
         for name, n in nodes.items():
             print(f"{name}|{'true' if n['unschedulable'] else ''}|{n['annotations'].get(mark, '')}")
     elif verb == "get" and args[1] == "node" and len(args) == 3:  # does the node exist

@@ -28,6 +28,7 @@ OPERATOR_STAMP = f"{STAMP_DIR}/gpu-operator.applied"
 RELEASE = "helm-release:gpu-operator/gpu-operator"
 HISTORY = f"{ADMIN} /usr/local/bin/helm history gpu-operator --namespace gpu-operator --max 1 -o json"
 READ = f'out=$({HISTORY} 2>&1); echo "rc=$?"; printf \'%s\\n\' "$out"'
+NFD = "gpu-operator/charts/node-feature-discovery/crds"
 NOT_FOUND = "Error: release: not found"  # helm's ErrReleaseNotFound (k8s_upstream SOURCES helm-release-not-found)
 UNREACHABLE = (
     'Error: Kubernetes cluster unreachable: Get "https://10.0.0.10:6443/version": '
@@ -69,7 +70,9 @@ PINS = {
 
 
 def load(mutate: Any = None, base_dir: Path | None = None, pins: dict[str, str] | None = None) -> Any:
+    """The example without its frameworks (their add-ons: tests/converge/test_k8s_frameworks.py)."""
     data = yaml.safe_load(K8S.read_text())
+    data["kubernetes"].pop("frameworks", None)
     data.setdefault("sources", {})["artifact_sha256"] = dict(PINS if pins is None else pins)
     if mutate:
         mutate(data)
@@ -98,11 +101,12 @@ def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
     assert [s.summary for s in steps] == [
         "apply pod network: flannel v0.26.1 (pod CIDR 10.244.0.0/16)",
         "apply helm 3.16.3 in /usr/local/bin/helm",
-        "apply GPU Operator v26.7.0 (helm upgrade --install, values /etc/gpuforge/k8s/gpu-operator-values.yaml)",
+        "apply GPU Operator v26.7.0 (its CRDs, then helm upgrade --install, values "
+        "/etc/gpuforge/k8s/gpu-operator-values.yaml)",
         "apply kueue v0.19.2",
         "apply Kueue configuration (manageJobsWithoutQueueName: true)",
         "apply the tenants' queues (2, /etc/gpuforge/k8s/kueue.yaml)",
-        "apply labels on 2 node(s) (nvidia.com/mig.config)",
+        "apply labels on 11 node(s) (gpuforge.dev/node-group, nvidia.com/mig.config)",
     ]
     assert all(s.kind is StepKind.INSTALL for s in steps)
     operator = steps[2].command
@@ -116,6 +120,9 @@ def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
         f"--destination {chart}.part.d && {{ echo '{sha}  {chart}.part.d/gpu-operator-v26.7.0.tgz' | "
         f"sha256sum -c --quiet - || {{ echo '{refused}' >&2; rm -rf {chart}.part.d; false; }}; }} && "
         f"mv {chart}.part.d/gpu-operator-v26.7.0.tgz {chart} && rm -rf {chart}.part.d && "
+        f'{{ d=$(mktemp -d) && tar -xzf {chart} -C "$d" gpu-operator/crds {NFD} && '
+        f'{ADMIN} kubectl apply -f "$d/gpu-operator/crds/" -f "$d/{NFD}/"; '
+        'rc=$?; rm -rf "$d"; [ "$rc" -eq 0 ]; } && '
         f"{ADMIN} /usr/local/bin/helm upgrade --install gpu-operator {chart} --namespace gpu-operator "
         "--create-namespace --version v26.7.0 --disable-openapi-validation "
         "-f /etc/gpuforge/k8s/gpu-operator-values.yaml "
@@ -137,7 +144,10 @@ def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
             < command.index(" && mv ")
             < command.index(ADMIN if step is not steps[1] else "tar -xzf")
         )
-    assert f"{ADMIN} kubectl label node kinf01 --overwrite nvidia.com/mig.config=all-1g" in (steps[6].command or "")
+    labels = steps[6].command or ""
+    kinf01 = "kinf01 --overwrite gpuforge.dev/node-group=infer nvidia.com/mig.config=all-1g"
+    assert f"{ADMIN} kubectl label node {kinf01}" in labels
+    assert f"{ADMIN} kubectl label node kmon1 --overwrite gpuforge.dev/node-group=mon" in labels  # a Kueue flavor each
 
 
 def test_nothing_is_applied_again_without_a_change() -> None:
@@ -203,8 +213,9 @@ def test_a_stamp_without_a_revision_runs_helm_once_more() -> None:
 def unreadable_warning(line: str) -> dict[str, Any]:
     return {
         "kind": StepKind.WARNING,
-        "summary": "GPU Operator v26.7.0 (helm upgrade --install, values /etc/gpuforge/k8s/gpu-operator-values.yaml): "
-        "release gpu-operator in namespace gpu-operator could not be read and was not compared with the stamp: " + line,
+        "summary": "GPU Operator v26.7.0 (its CRDs, then helm upgrade --install, values "
+        "/etc/gpuforge/k8s/gpu-operator-values.yaml): release gpu-operator in namespace gpu-operator could not be "
+        "read and was not compared with the stamp: " + line,
     }
 
 

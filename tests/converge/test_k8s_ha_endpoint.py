@@ -182,7 +182,8 @@ def test_the_interface_pin_sets_kubelets_node_ip_in_kubeadms_configs(pki: dict[s
     assert join["nodeRegistration"]["kubeletExtraArgs"] == [{"name": "node-ip", "value": "198.51.100.101"}]
     assert unknown_fields("InitConfiguration", init) == [] and unknown_fields("JoinConfiguration", join) == []
     assert {k for a in join["nodeRegistration"]["kubeletExtraArgs"] for k in a} == {"name", "value"}  # v1beta4 Arg
-    old = parse_spec(yaml.safe_dump({**data(), "versions": {**data()["versions"], "kubernetes": "1.30.8"}}), "k.yaml")
+    older = data(lambda k: k.pop("frameworks"))  # Kubeflow Trainer needs 1.31
+    old = parse_spec(yaml.safe_dump({**older, "versions": {**older["versions"], "kubernetes": "1.30.8"}}), "k.yaml")
     assert next(yaml.safe_load_all(cfg.init_config(old, node(old, "kcp1"))))["nodeRegistration"][
         "kubeletExtraArgs"
     ] == {"node-ip": "198.51.100.10"}  # v1beta3: a map

@@ -82,11 +82,11 @@ def test_quotas_follow_the_hardware_and_what_the_spec_gives() -> None:
     vision, language = spec.kubernetes.batch_queue.tenants
     assert k8s.tenant_quota(spec, vision) == {
         "cpu": 100,
-        "memory": 6250,
+        "memory": 19531 * 2 // 5,  # 32 of the workers' 80 GPUs: 2/5 of their memory
         "nvidia.com/gpu": 32,
         "nvidia.com/mig-1g.10gb": 10,
     }
-    assert k8s.tenant_quota(spec, language)["cpu"] == 718
+    assert k8s.tenant_quota(spec, language)["cpu"] == 2241 * 2 // 5 == 896
     lab = spec_of(name="lab-k8s")  # no GPUs: an equal share of the workers' 2 CPUs and 2 GiB
     assert k8s.tenant_quota(lab, lab.kubernetes.batch_queue.tenants[0]) == {"cpu": 2, "memory": 2, "nvidia.com/gpu": 0}
 

@@ -235,7 +235,11 @@ def test_join_config_uses_kubeadms_field_names(pki: dict[str, bytes]) -> None:
 
 
 def test_older_kubernetes_gets_the_v1beta3_api_and_its_field_names(pki: dict[str, bytes]) -> None:
-    spec = load(lambda d: d["versions"].update(kubernetes="1.30.8"))
+    def older(d: dict) -> None:  # type: ignore[type-arg]
+        d["versions"].update(kubernetes="1.30.8")
+        d["kubernetes"]["frameworks"]["trainer"]["enabled"] = False  # Kubeflow Trainer needs 1.31 or newer
+
+    spec = load(older)
     init, cluster, _ = yaml.safe_load_all(cfg.init_config(spec, node(spec, "kcp1")))
     assert init["apiVersion"] == cluster["apiVersion"] == "kubeadm.k8s.io/v1beta3"
     assert unknown_fields("InitConfiguration", init) == []

@@ -163,7 +163,12 @@ def k8s_spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data = yaml.safe_load(K8S.read_text())
     data.setdefault("sources", {})["artifact_sha256"] = {
         name: hashlib.sha256(f"simulated release file {name}".encode()).hexdigest()
-        for name in ("gpu-operator-v26.7.0.tgz", "kueue-v0.19.2-manifests.yaml")
+        for name in (
+            "gpu-operator-v26.7.0.tgz",
+            "kueue-v0.19.2-manifests.yaml",
+            "kuberay-operator-1.7.0.tgz",
+            "kubeflow-trainer-2.3.0.tgz",
+        )
     }
     path = write_simulated_spec(data, tmp_path, "kgpu.yaml")
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))

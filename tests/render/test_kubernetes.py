@@ -83,7 +83,14 @@ def test_values_key_paths_exist_upstream(name: str) -> None:
 
 def test_values_follow_the_spec() -> None:
     host = k8s.gpu_operator_values(inventory("k8s-gpu-operator"))
-    assert host["driver"] == {"enabled": False}
+    policy = {  # the driver upgrade controller at the chart's own defaults (driver_upgrade's defaults)
+        "autoUpgrade": True,
+        "maxParallelUpgrades": 1,
+        "maxUnavailable": "25%",
+        "gpuPodDeletion": {"timeoutSeconds": 300},
+        "drain": {"enable": False, "timeoutSeconds": 300},
+    }
+    assert host["driver"] == {"enabled": False, "upgradePolicy": policy}
     assert host["toolkit"] == {"enabled": False}
     assert host["mig"] == {"strategy": "mixed"}
     assert host["dcgmExporter"]["enabled"] is False  # the example runs DCGM and its exporter on the host
@@ -95,7 +102,8 @@ def test_values_follow_the_spec() -> None:
         d["dcgm"] = {"enabled": False, "exporter": False}  # one host engine: the operator's exporter's own
 
     op = k8s.gpu_operator_values(variant(operator_stack))
-    assert op["driver"] == {"enabled": True, "version": "595.91.07", "kernelModuleType": "open"}
+    driver = {"enabled": True, "version": "595.91.07", "kernelModuleType": "open", "upgradePolicy": policy}
+    assert op["driver"] == driver
     assert op["toolkit"] == {
         "enabled": True,
         "version": "v1.17.8",
@@ -274,7 +282,7 @@ def test_kueue_manifests_validate_against_crds() -> None:
     spec = inventory("k8s-gpu-operator")
     docs = k8s.kueue_manifests(spec)
     kinds = [d["kind"] for d in docs]
-    assert kinds == ["Namespace"] * 2 + ["ResourceFlavor"] + ["ClusterQueue"] * 2 + ["LocalQueue"] * 2
+    assert kinds == ["Namespace"] * 2 + ["ResourceFlavor"] * 3 + ["ClusterQueue"] * 2 + ["LocalQueue"] * 2
     for doc in docs:
         if doc["kind"] == "Namespace":
             assert doc["apiVersion"] == "v1"
@@ -295,14 +303,23 @@ def test_kueue_quotas_cohort_and_queues() -> None:
     vision = cqs["vision"]["resourceGroups"][0]
     # the inference nodes' MIG devices are resources of their own (mixed strategy)
     assert vision["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
-    resources = {r["name"]: r for r in vision["flavors"][0]["resources"]}
-    assert resources["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 32, "borrowingLimit": 16}
-    # 32 of the workers' 80 GPUs: 2/5 of their 1795 CPUs, 15627 GiB and 112 MIG devices, rounded down
-    assert resources["cpu"]["nominalQuota"] == 718
-    assert resources["memory"]["nominalQuota"] == "6250Gi"
-    assert resources["nvidia.com/mig-1g.10gb"]["nominalQuota"] == 44
-    lang = {r["name"]: r for r in cqs["language"]["resourceGroups"][0]["flavors"][0]["resources"]}
-    assert "borrowingLimit" not in lang["nvidia.com/gpu"]
+    # a flavor per k8s-worker group, the one without GPUs first; every flavor lists every covered resource
+    assert [f["name"] for f in vision["flavors"]] == ["mon", "gpu", "infer"]
+    assert all([r["name"] for r in f["resources"]] == vision["coveredResources"] for f in vision["flavors"])
+    quota = {f["name"]: {r["name"]: r for r in f["resources"]} for f in vision["flavors"]}
+    # the tenant's 32 GPUs and borrowing limit 16 are all in the group with whole GPUs
+    assert quota["gpu"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 32, "borrowingLimit": 16}
+    assert quota["infer"]["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 0}  # all in MIG
+    # 32 of the workers' 80 GPUs: 2/5 of each group's CPUs, memory and MIG devices, rounded down
+    assert quota["gpu"]["cpu"]["nominalQuota"] == 1792 * 2 // 5 == 716
+    assert quota["gpu"]["memory"]["nominalQuota"] == f"{15624 * 2 // 5}Gi"
+    assert quota["infer"]["nvidia.com/mig-1g.10gb"]["nominalQuota"] == 112 * 2 // 5 == 44
+    assert quota["infer"]["cpu"]["nominalQuota"] == 448 * 2 // 5 == 179  # MIG work needs CPUs there too
+    assert quota["mon"]["cpu"]["nominalQuota"] == 0  # 2/5 of one CPU
+    lang = {f["name"]: {r["name"]: r for r in f["resources"]} for f in cqs["language"]["resourceGroups"][0]["flavors"]}
+    assert all("borrowingLimit" not in f["nvidia.com/gpu"] for f in lang.values())
+    groups = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "ResourceFlavor"}
+    assert groups["gpu"] == {"nodeLabels": {"gpuforge.dev/node-group": "gpu"}}  # the node-labels add-on's label
     flavors = {d["metadata"]["name"] for d in docs if d["kind"] == "ResourceFlavor"}
     for cq in cqs.values():
         assert {f["name"] for g in cq["resourceGroups"] for f in g["flavors"]} <= flavors
@@ -345,7 +362,8 @@ def test_volcano_queues_validate_against_crd() -> None:
     assert queues["vision"]["spec"]["capability"] == {"nvidia.com/gpu": 48}
     # No borrowing limit: may grow to every worker GPU (8 x 8 + 2 x 8).
     assert queues["language"]["spec"]["capability"] == {"nvidia.com/gpu": 80}
-    assert queues["vision"]["spec"]["deserved"] == {"cpu": 718, "memory": "6250Gi", "nvidia.com/gpu": 32}
+    # 2/5 of the workers' 2241 CPUs and 19531 GiB, rounded down once
+    assert queues["vision"]["spec"]["deserved"] == {"cpu": 896, "memory": "7812Gi", "nvidia.com/gpu": 32}
 
 
 def test_volcano_gets_the_capacity_plugin_its_quotas_need() -> None:
@@ -393,13 +411,20 @@ def files_of(spec: Spec, name: str) -> dict[str, str]:
 def test_which_node_gets_what() -> None:
     spec = inventory("k8s-gpu-operator")
     got = {n.name: set(files_of(spec, n.name)) for n in resolve_nodes(spec)}
-    assert got.pop("kcp1") == PREREQS | {k8s.GPU_OPERATOR_VALUES, k8s.KUEUE_MANIFESTS, k8s.KUEUE_CONFIG}
+    frameworks = {
+        "/etc/gpuforge/k8s/kuberay-values.yaml",
+        "/etc/gpuforge/k8s/trainer-values.yaml",
+        "/etc/gpuforge/k8s/examples/raycluster-gpu.yaml",
+        "/etc/gpuforge/k8s/examples/trainjob-pytorch.yaml",
+    }
+    assert got.pop("kcp1") == PREREQS | {k8s.GPU_OPERATOR_VALUES, k8s.KUEUE_MANIFESTS, k8s.KUEUE_CONFIG} | frameworks
     assert all(paths == PREREQS for paths in got.values())
     assert all(p.startswith(k8s.MANIFEST_DIR + "/") for p in (k8s.GPU_OPERATOR_VALUES, k8s.KUEUE_MANIFESTS))
     volcano = batch_queue(kind="volcano")
-    assert set(files_of(volcano, "kcp1")) == PREREQS | {k8s.GPU_OPERATOR_VALUES, k8s.VOLCANO_MANIFESTS}
+    values = {"/etc/gpuforge/k8s/kuberay-values.yaml", "/etc/gpuforge/k8s/trainer-values.yaml"}  # no examples
+    assert set(files_of(volcano, "kcp1")) == PREREQS | {k8s.GPU_OPERATOR_VALUES, k8s.VOLCANO_MANIFESTS} | values
     none = batch_queue(kind="none", tenants=[])
-    assert set(files_of(none, "kcp1")) == PREREQS | {k8s.GPU_OPERATOR_VALUES}
+    assert set(files_of(none, "kcp1")) == PREREQS | {k8s.GPU_OPERATOR_VALUES} | values
 
 
 @pytest.mark.parametrize("inv", ["slurm-h100", "lab"])

@@ -1,5 +1,7 @@
 """The cluster's add-ons, from the first control plane once kubeadm is done: pod network, helm, the
-NVIDIA GPU Operator, the batch-queue controller, the tenants' queues and the nodes' labels.
+NVIDIA GPU Operator (and the wait for its driver upgrade), the KubeRay operator and Kubeflow Trainer
+(:mod:`gpuforge.deploy.layers.k8s_charts`), the batch-queue controller, the tenants' queues and the
+nodes' labels.
 
 Each add-on is applied when what it was applied from changed: a stamp file per add-on holds a
 digest of its inputs (versions, manifest and values checksums, the pod CIDR), written only after
@@ -8,7 +10,7 @@ run leaves the old stamp, so the next run applies again (every command here is i
 ``kubectl apply``, ``helm upgrade --install``, ``kubectl label --overwrite``). Upstream facts
 (URLs, commands) are :mod:`gpuforge.spec.k8s_upstream`.
 
-An add-on installed as a helm release (the GPU Operator) is also compared with the live release,
+An add-on installed as a helm release (the GPU Operator, KubeRay, Trainer) is also compared with the live release,
 read in the same round trip as the stamps (:mod:`gpuforge.deploy.layers.helm_release`): its stamp
 records the release revision helm reported right after the upgrade, and helm runs again when the
 release is missing, not ``deployed``, or at another revision than the stamp's (someone uninstalled,
@@ -18,71 +20,30 @@ with a warning and not compared; helm runs only if the stamp's digest differs.
 
 from __future__ import annotations
 
-import hashlib
 import shlex
-from dataclasses import dataclass
 
 from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
-from gpuforge.deploy.layers.helm_release import (
-    HELM,
-    KUBECONFIG,
-    REVISION_MARK,
-    HelmRelease,
-    read_release,
-    release_drift,
-)
-from gpuforge.deploy.layers.nvidia.common import unavailable_step, upload_file
+from gpuforge.deploy.layers.helm_release import HELM, KUBECONFIG, REVISION_MARK, read_release, release_drift
+from gpuforge.deploy.layers.k8s_addon import STAMP_DIR as STAMP_DIR
+from gpuforge.deploy.layers.k8s_addon import AddOn as AddOn
+from gpuforge.deploy.layers.k8s_addon import fetch_artifact as _fetch
+from gpuforge.deploy.layers.k8s_addon import sha16 as _sha
+from gpuforge.deploy.layers.k8s_charts import chart_addons
+from gpuforge.deploy.layers.k8s_charts import gpu_operator_addon as gpu_operator_addon
+from gpuforge.deploy.layers.nvidia.common import unavailable_step
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render import kubernetes as k8s
-from gpuforge.render import nvidia_sources as src
 from gpuforge.render.escape import sed_replacement, shell_word
 from gpuforge.render.files import RenderedFile
 from gpuforge.spec import Spec, k8s_upstream
 from gpuforge.spec import k8s_day2 as day2
-from gpuforge.spec.model import K8S_ROLES, SourceMode
+from gpuforge.spec import k8s_frameworks as fw
+from gpuforge.spec.model import K8S_ROLES, Role
 from gpuforge.spec.nodes import Node, resolve_nodes
+from gpuforge.spec.types import k8s_name
 
-STAMP_DIR = "/var/lib/gpuforge/k8s"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-
-
-@dataclass(frozen=True)
-class AddOn:
-    """One add-on: its stamp name, what a person reads, the digest of its inputs and its command
-    (``command`` None: it has no source, ``reason`` says why)."""
-
-    name: str
-    summary: str
-    digest: str
-    command: str | None
-    reason: str | None = None
-    pushed: tuple[RenderedFile, ...] = ()
-    """Bundle files the command needs on the node (offline mode)."""
-    release: HelmRelease | None = None
-    """The helm release the command installs (its live state is compared too)."""
-
-    @property
-    def stamp(self) -> str:
-        return f"{STAMP_DIR}/{self.name}.applied"
-
-    def stamp_command(self) -> str:
-        """Records that the command succeeded (and, for a helm release, its revision)."""
-        if self.release is not None:
-            return self.release.stamp_command(self.digest, self.stamp)
-        return f"install -d -m 0755 {STAMP_DIR} && echo {shlex.quote(self.digest)} > {self.stamp}"
-
-
-def _sha(text: str | bytes) -> str:
-    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()[:16]
-
-
-def _fetch(a: src.Artifact) -> tuple[str | None, tuple[RenderedFile, ...]]:
-    """The command that leaves an artifact on the node (and the bundle file pushed for it)."""
-    if not a.available:
-        return None, ()
-    pushed = (upload_file(a.node_path, src.bundle_files_single(a.local)),) if a.local else ()
-    return src.fetch_command(a), pushed
 
 
 def flannel_network_sed(pod_cidr: str) -> str:
@@ -135,36 +96,6 @@ def helm_addon(s: Spec) -> AddOn:
     return AddOn("helm", f"helm {s.versions.helm} in {HELM}", s.versions.helm, command, a.reason, pushed)
 
 
-def gpu_operator_addon(s: Spec) -> AddOn:
-    """``helm upgrade --install`` of the pinned chart archive with the rendered values: pulled from
-    upstream's repository or the site's chart mirror (``sources.mirrors.helm``), or the bundle's, and
-    installed only once its sha256 is the known one (``arts.chart_pull_command``)."""
-    version = s.versions.gpu_operator
-    values = k8s.gpu_operator_values_yaml(s)
-    digest = f"{version} values:{_sha(values)}"
-    summary = f"GPU Operator {version} (helm upgrade --install, values {k8s.GPU_OPERATOR_VALUES})"
-    release = HelmRelease(k8s.GPU_OPERATOR_RELEASE, k8s.kubernetes_section(s).gpu_operator.namespace)
-    mode = s.sources.mode
-    pushed: tuple[RenderedFile, ...] = ()
-    if mode is SourceMode.OFFLINE:
-        a = arts.gpu_operator_chart_artifact(s)
-        fetch, pushed = _fetch(a)
-    elif mode is SourceMode.MIRROR and not s.sources.mirrors.helm:
-        reason = "mirror mode without sources.mirrors.helm: no source for the GPU Operator chart"
-        return AddOn("gpu-operator", summary, digest, None, reason, release=release)
-    else:
-        url = str(s.sources.mirrors.helm).rstrip("/") if mode is SourceMode.MIRROR else k8s_upstream.GPU_OPERATOR_REPO
-        a = arts.gpu_operator_chart_from_repository(s, url)
-        fetch = arts.chart_pull_command(a, HELM) if a.available else None
-    if fetch is None:
-        return AddOn("gpu-operator", summary, digest, None, a.reason, release=release)
-    argv = k8s.helm_gpu_operator_argv(s, chart=a.node_path)
-    argv[0] = HELM
-    argv += ["--wait", "--timeout", "15m"]
-    command = " ".join([f"{fetch} &&", KUBECONFIG, *(shlex.quote(x) for x in argv)])
-    return AddOn("gpu-operator", summary, digest, command, pushed=pushed, release=release)
-
-
 def queue_controller_addon(s: Spec) -> AddOn:
     bq = k8s.kubernetes_section(s).batch_queue
     a = arts.queue_controller_artifact(s)
@@ -215,8 +146,20 @@ def kueue_config_addon(s: Spec, controller: AddOn) -> AddOn | None:
 
 
 def node_labels(s: Spec) -> dict[str, dict[str, str]]:
-    """Labels gpuforge sets on Kubernetes nodes: the MIG layout of each node that has one."""
-    return {n.name: {MIG_CONFIG_LABEL: n.mig_config} for n in resolve_nodes(s) if n.mig_config and n.roles & K8S_ROLES}
+    """Labels gpuforge sets on Kubernetes nodes: with Kueue tenants, each k8s worker's group (its
+    ResourceFlavor's ``nodeLabels``, k8s_frameworks 'kueue-flavors'); the MIG layout of each node that
+    has one."""
+    bq = k8s.kubernetes_section(s).batch_queue
+    flavored = bq.kind == "kueue" and bool(bq.tenants)
+    out: dict[str, dict[str, str]] = {}
+    for n in resolve_nodes(s):
+        if not n.roles & K8S_ROLES:
+            continue
+        labels = {fw.NODE_GROUP_LABEL: k8s_name(n.group)} if flavored and n.has(Role.K8S_WORKER) else {}
+        labels.update({MIG_CONFIG_LABEL: n.mig_config} if n.mig_config else {})
+        if labels:
+            out[n.name] = labels
+    return out
 
 
 def labels_addon(s: Spec) -> AddOn:
@@ -227,14 +170,17 @@ def labels_addon(s: Spec) -> AddOn:
         for name, kv in sorted(labels.items())
     ]
     digest = _sha(repr(sorted((n, sorted(kv.items())) for n, kv in labels.items())))
-    return AddOn("node-labels", f"labels on {len(labels)} node(s) ({MIG_CONFIG_LABEL})", digest, " && ".join(parts))
+    keys = ", ".join(sorted({k for kv in labels.values() for k in kv}))
+    return AddOn("node-labels", f"labels on {len(labels)} node(s) ({keys})", digest, " && ".join(parts))
 
 
 def addons(s: Spec) -> list[AddOn]:
-    """The add-ons of the spec's cluster, in the order they are applied."""
+    """The add-ons of the spec's cluster, in the order they are applied: the frameworks before the queue
+    controller, so that Kueue's integrations find their CRDs when it starts."""
     out = [cni_addon(s)]
-    if k8s.gpu_operator_needed(s):
-        out += [helm_addon(s), gpu_operator_addon(s)]
+    charts = chart_addons(s)
+    if charts:
+        out += [helm_addon(s), *charts]
     queues = k8s.batch_queue_file(s)
     if queues is not None:
         controller = queue_controller_addon(s)
