@@ -2,13 +2,18 @@
 
 For each N: a fresh lab of N nodes, the lab spec applied, stress-ng installed on every node from
 the lab mirror, then one campaign (CPU and memory burn-in of ``--seconds`` each, the health step;
-``--no-act``: nothing drained) timed from the control host. Prints and writes
-``bench/results/accept.json``:
+``--no-act``: nothing drained) timed from the control host, and its report.html opened in headless
+Chromium (``gpuforge.acceptance.browser``, where installed). Prints and writes
+``bench/results/accept.json`` and ``bench/results/accept.txt``:
 
 - wall time of the campaign, and the part of it the burn-in itself takes (the steps' seconds);
 - the control host's CPU: the ``gpuforge`` process and its ssh children (kernel rusage), in all
   and per node. The target is that it does not grow with N beyond submitting and collecting:
-  one SSH session per poll and per job (not per node), so per-node CPU should fall as N grows.
+  one SSH session per poll and per job (not per node), so per-node CPU should fall as N grows;
+- the load average of this machine when the campaign started (it is shared: read the figures with it).
+
+The lab is ``gfaccept`` on 10.213.23.0/24 (10.213.21.0/24, this script's earlier subnet, is another
+lab's on the shared machine).
 
 Needs root and the lab's tools; about 4 minutes per size plus the applies. Run:
 ``.venv/bin/python bench/accept.py [--nodes 3,12,24] [--seconds 10]`` (48 takes a machine with the
@@ -35,10 +40,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from gpuforge.acceptance import browser  # noqa: E402
 from gpuforge.lab import core  # noqa: E402
 from gpuforge.lab.spec import lab_spec_data  # noqa: E402
 
-NAME, SUBNET = "gfaccept", "10.213.21.0/24"
+NAME, SUBNET = "gfaccept", "10.213.23.0/24"
+RESULTS = REPO / "bench" / "results"
 QUIET = lambda _m: None  # noqa: E731
 INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends stress-ng"
 
@@ -53,6 +60,9 @@ class Row:
     exit_code: int
     passed: int
     jobs: int
+    campaign_s: float
+    load_1m: float
+    report_ok: bool | None
 
 
 def write_spec(state: Any, workdir: Path, nodes: int, seconds: int) -> Path:
@@ -65,11 +75,11 @@ def write_spec(state: Any, workdir: Path, nodes: int, seconds: int) -> Path:
     return path
 
 
-def gpuforge(args: list[str], env: dict[str, str]) -> tuple[float, int, str, float]:
-    """Run the CLI: wall time, exit status, stdout, CPU of it and its children (ssh) from rusage."""
-    with tempfile.TemporaryFile() as out:
+def gpuforge(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int, str, float]:
+    """Run the CLI (stderr to ``log``): wall time, exit status, stdout, CPU of it and its children (ssh)."""
+    with tempfile.TemporaryFile() as out, log.open("w") as err:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "gpuforge", *args], stdout=out, stderr=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, "-m", "gpuforge", *args], stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, env={**os.environ, **env}, cwd=REPO)  # fmt: skip
         _, status, usage = os.wait4(proc.pid, 0)
         took = time.monotonic() - start
@@ -93,16 +103,49 @@ def measure(nodes: int, seconds: int, workdir: Path) -> Row:
     state = core.up(NAME, nodes, SUBNET, log=QUIET)
     env = {"GPUFORGE_STATE_DIR": str(workdir / f"state-{nodes}")}
     spec = write_spec(state, workdir, nodes, seconds)
-    took, rc, _, _ = gpuforge(["apply", "--yes", str(spec)], env)
+    took, rc, _, _ = gpuforge(["apply", "--yes", str(spec)], env, workdir / f"apply-{nodes}.log")
     if rc != 0:
-        raise SystemExit(f"apply on {nodes} nodes failed (exit {rc})")
+        raise SystemExit(f"apply on {nodes} nodes failed (exit {rc}): {workdir / f'apply-{nodes}.log'}")
     install(state, nodes)
     # Slurm sees the nodes idle after the apply; give slurmd a moment to register the last ones.
     time.sleep(5)
-    took, rc, out, cpu = gpuforge(["accept", str(spec), "--json", "--no-act", "--poll", "2"], env)
+    load = os.getloadavg()[0]
+    log = workdir / f"accept-{nodes}.log"
+    took, rc, out, cpu = gpuforge(["accept", str(spec), "--json", "--no-act", "--poll", "2"], env, log)
+    if not out.strip():
+        raise SystemExit(f"accept on {nodes} nodes printed nothing (exit {rc}): {log}")
     doc = json.loads(out)
     return Row(nodes, round(took, 1), 2 * seconds, round(cpu, 2), round(1000 * cpu / nodes, 1), rc,
-               doc["summary"]["pass"], len(doc["groups"]))  # fmt: skip
+               doc["summary"]["pass"], len(doc["groups"]), doc["duration_s"], round(load, 2),
+               report_ok(Path(doc["saved"]).with_name("report.html")))  # fmt: skip
+
+
+def report_ok(page: Path) -> bool | None:
+    """The report in headless Chromium: the heat map and every chart drawn (None: no Chromium here)."""
+    if browser.find_browser() is None:
+        return None
+    try:
+        found = browser.problems(browser.view(page), [], [])
+    except browser.BrowserError as e:
+        found = [str(e)]
+    for p in found:
+        print(f"report {page}: {p}", file=sys.stderr)
+    return not found
+
+
+def table(rows: list[Row]) -> str:
+    head = (f"{'N':>3} {'wall s':>7} {'campaign s':>10} {'burn-in s':>9} {'ctl CPU s':>9} {'ms/node':>7} "
+            f"{'jobs':>4} {'passed':>6} {'exit':>4} {'load':>5} report")  # fmt: skip
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        shown = {True: "ok", False: "BAD", None: "-"}[r.report_ok]
+        lines.append(f"{r.nodes:3d} {r.wall_s:7.1f} {r.campaign_s:10.1f} {r.burn_in_s:9d} {r.control_cpu_s:9.2f} "
+                     f"{r.control_cpu_per_node_ms:7.0f} {r.jobs:4d} {r.passed:6d} {r.exit_code:4d} {r.load_1m:5.2f} "
+                     f"{shown}")  # fmt: skip
+    lines.append("wall s: the gpuforge accept command; campaign s: its own measure (campaign.json); burn-in s: the "
+                 "steps' seconds; ctl CPU s: gpuforge and its ssh children (rusage); load: 1-minute load average "
+                 "of this 2-core machine at the start; report: report.html checked in headless Chromium")  # fmt: skip
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -113,6 +156,7 @@ def main() -> int:
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="gfaccept-"))
     rows: list[Row] = []
+    print(f"work folder (specs, state, campaign folders, logs): {workdir}", flush=True)
     try:
         for n in (int(x) for x in args.nodes.split(",")):
             rows.append(measure(n, args.seconds, workdir))
@@ -120,12 +164,17 @@ def main() -> int:
             print(f"{r.nodes:3d} nodes: campaign {r.wall_s:6.1f} s (burn-in {r.burn_in_s} s), control host "
                   f"{r.control_cpu_s:5.2f} CPU-s ({r.control_cpu_per_node_ms:.0f} ms/node), {r.jobs} job(s), "
                   f"{r.passed} passed, exit {r.exit_code}", flush=True)  # fmt: skip
+            write(rows)  # after every size: a later one that fails keeps the earlier figures
     finally:
         core.down(NAME, log=QUIET)
-    out = REPO / "bench" / "results" / "accept.json"
-    out.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
-    print(f"written: {out}")
+    print(table(rows))
     return 0
+
+
+def write(rows: list[Row]) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "accept.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    (RESULTS / "accept.txt").write_text(table(rows) + "\n")
 
 
 if __name__ == "__main__":

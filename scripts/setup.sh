@@ -4,7 +4,8 @@
 # provider, which `vagrant validate` needs, with libvirt, qemu, dnsmasq and socat: the Vagrant test boots a VM
 # under software emulation inside a network namespace; gnupg: `gpuforge bundle` checks and makes repository signatures;
 # rpm: it checks rpm packages' signatures; createrepo-c and dnf: the RHEL bundle tests build real rpm-md
-# repositories and read the bundle with dnf),
+# repositories and read the bundle with dnf; chromium: the acceptance tests open the campaign's HTML report in
+# Debian's headless Chromium, tests/acceptance/test_report_browser.py),
 # then a virtualenv in .venv with gpuforge and its development tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,7 @@ APT_PACKAGES=(
   libvirt-daemon-system qemu-system-x86 qemu-utils dnsmasq-base iptables socat e2fsprogs
   prometheus prometheus-alertmanager
   rpm createrepo-c dnf
+  chromium
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -260,37 +260,3 @@ def decode_output(text: str) -> JobOutput:
         except (ValueError, binascii.Error, zlib.error) as e:
             out.problems.append(f"{node}: its report cannot be read: {e}")
     return out
-
-
-# --------------------------------------------------------------------------- Kubernetes (planned)
-
-
-def kube_job(spec: Spec, node: Node, campaign: str) -> dict[str, Any]:
-    """The Job a Kubernetes campaign would run on ``node`` (planned: not submitted by gpuforge yet).
-
-    Pinned with ``spec.nodeName``; the image (``acceptance.steps.container.image``) must carry
-    python3 and the steps' programs; its log holds the same ``GFACCEPT`` lines as a Slurm task.
-    """
-    group = JobGroup(node.name, None, node.leaf_switch, (node.name,), ((node.name, node.hardware.gpu_count),),
-                     ((node.name, node.leaf_switch),))  # fmt: skip
-    config = base64.b64encode(json.dumps(runner_config(spec, group, campaign)).encode()).decode()
-    container: dict[str, Any] = {
-        "name": "accept",
-        "image": spec.acceptance.steps.container.image.replace("#", "/"),
-        "command": ["python3", "-c", BOOT],
-        "env": [
-            {"name": RUNNER_ENV, "value": _b64(runner_source().encode())},
-            {"name": CONFIG_ENV, "value": config},
-            {"name": "SLURMD_NODENAME", "value": node.name},
-        ],
-    }
-    if node.hardware.gpu_count:
-        container["resources"] = {"limits": {"nvidia.com/gpu": node.hardware.gpu_count}}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": f"{JOB_PREFIX}-{campaign[-12:]}-{node.name}"[:63].rstrip("-"), "namespace": "default",
-                     "labels": {"app.kubernetes.io/managed-by": "gpuforge", "gpuforge/campaign": campaign[-63:]}},
-        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": time_limit_minutes(spec, group) * 60,
-                 "template": {"spec": {"nodeName": node.name, "restartPolicy": "Never", "containers": [container]}}},
-    }  # fmt: skip

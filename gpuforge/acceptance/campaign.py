@@ -21,9 +21,10 @@ from typing import Any
 
 from gpuforge.acceptance import batch, outliers, parsers, slurm_actions
 from gpuforge.acceptance.batch import JobGroup, JobOutput
+from gpuforge.acceptance.fabric_step import add_fabric_steps, fabric_steps
 from gpuforge.acceptance.parsers import ERROR, FAIL, PASS, SKIP, StepResult
 from gpuforge.acceptance.results import Campaign, GroupRun, NodeResult, campaign_id, spec_hash
-from gpuforge.spec import Role, Spec
+from gpuforge.spec import Role, Scheduler, Spec
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes
 from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, Completed, SshTransport, Transport, remote_shell
 
@@ -31,15 +32,18 @@ Say = Callable[[str], None]
 
 
 class Cluster:
-    """Commands on the controller and on nodes, through one transport (SSH, host keys checked)."""
+    """Commands on the controller (Kubernetes: the first control plane) and on nodes, through one
+    transport (SSH, host keys checked)."""
 
     def __init__(self, spec: Spec, spec_path: str | Path, transport: Transport | None = None) -> None:
         self.spec = spec
         self.transport = transport or SshTransport(spec, spec_path, NO_SECRET_KEX_OPTION)
         self.by_name = {n.name: n for n in resolve_nodes(spec)}
-        controllers = nodes_with(spec, Role.CONTROLLER)
+        kube = spec.cluster.scheduler is Scheduler.KUBERNETES
+        controllers = nodes_with(spec, Role.K8S_CONTROL_PLANE if kube else Role.CONTROLLER)
         if not controllers:
-            raise ValueError("the spec has no Slurm controller to submit the campaign's jobs to")
+            raise ValueError(f"the spec has no {'Kubernetes control plane' if kube else 'Slurm controller'} to "
+                             "submit the campaign's jobs to")  # fmt: skip
         self.controller = controllers[0]
 
     def run(self, command: str, timeout: float = 120, node: str | None = None) -> Completed:
@@ -74,6 +78,8 @@ def run_campaign(
         node_results, run.steps = judge_group(spec, group, run, outputs.get(group.name))
         camp.nodes += node_results
         camp.groups.append(run)
+    if spec.acceptance.steps.fabric.enabled:  # the validator's pair test, within each leaf, after the jobs
+        add_fabric_steps(camp, fabric_steps(spec, spec_path, cluster.transport, [r.node for r in camp.nodes], say))
     camp.nodes += [NodeResult(n, "-", untested=why) for n, why in untested.items()]
     order = {n.name: i for i, n in enumerate(nodes)}
     camp.nodes.sort(key=lambda r: order.get(r.node, 0))
@@ -225,9 +231,8 @@ def _no_report_reason(run: GroupRun, output: JobOutput | None) -> str:
     if output is None:
         return f"job {run.job_id} {run.state or '?'}: {run.note or 'its output was not read'}"
     tail = " | ".join(output.container_text[-2:]) or "no output"
-    return (
-        f"job {run.job_id} {run.state}: no node reported (srun exit {output.steps.get('nodes', {}).get('rc')}): {tail}"
-    )
+    srun = f" (srun exit {output.steps['nodes'].get('rc')})" if "nodes" in output.steps else ""
+    return f"job {run.job_id} {run.state}: no node reported{srun}: {tail}"
 
 
 def _container_results(spec: Spec, group: JobGroup, output: JobOutput) -> dict[str, StepResult]:

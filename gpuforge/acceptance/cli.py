@@ -41,7 +41,9 @@ def plan_text(spec: Spec, names: list[str] | None) -> str:
     camp = campaign_id(spec, 0.0).replace("19700101T000000.000Z", "plan")
     nodes = batch.campaign_nodes(spec, names)
     if spec.cluster.scheduler is Scheduler.KUBERNETES:
-        docs = [batch.kube_job(spec, n, camp) for n in nodes]
+        from gpuforge.acceptance.kube_actions import kube_job
+
+        docs = [kube_job(spec, n, camp) for n in nodes]
         return "\n---\n".join(json.dumps(d, indent=2) for d in docs) + "\n"
     parts = []
     for g in batch.plan_groups(spec, nodes):
@@ -97,8 +99,9 @@ def accept_typer(
     no_act: Annotated[bool, typer.Option("--no-act", help="Report only: drain no node, move no spare")] = False,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between two reads of the jobs' states")] = 5.0,
 ) -> None:
-    """Run an acceptance campaign as Slurm jobs: burn-in, diagnostics, peer outliers, drains and spares."""
-    from gpuforge.acceptance import replace, report
+    """Run an acceptance campaign as Slurm jobs (Kubernetes: a Job per worker): burn-in, diagnostics, peer
+    outliers, drains (cordons) and spares."""
+    from gpuforge.acceptance import kube_campaign, replace, report
     from gpuforge.acceptance.campaign import Cluster, run_campaign
     from gpuforge.acceptance.results import campaigns_dir
 
@@ -110,18 +113,19 @@ def accept_typer(
     if plan:
         sys.stdout.write(plan_text(s, names))
         raise typer.Exit(0)
-    if s.cluster.scheduler is Scheduler.KUBERNETES:
-        raise _refuse("Kubernetes campaigns are planned only: 'gpuforge accept --plan' prints the Jobs")
+    kube = s.cluster.scheduler is Scheduler.KUBERNETES
     with err.status("accepting") as status:
         try:
             cluster = Cluster(s, spec)
         except ValueError as e:
             raise _refuse(str(e)) from None
         raw = campaigns_dir(s.cluster.name) / "raw-pending"
-        camp = run_campaign(s, spec, names=names, transport=cluster.transport, say=status.update, poll_s=poll,
-                            act=not no_act, raw_dir=raw)  # fmt: skip
+        run, restore = (kube_campaign.run_kube_campaign, kube_campaign.restore_capacity) if kube else (
+            run_campaign, replace.restore_capacity)  # fmt: skip
+        camp = run(s, spec, names=names, transport=cluster.transport, say=status.update, poll_s=poll,
+                   act=not no_act, raw_dir=raw)  # fmt: skip
         if not no_act:
-            replace.restore_capacity(cluster, s, camp, say=status.update)
+            restore(cluster, s, camp, say=status.update)
     doc = camp.to_dict()
     base = _baseline(s, baseline, camp.id)
     worse = report.regressions(doc, base, s.acceptance.outliers.margin_percent) if base is not None else None
@@ -147,16 +151,25 @@ def replace_typer(
     ] = False,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between two reads of the job's state")] = 5.0,
 ) -> None:
-    """Take NODE out of its partition and move a healthy spare in (recorded); --back returns it."""
+    """Take NODE out of its partition (Kubernetes: cordon and taint it) and move a healthy spare in (recorded);
+    --back returns it (Slurm)."""
     from gpuforge.acceptance import replace
     from gpuforge.acceptance.campaign import Cluster
 
     s = _load(spec)
     if not s.acceptance.spares:
         raise _refuse("acceptance.spares is empty in the spec: there is no spare pool")
+    kube = s.cluster.scheduler is Scheduler.KUBERNETES
+    if kube and back:
+        raise _refuse("replace --back is Slurm only for now: on Kubernetes, uncordon the repaired node, remove its "
+                      "group labels and put the spare taints back (docs/acceptance.md)")  # fmt: skip
     try:
         cluster = Cluster(s, spec)
-        if back:
+        if kube:
+            from gpuforge.acceptance import kube_replace
+
+            outcome = kube_replace.replace_node(cluster, s, node)
+        elif back:
             outcome, camp = replace.return_node(cluster, s, spec, node, poll_s=poll)
             if camp is not None:
                 _outputs(camp, camp.to_dict(), None, {"html": None, "junit": None, "prom": None})

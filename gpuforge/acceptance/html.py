@@ -103,9 +103,10 @@ def render_html(doc: dict[str, Any], regressions: list[str] | None = None) -> st
     """The whole page."""
     s = doc["summary"]
     lines = problem_lines(doc)
-    failed = [x for x in lines if ": outlier: " not in x and not x.startswith(("drain ", "spare-", "problem:"))]
+    acts = tuple(f"{a['action']} " for a in doc["actions"])
+    failed = [x for x in lines if ": outlier: " not in x and not x.startswith((*acts, "problem:"))]
     outliers = [x for x in lines if ": outlier: " in x]
-    actions = [x for x in lines if x.startswith(("drain ", "spare-"))] + [x for x in lines if x.startswith("problem:")]
+    actions = [x for x in lines if acts and x.startswith(acts)] + [x for x in lines if x.startswith("problem:")]
     charts = "".join(bars(doc, st) for st in doc["stats"])
     return "".join([
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',

@@ -10,8 +10,8 @@ explains each step). Every value here lands in a shell command of the batch scri
 runner's argv: its type admits only what is one literal token there (``NodePath``,
 ``EnrootImage``, ``SizeToken``), and the renderer quotes it as well.
 
-Cross-field rules (spares name real partitions and compute nodes, the fabric pair test is not
-built yet) are :mod:`gpuforge.spec.acceptance_rules`, run with the spec's other rules.
+Cross-field rules (spares name real partitions and compute nodes, the fabric pair test needs a
+node group with a fabric) are :mod:`gpuforge.spec.acceptance_rules`, run with the spec's other rules.
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ _ENROOT_IMAGE = re.compile(
     r"[a-z0-9]+(?:[._/-][a-z0-9]+){0,32}(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?"
 )
 _SIZE = re.compile(r"[0-9]{1,12}[KMGkmg]?")
+#: Kubernetes label and taint syntax (kubectl label / kubectl taint reference, gpuforge.acceptance.kube_actions
+#: SOURCES): a name of at most 63 characters, letters, digits, '-', '_', '.', alphanumeric at both ends, with an
+#: optional DNS subdomain prefix and '/' for a key; a value the same without prefix, or empty.
+_K8S_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?"
+_K8S_KEY = re.compile(rf"(?:[a-z0-9](?:[a-z0-9.-]{{0,251}}[a-z0-9])?/)?{_K8S_NAME}")
+_K8S_VALUE = re.compile(rf"(?:{_K8S_NAME})?")
+_TAINT = re.compile(rf"({_K8S_KEY.pattern})(?:=({_K8S_NAME}))?:(NoSchedule|PreferNoSchedule|NoExecute)")
 
 
 def node_path(value: str) -> str:
@@ -70,7 +77,31 @@ def size_token(value: str) -> str:
     return value
 
 
+def label_key(value: str) -> str:
+    """A Kubernetes label key: ``[prefix/]name`` (name: 63 characters at most, alphanumeric at both ends)."""
+    if len(value) > 317 or not _K8S_KEY.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes label key ([dns-subdomain/]name, e.g. gpuforge.dev/pool)")
+    return value
+
+
+def label_value(value: str) -> str:
+    """A Kubernetes label value: empty, or 63 characters at most, alphanumeric at both ends."""
+    if not _K8S_VALUE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes label value (letters, digits, '-_.', 63 at most)")
+    return value
+
+
+def taint(value: str) -> str:
+    """A node taint as kubectl taint writes it: ``key[=value]:NoSchedule|PreferNoSchedule|NoExecute``."""
+    if len(value) > 400 or not _TAINT.fullmatch(value):
+        raise ValueError(f"{value!r} is not a taint (key[=value]:NoSchedule|PreferNoSchedule|NoExecute)")
+    return value
+
+
 NodePath = Annotated[str, AfterValidator(node_path)]
+LabelKey = Annotated[str, AfterValidator(label_key)]
+LabelValue = Annotated[str, AfterValidator(label_value)]
+Taint = Annotated[str, AfterValidator(taint)]
 ToolCommand = Annotated[str, AfterValidator(tool_command)]
 EnrootImage = Annotated[str, AfterValidator(enroot_image)]
 SizeToken = Annotated[str, AfterValidator(size_token)]
@@ -162,9 +193,10 @@ class NcclStep(StrictModel):
 
 
 class FabricStep(StrictModel):
-    """The fabric pair test of the fabric layer: planned, not built (the fabric layer does not exist yet)."""
+    """The fabric pair test after the jobs: ``gpuforge validate --checks fabric.pairs`` on the tested nodes
+    (perftest, and NCCL on GPU nodes, between pairs of nodes within each leaf switch)."""
 
-    enabled: bool = live(False, "Must stay off: the fabric layer is not built yet")
+    enabled: bool = live(False, "Run the fabric pair test (needs a node group with a fabric; default off)")
 
 
 class Steps(StrictModel):
@@ -177,7 +209,7 @@ class Steps(StrictModel):
     container: ContainerStep = live(default_factory=ContainerStep, description="Container pull and run (pyxis)")
     dcgm: DcgmStep = live(default_factory=DcgmStep, description="DCGM diagnostics")
     nccl: NcclStep = live(default_factory=NcclStep, description="NCCL all_reduce_perf")
-    fabric: FabricStep = live(default_factory=FabricStep, description="Fabric pair test (not built)")
+    fabric: FabricStep = live(default_factory=FabricStep, description="Fabric pair test (validate's fabric.pairs)")
 
 
 class Outliers(StrictModel):
@@ -189,17 +221,44 @@ class Outliers(StrictModel):
 
 
 class SparePool(StrictModel):
-    """Healthy spares that stand in for failed nodes of one partition."""
+    """Healthy spares that stand in for failed nodes of one partition (Kubernetes: of one node group)."""
 
-    partition: Name = live(description="The partition the spares stand in for")
+    partition: Name = live(
+        description="The partition the spares stand in for (Kubernetes: the node_groups entry whose nodes they do)"
+    )
     nodes: Annotated[str, AfterValidator(hostlist_expression)] = live(
         description="Hostlist of the spare nodes (compute nodes outside that partition)"
     )
     size: int = live(description="The partition's size in service: below it, a spare moves in", ge=1)
+    labels: dict[LabelKey, LabelValue] = live(
+        default_factory=dict,
+        description="Kubernetes: the labels that make a node a member of the group (set on a spare that moves in; "
+        "required there, unused on Slurm)",
+    )
+    spare_taints: list[Taint] = live(
+        default_factory=list,
+        description="Kubernetes: taints a spare carries while in the pool (key[=value]:Effect), removed when it "
+        "moves in",
+    )
 
     @property
     def hostnames(self) -> list[str]:
         return hostlist.expand(self.nodes)
+
+
+class KubeAcceptance(StrictModel):
+    """Where a Kubernetes campaign's Jobs run and how long Kubernetes keeps them."""
+
+    namespace: str = live(
+        "default", "Namespace of the Jobs (default: default)", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+    )
+    ttl_seconds_after_finished: int = live(
+        3600,
+        "Job spec.ttlSecondsAfterFinished: Kubernetes deletes a finished Job (and its pod) this long after; "
+        "gpuforge deletes them itself once their logs are read (default 3600)",
+        ge=0,
+        le=7 * 86400,
+    )
 
 
 class Acceptance(StrictModel):
@@ -211,4 +270,9 @@ class Acceptance(StrictModel):
     steps: Steps = live(default_factory=Steps, description="The steps and their settings")
     outliers: Outliers = live(default_factory=Outliers, description="Peer comparison")
     spares: list[SparePool] = live(default_factory=list, description="Hot spares per partition")
-    drain_failed: bool = live(True, "Drain a node that fails a step, with the step's reason (default on)")
+    drain_failed: bool = live(
+        True, "Drain a node that fails a step, with the step's reason (Kubernetes: cordon and taint; default on)"
+    )
+    kubernetes: KubeAcceptance = live(
+        default_factory=KubeAcceptance, description="Kubernetes campaigns: the Jobs' namespace and lifetime"
+    )

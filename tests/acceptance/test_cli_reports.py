@@ -3,6 +3,7 @@ the campaign document under the state dir, JUnit, Prometheus, the HTML page, --b
 
 from __future__ import annotations
 
+import base64
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -131,6 +132,6 @@ def test_kubernetes_is_planned_as_pinned_jobs(tmp_path: Path) -> None:
     assert cp.returncode == 0, cp.stderr
     jobs = [json.loads(part) for part in cp.stdout.split("\n---\n")]
     assert jobs and all(j["kind"] == "Job" and j["spec"]["template"]["spec"]["nodeName"] for j in jobs)
-    assert all(j["spec"]["backoffLimit"] == 0 for j in jobs)
-    refused = run_cli("accept", str(k8s))
-    assert refused.returncode == 2 and "planned only" in refused.stderr
+    assert all(j["spec"]["backoffLimit"] == 0 and j["spec"]["ttlSecondsAfterFinished"] == 3600 for j in jobs)
+    config = json.loads(base64.b64decode(jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"]))
+    assert [s["name"] for s in config["steps"]][:2] == ["cpu", "memory"], "no health step in a Job (Slurm's program)"

@@ -61,7 +61,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("size", {"steps": {"nccl": {"max_bytes": "8T"}}}, "acceptance.steps.nccl.max_bytes"),
     ("level", {"steps": {"dcgm": {"level": 2}}}, "acceptance.steps.dcgm.level"),
     ("margin", {"outliers": {"margin_percent": 0}}, "acceptance.outliers.margin_percent"),
-    ("fabric", {"steps": {"fabric": {"enabled": True}}}, "the fabric layer, which is not built yet"),
+    ("fabric", {"steps": {"fabric": {"enabled": True}}}, "needs a node group with a fabric (node_groups[].fabric)"),
     ("unknown", {"steps": {"gpu_burn": {}}}, "acceptance.steps.gpu_burn"),
     ("spare-partition", {"spares": [{"partition": "gpu", "nodes": "node3", "size": 1}]}, "no partition 'gpu'"),
     (
