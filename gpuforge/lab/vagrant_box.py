@@ -1,7 +1,7 @@
 """A Vagrant box for the libvirt provider, built here from the lab's Debian 12 rootfs recipe.
 
 No box can be downloaded on an air-gapped CI machine, so gpuforge builds its own: the lab's
-package set (:mod:`gpuforge.lab.rootfs`) plus Debian's cloud kernel, as an ext4 filesystem made
+package set (:mod:`gpuforge.lab.rootfs`) plus Debian's generic kernel, as an ext4 filesystem made
 with ``mkfs.ext4 -d`` (no loop device, no mount) and converted to qcow2. The VM boots that
 kernel directly (libvirt's kernel/initrd/cmdline), so the disk needs no partition table and no
 boot loader.
@@ -13,6 +13,8 @@ Invariants:
 - The box carries no SSH host keys and an empty machine-id: each VM makes its own at first boot.
 - A build goes to a temporary folder renamed into place under a file lock: an interrupted build
   leaves no box that looks complete.
+- The box boots Debian's generic kernel, not the smaller cloud one: only the generic kernel ships
+  Soft-RoCE (``rdma_rxe``) and the NFS server (the lab notes), which the fabric and NFS VM test uses.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ CACHE_DIR = "/var/cache/gpuforge/vagrant"
 BOX_NAME = "gpuforge/debian12-local"
 SUITE = "bookworm"
 # Bump when the customisation below changes what the box contains.
-RECIPE = 2
-BOX_PACKAGES: tuple[str, ...] = ("linux-image-cloud-amd64", "initramfs-tools", "zstd")
+RECIPE = 3
+# Debian 12's generic kernel: rdma_rxe and nfsd's server side (lab notes, "VM kernels"); the cloud
+# kernel has neither.
+BOX_PACKAGES: tuple[str, ...] = ("linux-image-amd64", "initramfs-tools", "zstd")
 DISK_GB = 8
 # eth0 is Vagrant's management network (DHCP); Vagrant configures the private network (eth1)
 # through systemd-networkd itself.
@@ -94,9 +98,9 @@ class Box:
 
 def box_key(suite: str = SUITE) -> str:
     """Stable key of the box recipe (its packages, recipe version and kernel command line)."""
+    packages = sorted(set(PACKAGES + BOX_PACKAGES))
     blob = json.dumps(
-        {"suite": suite, "packages": sorted(set(PACKAGES + BOX_PACKAGES)), "recipe": RECIPE, "cmdline": KERNEL_CMDLINE},
-        sort_keys=True,
+        {"suite": suite, "packages": packages, "recipe": RECIPE, "cmdline": KERNEL_CMDLINE}, sort_keys=True
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -166,13 +170,14 @@ def customize_tree(tree: str, public_key: str, apt_sources: str) -> None:
 def _boot_file(tree: str, prefix: str) -> str:
     found = sorted(f for f in os.listdir(os.path.join(tree, "boot")) if f.startswith(prefix))
     if not found:
-        raise LabError(f"the box rootfs has no /boot/{prefix}* (did linux-image-cloud-amd64 install?)")
+        raise LabError(f"the box rootfs has no /boot/{prefix}* (did the kernel package install?)")
     return os.path.join(tree, "boot", found[-1])
 
 
 def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print) -> Box:
     """Return the cached box, building it first if needed (root, mmdebstrap, e2fsprogs, qemu-utils)."""
-    box = Box(os.path.join(cache_dir, box_key()))
+    key = box_key()
+    box = Box(os.path.join(cache_dir, key))
     if box.complete():
         return box
     os.makedirs(cache_dir, mode=0o755, exist_ok=True)
@@ -186,7 +191,7 @@ def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print) ->
         remove_tree(tmp)
         os.makedirs(tmp, mode=0o755)
         try:
-            _build_into(tmp, base, Box(tmp), box, log)
+            _build_into(tmp, base, Box(tmp, box.name), box, key, log)
             remove_tree(box.folder)
             os.rename(tmp, box.folder)
         except BaseException:
@@ -196,10 +201,10 @@ def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print) ->
     return box
 
 
-def _build_into(tmp: str, base: str, staging: Box, final: Box, log: Callable[[str], None]) -> None:
+def _build_into(tmp: str, base: str, staging: Box, final: Box, key: str, log: Callable[[str], None]) -> None:
     tree = os.path.join(tmp, "tree")
     run(["cp", "-a", base, tree], timeout=600)
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpuforge box {box_key()}", "-f", staging.private_key])
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpuforge box {key}", "-f", staging.private_key])
     os.chmod(staging.private_key, 0o600)
     with open(staging.private_key + ".pub") as f:
         customize_tree(tree, f.read(), node_sources(host_mirrors()))

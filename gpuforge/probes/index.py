@@ -10,7 +10,9 @@ from typing import Any
 from gpuforge.probes import (
     containers,
     dcgm,
+    fabric,
     files,
+    image,
     metrics,
     mig,
     nvidia,
@@ -51,6 +53,7 @@ READINGS: dict[str, Reading[Any]] = {
         files.FILE_TEXT,
         files.FILE_TEXTS,
         files.MANAGED_FILES,
+        image.IMAGE_RECORD_READING,
         packages.DEB_VERSIONS,
         systemd.UNIT_STATES,
         swap.PROC_SWAPS,
@@ -64,5 +67,7 @@ READINGS: dict[str, Reading[Any]] = {
         slurm.MUNGE_ROUND_TRIP,
         slurm.SRUN_HELP,
         containers.CONTAINER_GPUS,
+        fabric.RDMA,
+        fabric.GPU_NIC_TOPOLOGY,
     )
 }

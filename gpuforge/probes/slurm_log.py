@@ -21,7 +21,7 @@ LOG_LINES = 2000
 MISMATCH = "appears to have a different slurm.conf than the slurmctld"
 STARTED = "slurmctld version "
 RECONFIGURED = "_slurm_rpc_reconfigure_controller: completed"
-_STAMP = re.compile(r"^\[(?P<t>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.\d+)?\]\s*(?P<rest>.*)$")
+_STAMP = re.compile(r"^\[(?P<t>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*(?P<rest>.*)$")
 _NODE = re.compile(r"error: Node (?P<node>\S+) " + re.escape(MISMATCH))
 
 
@@ -42,7 +42,8 @@ def conf_hash_log_command(path: str = SLURMCTLD_LOG) -> str:
 
 
 def parse_conf_hash_log(lines: list[str]) -> ConfHashLog:
-    """Times as Slurm writes them (ISO 8601, the controller's local time, milliseconds dropped)."""
+    """Times as Slurm writes them (ISO 8601, the controller's local time, milliseconds kept: a
+    registration logged in the same second as, but before, a reconfigure is not after it)."""
     missing = next((line.split("=", 1)[1].strip() for line in lines if line.startswith("__missing=")), None)
     if missing is not None:
         return ConfHashLog(mismatched={}, reread=None, error=f"cannot read {missing} on the controller")

@@ -25,6 +25,7 @@ _OPTIONAL = (
     ("gpuforge.render.k8s_maintenance", "maintenance_files"),
     ("gpuforge.render.monitoring", "monitoring_files"),
     ("gpuforge.render.storage", "storage_files"),
+    ("gpuforge.render.fabric", "fabric_files"),
 )
 
 

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from gpuforge.render.files import LocalSource, RenderedFile, Secrets
+from gpuforge.render.health_fabric import fabric_health_config
 from gpuforge.render.node_program import node_program
 from gpuforge.render.nvidia import (
     CONTAINERD_CONFIG,
@@ -68,6 +69,7 @@ def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[s
         "dcgm": None,
         "node_exporter": {"enabled": spec.monitoring.node_exporter, "port": spec.monitoring.node_exporter_port},
         "platform": _platform_config(node),
+        "fabric": fabric_health_config(spec, node),
         "config_files": managed_manifest(managed),
     }
     if gpu is not None and model is not None:

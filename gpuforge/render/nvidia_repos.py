@@ -7,6 +7,7 @@ from the same functions.
 
 from __future__ import annotations
 
+from gpuforge.render import fabric
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.nvidia import (
@@ -60,7 +61,7 @@ def cuda_repo_wanted(spec: Spec, node: Node) -> bool:
         or (node.hardware.nvswitch and not canonical)  # Canonical's archive has its own fabric manager
         or spec.versions.cuda_toolkit is not None
     )
-    return driver or dcgm_wanted(spec, node) or bool(node.mig_config)
+    return driver or dcgm_wanted(spec, node) or bool(node.mig_config) or fabric.wants_cuda_repo(spec, node)
 
 
 def epel_wanted(spec: Spec, node: Node) -> bool:

@@ -22,7 +22,9 @@ from gpuforge.spec.policy import live
 from gpuforge.spec.strict import Name, StrictModel
 
 #: Layers an Ansible step may follow: gpuforge.spec.roles.LAYER_ORDER (a test keeps them equal).
-LayerName = Literal["base", "packages", "storage", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health"]
+LayerName = Literal[
+    "base", "packages", "storage", "munge", "nvidia", "fabric", "kubernetes", "slurm", "monitoring", "health"
+]
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _JINJA = ("{{", "{%", "{#", "}}", "%}", "#}")
 #: Names Ansible itself sets or reads as connection/privilege settings.

@@ -1,7 +1,7 @@
 """``--tags`` and ``--skip-tags`` (Ansible's names): the layers one plan or apply runs.
 
 A tag is a layer as the deploys name it (``gpuforge.spec.roles.LAYER_ORDER``: base, packages,
-munge, nvidia, kubernetes, slurm, monitoring, health) or ``site``: the site's Ansible steps
+munge, nvidia, fabric, kubernetes, slurm, monitoring, health) or ``site``: the site's Ansible steps
 (``site.ansible``). ``--tags`` keeps only the layers named, ``--skip-tags`` leaves layers out;
 the chosen layers still run in the one global order.
 """

@@ -22,6 +22,7 @@ from gpuforge.spec.acceptance import Acceptance
 from gpuforge.spec.dcgm import dcgm_counter
 from gpuforge.spec.digest_types import ArtifactFileName, Sha256
 from gpuforge.spec.extensions import Site
+from gpuforge.spec.fabric import Fabric
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.k8s_day2 import DEFAULT_VERSION as K8S_DEFAULT_VERSION
 from gpuforge.spec.k8s_model import (
@@ -202,6 +203,11 @@ class MirrorUrls(StrictModel):
         "Mirror of pkgs.k8s.io (the Kubernetes community repositories) in the same layout: "
         "<url>/core:/stable:/v<minor>/deb/ or .../rpm/, with their signing keys",
     )
+    doca: HttpUrl | None = live(
+        None,
+        "Mirror of NVIDIA's DOCA repository (fabric.stack: doca); {distro} and {arch} "
+        "stand for DOCA's directory names (ubuntu24.04, arm64-sbsa)",
+    )
     helm: HttpUrl | None = live(None, "Helm chart repository mirror")
     registry: RegistryRef | None = live(None, "Container registry mirror for images")
 
@@ -375,6 +381,7 @@ class NodeGroup(StrictModel):
     )
     mig_config: Name | None = rolling(None, "Name of a mig.configs entry applied to these nodes")
     connector: Connector = live(Connector.SSH, "ssh, or vagrant (addresses from 'vagrant ssh-config')")
+    fabric: Fabric | None = rolling(None, "RDMA fabric (InfiniBand or RoCE), NCCL and MPI; omit for none")
 
     @field_validator("hosts")
     @classmethod

@@ -21,6 +21,7 @@ from datetime import date
 
 from gpuforge.spec import nvidia_releases as rel
 from gpuforge.spec.errors import SpecIssue
+from gpuforge.spec.fabric_rules import fabric_warnings
 from gpuforge.spec.model import ManagedBy, Role, Scheduler, Spec
 from gpuforge.spec.nodes import resolve_nodes
 from gpuforge.spec.nvidia_releases import BRANCHES, DESIGNATIONS, GPU_OPERATOR, RELEASES, Branch
@@ -162,4 +163,4 @@ def _pyxis_warnings(spec: Spec) -> Iterator[SpecIssue]:
 def support_warnings(spec: Spec, today: date | None = None) -> list[SpecIssue]:
     """Every combination of ``spec`` outside NVIDIA's published support on ``today`` (default: now)."""
     when = today or date.today()
-    return [*_driver_warnings(spec, when), *_operator_warnings(spec), *_pyxis_warnings(spec)]
+    return [*_driver_warnings(spec, when), *_operator_warnings(spec), *_pyxis_warnings(spec), *fabric_warnings(spec)]

@@ -13,20 +13,20 @@ from gpuforge.spec.nodes import Node
 
 # Global order of the layers (module names under gpuforge/deploy/layers/).
 LAYER_ORDER: tuple[str, ...] = (
-    "base", "packages", "storage", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health",
+    "base", "packages", "storage", "munge", "nvidia", "fabric", "kubernetes", "slurm", "monitoring", "health",
 )  # fmt: skip
 
 ROLE_DEPLOYS: dict[Role, tuple[str, ...]] = {
     # nvidia: pyxis on configless controllers, whose plugstack.conf (served to every node) names it
-    Role.CONTROLLER: ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health"),
-    Role.COMPUTE: ("base", "packages", "munge", "nvidia", "slurm", "monitoring", "health"),
-    Role.LOGIN: ("base", "packages", "munge", "nvidia", "slurm", "monitoring"),
-    Role.ACCOUNTING_DB: ("base", "packages", "munge", "slurm", "monitoring"),
-    Role.MONITORING: ("base", "packages", "monitoring"),
+    Role.CONTROLLER: ("base", "packages", "munge", "nvidia", "fabric", "slurm", "monitoring", "health"),
+    Role.COMPUTE: ("base", "packages", "munge", "nvidia", "fabric", "slurm", "monitoring", "health"),
+    Role.LOGIN: ("base", "packages", "munge", "nvidia", "fabric", "slurm", "monitoring"),
+    Role.ACCOUNTING_DB: ("base", "packages", "munge", "fabric", "slurm", "monitoring"),
+    Role.MONITORING: ("base", "packages", "fabric", "monitoring"),
     # nvidia: its container-engine layer (containerd, systemd cgroups) runs on every Kubernetes node
-    Role.K8S_CONTROL_PLANE: ("base", "packages", "nvidia", "kubernetes", "monitoring"),
-    Role.K8S_WORKER: ("base", "packages", "nvidia", "kubernetes", "monitoring"),
-    Role.STORAGE: ("base", "packages", "storage", "monitoring"),  # mounts: every node (layers/storage.py)
+    Role.K8S_CONTROL_PLANE: ("base", "packages", "nvidia", "fabric", "kubernetes", "monitoring"),
+    Role.K8S_WORKER: ("base", "packages", "nvidia", "fabric", "kubernetes", "monitoring"),
+    Role.STORAGE: ("base", "packages", "storage", "fabric", "monitoring"),  # mounts: every node (layers/storage.py)
 }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from gpuforge.spec import hostlist, k8s_rules, k8s_upstream, nvidia_packages, nvidia_support, slurm_gpu, storage_rules
 from gpuforge.spec.acceptance_rules import acceptance_rules
 from gpuforge.spec.errors import SpecIssue
+from gpuforge.spec.fabric_rules import fabric_rules
 from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import (
@@ -706,6 +707,7 @@ rule(acceptance_rules)
 
 RULES += [storage_rules.storage_rules, storage_rules.shared_state_rules]
 RULES.append(k8s_rules.kubernetes_day2_rules)
+RULES.append(fabric_rules)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:

@@ -219,6 +219,7 @@ RENDERED_SLURM_KEYS = frozenset(
         "JobAcctGatherType",
         "JobCompType",
         "JobRequeue",
+        "MpiDefault",
         "PreemptMode",
         "PreemptType",
         "PriorityDecayHalfLife",

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from gpuforge.validator import (
     cluster_config,
+    cluster_fabric,
     cluster_gpu_jobs,
     cluster_ha,
     cluster_k8s,
@@ -37,6 +38,9 @@ assert any(c.fn is cluster_k8s_certs.certificates for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_ha.controllers for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_storage.mounts for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_slurm_conf.slurm_conf_hash for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_fabric.fabric_pairs for c in CLUSTER_CHECKS)
+#: Heavy checks that run only where ``--checks`` names them (id or area), never by default or by layer.
+OPT_IN = frozenset({cluster_fabric.PAIRS})
 # Cluster checks register as their modules are imported, which depends on who imported what
 # first; listed by layer and id, the registry's order is the same in every process.
 # The health check's stand-ins for validate's own cluster checks (``Check.validate`` False) are not
@@ -94,6 +98,7 @@ def match(token: str) -> list[str]:
         c.id
         for c in ALL_CHECKS
         if c.id == token or c.id.startswith(prefix + ".") or (token in LAYERS and c.layer == token)
+        if not (token in LAYERS and c.id in OPT_IN)
     ]
     if not hits:
         raise UnknownCheck(f"unknown check {token!r}; known: {', '.join(sorted(BY_ID))}")
@@ -107,7 +112,7 @@ def resolve(tokens: str | Iterable[str] | None, exclude: str | Iterable[str] | N
     kept check that depends on a dropped one is reported blocked. ``connection.ssh`` always runs.
     """
     items = _tokens(tokens)
-    wanted: list[str] = [c.id for c in ALL_CHECKS] if not items else [CONNECTION.id]
+    wanted: list[str] = [c.id for c in ALL_CHECKS if c.id not in OPT_IN] if not items else [CONNECTION.id]
     for token in items:
         wanted += match(token)
     chosen = with_dependencies(ALL_CHECKS, wanted)

@@ -34,6 +34,7 @@ from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
 from gpuforge.validator import cluster, cluster_config, cluster_gpu_jobs, cluster_k8s, k8s_probe, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
+from gpuforge.validator.cluster_fabric import PAIRS, run_pairs
 from gpuforge.validator.config_drift import managed_units
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
 from gpuforge.validator.node.framework import Check, Result, evaluate
@@ -498,6 +499,8 @@ def _judge_cluster_checks(
 ) -> None:
     """The cluster checks per node; ``job.srun`` then ``job.gpu_binding`` last, as job steps on the controller."""
     jobs = ("job.srun", "job.gpu_binding")
+    if any(c.id == PAIRS for c in checks):  # traffic between nodes, before it is judged
+        run_pairs(data, lambda n, cmd, t: tr.run(n, remote_shell(data.spec, cmd), None, t), say)
     for c in [c for c in checks if c.id not in jobs]:
         for n in data.nodes:
             data.results[n.name][c.id] = _judge(data, c, n)

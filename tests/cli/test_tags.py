@@ -37,12 +37,14 @@ NVIDIA |= {"nvidia-dcgm", "mig"}
 
 def test_tags_are_the_layers_and_site() -> None:
     assert TAGS == (
-        "base", "packages", "storage", "munge", "nvidia", "kubernetes", "slurm", "monitoring", "health", "site"
+        "base", "packages", "storage", "munge", "nvidia", "fabric", "kubernetes", "slurm", "monitoring", "health",
+        "site",
     )  # fmt: skip
     assert select_layers(None, None) is None
     assert select_layers("slurm, base", None) == LayerSelection(("base", "slurm"), site_steps=False)
     assert select_layers(None, "nvidia,site") == LayerSelection(
-        ("base", "packages", "storage", "munge", "kubernetes", "slurm", "monitoring", "health"), site_steps=False
+        ("base", "packages", "storage", "munge", "fabric", "kubernetes", "slurm", "monitoring", "health"),
+        site_steps=False,
     )
     assert select_layers("slurm,site", "slurm") == LayerSelection((), site_steps=True)
 
@@ -224,7 +226,10 @@ def test_cli_plan_limit_exclusion_and_tags(spec_file: Path, cluster: SimulatedCl
         (
             None,
             None,
-            [("base", "packages", "storage", "munge", "nvidia", "kubernetes", "slurm"), ("monitoring", "health")],
+            [
+                ("base", "packages", "storage", "munge", "nvidia", "fabric", "kubernetes", "slurm"),
+                ("monitoring", "health"),
+            ],
             True,
         ),
         ("slurm,site", None, [("slurm",)], True),

@@ -267,10 +267,23 @@ WORKERS = ("node_groups", "name=workers")
 GPU_HW = ("node_groups", "name=gpu", "hardware")
 BATCH = ("slurm", "partitions", "name=batch")
 VISION = ("kubernetes", "batch_queue", "tenants", "name=vision")
+DRIVER_UPGRADE = ("kubernetes", "gpu_operator", "driver_upgrade")
 INFERENCE = ("mig", "configs", "inference")
 OPS_RECEIVER = ("monitoring", "receivers", "name=ops")
 SHARED_EXPORT = ("storage", "exports", "name=shared")
 SHARED_MOUNT = ("storage", "mounts", "name=shared")
+
+GPU_FABRIC = ("node_groups", "name=gpu", "fabric")
+MIG_FABRIC = ("node_groups", "name=mig", "fabric")
+DOCA_MIRROR = "http://192.0.2.6/doca/3.2.1/{distro}/{arch}"
+DOCA_ALSO = ("node_groups[].fabric.doca_key_fingerprint", "sources.mirrors.doca")
+
+
+def _to_doca(d: Data) -> None:
+    """The MIG group's fabric on DOCA-OFED 3.2.1 from a site mirror (with the key it is signed with)."""
+    _at(d, MIG_FABRIC).update(stack="doca", doca_version="3.2.1", doca_key_fingerprint=FINGERPRINT)
+    d["sources"]["mirrors"]["doca"] = DOCA_MIRROR
+
 
 M = Mutation
 MUTATIONS: dict[str, Mutation] = {
@@ -502,6 +515,27 @@ MUTATIONS: dict[str, Mutation] = {
         "k8s", setting("kubernetes", "batch_queue", manage_jobs_without_queue_name=False)
     ),
     "kubernetes.batch_queue.tenants[].mig_quota": M("k8s", setting(*VISION, mig_quota={"1g.10gb": 10})),
+    "kubernetes.gpu_operator.driver_upgrade.auto_upgrade": M("k8s", setting(*DRIVER_UPGRADE, auto_upgrade=False)),
+    "kubernetes.gpu_operator.driver_upgrade.max_parallel_upgrades": M(
+        "k8s", setting(*DRIVER_UPGRADE, max_parallel_upgrades=2)
+    ),
+    "kubernetes.gpu_operator.driver_upgrade.max_unavailable": M("k8s", setting(*DRIVER_UPGRADE, max_unavailable="2")),
+    "kubernetes.gpu_operator.driver_upgrade.pod_deletion_timeout_s": M(
+        "k8s", setting(*DRIVER_UPGRADE, pod_deletion_timeout_s=600)
+    ),
+    "kubernetes.gpu_operator.driver_upgrade.drain": M("k8s", setting(*DRIVER_UPGRADE, drain=True)),
+    "kubernetes.gpu_operator.driver_upgrade.drain_timeout_s": M("k8s", setting(*DRIVER_UPGRADE, drain_timeout_s=900)),
+    "kubernetes.gpu_operator.driver_upgrade.wait_minutes": M("k8s", setting(*DRIVER_UPGRADE, wait_minutes=30)),
+    "kubernetes.frameworks.kuberay.enabled": M("k8s", setting("kubernetes", "frameworks", "kuberay", enabled=False)),
+    "kubernetes.frameworks.kuberay.version": M("k8s", setting("kubernetes", "frameworks", "kuberay", version="1.4.2")),
+    "kubernetes.frameworks.kuberay.namespace": M(
+        "k8s", setting("kubernetes", "frameworks", "kuberay", namespace="ray-system")
+    ),
+    "kubernetes.frameworks.trainer.enabled": M("k8s", setting("kubernetes", "frameworks", "trainer", enabled=False)),
+    "kubernetes.frameworks.trainer.version": M("k8s", setting("kubernetes", "frameworks", "trainer", version="2.2.1")),
+    "kubernetes.frameworks.trainer.namespace": M(
+        "k8s", setting("kubernetes", "frameworks", "trainer", namespace="trainer-system")
+    ),
     # MIG layouts
     "mig.configs": M("hopper", setting("mig", "configs", train=[{"devices": "all", "mig_devices": {"3g.40gb": 2}}])),
     "mig.configs{}[].devices": M("hopper", setting(*INFERENCE, "0", devices=[0, 1])),
@@ -574,6 +608,45 @@ MUTATIONS: dict[str, Mutation] = {
     "storage.mounts[].options": M("hopper", setting(*SHARED_MOUNT, options=["hard", "noatime", "vers=4.2"])),
     "storage.mounts[].writable": M("hopper", setting(*SHARED_MOUNT, writable=False)),
     "storage.mounts[].timeout_s": M("hopper", setting(*SHARED_MOUNT, timeout_s=60)),
+    # fabric (the H100 example's GPU group: InfiniBand, IPoIB, NCCL; its MIG group: InfiniBand, NCCL)
+    "sources.mirrors.doca": M("hopper", setting("sources", "mirrors", doca=DOCA_MIRROR)),
+    "node_groups[].fabric": M("hopper", setting("node_groups", "name=login", fabric={"type": "infiniband"})),
+    "node_groups[].fabric.type": M("hopper", setting(*MIG_FABRIC, type="roce")),
+    "node_groups[].fabric.stack": M("hopper", _to_doca, (*DOCA_ALSO, "node_groups[].fabric.doca_version")),
+    "node_groups[].fabric.doca_version": M("hopper", _to_doca, (*DOCA_ALSO, "node_groups[].fabric.stack")),
+    "node_groups[].fabric.doca_key_fingerprint": M("hopper", setting(*MIG_FABRIC, doca_key_fingerprint=FINGERPRINT)),
+    "node_groups[].fabric.hcas": M("hopper", setting(*GPU_FABRIC, hcas=["mlx5_0", "mlx5_1"])),
+    "node_groups[].fabric.soft_roce": M(
+        "hopper", setting(*MIG_FABRIC, type="roce", soft_roce=["eth1"]), ("node_groups[].fabric.type",)
+    ),
+    "node_groups[].fabric.link_rate_gbps": M("hopper", setting(*GPU_FABRIC, link_rate_gbps=200)),
+    "node_groups[].fabric.firmware": M("hopper", setting(*GPU_FABRIC, firmware="28.39.1002")),
+    "node_groups[].fabric.peermem": M("hopper", setting(*GPU_FABRIC, peermem=True)),
+    "node_groups[].fabric.gdrcopy": M("hopper", setting(*GPU_FABRIC, gdrcopy=True)),
+    "node_groups[].fabric.gdrcopy_version": M("hopper", setting(*GPU_FABRIC, gdrcopy_version="2.5-1")),
+    "node_groups[].fabric.nccl": M("hopper", setting(*GPU_FABRIC, nccl="2.27.3-1")),
+    "node_groups[].fabric.nccl_cuda": M("hopper", setting(*GPU_FABRIC, nccl_cuda="12.8")),
+    "node_groups[].fabric.nccl_tests": M("hopper", setting(*GPU_FABRIC, nccl_tests=True)),
+    "node_groups[].fabric.nccl_tests_version": M("hopper", setting(*GPU_FABRIC, nccl_tests_version="2.20.0")),
+    "node_groups[].fabric.mpi": M("hopper", setting(*MIG_FABRIC, mpi="none")),
+    "node_groups[].fabric.roce": M(
+        "hopper",
+        both(_to_doca, setting(*MIG_FABRIC, type="roce", roce={"pfc": [3]})),
+        (*DOCA_ALSO, "node_groups[].fabric.stack", "node_groups[].fabric.doca_version", "node_groups[].fabric.type"),
+    ),
+    "node_groups[].fabric.ipoib": M("hopper", setting(*GPU_FABRIC, ipoib=None)),
+    "node_groups[].fabric.ipoib.interface": M("hopper", setting(*GPU_FABRIC, "ipoib", interface="ib1")),
+    "node_groups[].fabric.ipoib.address_start": M(
+        "hopper", setting(*GPU_FABRIC, "ipoib", address_start="10.21.0.101/16")
+    ),
+    "node_groups[].fabric.thresholds.write_bw_gbps": M("hopper", setting(*GPU_FABRIC, "thresholds", write_bw_gbps=300)),
+    "node_groups[].fabric.thresholds.read_lat_us": M("hopper", setting(*GPU_FABRIC, "thresholds", read_lat_us=5.0)),
+    "node_groups[].fabric.thresholds.write_bw_seconds": M(
+        "hopper", setting(*GPU_FABRIC, "thresholds", write_bw_seconds=20)
+    ),
+    "node_groups[].fabric.thresholds.nccl_busbw_gbps": M(
+        "hopper", setting(*GPU_FABRIC, "thresholds", nccl_busbw_gbps=300)
+    ),
     # rollout
     "rollout.batch_size": M("lab", setting("rollout", batch_size=2)),
     "rollout.drain_timeout": M("lab", setting("rollout", drain_timeout=600)),
@@ -582,6 +655,13 @@ MUTATIONS: dict[str, Mutation] = {
     "site.testinfra[].path": M("lab", setting("site", "testinfra", "0", path="checks/test_more.py")),
     "site.testinfra[].targets": M("lab", setting("site", "testinfra", "0", targets=["compute"])),
 }
+
+ROCE_EXEMPT = (
+    "RoCE QoS needs DOCA-OFED (mlnx_qos), and an example applied with DOCA would fetch DOCA's key in every "
+    "baseline run of the simulated nodes (its key file is fetched on the node, not rendered): the whole section's "
+    "mutation (node_groups[].fabric.roce) covers it; each setting only rewrites the QoS script, which restarts "
+    "its oneshot unit (tests/fabric/test_fabric_deploy.py), rolling like the section"
+)
 
 #: Fields with a policy and no mutation, each with the reason.
 EXEMPT: dict[str, str] = {
@@ -596,6 +676,9 @@ EXEMPT: dict[str, str] = {
     "example has: it cannot come or go there; its fields each have their own mutation",
     "node_groups[].connector": "how the control host reaches a group's nodes (ssh, or Vagrant's ssh-config): "
     "nothing on a node reads it, and a simulated run has no Vagrant machines to resolve",
+    "node_groups[].fabric.roce.trust": ROCE_EXEMPT,
+    "node_groups[].fabric.roce.pfc": ROCE_EXEMPT,
+    "node_groups[].fabric.roce.ecn": ROCE_EXEMPT,
     "site.ansible": "the site's own Ansible code, which gpuforge runs but does not plan: what a change of it "
     "does is the site role's to say (its fields likewise)",
 }

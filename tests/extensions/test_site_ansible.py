@@ -92,7 +92,7 @@ def test_segments_cut_the_layer_order_after_each_step() -> None:
     cut = segments([a, b, c])
     assert [(layers, [s.name for s in steps]) for layers, steps in cut] == [
         (("base",), ["a", "b"]),
-        (("packages", "storage", "munge", "nvidia", "kubernetes", "slurm"), ["c"]),
+        (("packages", "storage", "munge", "nvidia", "fabric", "kubernetes", "slurm"), ["c"]),
         (("monitoring", "health"), []),
     ]
     assert [layer for layers, _ in cut for layer in layers] == list(LAYER_ORDER)

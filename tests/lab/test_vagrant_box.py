@@ -44,3 +44,8 @@ def test_box_key_follows_the_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
     assert box_key() != key
     monkeypatch.setattr(vagrant_box, "BOX_PACKAGES", (*vagrant_box.BOX_PACKAGES, "htop"))
     assert box_key() != key
+
+
+def test_the_box_boots_debians_generic_kernel() -> None:
+    """The fabric/NFS VM test needs rdma_rxe and nfsd: Debian's generic kernel has them, the cloud one not."""
+    assert vagrant_box.BOX_PACKAGES[0] == "linux-image-amd64"

@@ -19,7 +19,7 @@ from gpuforge.probes.slurm import parse_sinfo_nodes
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cluster, cluster_k8s
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
-from gpuforge.validator.registry import ALL_CHECKS, UnknownCheck, registry_problems, resolve
+from gpuforge.validator.registry import ALL_CHECKS, OPT_IN, UnknownCheck, registry_problems, resolve
 from gpuforge.validator.report import Report
 from gpuforge.validator.runner import Completed, SshTransport, explain_ssh_failure, validate
 
@@ -170,7 +170,8 @@ def test_selection_by_layer_and_prefix() -> None:
     assert {c.id for c in resolve("driver")} >= {"driver.module", "driver.version", "connection.ssh"}
     assert {c.id for c in resolve("job")} >= {"job.srun", "job.pyxis", "scheduler.node_state", "scheduler.slurmd"}
     assert {c.id for c in resolve("gpu.*")} >= {"gpu.ecc", "driver.smi", "driver.module"}
-    assert resolve(None) == ALL_CHECKS and resolve("") == ALL_CHECKS
+    every = [c for c in ALL_CHECKS if c.id not in OPT_IN]  # opt-in checks (fabric.pairs) only where named
+    assert resolve(None) == every and resolve("") == every
 
 
 def test_gres_and_partitions_compared_with_the_spec(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Importing the check modules registers their checks, in this order (gpu, containers, platform, services).
+import gpuforge.validator.node.checks_fabric  # noqa: F401  (the fabric checks; imports checks_gpu first)
 from gpuforge.validator.node import checks_config, checks_containers, checks_platform, checks_services  # noqa: F401
 from gpuforge.validator.node.base import FAIL, PASS, SKIP, Config, Outcome
 from gpuforge.validator.node.checks_gpu import NO_GPU_REASON, no_gpu_reason

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from gpuforge.probes import (
     containers,
     dcgm,
+    fabric,
     files,
     metrics,
     mig,
@@ -125,6 +126,7 @@ SMI = Input("smi", nvidia_smi.GPU_QUERY)
 REMAPPED = Input("remapped", nvidia_smi.REMAPPED_ROWS)
 NVLINK = Input("nvlink", nvidia_smi.NVLINK_STATUS)
 TOPO = Input("topo", nvidia_smi.GPU_TOPOLOGY)
+RDMA = Input("rdma", fabric.RDMA, lambda cfg: (fabric.SYSFS_INFINIBAND, fabric.SYSFS_MODULE, _section(cfg, "fabric").get("modules") or ()))  # noqa: E501  # fmt: skip
 XID = Input("xid", nvidia.XID_ERRORS)
 MODULES = Input("modules", nvidia.KERNEL_MODULES)
 SWAPS = Input("swaps", swap.PROC_SWAPS)
@@ -160,7 +162,7 @@ INPUTS: dict[str, Input[Any]] = {
     for i in (
         OS_RELEASE, LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE,
         SRUN_HELP, MIG, MIG_PROFILES, DCGM_DIAG, CONTAINER, MUNGE_KEY, SLURMDBD_CONF, CONTAINERD_DROPIN, RUNTIME_CONFIG,
-        RUNTIME_BINARY, MANAGED_FILES, NODE_EXPORTER, DCGM_EXPORTER,
+        RUNTIME_BINARY, MANAGED_FILES, NODE_EXPORTER, DCGM_EXPORTER, RDMA,
     )
 }  # fmt: skip
 
