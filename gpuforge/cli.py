@@ -681,11 +681,13 @@ def _print_bundle(result: BundleResult, output: Path, pinned: str | None) -> Non
 
 def _register_subcommands() -> None:
     from gpuforge.acceptance import cli as accept_cli
+    from gpuforge.image.cli import app as image_app
     from gpuforge.lab.cli import app as lab_app
     from gpuforge.orchestrate.slurm_upgrade_cli import upgrade_typer
     from gpuforge.validator import cli as validator_cli
 
     app.add_typer(lab_app, name="lab", help="The built-in lab: Debian nodes as containers on this machine")
+    app.add_typer(image_app, name="image", help="Node images baked from the spec (docs/images.md)")
     app.command("validate")(validator_cli.validate_typer)
     app.command("health")(validator_cli.health_typer)
     app.command("accept")(accept_cli.accept_typer)

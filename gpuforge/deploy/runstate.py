@@ -21,6 +21,7 @@ from gpuforge.deploy.slurm_changes import SlurmAction
 from gpuforge.spec import k8s_upstream
 
 if TYPE_CHECKING:
+    from gpuforge.deploy.image_mode import ImageBuild, ImageCompare
     from gpuforge.deploy.runlog import RunLog
 
 RUN_STATE_KEY = "gpuforge_run"
@@ -76,9 +77,13 @@ class RunState:
     layer reads on its own, as under the plain ``pyinfra`` CLI)."""
     site_steps: bool = True
     """Whether the site's Ansible steps run (``--tags``/``--skip-tags`` can leave them out)."""
+    drained: frozenset[str] = frozenset()
+    """Hosts this run changes while a rollout holds them drained (a batch): no job runs on them."""
     runlog: RunLog | None = None
     """The apply's run log (``gpuforge.deploy.runlog``): every step run is written to it (None: a
     plan, or a run outside ``gpuforge apply``)."""
+    image: ImageBuild | ImageCompare | None = None
+    """An image build or a plan's image comparison (``gpuforge.deploy.image_mode``); None: neither."""
 
     def __copy__(self) -> RunState:
         return self
@@ -88,6 +93,8 @@ class RunState:
 
     def converges(self, host: str, layer: str) -> bool:
         """Whether ``layer`` (or deploy) runs on ``host`` in this run: a token host runs the join token only."""
+        if self.image is not None and not self.image.converges(layer):
+            return False
         return host not in self.token_hosts or layer == JOIN_TOKEN_LAYER
 
     def record_changed(self, host: str, layer: str, paths: set[str]) -> None:

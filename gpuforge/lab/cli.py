@@ -59,10 +59,19 @@ def up(
             "at PATH into NODES (a hostlist, e.g. node[1-2]); repeat for more. Without it the lab keeps its own.",
         ),
     ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            help="Boot the nodes from a baked image (`gpuforge image build`): a rootfs tarball or an OCI layout "
+            "folder, instead of the stock rootfs (a new lab; `lab down` one made from another base first).",
+        ),
+    ] = None,
 ) -> None:
     """Create, repair or resize the lab; a healthy lab of the right size is left as it is."""
     folders = _guard(lambda: [_shared_folder(x) for x in shared]) if shared else None
-    state = _guard(lambda: core.up(name, nodes, subnet, log=lambda m: err.print(m, highlight=False), shared=folders))
+    log = lambda m: err.print(m, highlight=False)  # noqa: E731
+    state = _guard(lambda: core.up(name, nodes, subnet, log=log, shared=folders, image=image))
     out.print(f"lab {state.name} is up: " + ", ".join(f"{n.name}={n.address}" for n in state.nodes))
     out.print(f"  ssh: gpuforge lab ssh --name {state.name} node1   mirror: {state.mirror_url}")
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import hostlimits, mirror, network, node, plan
+from .image_base import image_rootfs
 from .lab_record import LabPaths, LabState, NodeState, SharedFolder, load_state, save_state
 from .rootfs import ensure_rootfs
 from .sources import SUITE, HostMirrors, host_mirrors
@@ -71,12 +72,14 @@ def up(
     boot_timeout: float = BOOT_TIMEOUT,
     log: Log = _stderr,
     shared: Sequence[SharedFolder] | None = None,
+    image: str | None = None,
 ) -> LabState:
     """Bring lab ``name`` to ``nodes`` running nodes: create, repair, grow or shrink as needed.
 
     A healthy lab of the right size is left alone (no node restarted). ``shared``: the lab's
     stand-in for shared storage (:class:`SharedFolder`); None keeps what the lab has; a node whose
-    shared folders change restarts (a bind mount is made when its container starts).
+    shared folders change restarts (a bind mount is made when its container starts). ``image``: boot
+    from a baked image (a rootfs tarball or an OCI layout, :mod:`gpuforge.lab.image_base`).
     """
     plan.validate_name(name)
     plan.parse_subnet(subnet, nodes)
@@ -97,7 +100,7 @@ def up(
             if gone:
                 log(f"removed stale objects of lab {name}: {', '.join(gone)}")
         mirrors = host_mirrors()
-        base = ensure_rootfs(SUITE, mirrors, log=log)
+        base = image_rootfs(image) if image else ensure_rootfs(SUITE, mirrors, log=log)
         os.makedirs(paths.dir, mode=0o755, exist_ok=True)
         mode = (
             old.rootfs_mode

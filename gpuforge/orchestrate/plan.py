@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.syntax import Syntax
 
+from gpuforge.deploy.image_mode import ImageCompare
 from gpuforge.deploy.runstate import PlannedOp, RunState
 from gpuforge.orchestrate import k8s_remove
 from gpuforge.orchestrate.applied_record import RecordUnreadable, last_applied
@@ -43,6 +44,8 @@ class PlanResult:
     """Kubernetes nodes the spec dropped: the commands that take them out of the cluster, in order."""
     removal_problem: str | None = None
     """Why apply refuses that removal without --force (etcd's quorum); None when it does not."""
+    images: dict[str, str] = field(default_factory=dict)
+    """Per node booted from a gpuforge image: "image matches spec" or the layers that differ."""
 
     @property
     def ok(self) -> bool:
@@ -79,6 +82,7 @@ class PlanResult:
             "hosts": {
                 name: {
                     "error": self.errors.get(name),
+                    "image": self.images.get(name),
                     "operations": [
                         {"layer": op.layer, "steps": [s.as_dict() for s in op.steps], "diffs": op.diffs} for op in ops
                     ],
@@ -109,6 +113,8 @@ class PlanResult:
         for name in sorted(self.hosts):
             ops = self.hosts[name]
             steps = [s for op in ops for s in op.steps]
+            if name in self.images:
+                console.print(f"{name}: {self.images[name]}", markup=False, highlight=False)
             if name in self.errors:
                 console.print(f"[red]{name}: {self.errors[name]}[/]")
                 continue
@@ -160,21 +166,23 @@ def plan(
     except RecordUnreadable as exc:
         old, problem = None, str(exc)
     check_version_steps([old], spec)  # a Kubernetes minor skipped or a downgrade: exit 2, as apply
-    run = RunState(dry_run=True)
+    compared = ImageCompare()  # reads each node's image record in its base layer's read (deploy.image_mode)
+    run = RunState(dry_run=True, image=compared)
     if layers is not None:
         run.layers, run.site_steps = layers.layers, layers.site_steps
     result = run_deploys(spec_path, limit=limit, on_event=on_event, run=run)
     hosts = {name: shown_ops(run.planned.get(name, [])) for name in result.hosts}
+    images = {h: st.line() for h, st in compared.statuses(spec).items() if st.record.present or st.record.problem}
     errors = {name: redact_url_credentials(h.error) for name, h in result.hosts.items() if h.error}
     if problem is not None:
-        return PlanResult(hosts, errors, [], record_problem=problem, layers=layers)
+        return PlanResult(hosts, errors, [], record_problem=problem, layers=layers, images=images)
     leaving: list[RemovalStep] = []
     if old is not None:
         leaving = [step for name in k8s_remove.removed(old, spec) for step in k8s_remove.removal_steps(old, name)]
     issue = k8s_remove.quorum_issue(old, spec) if old is not None and leaving else None
     return PlanResult(
         hosts, errors, diff_specs(old, spec) if old else [], layers=layers, removals=leaving,
-        removal_problem=issue.message if issue else None,
+        removal_problem=issue.message if issue else None, images=images,
     )  # fmt: skip
 
 

@@ -28,6 +28,7 @@ ALL_ROOMS = {
     "extensions",
     "progress",
     "lab",
+    "image",
     "templates",
     "cli",
     "entry",
@@ -50,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrate": {"spec", "progress", "render", "deploy", "validator", "bundle", "extensions"},
     "acceptance": {"spec", "progress", "render", "probes", "validator", "deploy", "orchestrate"},
     "lab": {"spec", "render", "probes"},
+    "image": {"package", "spec", "progress", "render", "probes", "deploy", "lab"},
     "cli": ALL_ROOMS - {"cli", "entry"},
     "entry": {"deploy"},
 }

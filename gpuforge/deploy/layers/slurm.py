@@ -272,4 +272,5 @@ def slurm() -> None:
         name="slurm: slurmd",
         layer=compute_layer(s, host.name, run) if on and n.has(Role.COMPUTE) else Layer.empty("slurm-compute"),
     )
-    sync_accounting(name="slurm: QOS, accounts and users", spec=s, enabled=acct and n.has(Role.CONTROLLER))
+    sync = acct and n.has(Role.CONTROLLER) and run.converges(host.name, "slurm-accounting-sync")  # not in images
+    sync_accounting(name="slurm: QOS, accounts and users", spec=s, enabled=sync)

@@ -109,6 +109,9 @@ def converge(name: str, layer: Layer) -> OperationMeta:
     """Add the operation that converges ``layer`` on this host (see :func:`converge_layer`), its
     read registered for the run's merged read. On a host that is in the run for the join token
     only (``RunState.token_hosts``), every other layer is empty: same operations, nothing done."""
+    image = run_state().image  # an image build shapes the layer; a plan compares it (deploy.image_mode)
+    if image is not None:
+        layer = image.layer(host.name, layer)
     if not layer.is_empty and not run_state().converges(host.name, layer.name):
         layer = Layer.empty(layer.name)
     if not layer.is_empty:

@@ -1,0 +1,1 @@
+"""Node images baked from the spec (``gpuforge image build``): see docs/images.md."""

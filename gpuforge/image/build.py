@@ -1,0 +1,188 @@
+"""``gpuforge image build``: bake a node group's image from the spec.
+
+Steps: a throwaway lab of one container (its own name and subnet, the lab's Debian base) boots;
+the site deploy runs on it in image mode as the group's first node (``gpuforge.deploy.image_run``);
+the container stops; the tree is stripped (``strip``), gets ``/etc/gpuforge/image.json``, is
+checked for any secret or identity left (the build fails if one is); the outputs are written.
+Invariants: the build lab is always torn down (also on failure or Ctrl-C); outputs are written
+only after the check passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from gpuforge.deploy.image_mode import IMAGE_RECORD_PATH, ImageBuild
+from gpuforge.deploy.image_run import run_image_build
+from gpuforge.deploy.secrets import SecretStore
+from gpuforge.image import oci, qcow2, strip, tarball
+from gpuforge.image.manifest import image_manifest, write_json
+from gpuforge.image.record import image_record, record_text
+from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, group_nodes
+from gpuforge.lab import core
+from gpuforge.lab.lab_record import LabPaths, LabState
+from gpuforge.lab.node import stop
+from gpuforge.spec import Spec, load_spec
+
+BUILD_LAB = "gfimg"
+BUILD_SUBNET = "10.213.21.0/24"
+FORMATS = ("rootfs", "oci", "qcow2")
+BASE_OS = "debian12"
+Log = Callable[[str], None]
+
+
+class ImageBuildError(RuntimeError):
+    """The build failed (the deploy, or the check of what the image must not carry)."""
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    outputs: dict[str, Path] = field(default_factory=dict)
+    record: dict[str, object] = field(default_factory=dict)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """``rootfs,oci,qcow2`` -> the formats, in the fixed order (:class:`ImageSpecError` naming ``--format``)."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in FORMATS]
+    if bad or not names:
+        raise ImageSpecError("--format", f"{', '.join(bad) or 'nothing'}: choose from {', '.join(FORMATS)}")
+    return tuple(f for f in FORMATS if f in names)
+
+
+def secret_values(spec: Spec) -> list[bytes]:
+    """Every secret of the cluster, as bytes (what the image must not hold anywhere)."""
+    store = SecretStore(spec.cluster.name)
+    sec = store.load()
+    values = [sec.munge_key, sec.slurmdbd_db_password.encode()]
+    if spec.kubernetes is not None:
+        values += list(store.kubernetes_pki().values())
+    return values
+
+
+@contextlib.contextmanager
+def build_lab(name: str, subnet: str, log: Log) -> Iterator[LabState]:
+    """A one-container lab, torn down whatever happens."""
+    core.down(name, log=lambda m: None)
+    try:
+        yield core.up(name, 1, subnet, log=log)
+    finally:
+        core.down(name, log=lambda m: None)
+
+
+@contextlib.contextmanager
+def build_spec_file(spec_path: Path, lab: LabState) -> Iterator[Path]:
+    """The spec as the build runs it, beside the spec (its relative paths still hold); removed after."""
+    data = yaml.safe_load(spec_path.read_text())
+    fitted = build_spec_data(data, lab.ssh_key, lab.known_hosts, lab.mirror_url)
+    path = spec_path.resolve().parent / f".gpuforge-image-build-{os.getpid()}.yaml"
+    path.write_text(yaml.safe_dump(fitted, sort_keys=False))
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def build_image(
+    spec_path: Path, group: str, out: Path, formats: tuple[str, ...], log: Log,
+    lab_name: str = BUILD_LAB, subnet: str = BUILD_SUBNET,
+) -> BuildResult:  # fmt: skip
+    """Bake ``group``'s image of the spec at ``spec_path`` into ``out`` (see the module)."""
+    spec = load_spec(spec_path)
+    nodes = group_nodes(spec, group)
+    secrets = secret_values(spec)
+    hook = ImageBuild(common_files(spec, nodes))
+    t0 = time.monotonic()
+    result = BuildResult(out)
+    with build_lab(lab_name, subnet, log) as lab, build_spec_file(spec_path, lab) as fitted:
+        applied = run_image_build(load_spec(fitted), fitted, nodes[0], lab.nodes[0].address, hook, log)
+        host = applied.hosts[nodes[0].name]
+        if not host.ok:
+            raise ImageBuildError(f"the deploy failed on the build container: {host.error}")
+        log(f"image converged: {len(host.changed)} operation(s) changed, {host.unchanged} unchanged")
+        stop(lab_name)
+        tree = LabPaths(lab_name).node_rootfs(lab.nodes[0].name)
+        built = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        result.record = image_record(spec, group, hook.digests, BASE_OS, built)
+        finish_tree(tree, result.record, secrets, hook.kept, log)
+        write_outputs(tree, out, formats, result, log)
+        write_json(out / "image-manifest.json", image_manifest(tree, result.record, hook.common))
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+def finish_tree(tree: str, record: dict[str, object], secrets: list[bytes], kept: set[str], log: Log) -> None:
+    """Strip, write the image record, then check: raise when anything the image must not carry is left."""
+    removed = strip.strip_tree(tree, kept)
+    log(f"stripped {len(removed)} path(s) of identity and run state")
+    path = os.path.join(tree, IMAGE_RECORD_PATH.lstrip("/"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(record_text(record))
+    os.chmod(path, 0o644)
+    found = strip.findings(tree, secrets)
+    if found:
+        raise ImageBuildError("the image still holds: " + "; ".join(str(f) for f in found[:10]))
+
+
+def oci_labels(record: dict[str, object]) -> dict[str, str]:
+    """The record as OCI labels (strings): spec hash, group, gpuforge version, layer digests."""
+    layers = record.get("layers")
+    labels = {
+        "org.opencontainers.image.created": str(record["built"]),
+        "org.opencontainers.image.title": f"gpuforge {record['cluster']} {record['group']}",
+        "io.gpuforge.spec-hash": str(record["spec_hash"]),
+        "io.gpuforge.group": str(record["group"]),
+        "io.gpuforge.base-os": str(record["base_os"]),
+        "io.gpuforge.version": str(record["gpuforge_version"]),
+    }
+    if isinstance(layers, dict):
+        labels.update({f"io.gpuforge.layer.{k}": str(v) for k, v in sorted(layers.items())})
+    return labels
+
+
+def write_outputs(tree: str, out: Path, formats: tuple[str, ...], result: BuildResult, log: Log) -> None:
+    """rootfs tarball (always made: the OCI layer is it), OCI layout and archive, qcow2."""
+    out.mkdir(parents=True, exist_ok=True)
+    tar = out / "rootfs.tar"
+    tarball.write_tarball(tree, str(tar))
+    if "rootfs" in formats:
+        result.outputs["rootfs"] = tar
+    if "oci" in formats:
+        layout = out / "oci"
+        shutil.rmtree(layout, ignore_errors=True)
+        ref = f"{result.record['cluster']}-{result.record['group']}"
+        oci.write_layout(str(layout), str(tar), oci_labels(result.record), str(result.record["built"]), ref)
+        oci.archive_layout(str(layout), str(out / "image.oci.tar"))
+        result.outputs["oci"], result.outputs["oci-archive"] = layout, out / "image.oci.tar"
+    if "qcow2" in formats:
+        missing = qcow2.missing_tools()
+        if missing:
+            result.notes.append(f"qcow2 not made: {', '.join(missing)} missing (apt-get install qemu-utils e2fsprogs)")
+        else:
+            result.outputs["qcow2"] = qcow2.write_qcow2(tree, out / "disk.qcow2")
+    if "rootfs" not in formats:
+        tar.unlink()
+    for name, path in result.outputs.items():
+        log(f"{name}: {path}")
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
