@@ -36,7 +36,7 @@ pytest -m "not lab" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-repor
   --cov-fail-under="$cov_min" "$@"
 rc_unit=$?
 echo "== pytest (lab: real nodes)"
-pytest -m lab "$@"
+pytest -m lab --durations=15 "$@"  # the slowest lab tests, to keep the run inside CI's limit
 rc_lab=$?
 echo "test: pytest took $(( $(date +%s) - start )) s (not lab: exit $rc_unit, lab: exit $rc_lab)"
 if [ $rc_unit -eq 5 ] && [ $rc_lab -eq 5 ]; then
