@@ -8,6 +8,7 @@ a missing browser is a failure, so CI never passes by skipping."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,27 @@ def test_a_broken_report_is_caught(spec_at: Callable, tmp_path: Path) -> None:
     assert any(p.startswith("the heat map is not drawn") for p in found), found
     assert any(p.startswith("node3 is not named in the failed list") for p in found), found
     assert any(p.startswith("node1 has no flagged bar") for p in found), found
+
+
+def test_a_zero_figure_is_a_drawn_bar_of_no_height_and_a_hidden_bar_is_not(spec_at: Callable, tmp_path: Path) -> None:
+    """A node that measured 0 (the lab's CPU-starved node3 once counted 0 memory bogo ops) has a bar of
+    height 0: drawn. A bar squashed by the page is not."""
+    spec, _ = spec_at()
+    doc = recorded_campaign(spec)
+    mem = next(x for x in doc["nodes"] if x["node"] == "node4")
+    step = next(r for r in mem["steps"] if r["step"] == "memory")
+    step["metrics"] = {k: 0 for k in step["metrics"]}
+    page = tmp_path / "report.html"
+    html = render_html(doc)
+    assert "<title>node4: 0</title>" in html
+    page.write_text(html)
+    binary = need_browser()
+    assert browser.problems(browser.view(page, binary), failed=["node2"], outliers=["node3"]) == []
+    squash = re.compile(r'(<rect class="bar"[^>]*height=")[0-9.]+("[^>]*><title>node1: )')
+    assert squash.search(html)
+    page.write_text(squash.sub(r"\g<1>0\g<2>", html, count=1))
+    squashed = browser.problems(browser.view(page, binary), failed=["node2"], outliers=["node3"])
+    assert any("not fully drawn" in p for p in squashed), squashed
 
 
 def test_no_sandbox_only_as_root(tmp_path: Path) -> None:
