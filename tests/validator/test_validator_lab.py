@@ -26,6 +26,7 @@ pytestmark = pytest.mark.lab
 
 NODES = ["node1", "node2", "node3"]
 NO_GPU = "no NVIDIA device on the PCI bus"
+NO_FABRIC = "the node's group declares no fabric"
 
 
 def results(report: Report) -> dict[str, dict[str, Any]]:
@@ -73,7 +74,9 @@ def test_applied_lab_validates_with_gpu_checks_skipped(lab_cluster: Any, tmp_pat
         for cid, r in checks.items():
             if r["layer"] in ("connection", "scheduler", "job", "security"):
                 assert r["status"] in (PASS, SKIP), (name, cid, r["message"])
-            if r["layer"] in ("hardware", "driver", "toolkit", "container") and cid != "hardware.platform":
+            if cid.startswith("fabric."):  # the lab spec declares no fabric: each check says so
+                assert r["status"] == SKIP and r["message"].startswith(NO_FABRIC), (name, cid, r["message"])
+            elif r["layer"] in ("hardware", "driver", "toolkit", "container") and cid != "hardware.platform":
                 assert r["status"] == SKIP and r["message"].startswith(NO_GPU), (name, cid, r["message"])
         # the lab's nodes run what the spec says (Debian 12 on x86_64), and every managed file is as rendered
         for cid in ("hardware.platform", "config.files", "config.units_loaded"):
