@@ -52,7 +52,7 @@ SOURCES: dict[str, Citation] = {
     ),
     "debian12-kernel-modules": Citation(
         "Debian 12 package linux-image-6.1.0-56-amd64 6.1.192-2 (what linux-image-amd64 depends on)",
-        "apt-get download + dpkg -c on Debian 12, 2026-11-26; /work/shared/reference/lab-notes.md",
+        "apt-get download + dpkg -c on Debian 12, 2026-11-26; ../shared/reference/lab-notes.md",
         "kernel/drivers/infiniband/core/{ib_core,ib_uverbs,rdma_ucm,ib_umad}.ko, hw/mlx5/mlx5_ib.ko, "
         "sw/rxe/rdma_rxe.ko, ulp/ipoib/ib_ipoib.ko (the cloud kernel linux-image-cloud-amd64 has no rdma_rxe)",
     ),
