@@ -16,6 +16,8 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from gpuforge.lab.vagrant_box import HOST_KEYS_UNIT  # the one unit: Vagrant boxes and images alike
+
 #: Identity and secrets (globs, relative to the tree's root): removed, then checked absent.
 IDENTITY: tuple[str, ...] = (
     "etc/ssh/ssh_host_*",
@@ -57,20 +59,6 @@ REWRITE: dict[str, str] = {
     "etc/resolv.conf": "",
 }
 HOST_KEYS_UNIT_PATH = "etc/systemd/system/gpuforge-ssh-host-keys.service"
-HOST_KEYS_UNIT = """\
-# gpuforge image: every node makes its own SSH host keys at its first boot.
-[Unit]
-Description=Generate this machine's SSH host keys
-Before=ssh.service
-ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
-
-[Service]
-Type=oneshot
-ExecStart=/usr/bin/ssh-keygen -A
-
-[Install]
-WantedBy=multi-user.target
-"""
 HOST_KEYS_WANTS = "etc/systemd/system/multi-user.target.wants/gpuforge-ssh-host-keys.service"
 #: Trees the secret scan skips: package payloads no build writes secrets into.
 SCAN_SKIP = ("usr/share/doc", "usr/share/locale", "usr/share/man", "usr/lib/x86_64-linux-gnu", "proc", "sys", "dev")

@@ -35,7 +35,7 @@ CACHE_DIR = "/var/cache/gpuforge/vagrant"
 BOX_NAME = "gpuforge/debian12-local"
 SUITE = "bookworm"
 # Bump when the customisation below changes what the box contains.
-RECIPE = 3
+RECIPE = 4
 # Debian 12's generic kernel: rdma_rxe and nfsd's server side (lab notes, "VM kernels"); the cloud
 # kernel has neither.
 BOX_PACKAGES: tuple[str, ...] = ("linux-image-amd64", "initramfs-tools", "zstd")
@@ -53,8 +53,8 @@ Name=eth0
 [Network]
 DHCP=ipv4
 """
-_HOST_KEYS_UNIT = """\
-# gpuforge box: every VM makes its own SSH host keys on first boot.
+HOST_KEYS_UNIT = """\
+# gpuforge: every machine made from this image makes its own SSH host keys on first boot.
 [Unit]
 Description=Generate this machine's SSH host keys
 Before=ssh.service
@@ -152,7 +152,7 @@ def customize_tree(tree: str, public_key: str, apt_sources: str) -> None:
     run(["chroot", tree, "chown", "-R", "vagrant:vagrant", "/home/vagrant/.ssh"])
     write_file(os.path.join(tree, "etc/sudoers.d/vagrant"), "vagrant ALL=(ALL) NOPASSWD: ALL\n", mode=0o440)
     write_file(os.path.join(tree, "etc/systemd/network/10-vagrant-mgmt.network"), _MGMT_NETWORK)
-    write_file(os.path.join(tree, "etc/systemd/system/gpuforge-ssh-host-keys.service"), _HOST_KEYS_UNIT)
+    write_file(os.path.join(tree, "etc/systemd/system/gpuforge-ssh-host-keys.service"), HOST_KEYS_UNIT)
     wants = os.path.join(tree, "etc/systemd/system/multi-user.target.wants")
     os.makedirs(wants, exist_ok=True)
     for unit, target in (
