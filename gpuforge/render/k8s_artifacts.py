@@ -16,7 +16,9 @@ from gpuforge.render import kubernetes as k8s
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import artifact_digests, k8s_upstream
 from gpuforge.spec import k8s_frameworks as fw
+from gpuforge.spec import network_operator as no
 from gpuforge.spec.model import Role, Spec
+from gpuforge.spec.network_operator_rules import network_operator_on
 from gpuforge.spec.nodes import nodes_with
 
 
@@ -116,6 +118,12 @@ def framework_chart_artifacts(spec: Spec) -> list[src.Artifact]:
             *([trainer_chart_artifact(spec)] if f.trainer.enabled else [])]  # fmt: skip
 
 
+def network_operator_chart_artifact(spec: Spec) -> src.Artifact:
+    """The Network Operator chart archive as NGC's repository names it (network_operator 'network-operator-install')."""
+    name = no.chart_file(k8s.kubernetes_section(spec).network_operator.version)
+    return src.artifact(spec, name, f"{no.NETWORK_OPERATOR_REPO}/charts/{name}")
+
+
 def queue_controller_artifact(spec: Spec) -> src.Artifact:
     bq = k8s.kubernetes_section(spec).batch_queue
     name, url = k8s_upstream.queue_controller_manifest(bq.kind, bq.version)
@@ -128,9 +136,10 @@ def addon_artifacts(spec: Spec) -> list[src.Artifact]:
     if k8s.gpu_operator_needed(spec):
         out += [helm_artifact(spec), gpu_operator_chart_artifact(spec)]
     frameworks = framework_chart_artifacts(spec)
-    if frameworks and not k8s.gpu_operator_needed(spec):
+    if (frameworks or network_operator_on(spec)) and not k8s.gpu_operator_needed(spec):
         out.append(helm_artifact(spec))
     out += frameworks
+    out += [network_operator_chart_artifact(spec)] if network_operator_on(spec) else []
     if k8s.batch_queue_file(spec) is not None:
         out.append(queue_controller_artifact(spec))
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuforge.render import k8s_frameworks as frameworks
+from gpuforge.render import k8s_network_operator
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.k8s_common import GPU_RESOURCE as GPU_RESOURCE
 from gpuforge.render.k8s_common import MANIFEST_DIR as MANIFEST_DIR
@@ -136,6 +137,7 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
         driver["version"] = spec.versions.driver.version
         driver["kernelModuleType"] = "open" if spec.versions.driver.flavor is DriverFlavor.OPEN else "proprietary"
     driver["upgradePolicy"] = driver_upgrade_policy(spec)
+    driver.update(k8s_network_operator.gpu_operator_rdma(spec))  # GPUDirect RDMA with the Network Operator
     toolkit: dict[str, Any] = {"enabled": op.toolkit is ManagedBy.OPERATOR}
     if op.toolkit is ManagedBy.OPERATOR:
         toolkit["version"] = f"v{spec.versions.container_toolkit}"
@@ -229,4 +231,5 @@ def kubernetes_files(spec: Spec, node: Node, secrets: Secrets) -> list[RenderedF
         if config is not None:
             files.append(config)
         files += frameworks.framework_files(spec)
+        files += k8s_network_operator.network_operator_files(spec)
     return files

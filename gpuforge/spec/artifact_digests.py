@@ -82,6 +82,8 @@ UNPUBLISHED: dict[str, str] = {
     "kuberay-operator": "the KubeRay chart repository's index publishes each release's digest, but the "
     "snapshot of it gpuforge cites ends at 1.4.2 (k8s_frameworks 'kuberay-helm-index'): later releases, "
     "the default 1.7.0 included, need the operator's pin",
+    "network-operator": "the Network Operator chart archive is served by NVIDIA's NGC helm repository, whose "
+    "index is not a source gpuforge can cite",
     "kubeflow-trainer": "Kubeflow Trainer's chart is an OCI artifact (ghcr.io/kubeflow/charts): the registry "
     "names its manifest by digest, and no sha256 of the archive helm pull leaves is published",
     "cuda-keyring": "NVIDIA publishes no checksum of cuda-keyring_1.1-1_all.deb outside its repository's own "

@@ -9,6 +9,7 @@ from pydantic import field_validator
 
 from gpuforge.spec.k8s_addons_model import DriverUpgrade, Frameworks
 from gpuforge.spec.k8s_lifecycle import ApiEndpoint, CertRenewal, EtcdSnapshots, InterfaceName
+from gpuforge.spec.network_operator_model import NetworkOperator
 from gpuforge.spec.platforms import Arch as Arch
 from gpuforge.spec.platforms import OsFamily as OsFamily
 from gpuforge.spec.policy import live, rebuild, rolling
@@ -124,3 +125,4 @@ class Kubernetes(StrictModel):
     certificates: CertRenewal = live(default_factory=CertRenewal, description="Certificate renewal timer")
     etcd_snapshots: EtcdSnapshots = live(default_factory=EtcdSnapshots, description="etcd snapshots")
     frameworks: Frameworks = live(default_factory=Frameworks, description="Training and serving frameworks")
+    network_operator: NetworkOperator = live(default_factory=NetworkOperator, description="NVIDIA Network Operator")

@@ -30,6 +30,7 @@ from gpuforge.spec.model import (
     SourceMode,
     Spec,
 )
+from gpuforge.spec.network_operator_rules import network_operator_rules
 from gpuforge.spec.nodes import group_addresses, resolve_nodes
 from gpuforge.spec.platforms import Arch, UnsupportedPlatform, platform_for
 from gpuforge.spec.types import k8s_name
@@ -708,6 +709,7 @@ rule(acceptance_rules)
 RULES += [storage_rules.storage_rules, storage_rules.shared_state_rules]
 RULES.append(k8s_rules.kubernetes_day2_rules)
 RULES.append(fabric_rules)
+RULES.append(network_operator_rules)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:

@@ -17,6 +17,7 @@ from gpuforge.validator import (
     cluster_ha,
     cluster_k8s,
     cluster_k8s_certs,
+    cluster_network_operator,
     cluster_slurm_conf,
     cluster_storage,
     k8s_probe,
@@ -39,6 +40,7 @@ assert any(c.fn is cluster_ha.controllers for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_storage.mounts for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_slurm_conf.slurm_conf_hash for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_fabric.fabric_pairs for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_network_operator.rdma_allocatable for c in CLUSTER_CHECKS)
 #: Heavy checks that run only where ``--checks`` names them (id or area), never by default or by layer.
 OPT_IN = frozenset({cluster_fabric.PAIRS})
 # Cluster checks register as their modules are imported, which depends on who imported what

@@ -174,6 +174,13 @@ def _k8s() -> Data:
     return _unshared(yaml.safe_load((INVENTORIES / "k8s-gpu-operator.yaml").read_text()))
 
 
+def _k8s_fabric() -> Data:
+    """The Kubernetes example with InfiniBand on its GPU group: the Network Operator is on by default."""
+    d = _k8s()
+    _at(d, ("node_groups", "name=gpu"))["fabric"] = {"type": "infiniband"}
+    return d
+
+
 #: The example specs: the lab spec (small and fast) for everything it has, a cut of the H100
 #: Slurm spec for GPU nodes under Slurm (pyxis, MPS, MIG, DCGM), the Kubernetes example for Kubernetes.
 EXAMPLES: dict[str, Callable[[], Data]] = {
@@ -181,6 +188,7 @@ EXAMPLES: dict[str, Callable[[], Data]] = {
     "hopper": _hopper,
     "hopper-docker": _hopper_on_docker,
     "k8s": _k8s,
+    "k8s-fabric": _k8s_fabric,
 }
 
 
@@ -268,6 +276,7 @@ GPU_HW = ("node_groups", "name=gpu", "hardware")
 BATCH = ("slurm", "partitions", "name=batch")
 VISION = ("kubernetes", "batch_queue", "tenants", "name=vision")
 DRIVER_UPGRADE = ("kubernetes", "gpu_operator", "driver_upgrade")
+NET_OP = ("kubernetes", "network_operator")
 INFERENCE = ("mig", "configs", "inference")
 OPS_RECEIVER = ("monitoring", "receivers", "name=ops")
 SHARED_EXPORT = ("storage", "exports", "name=shared")
@@ -531,6 +540,13 @@ MUTATIONS: dict[str, Mutation] = {
     "kubernetes.frameworks.kuberay.namespace": M(
         "k8s", setting("kubernetes", "frameworks", "kuberay", namespace="ray-system")
     ),
+    "kubernetes.network_operator.enabled": M("k8s-fabric", setting(*NET_OP, enabled=False)),
+    "kubernetes.network_operator.namespace": M("k8s-fabric", setting(*NET_OP, namespace="network-operator")),
+    "kubernetes.network_operator.resource_name": M("k8s-fabric", setting(*NET_OP, resource_name="ib_fabric")),
+    "kubernetes.network_operator.rdma_hca_max": M("k8s-fabric", setting(*NET_OP, rdma_hca_max=8)),
+    "kubernetes.network_operator.if_names": M("k8s-fabric", setting(*NET_OP, if_names=["ibp24s0"])),
+    "kubernetes.network_operator.peermem": M("k8s-fabric", setting(*NET_OP, peermem=False)),
+    "kubernetes.network_operator.wait_minutes": M("k8s-fabric", setting(*NET_OP, wait_minutes=30)),
     "kubernetes.frameworks.trainer.enabled": M("k8s", setting("kubernetes", "frameworks", "trainer", enabled=False)),
     "kubernetes.frameworks.trainer.version": M("k8s", setting("kubernetes", "frameworks", "trainer", version="2.2.1")),
     "kubernetes.frameworks.trainer.namespace": M(
@@ -679,6 +695,14 @@ EXEMPT: dict[str, str] = {
     "node_groups[].fabric.roce.trust": ROCE_EXEMPT,
     "node_groups[].fabric.roce.pfc": ROCE_EXEMPT,
     "node_groups[].fabric.roce.ecn": ROCE_EXEMPT,
+    "kubernetes.network_operator.version": "gpuforge knows the component images of one Network Operator release "
+    "(26.4.1; spec rule network_operator_rules): no other value is valid yet. A change is a helm upgrade of the "
+    "operator and a re-applied NicClusterPolicy on the first control plane (tests/network_operator/test_deploy.py); "
+    "rolling, since with ofed_driver the release's DOCA driver container reloads the HCAs' kernel modules",
+    "kubernetes.network_operator.ofed_driver": "needs stack: doca on every Kubernetes fabric group, and an example "
+    "applied with DOCA would fetch DOCA's key in every baseline run (as for node_groups[].fabric.roce): the "
+    "driver container's policy is in tests/network_operator/test_render.py; rolling, since the container "
+    "reloads the HCAs' kernel modules node by node (its upgradePolicy drains them)",
     "site.ansible": "the site's own Ansible code, which gpuforge runs but does not plan: what a change of it "
     "does is the site role's to say (its fields likewise)",
 }

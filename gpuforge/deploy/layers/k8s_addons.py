@@ -30,6 +30,7 @@ from gpuforge.deploy.layers.k8s_addon import fetch_artifact as _fetch
 from gpuforge.deploy.layers.k8s_addon import sha16 as _sha
 from gpuforge.deploy.layers.k8s_charts import chart_addons
 from gpuforge.deploy.layers.k8s_charts import gpu_operator_addon as gpu_operator_addon
+from gpuforge.deploy.layers.k8s_network_operator import network_operator_addons
 from gpuforge.deploy.layers.nvidia.common import unavailable_step
 from gpuforge.render import k8s_artifacts as arts
 from gpuforge.render import kubeadm as cfg
@@ -179,6 +180,9 @@ def addons(s: Spec) -> list[AddOn]:
     controller, so that Kueue's integrations find their CRDs when it starts."""
     out = [cni_addon(s)]
     charts = chart_addons(s)
+    # the Network Operator right after the GPU Operator: its NFD, and before the driver wait (MOFED first)
+    at = next((i + 1 for i, a in enumerate(charts) if a.name == "gpu-operator"), 0)
+    charts[at:at] = network_operator_addons(s)
     if charts:
         out += [helm_addon(s), *charts]
     queues = k8s.batch_queue_file(s)

@@ -1,0 +1,51 @@
+"""Shared data of the Network Operator tests: the Kubernetes example with a fabric on its GPU groups."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuforge.spec import SpecError, parse_spec
+from gpuforge.spec.model import Spec
+from tests.helpers import INVENTORIES
+
+EXAMPLE = INVENTORIES / "k8s-gpu-operator.yaml"
+CHART = "network-operator-26.4.1.tgz"
+
+
+def data(**fabric: Any) -> dict[str, Any]:
+    """The example's data; ``fabric`` (default ``{type: infiniband}``) on its two GPU groups."""
+    d: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    for g in d["node_groups"]:
+        if g["name"] in ("gpu", "infer"):
+            g["fabric"] = copy.deepcopy(fabric or {"type": "infiniband"})
+    return d
+
+
+def group(d: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(g for g in d["node_groups"] if g["name"] == name)
+
+
+def operator(d: dict[str, Any]) -> dict[str, Any]:
+    """The data's ``kubernetes.network_operator`` mapping (made when missing)."""
+    return d["kubernetes"].setdefault("network_operator", {})
+
+
+def spec_of(d: dict[str, Any]) -> Spec:
+    return parse_spec(yaml.safe_dump(d))
+
+
+def with_(change: Callable[[dict[str, Any]], None], **fabric: Any) -> Spec:
+    d = data(**fabric)
+    change(d)
+    return spec_of(d)
+
+
+def problems(d: dict[str, Any]) -> str:
+    with pytest.raises(SpecError) as err:
+        spec_of(d)
+    return err.value.format()
