@@ -13,16 +13,12 @@ from typing import Any
 from gpuforge.render.fabric import fabric_modules, gpu_fabric
 from gpuforge.spec import fabric_packages as table
 from gpuforge.spec.fabric import Fabric, FabricType, soft_roce_device
+from gpuforge.spec.fabric_rules import fabric_of
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
 
 #: ``fabric.type`` -> the ``link_layer`` its ports show in sysfs (``link_layer_show``: "InfiniBand", "Ethernet").
 LINK_LAYER = {FabricType.INFINIBAND: "InfiniBand", FabricType.ROCE: "Ethernet"}
-
-
-def group_fabric(spec: Spec, node: Node) -> Fabric | None:
-    """The node's group's ``fabric`` section (None: no fabric)."""
-    return next(g for g in spec.node_groups if g.name == node.group).fabric
 
 
 def expected_devices(fabric: Fabric) -> tuple[list[str], bool]:
@@ -35,7 +31,7 @@ def expected_devices(fabric: Fabric) -> tuple[list[str], bool]:
 
 def fabric_health_config(spec: Spec, node: Node) -> dict[str, Any] | None:
     """The node's ``fabric`` health section, or None where its group declares no fabric."""
-    fabric = group_fabric(spec, node)
+    fabric = fabric_of(spec, node)
     if fabric is None:
         return None
     devices, every = expected_devices(fabric)

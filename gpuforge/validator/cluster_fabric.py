@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from gpuforge.probes.nccl_tests import parse_nccl
-from gpuforge.render.health_fabric import group_fabric
 from gpuforge.spec import Role, Spec
+from gpuforge.spec.fabric_rules import fabric_of
 from gpuforge.spec.nodes import Node, nodes_with
 from gpuforge.validator import fabric_pairs as fp
 from gpuforge.validator.cluster import ClusterData, cluster_check, expected_partitions
@@ -38,12 +38,12 @@ Runner = Callable[[Node, str, float], Ran]
 
 
 def gate_fabric(spec: Spec, node: Node) -> str | None:
-    return None if group_fabric(spec, node) is not None else "the node's group declares no fabric"
+    return None if fabric_of(spec, node) is not None else "the node's group declares no fabric"
 
 
 def limits(spec: Spec, node: Node) -> dict[str, float | None]:
     """The group's ``fabric.thresholds`` (None: not set)."""
-    fabric = group_fabric(spec, node)
+    fabric = fabric_of(spec, node)
     th = fabric.thresholds if fabric is not None else None
     return {
         "write_bw_gbps": th.write_bw_gbps if th else None,
@@ -59,7 +59,7 @@ def pair_sets(data: ClusterData) -> dict[str, list[Node]]:
     sets: dict[str, list[Node]] = {}
     for n in data.nodes:
         ports = data.results.get(n.name, {}).get("fabric.ports")
-        fabric = group_fabric(data.spec, n)
+        fabric = fabric_of(data.spec, n)
         if fabric is None or gate_fabric(data.spec, n) or ports is None or ports.status != PASS:
             continue
         key = f"leaf {n.leaf_switch} ({fabric.type})" if n.leaf_switch else f"group {n.group}"
@@ -79,7 +79,7 @@ def _run_pair(data: ClusterData, run: Runner, server: Node, client: Node) -> fp.
     if s_ep is None or c_ep is None:
         result.problems.append("fabric.ports chose no device on " + (server.name if s_ep is None else client.name))
         return result
-    fabric = group_fabric(data.spec, server)
+    fabric = fabric_of(data.spec, server)
     seconds = fabric.thresholds.write_bw_seconds if fabric is not None else fp.WRITE_SECONDS
     bound = 2 * (fp.CONNECT_WINDOW_S + seconds + 2 * fp.SETUP_S)
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -96,7 +96,7 @@ def _run_pair(data: ClusterData, run: Runner, server: Node, client: Node) -> fp.
 
 def _nccl(data: ClusterData, run: Runner, result: fp.PairResult, server: Node, client: Node) -> None:
     """all_reduce_perf across the pair (GPU nodes, ``nccl_tests`` on, a Slurm controller), judged."""
-    fabric = group_fabric(data.spec, server)
+    fabric = fabric_of(data.spec, server)
     gpus = min(server.hardware.gpu_count, client.hardware.gpu_count)
     if not gpus:
         return
