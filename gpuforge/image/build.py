@@ -25,7 +25,7 @@ import yaml
 from gpuforge.deploy.image_mode import IMAGE_RECORD_PATH, ImageBuild
 from gpuforge.deploy.image_run import run_image_build
 from gpuforge.deploy.secrets import SecretStore
-from gpuforge.image import oci, qcow2, strip, tarball
+from gpuforge.image import bootable, oci, qcow2, strip, tarball
 from gpuforge.image.manifest import image_manifest, write_json
 from gpuforge.image.record import image_record, record_text
 from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, group_nodes
@@ -36,7 +36,7 @@ from gpuforge.spec import Spec, load_spec
 
 BUILD_LAB = "gfimg"
 BUILD_SUBNET = "10.213.21.0/24"
-FORMATS = ("rootfs", "oci", "qcow2")
+FORMATS = ("rootfs", "oci", "qcow2", "vagrant")
 BASE_OS = "debian12"
 Log = Callable[[str], None]
 
@@ -55,7 +55,7 @@ class BuildResult:
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
-    """``rootfs,oci,qcow2`` -> the formats, in the fixed order (:class:`ImageSpecError` naming ``--format``)."""
+    """``rootfs,oci,qcow2,vagrant`` -> the formats, in the fixed order (:class:`ImageSpecError` naming ``--format``)."""
     names = [t.strip() for t in text.split(",") if t.strip()]
     bad = [n for n in names if n not in FORMATS]
     if bad or not names:
@@ -108,15 +108,21 @@ def build_image(
     t0 = time.monotonic()
     result = BuildResult(out)
     with build_lab(lab_name, subnet, log) as lab, build_spec_file(spec_path, lab) as fitted:
-        applied = run_image_build(load_spec(fitted), fitted, nodes[0], lab.nodes[0].address, hook, log)
+        built_as = load_spec(fitted)  # its nodes are reached as the build container is (``build_spec_data``)
+        node = group_nodes(built_as, group)[0]
+        applied = run_image_build(built_as, fitted, node, lab.nodes[0].address, hook, log)
         host = applied.hosts[nodes[0].name]
         if not host.ok:
             raise ImageBuildError(f"the deploy failed on the build container: {host.error}")
         log(f"image converged: {len(host.changed)} operation(s) changed, {host.unchanged} unchanged")
+        if bootable.needs_kernel(formats):
+            bootable.install_kernel(lab, log)
         stop(lab_name)
         tree = LabPaths(lab_name).node_rootfs(lab.nodes[0].name)
         built = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         result.record = image_record(spec, group, hook.digests, BASE_OS, built)
+        if bootable.needs_kernel(formats):
+            result.record["kernel"] = bootable.kernel_release(tree)
         finish_tree(tree, result.record, secrets, hook.kept, log)
         write_outputs(tree, out, formats, result, log)
         write_json(out / "image-manifest.json", image_manifest(tree, result.record, hook.common))
@@ -149,13 +155,16 @@ def oci_labels(record: dict[str, object]) -> dict[str, str]:
         "io.gpuforge.base-os": str(record["base_os"]),
         "io.gpuforge.version": str(record["gpuforge_version"]),
     }
+    if "kernel" in record:
+        labels["io.gpuforge.kernel"] = str(record["kernel"])
     if isinstance(layers, dict):
         labels.update({f"io.gpuforge.layer.{k}": str(v) for k, v in sorted(layers.items())})
     return labels
 
 
 def write_outputs(tree: str, out: Path, formats: tuple[str, ...], result: BuildResult, log: Log) -> None:
-    """rootfs tarball (always made: the OCI layer is it), OCI layout and archive, qcow2."""
+    """rootfs tarball (always made: the OCI layer is it), OCI layout and archive, qcow2 (with the kernel
+    and initrd beside it), Vagrant box (made from a copy of the tree, last)."""
     out.mkdir(parents=True, exist_ok=True)
     tar = out / "rootfs.tar"
     tarball.write_tarball(tree, str(tar))
@@ -174,6 +183,16 @@ def write_outputs(tree: str, out: Path, formats: tuple[str, ...], result: BuildR
             result.notes.append(f"qcow2 not made: {', '.join(missing)} missing (apt-get install qemu-utils e2fsprogs)")
         else:
             result.outputs["qcow2"] = qcow2.write_qcow2(tree, out / "disk.qcow2")
+            result.outputs["kernel"], result.outputs["initrd"] = bootable.write_boot_files(tree, out)
+    if "vagrant" in formats:
+        name = bootable.box_name(str(result.record["cluster"]), str(result.record["group"]))
+        result.outputs["vagrant"] = Path(bootable.write_vagrant_box(tree, out, name, log).box_file)
+        closed = bootable.closed_folder(out / "vagrant")
+        if closed is not None:
+            result.notes.append(
+                f"the box boots vmlinuz and initrd from {out / 'vagrant'}, but other users cannot enter {closed}: "
+                f"libvirt's qemu user will not read them (chmod o+x {closed})"
+            )
     if "rootfs" not in formats:
         tar.unlink()
     for name, path in result.outputs.items():

@@ -21,7 +21,9 @@ def build_cmd(
     spec: Annotated[Path, typer.Argument(help="The cluster spec (YAML).")],
     group: Annotated[str, typer.Option("--group", "-g", help="The node group whose image to bake.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the outputs.")] = Path("image"),
-    formats: Annotated[str, typer.Option("--format", help="Comma-separated: rootfs, oci, qcow2.")] = "rootfs,oci,qcow2",
+    formats: Annotated[
+        str, typer.Option("--format", help="Comma-separated: rootfs, oci, qcow2, vagrant (the last two add a kernel).")
+    ] = "rootfs,oci,qcow2",
 ) -> None:
     """Bake GROUP's image: the same layers as apply, run in image mode in a throwaway container
     (lab gfimg, 10.213.21.0/24), nothing per node or secret; checked, then written to --output."""

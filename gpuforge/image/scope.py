@@ -48,8 +48,12 @@ def group_nodes(spec: Spec, group: str) -> list[Node]:
 
 def build_spec_data(base: dict[str, Any], key: str, known_hosts: str, proxy: str) -> dict[str, Any]:
     """The parsed spec ``base`` as the build runs it: the build container's key and known_hosts,
-    packages through the build's mirror (``proxy``); nothing else changes."""
+    reached over plain SSH (a group's ``connector: vagrant`` names the real nodes, not the build
+    container), packages through the build's mirror (``proxy``); nothing else changes."""
     data = copy.deepcopy(base)
+    for group in data.get("node_groups") or []:
+        if isinstance(group, dict) and "connector" in group:
+            group["connector"] = "ssh"
     data.setdefault("ssh", {})
     data["ssh"].update(key=key, known_hosts=known_hosts, user="root")
     data["ssh"].pop("sudo", None)

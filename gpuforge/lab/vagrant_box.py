@@ -204,21 +204,30 @@ def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print) ->
 def _build_into(tmp: str, base: str, staging: Box, final: Box, key: str, log: Callable[[str], None]) -> None:
     tree = os.path.join(tmp, "tree")
     run(["cp", "-a", base, tree], timeout=600)
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpuforge box {key}", "-f", staging.private_key])
+    pack_box(tree, staging, final, f"gpuforge box {key}", node_sources(host_mirrors()), log)
+
+
+def pack_box(
+    tree: str, staging: Box, final: Box, key_comment: str, apt_sources: str, log: Callable[[str], None]
+) -> None:
+    """Turn ``tree`` (consumed: it is removed) into a box in ``staging.folder``: its own new SSH key, the
+    tree made a Vagrant guest, the kernel and initrd from the tree's ``/boot`` beside it, the disk as
+    qcow2; the box's Vagrantfile names ``final``'s files (the folder the box will live in)."""
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", key_comment, "-f", staging.private_key])
     os.chmod(staging.private_key, 0o600)
     with open(staging.private_key + ".pub") as f:
-        customize_tree(tree, f.read(), node_sources(host_mirrors()))
+        customize_tree(tree, f.read(), apt_sources)
     shutil.copyfile(_boot_file(tree, "vmlinuz-"), staging.kernel)
     shutil.copyfile(_boot_file(tree, "initrd.img-"), staging.initrd)
     for path in (staging.kernel, staging.initrd):
         os.chmod(path, 0o644)  # qemu (user libvirt-qemu) reads them
-    raw = os.path.join(tmp, "disk.raw")
+    raw = os.path.join(staging.folder, "disk.raw")
     with open(raw, "wb") as f:
         f.truncate(DISK_GB * 1024**3)
     log("vagrant box: writing the ext4 disk image")
     run(["mkfs.ext4", "-q", "-F", "-L", "gpuforge-root", "-d", tree, raw], timeout=600)
     remove_tree(tree)
-    box_dir = os.path.join(tmp, "box")
+    box_dir = os.path.join(staging.folder, "box")
     os.makedirs(box_dir)
     run(["qemu-img", "convert", "-O", "qcow2", raw, os.path.join(box_dir, "box.img")], timeout=600)
     os.unlink(raw)

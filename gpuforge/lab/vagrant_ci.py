@@ -230,12 +230,19 @@ def _teardown(vl: VagrantLab, pool_dir: str, mirror_dir: str, socket_path: str) 
 
 @contextmanager
 def vagrant_lab(
-    workdir: str, box: Box, nodes: int = 1, driver: str = "qemu", log: Callable[[str], None] = lambda _m: None
+    workdir: str,
+    box: Box,
+    nodes: int = 1,
+    driver: str = "qemu",
+    log: Callable[[str], None] = lambda _m: None,
+    node_boxes: dict[int, Box] | None = None,
 ) -> Iterator[VagrantLab]:
     """libvirtd + a site mirror in namespace ``gf-vagrant``, the box added under ``box.name``; all gone after.
 
-    ``workdir`` holds the Vagrantfile; VAGRANT_HOME is ``workdir/vagrant.d`` (the box is added there).
+    ``workdir`` holds the Vagrantfile; VAGRANT_HOME is ``workdir/vagrant.d`` (the boxes are added there).
+    ``node_boxes``: node number -> its own box (the Vagrantfile's ``GPUFORGE_VAGRANT_BOX_NODE<i>``).
     """
+    node_boxes = node_boxes or {}
     require_root()
     require_tools(TOOLS)
     if not shutil.which("vagrant") or not os.path.exists("/usr/sbin/libvirtd"):
@@ -256,6 +263,7 @@ def vagrant_lab(
             "GPUFORGE_VAGRANT_BOX": box.name,
             "GPUFORGE_LIBVIRT_DRIVER": driver,
             "GPUFORGE_LIBVIRT_POOL": POOL,
+            **{f"GPUFORGE_VAGRANT_BOX_NODE{i}": b.name for i, b in node_boxes.items()},
         },
     )
     _teardown(vl, pool_dir, mirror_dir, socket_path)  # a killed earlier run's namespace and daemons
@@ -271,7 +279,8 @@ def vagrant_lab(
         _virsh(vl.netns, "pool-create-as", POOL, "dir", "--target", pool_dir)
         start_mirror(MIRROR_ADDRESS, host_mirrors(), MIRROR_CACHE, mirror_dir)
         _start_relays(vl.netns, socket_path, state)
-        vl.vagrant("box", "add", "--force", "--name", box.name, box.box_file, timeout=600)
+        for added in (box, *node_boxes.values()):
+            vl.vagrant("box", "add", "--force", "--name", added.name, added.box_file, timeout=600)
         yield vl
     finally:
         _teardown(vl, pool_dir, mirror_dir, socket_path)

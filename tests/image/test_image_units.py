@@ -7,8 +7,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,11 +29,12 @@ from gpuforge.deploy.image_mode import (
 )
 from gpuforge.deploy.layers.nvidia import LAYER_NAMES
 from gpuforge.deploy.runstate import RunState
-from gpuforge.image import oci, strip, tarball
+from gpuforge.image import bootable, oci, strip, tarball
 from gpuforge.image.build import oci_labels, parse_formats
 from gpuforge.image.manifest import installed_packages
 from gpuforge.image.record import image_record, record_text
 from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, group_nodes
+from gpuforge.lab.system import LabError
 from gpuforge.probes.image import parse_image_record
 from gpuforge.render.files import RenderedFile
 from gpuforge.spec import load_spec
@@ -138,6 +141,11 @@ def test_build_spec_changes_only_the_connection_and_the_package_source() -> None
     assert got["ssh"] == {"user": "root", "key": "/k", "known_hosts": "/kh"}
     assert got["sources"] == {"mode": "mirror", "apt_proxy": "http://10.213.21.1:3142"}
     assert base["sources"] == {"mode": "upstream"}
+    # a Vagrant group's nodes are reached through `vagrant ssh-config`; the build container over SSH
+    vagrant = {**base, "node_groups": [{"name": "w", "hosts": "node2", "connector": "vagrant"}, {"name": "x"}]}
+    fitted = build_spec_data(vagrant, "/k", "/kh", "http://10.213.21.1:3142")
+    assert fitted["node_groups"] == [{"name": "w", "hosts": "node2", "connector": "ssh"}, {"name": "x"}]
+    assert vagrant["node_groups"][0]["connector"] == "vagrant"
 
 
 def _identity_tree(root: Path) -> None:
@@ -307,3 +315,53 @@ def test_the_cluster_daemons_do_not_start_at_boot_from_the_image(tmp_path: Path)
         (wants / unit).symlink_to(f"/lib/systemd/system/{unit}")
     strip.strip_tree(str(tmp_path))
     assert sorted(p.name for p in wants.iterdir()) == ["gpuforge-ssh-host-keys.service", "ssh.service"]
+
+
+def test_bootable_formats_put_a_kernel_in_the_image() -> None:
+    assert parse_formats("vagrant,qcow2") == ("qcow2", "vagrant")
+    assert not bootable.needs_kernel(("rootfs", "oci"))
+    assert bootable.needs_kernel(("qcow2",)) and bootable.needs_kernel(("rootfs", "vagrant"))
+    command = bootable.kernel_install_command()
+    # the Vagrant box's kernel packages (Debian's generic kernel: rdma_rxe, nfsd), no recommends, no prompt
+    assert command.endswith("apt-get install -y -q --no-install-recommends linux-image-amd64 initramfs-tools zstd")
+    assert command.startswith("export DEBIAN_FRONTEND=noninteractive && apt-get update -q && ")
+    assert bootable.box_name("gffabric", "workers") == "gpuforge/gffabric-workers"
+
+
+def test_boot_files_are_the_newest_kernel_and_initrd_copied_readable(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    with pytest.raises(LabError, match=r"/boot/vmlinuz-\*"):
+        bootable.boot_files(str(tree))
+    (tree / "boot").mkdir(parents=True)
+    for name in ("vmlinuz-6.1.0-28-amd64", "initrd.img-6.1.0-28-amd64", "config-6.1.0-28-amd64"):
+        (tree / "boot" / name).write_text(name)
+    assert bootable.kernel_release(str(tree)) == "6.1.0-28-amd64"
+    out = tmp_path / "out"
+    out.mkdir()
+    kernel, initrd = bootable.write_boot_files(str(tree), out)
+    assert kernel.read_text() == "vmlinuz-6.1.0-28-amd64" and initrd.read_text() == "initrd.img-6.1.0-28-amd64"
+    assert oct(kernel.stat().st_mode & 0o777) == "0o644" and oct(initrd.stat().st_mode & 0o777) == "0o644"
+    (tree / "boot" / "initrd.img-6.1.0-28-amd64").unlink()
+    with pytest.raises(LabError, match="initrd"):
+        bootable.boot_files(str(tree))
+
+
+def test_the_kernel_is_an_oci_label_when_the_image_has_one() -> None:
+    record = {"built": "2026-11-26T00:00:00Z", "cluster": "c", "group": "g", "spec_hash": "h", "base_os": "debian12",
+              "gpuforge_version": "1", "layers": {}}  # fmt: skip
+    assert "io.gpuforge.kernel" not in oci_labels(record)
+    assert oci_labels({**record, "kernel": "6.1.0-28-amd64"})["io.gpuforge.kernel"] == "6.1.0-28-amd64"
+
+
+def test_a_folder_qemu_cannot_enter_is_named() -> None:
+    top = Path(tempfile.mkdtemp(prefix="gpuforge-test-", dir="/var/tmp"))  # /var/tmp: every user enters it
+    try:
+        inner = top / "middle" / "box"
+        inner.mkdir(parents=True)
+        for folder in (top, top / "middle", inner):
+            folder.chmod(0o755)
+        assert bootable.closed_folder(inner) is None
+        (top / "middle").chmod(0o750)
+        assert bootable.closed_folder(inner) == (top / "middle").resolve()
+    finally:
+        shutil.rmtree(top)
