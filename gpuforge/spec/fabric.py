@@ -150,9 +150,17 @@ class FabricThresholds(StrictModel):
     nccl_busbw_gbps: float | None = live(None, "Least NCCL all_reduce_perf bus bandwidth, GB/s", gt=0)
     write_bw_seconds: int = live(
         5,
-        "Seconds each pair's ib_write_bw runs (-D); perftest measures between margins of a quarter of it",
+        "Seconds each pair's ib_write_bw runs (-D); perftest measures between margins of a quarter of it. "
+        "With write_bw_iterations: how long that run may take",
         ge=4,
         le=600,
+    )
+    write_bw_iterations: int | None = live(
+        None,
+        "Run ib_write_bw for this many writes (-n) instead of for write_bw_seconds: every write is measured, "
+        "none falls in a margin (a slow or uneven link); perftest takes 5 to 2^32",
+        ge=5,
+        le=4294967296,
     )
 
 

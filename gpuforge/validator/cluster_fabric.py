@@ -81,10 +81,11 @@ def _run_pair(data: ClusterData, run: Runner, server: Node, client: Node) -> fp.
         return result
     fabric = fabric_of(data.spec, server)
     seconds = fabric.thresholds.write_bw_seconds if fabric is not None else fp.WRITE_SECONDS
+    writes = fabric.thresholds.write_bw_iterations if fabric is not None else None
     bound = 2 * (fp.CONNECT_WINDOW_S + seconds + 2 * fp.SETUP_S)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        s_future = pool.submit(run, server, fp.server_script(s_ep, seconds, fp.CONNECT_WINDOW_S), bound)
-        c_done = run(client, fp.client_script(c_ep, s_ep, seconds, fp.CONNECT_WINDOW_S), bound)
+        s_future = pool.submit(run, server, fp.server_script(s_ep, seconds, fp.CONNECT_WINDOW_S, writes), bound)
+        c_done = run(client, fp.client_script(c_ep, s_ep, seconds, fp.CONNECT_WINDOW_S, writes), bound)
         s_done = s_future.result()
     for side, done in ((server.name, s_done), (client.name, c_done)):
         if done.rc in (124, 255):

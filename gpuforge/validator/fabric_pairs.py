@@ -33,7 +33,9 @@ SOURCES: dict[str, Citation] = {
         "OPTIONS must be passed to both server and client'; '-d, --ib-dev=<dev>', '-i, --ib-port=<port>', "
         "'-x, --gid-index=<index>', '-F, --CPU-freq Do not show a warning even if cpufreq_ondemand module is "
         "loaded', '-D, --duration Run test for a customized period of seconds', '--report_gbits Report Max/Average "
-        "BW of test in Gbit/sec (instead of MiB/sec)'; 'the client measures the bandwidth'",
+        "BW of test in Gbit/sec (instead of MiB/sec)'; 'the client measures the bandwidth'; src/perftest_parameters.c "
+        "usage(): '-n, --iters=<iters> Number of exchanges (at least %d, default %d) (SYMMETRIC)' with MIN_ITER 5, "
+        "MAX_ITER 4294967296, DEF_ITERS_WB 5000 (src/perftest_parameters.h)",
     ),
     "perftest-output": Citation(
         "perftest src/perftest_parameters.h RESULT_FMT_G and RESULT_FMT_LAT; src/perftest_communication.c",
@@ -133,12 +135,19 @@ def _perftest(tool: str, ep: Endpoint, extra: str) -> str:
     return f"{tool} -d {shlex.quote(ep.device)} -i {ep.port} -x {ep.gid_index} -F{extra}"
 
 
-def server_script(ep: Endpoint, seconds: int = WRITE_SECONDS, window: int = CONNECT_WINDOW_S) -> str:
+def write_length(seconds: int, iterations: int | None) -> str:
+    """ib_write_bw's run length, the same on both sides (perftest: SYMMETRIC): ``-n`` writes, else ``-D`` seconds."""
+    return f" --report_gbits -n {iterations}" if iterations is not None else f" --report_gbits -D {seconds}"
+
+
+def server_script(
+    ep: Endpoint, seconds: int = WRITE_SECONDS, window: int = CONNECT_WINDOW_S, iterations: int | None = None
+) -> str:
     """The server side: ``ib_write_bw`` then ``ib_read_lat``, each waiting for its client, each bounded."""
     bound = window + seconds + SETUP_S
     return "\n".join([
         f"echo __section={WRITE_BW}",
-        f"timeout {bound} {_perftest('ib_write_bw', ep, f' --report_gbits -D {seconds}')} 2>&1; echo \"__rc=$?\"",
+        f"timeout {bound} {_perftest('ib_write_bw', ep, write_length(seconds, iterations))} 2>&1; echo \"__rc=$?\"",
         f"echo __section={READ_LAT}",
         f"timeout {bound} {_perftest('ib_read_lat', ep, '')} 2>&1; echo \"__rc=$?\"",
     ])  # fmt: skip
@@ -160,14 +169,17 @@ def _retry(window: int) -> str:
     )
 
 
-def client_script(ep: Endpoint, server: Endpoint, seconds: int = WRITE_SECONDS, window: int = CONNECT_WINDOW_S) -> str:
+def client_script(
+    ep: Endpoint, server: Endpoint, seconds: int = WRITE_SECONDS, window: int = CONNECT_WINDOW_S,
+    iterations: int | None = None,
+) -> str:  # fmt: skip
     """The client side: each test retried while its server is not listening yet (``window`` s), each run bounded."""
     bound = seconds + SETUP_S
     to = shlex.quote(server.address)
     return "\n".join([
         _retry(window),
         f"echo __section={WRITE_BW}",
-        f"try_client timeout {bound} {_perftest('ib_write_bw', ep, f' --report_gbits -D {seconds}')} {to}",
+        f"try_client timeout {bound} {_perftest('ib_write_bw', ep, write_length(seconds, iterations))} {to}",
         f"echo __section={READ_LAT}",
         f"try_client timeout {SETUP_S} {_perftest('ib_read_lat', ep, '')} {to}",
     ])  # fmt: skip

@@ -660,6 +660,9 @@ MUTATIONS: dict[str, Mutation] = {
     "node_groups[].fabric.thresholds.write_bw_seconds": M(
         "hopper", setting(*GPU_FABRIC, "thresholds", write_bw_seconds=20)
     ),
+    "node_groups[].fabric.thresholds.write_bw_iterations": M(
+        "hopper", setting(*GPU_FABRIC, "thresholds", write_bw_iterations=500)
+    ),
     "node_groups[].fabric.thresholds.nccl_busbw_gbps": M(
         "hopper", setting(*GPU_FABRIC, "thresholds", nccl_busbw_gbps=300)
     ),

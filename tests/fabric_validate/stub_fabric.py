@@ -46,14 +46,15 @@ sys.exit(subprocess.run(["sh", "-c", command], env=env, input=stdin).returncode)
 
 PERFTEST = r"""
 tool, node, args = os.path.basename(sys.argv[0]), os.environ["NODE"], sys.argv[1:]
-address = args[-1] if args and not args[-1].startswith("-") and args[-2] not in ("-d", "-i", "-x", "-D") else None
+address = args[-1] if args and not args[-1].startswith("-") and args[-2] not in ("-d", "-i", "-x", "-D", "-n") else None
+length = "".join(f" {flag} {args[args.index(flag) + 1]}" for flag in ("-D", "-n") if flag in args)
 mark = lambda kind, who: os.path.join(D, f"{kind}.{tool}.{who}")
 TITLE = {"ib_write_bw": "RDMA_Write BW Test", "ib_read_lat": "RDMA_Read Latency Test"}[tool]
 print("-" * 87)
 print(f"                    {TITLE}")
 print(f" Dual-port       : OFF          Device         : {args[args.index('-d') + 1]}")
 if address is None:
-    log(f"{node} {tool} server")
+    log(f"{node} {tool} server" + length)
     if node in STATE.get("dead", []):
         time.sleep(1)
         print(" Unable to find the Infiniband/RoCE device", file=sys.stderr)
@@ -73,7 +74,7 @@ if not os.path.exists(mark("listen", server)):
     print(f"Couldn't connect to {address}:18515", file=sys.stderr)
     print(" Unable to set up socket connection", file=sys.stderr)
     sys.exit(1)
-log(f"{node} {tool} client {address}" + (f" -D {args[args.index('-D') + 1]}" if "-D" in args else ""))
+log(f"{node} {tool} client {address}" + length)
 print("-" * 87)
 if tool == "ib_write_bw":
     bw = STATE["bw"].get(f"{server}->{node}", STATE["bw"]["default"])

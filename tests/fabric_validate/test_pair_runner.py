@@ -100,6 +100,13 @@ def test_the_spec_sets_how_long_ib_write_bw_runs(tmp_path: Path, monkeypatch: py
     assert served and all(x.endswith(" -D 9") for x in served), served
     _, log = run_pairs(tmp_path / "default", monkeypatch, fabric_lab(ROCE, hosts="node[2-3]"))
     assert [x for x in log if "ib_write_bw client" in x and x.endswith(" -D 5")], log
+    # a count of writes instead (-n), on both sides (perftest: SYMMETRIC); no -D then
+    counted = {**ROCE, "thresholds": {**ROCE["thresholds"], "write_bw_iterations": 500}}
+    report, log = run_pairs(tmp_path / "counted", monkeypatch, fabric_lab(counted, hosts="node[2-3]"))
+    writes = [x for x in log if "ib_write_bw" in x]
+    assert writes and all(x.endswith(" -n 500") or x.endswith("refused") for x in writes), writes
+    assert any("ib_write_bw server" in x for x in writes) and any("ib_write_bw client" in x for x in writes), log
+    assert by_node(report)["node3"]["fabric.pairs"].status == PASS
 
 
 def test_a_node_alone_under_its_leaf_has_no_partner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
