@@ -79,6 +79,7 @@ OPERATION_TAGS: dict[str, ImageTag] = {
     "fabric": ImageTag.SHARED,
     "fabric-gdrcopy": ImageTag.SHARED_HOOKS,
     "fabric-nccl-tests": ImageTag.SHARED_HOOKS,
+    "fabric-sharp-plugin": ImageTag.SHARED_HOOKS,
     "fabric-devices": ImageTag.NODE,
 }
 

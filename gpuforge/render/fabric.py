@@ -10,7 +10,10 @@ Pure functions of the spec and the node; a node of a group without ``fabric`` ge
   HCA's interface, and a oneshot unit running it;
 - IPoIB (``ipoib``): a systemd-networkd ``.network`` file with the node's address;
 - enroot (nodes that run enroot): a pre-start hook that binds ``/dev/infiniband`` into containers;
-- DOCA (``stack: doca``): the apt source or dnf repository of the pinned DOCA release, and the NCCL apt pin.
+- DOCA (``stack: doca``): the apt source or dnf repository of the pinned DOCA release, and the NCCL apt pin;
+- the NCCL-RDMA-SHARP plugin (``sharp_plugin``): the ld.so.conf.d file naming its library directory, so
+  NCCL's ``dlopen("libnccl-net.so")`` finds it through ldconfig's cache (the ``fabric-sharp-plugin`` layer
+  writes it with the build).
 
 Escaping: every name is a plain token by its spec type (``gpuforge.spec.fabric``); addresses and
 versions are checked by theirs. No value reaches a shell or unit line but through those types.
@@ -44,6 +47,7 @@ DOCA_LIST = "/etc/apt/sources.list.d/gpuforge-doca.list"
 DOCA_REPO_FILE = "/etc/yum.repos.d/gpuforge-doca.repo"
 DOCA_KEYRING = "/usr/share/keyrings/gpuforge-doca.asc"  # armored (.asc): apt reads it as it is
 NCCL_PIN = "/etc/apt/preferences.d/gpuforge-nccl"
+SHARP_LDCONF = "/etc/ld.so.conf.d/gpuforge-nccl-net.conf"
 #: The package sources of the fabric (written before its packages install: the fabric-sources layer).
 SOURCE_PATHS = frozenset({DOCA_LIST, DOCA_REPO_FILE, NCCL_PIN})
 #: The device units' files (the fabric-devices layer: their services restart when these change).
@@ -68,6 +72,21 @@ def wants_cuda_repo(spec: Spec, node: Node) -> bool:
     """NCCL comes from NVIDIA's CUDA repository: the node's NVIDIA layer configures it."""
     fabric = fabric_of(spec, node)
     return fabric is not None and fabric.nccl is not None and gpu_fabric(spec, node)
+
+
+def sharp_plugin_wanted(spec: Spec, node: Node, fabric: Fabric) -> bool:
+    """The node builds the NCCL-RDMA-SHARP plugin: a GPU node whose fabric pins it and NCCL."""
+    return fabric.sharp_plugin is not None and fabric.nccl is not None and gpu_fabric(spec, node)
+
+
+def sharp_plugin_prefix(version: str) -> str:
+    """``--prefix`` of the plugin's build: one directory per release (its library in ``lib/``)."""
+    return f"{table.SHARP_PLUGIN_DIR}/{version}"
+
+
+def sharp_plugin_ldconf(version: str) -> str:
+    """The library directory of the pinned release, for ldconfig (fabric_packages ``ldconfig``)."""
+    return f"{header()}{sharp_plugin_prefix(version)}/lib\n"
 
 
 def fabric_modules(spec: Spec, node: Node, fabric: Fabric) -> list[str]:

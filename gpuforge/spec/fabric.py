@@ -54,6 +54,7 @@ CUDA_RELEASE = r"^\d+\.\d+$"
 FIRMWARE = r"^\d+\.\d+\.\d+$"
 GDRCOPY_VERSION = r"^\d+\.\d+(\.\d+)?-\d+$"
 NCCL_TESTS_VERSION = r"^\d+\.\d+\.\d+$"
+SHARP_PLUGIN_VERSION = r"^\d+\.\d+\.\d+$"
 
 
 def netdev_name(value: str) -> str:
@@ -206,6 +207,13 @@ class Fabric(StrictModel):
     nccl_tests: bool = live(False, "Build nccl-tests on GPU nodes against that NCCL and MPI (MPI=1)")
     nccl_tests_version: str = live("2.18.3", "nccl-tests release built (with nccl_tests: true)",
                                    pattern=NCCL_TESTS_VERSION)  # fmt: skip
+    sharp_plugin: str | None = rolling(
+        None,
+        "nccl-rdma-sharp-plugins release (its tag v<version>, e.g. 2.1.0) built on GPU nodes against CUDA and "
+        "DOCA-OFED's SHARP, found by NCCL as libnccl-net.so; needs type: infiniband, stack: doca, nccl and "
+        "versions.cuda_toolkit, and the archive's sha256 in sources.artifact_sha256",
+        pattern=SHARP_PLUGIN_VERSION,
+    )
     mpi: MpiFlavor = rolling(
         MpiFlavor.OPENMPI,
         "openmpi: OpenMPI with UCX and PMIx (Slurm MpiDefault=pmix when a compute group has it), or none",

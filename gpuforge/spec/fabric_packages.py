@@ -176,6 +176,56 @@ SOURCES: dict[str, Citation] = {
         "installed in /usr/local/cuda, you may specify CUDA_HOME. Similarly, if NCCL is not installed in /usr, "
         "you may specify NCCL_HOME'; binaries in ./build (./build/all_reduce_perf)",
     ),
+    "sharp-plugin-build": Citation(
+        "Mellanox/nccl-rdma-sharp-plugins README.md, configure.ac, m4/sharp.m4, src/Makefile.am, debian/control.in",
+        "github.com/Mellanox/nccl-rdma-sharp-plugins (snapshot of 2026-04-02, commit 2f5ac02e; tags v1.0, "
+        "v2.0.0, v2.0.1, v2.1.0 and hpcx-v2.6 to hpcx-v2.8.0, newer code on branches v2.2.x ... v2.28.x)",
+        "README: requirements 'MOFED, CUDA, SHARP, NCCL, GPUDirectRDMA plugin'; './autogen.sh', './configure', "
+        "'make', 'make install'; '--with-sharp=PATH Path to non-standard SHARP installation', '--with-cuda=PATH'; "
+        "sharp.m4 looks in $HPCX_SHARP_DIR, then '/opt/mellanox/sharp/' for sharp/api/sharp_coll.h and "
+        "-lsharp_coll, and with --with-sharp=DIR: 'SHARP support is requested but SHARP packages cannot be "
+        "found' when they are not there; configure.ac: 'CUDA runtime header files not found' without "
+        "cuda_runtime.h; src/Makefile.am: 'lib_LTLIBRARIES = libnccl-net.la' (libnccl-net.so); the Debian "
+        "packaging (debian/control.in, 'Build-Depends: libibverbs-dev') is for building a .deb from the "
+        "source: no distribution or NVIDIA repository package of it was found",
+    ),
+    "sharp-plugin-channels": Citation(
+        "NVIDIA SHARP Rev 3.9.1 LTS: Using NVIDIA SHARP with NVIDIA NCCL; HPC-X 2.26: NCCL-RDMA-SHARP Plugins",
+        "https://docs.nvidia.com/networking/display/sharpltsv391/using+nvidia+sharp+with+nvidia+nccl ; "
+        "https://docs.nvidia.com/networking/display/hpcxv226/NCCL-RDMA-SHARP-Plugins",
+        "'The NCCL-SHARP plugin is distributed through the following channels: Binary distribution with "
+        "HPC-X ... Source distribution: https://github.com/Mellanox/nccl-rdma-sharp-plugins User can build the "
+        "plugin from the source and set LD_LIBRARY_PATH to use it by NCCL'; requirements 'NVIDIA ConnectX-6 "
+        "HDR and above', 'NVIDIA Quantum HDR switch and above', 'DOCA-Host', 'GPUDirectRDMA', 'NCCL version "
+        "2.7.3 or higher'; HPC-X: '# libnccl_net.so is in <plugin_install_dir>/lib'; 'NCCL_IBEXT_DISABLE=1 "
+        "disables the plugin'; 'NCCL_COLLNET_ENABLE=1' enables SHARP "
+        "aggregation",
+    ),
+    "doca-ubuntu-verbs-dev": Citation(
+        "NVIDIA/hpc-container-maker docs/building_blocks.md, doca_ofed building block (pull request 507)",
+        "https://github.com/NVIDIA/hpc-container-maker/pull/507",
+        "'packages: List of packages to install from Mellanox OFED. For Ubuntu, the default values are "
+        "ibverbs-providers, ibverbs-utils libibmad-dev, libibmad5, libibumad3, libibumad-dev, libibverbs-dev "
+        "libibverbs1, librdmacm-dev, and librdmacm1' (DOCA's Ubuntu repository has libibverbs-dev)",
+    ),
+    "nccl-net-plugin": Citation(
+        "NCCL Net plugin API (NCCL's ext-net documentation, as RCCL's 'Using NCCL Net Plugin' reproduces it); "
+        "NCCL Environment Variables",
+        "https://rocm.docs.amd.com/projects/rccl/en/docs-6.3.0/how-to/using-nccl.html ; "
+        "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
+        "'When NCCL is initialized, it will look for a libnccl-net.so library and dynamically load it'; "
+        "'If set, NCCL will look for a library with a name of libnccl-net-${NCCL_NET_PLUGIN}.so'; env.html: "
+        "'Environment variables can also be set statically in /etc/nccl.conf (for an administrator to set "
+        "system-wide values)'",
+    ),
+    "ldconfig": Citation(
+        "ldconfig(8) (Linux man-pages); Debian 12 /etc/ld.so.conf",
+        "https://man7.org/linux/man-pages/man8/ldconfig.8.html ; cat /etc/ld.so.conf on Debian 12.11, 2026-11-26",
+        "'ldconfig creates the necessary links and cache to the most recent shared libraries found in the "
+        "directories specified ... in the file /etc/ld.so.conf'; 'The cache is used by the run-time linker'; "
+        "'ldconfig will look only at files that are named lib*.so*'; /etc/ld.so.conf: 'include "
+        "/etc/ld.so.conf.d/*.conf'",
+    ),
     "cuda-install-path": Citation(
         "NVIDIA CUDA Installation Guide for Linux 12.4, Post-installation Actions",
         "https://docs.nvidia.com/cuda/archive/12.4.0/cuda-installation-guide-linux/index.html#post-installation-actions",
@@ -344,3 +394,29 @@ def nccl_tests_file(version: str) -> tuple[str, str]:
 def cuda_home(cuda_toolkit: str) -> str:
     """Where NVIDIA's cuda-toolkit-<x>-<y> package installs (cuda-install-path): CUDA_HOME of the build."""
     return f"/usr/local/cuda-{cuda_toolkit}"
+
+
+# --------------------------------------------------------------------------- NCCL-RDMA-SHARP plugin
+
+SHARP_PLUGIN_TAGS = "https://github.com/Mellanox/nccl-rdma-sharp-plugins/archive/refs/tags"
+SHARP_PLUGIN_DIR = "/opt/nccl-rdma-sharp-plugins"
+#: Where the plugin's configure finds SHARP's header and library (sharp-plugin-build: sharp.m4's own
+#: fallback); given explicitly so a node without SHARP fails the build instead of building RDMA only.
+SHARP_DIR = "/opt/mellanox/sharp"
+#: The library NCCL loads (nccl-net-plugin); ``make install`` puts it in <prefix>/lib.
+SHARP_PLUGIN_LIBRARY = "libnccl-net.so"
+#: What autogen.sh and the build need besides CUDA and SHARP on Ubuntu (sharp-plugin-build: GNU autotools,
+#: libibverbs-dev; doca-ubuntu-verbs-dev: DOCA's repository has libibverbs-dev). EL: none cited.
+SHARP_PLUGIN_BUILD_DEPS = ("autoconf", "automake", "libtool", "make", "gcc", "libibverbs-dev")
+SHARP_PLUGIN_CITES = (
+    "sharp-plugin-build",
+    "doca-ubuntu-verbs-dev",
+    "sharp-plugin-channels",
+    "nccl-net-plugin",
+    "ldconfig",
+)
+
+
+def sharp_plugin_file(version: str) -> tuple[str, str]:
+    """(file name, URL) of the nccl-rdma-sharp-plugins source archive of the release tag ``v<version>``."""
+    return f"nccl-rdma-sharp-plugins-{version}.tar.gz", f"{SHARP_PLUGIN_TAGS}/v{version}.tar.gz"

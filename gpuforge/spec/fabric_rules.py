@@ -9,9 +9,14 @@ Rules (each a :class:`SpecIssue` naming its field; ``gpuforge check`` exits 2 on
 - NCCL, GDRCopy and nccl-tests on a group with GPUs: a CUDA release (``nccl_cuda`` or
   ``versions.cuda_toolkit``) whose major is at most the driver's; nccl-tests also needs ``nccl``, ``mpi:
   openmpi`` and ``versions.cuda_toolkit`` (nvcc); GDRCopy only where its packages are cited;
+- the NCCL-RDMA-SHARP plugin (``sharp_plugin``, GPU groups) only with ``type: infiniband`` (SHARP needs
+  Quantum switches), ``stack: doca`` (no distribution package ships it or SHARP; it builds against
+  DOCA-Host), an Ubuntu release (its build dependencies are cited there only), ``nccl`` and
+  ``versions.cuda_toolkit``;
 - IPoIB addresses stay inside their network for every node of the group.
 
-On a group without GPUs, ``peermem``, ``gdrcopy``, ``nccl`` and ``nccl_tests`` do nothing (no error).
+On a group without GPUs, ``peermem``, ``gdrcopy``, ``nccl``, ``nccl_tests`` and ``sharp_plugin`` do
+nothing (no error).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ def fabric_rules(spec: Spec) -> Iterator[SpecIssue]:
         yield from _doca_rules(spec, group, f, at)
         if group.hardware.gpu is not None:
             yield from _gpu_rules(spec, group, f, at)
+            yield from _sharp_rules(spec, group, f, at)
         yield from _ipoib_rules(group, f, at)
 
 
@@ -172,6 +178,29 @@ def _gpu_rules(spec: Spec, group: NodeGroup, f: Fabric, at: tuple[str | int, ...
                 f"no GDRCopy packages are known for {platform.os.value} (NVIDIA's redist directories cited are "
                 "Ubuntu 22.04 and 24.04): set gdrcopy: false",
             )
+
+
+def _sharp_rules(spec: Spec, group: NodeGroup, f: Fabric, at: tuple[str | int, ...]) -> Iterator[SpecIssue]:
+    """What the NCCL-RDMA-SHARP plugin's source build needs (fabric_packages ``SHARP_PLUGIN_CITES``)."""
+    if f.sharp_plugin is None:
+        return
+    os = group.os or spec.cluster.os
+    for missing, text in (
+        (
+            f.type is not FabricType.INFINIBAND,
+            "SHARP aggregates in InfiniBand (Quantum) switches: set type: infiniband",
+        ),
+        (
+            f.stack is not RdmaStack.DOCA,
+            "no distribution package ships the NCCL-RDMA-SHARP plugin or SHARP; gpuforge builds it from its "
+            "release against DOCA-Host (NVIDIA's stated requirement): set stack: doca, or remove sharp_plugin",
+        ),
+        (not os.is_deb, f"the plugin's build dependencies are cited for Ubuntu only, not {os.value}"),
+        (f.nccl is None, "the plugin is loaded by NCCL: set fabric.nccl"),
+        (spec.versions.cuda_toolkit is None, "the plugin compiles against CUDA: set versions.cuda_toolkit"),
+    ):
+        if missing:
+            yield SpecIssue((*at, "sharp_plugin"), text)
 
 
 def _ipoib_rules(group: NodeGroup, f: Fabric, at: tuple[str | int, ...]) -> Iterator[SpecIssue]:

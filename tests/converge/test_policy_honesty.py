@@ -644,6 +644,11 @@ MUTATIONS: dict[str, Mutation] = {
     "node_groups[].fabric.nccl_cuda": M("hopper", setting(*GPU_FABRIC, nccl_cuda="12.8")),
     "node_groups[].fabric.nccl_tests": M("hopper", setting(*GPU_FABRIC, nccl_tests=True)),
     "node_groups[].fabric.nccl_tests_version": M("hopper", setting(*GPU_FABRIC, nccl_tests_version="2.20.0")),
+    "node_groups[].fabric.sharp_plugin": M(
+        "hopper",
+        both(_to_doca, setting(*MIG_FABRIC, sharp_plugin="2.1.0")),
+        (*DOCA_ALSO, "node_groups[].fabric.stack", "node_groups[].fabric.doca_version"),
+    ),
     "node_groups[].fabric.mpi": M("hopper", setting(*MIG_FABRIC, mpi="none")),
     "node_groups[].fabric.roce": M(
         "hopper",

@@ -15,7 +15,9 @@ already matches):
    kernel modules loaded now when their list changes;
 3. fabric-gdrcopy: GDRCopy's release packages (sha256-checked), when the installed version differs;
 4. fabric-nccl-tests: nccl-tests built on the node against the pinned NCCL and MPI, when the build's
-   inputs (its marker) differ.
+   inputs (its marker) differ;
+5. fabric-sharp-plugin: the NCCL-RDMA-SHARP plugin built from its release (sha256-checked) against CUDA
+   and DOCA's SHARP, its library directory in ld.so.conf.d and ``ldconfig``, when its marker differs.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from gpuforge.deploy.layers.nvidia.repos import checked_key_command
 from gpuforge.deploy.operations.layer import converge
 from gpuforge.render import fabric as fr
 from gpuforge.render import nvidia_sources as src
+from gpuforge.render.files import RenderedFile
 from gpuforge.spec import Spec
 from gpuforge.spec import fabric_packages as table
 from gpuforge.spec.fabric import Fabric, MpiFlavor, RdmaStack
@@ -45,6 +48,7 @@ from gpuforge.spec.model import Role
 from gpuforge.spec.nodes import Node
 
 NCCL_TESTS_MARKER = f"{STATE_DIR}/nccl-tests.built"
+SHARP_PLUGIN_MARKER = f"{STATE_DIR}/nccl-rdma-sharp-plugins.built"
 #: Roles whose nodes run srun/sbatch or slurmstepd: they load Slurm's MPI plugin (MpiDefault).
 SLURM_RUNS = frozenset({Role.COMPUTE, Role.LOGIN, Role.CONTROLLER})
 NETWORKD = "systemd-networkd"
@@ -301,6 +305,58 @@ def nccl_tests_layer(s: Spec, n: Node) -> Layer:
     return Layer("fabric-nccl-tests", read_paths=(NCCL_TESTS_MARKER,), after=after)
 
 
+def sharp_plugin_marker(s: Spec, f: Fabric) -> str:
+    """What the plugin was built from: its release, the CUDA toolkit, the DOCA release (SHARP's)."""
+    return f"{f.sharp_plugin} cuda-{s.versions.cuda_toolkit} doca-{f.doca_version}\n"
+
+
+def sharp_plugin_command(s: Spec, f: Fabric, art: src.Artifact) -> str:
+    """Unpack the release into <prefix>/src, autogen/configure/make install there (sharp-plugin-build;
+    ``--with-sharp`` given, so a node without SHARP fails instead of building RDMA only), check that
+    libnccl-net.so is in <prefix>/lib, refresh ldconfig's cache, then record the marker."""
+    prefix = fr.sharp_plugin_prefix(f.sharp_plugin or "")
+    build = f"{prefix}/src"
+    cuda_home = table.cuda_home(s.versions.cuda_toolkit or "")
+    configure = f"./configure --prefix={prefix} --with-cuda={cuda_home} --with-sharp={table.SHARP_DIR}"
+    marker = shlex.quote(sharp_plugin_marker(s, f).strip())
+    return (
+        f"{src.fetch_command(art)} && rm -rf {prefix} && install -d -m 0755 {build} && "
+        f"tar -xzf {shlex.quote(art.node_path)} -C {build} --strip-components=1 && "
+        f'( cd {build} && ./autogen.sh && {configure} && make -j"$(nproc)" && make install ) && '
+        f"test -e {prefix}/lib/{table.SHARP_PLUGIN_LIBRARY} && ldconfig && "
+        f"install -d -m 0755 {STATE_DIR} && echo {marker} > {SHARP_PLUGIN_MARKER}"
+    )
+
+
+def sharp_plugin_layer(s: Spec, n: Node) -> Layer:
+    """The NCCL-RDMA-SHARP plugin on a GPU node: its build tools, the ld.so.conf.d file and the build
+    when the marker (release, CUDA, DOCA) is not the spec's; ``ldconfig`` alone when only the file changed."""
+    f = fabric_of(s, n)
+    if f is None or f.sharp_plugin is None or not fr.sharp_plugin_wanted(s, n, f):
+        return Layer.empty("fabric-sharp-plugin")
+    name, url = table.sharp_plugin_file(f.sharp_plugin)
+    art = src.artifact(s, name, url)
+    want = sharp_plugin_marker(s, f)
+    ldconf = RenderedFile(fr.SHARP_LDCONF, fr.sharp_plugin_ldconf(f.sharp_plugin))
+    if not art.available:  # neither build tools nor a library path for a build that cannot run
+        missing = unavailable_step(f"NCCL-RDMA-SHARP plugin {f.sharp_plugin}", art.reason)
+        return Layer("fabric-sharp-plugin", after=lambda facts, changed: [missing])
+
+    def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
+        if facts.contents.get(SHARP_PLUGIN_MARKER) == want:
+            return [Step(StepKind.RELOAD, "ldconfig (NCCL net plugin directory)", "ldconfig")] if changed else []
+        what = f"build the NCCL-RDMA-SHARP plugin {f.sharp_plugin} (CUDA {s.versions.cuda_toolkit}, SHARP)"
+        return [Step(StepKind.BUILD, what, sharp_plugin_command(s, f, art))]
+
+    return Layer(
+        "fabric-sharp-plugin",
+        packages=table.SHARP_PLUGIN_BUILD_DEPS,
+        files=[ldconf],
+        read_paths=(SHARP_PLUGIN_MARKER,),
+        after=after,
+    )
+
+
 @deploy("gpuforge fabric")
 def fabric() -> None:
     s, n = spec(), node()
@@ -309,3 +365,4 @@ def fabric() -> None:
     converge(name="fabric: Soft-RoCE devices, RoCE QoS, IPoIB", layer=devices_layer(s, n))
     converge(name="fabric: GDRCopy", layer=gdrcopy_layer(s, n))
     converge(name="fabric: nccl-tests", layer=nccl_tests_layer(s, n))
+    converge(name="fabric: NCCL-RDMA-SHARP plugin", layer=sharp_plugin_layer(s, n))
