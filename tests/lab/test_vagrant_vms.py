@@ -125,7 +125,7 @@ def _checks(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(n["name"], r["id"]): r for n in report["nodes"] for r in n["checks"]}
 
 
-def _assert_checks(report: dict[str, Any], pair_report: dict[str, Any]) -> None:
+def _assert_checks(report: dict[str, Any], pair_report: dict[str, Any]) -> str:
     """Slurm really runs (slurmctld, slurmd, both nodes idle), host keys pinned, the fabric up, NFS shared;
     the pair test moved real RDMA traffic between the VMs."""
     checks = _checks(report)
@@ -139,7 +139,7 @@ def _assert_checks(report: dict[str, Any], pair_report: dict[str, Any]) -> None:
     pairs = [r for (_, cid), r in _checks(pair_report).items() if cid == "fabric.pairs"]
     assert len(pairs) == 2 and all(r["status"] == "pass" for r in pairs), pairs
     assert re.fullmatch(r"node1->node2: write [0-9.]+ Gb/s, read lat [0-9.]+ us", pairs[0]["message"]), pairs[0]
-    print("fabric.pairs:", pairs[0]["message"])
+    return str(pairs[0]["message"])
 
 
 def _mpi_through_slurm(vms: Vms) -> str:
@@ -236,7 +236,7 @@ def test_two_vagrant_vms_soft_roce_nfs_and_mpi(
         assert report.returncode == 0, report.stdout[-4000:] + report.stderr[-2000:]
         pairs = vl.run([*gpuforge, "validate", str(spec), "--json", "--checks", "fabric.pairs"], timeout=900, env=env)
         assert pairs.returncode == 0, pairs.stdout[-4000:] + pairs.stderr[-2000:]
-        _assert_checks(_json(report, "validate"), _json(pairs, "validate --checks fabric.pairs"))
+        measured = _assert_checks(_json(report, "validate"), _json(pairs, "validate --checks fabric.pairs"))
 
         t = time.monotonic()
         mpi_out = _mpi_through_slurm(vms)
@@ -255,5 +255,5 @@ def test_two_vagrant_vms_soft_roce_nfs_and_mpi(
     defined = sorted(p.name for p in Path("/etc/libvirt/qemu/networks").glob("*.xml"))
     assert set(defined) <= set(networks_before), defined
     with capsys.disabled():  # in the run's log, also when the test passes
-        print("\n" + mpi_out + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()),
+        print(f"\nfabric.pairs: {measured}\n" + mpi_out + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()),
               f"whole test {time.monotonic() - t0:.0f} s")  # fmt: skip
