@@ -5,7 +5,8 @@ the image lab test uses the same subnet, so do not run both at once) and the bui
 (10.213.21.0/24), always torn down. Steps, each timed: (1) lab up (stock) + apply + validate of
 inventories/lab.yaml with N-1 workers (from scratch); (2) ``gpuforge image build`` of the workers
 group (shown separately); (3) lab up from the image + apply + validate. Writes
-bench/results/image.txt.
+bench/results/image.txt and image.json, and the plot bench/results/image.png (needs
+``pip install '.[bench]'``; ``--no-plot`` skips it).
 """
 
 from __future__ import annotations
@@ -59,11 +60,38 @@ def cluster_run(nodes: int, image: str | None, work: Path, env: dict[str, str]) 
         core.down(NAME, log=lambda m: None)
 
 
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Stacked bars: lab up, apply, validate from scratch and from the image; the build beside them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    labels = ["from scratch", "from image", "image build (once)"]
+    bottom = [0.0, 0.0, 0.0]
+    for key, name in (("up_s", "lab up"), ("apply_s", "first apply"), ("validate_s", "validate")):
+        heights = [results["scratch"][key], results["image"][key], 0.0]
+        ax.bar(labels, heights, bottom=bottom, label=name)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.bar(labels, [0.0, 0.0, results["build_s"]], label="image build")
+    ax.set(ylabel="seconds", title=f"{results['nodes']} lab nodes to a validated cluster (2 shared cores)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=12)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "image.txt"))
+    ap.add_argument("--no-plot", action="store_true", help="no image.png (no matplotlib needed)")
     args = ap.parse_args()
+    if not args.no_plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            ap.error("the plot needs matplotlib: pip install '.[bench]' (or --no-plot)")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         env = {"GPUFORGE_STATE_DIR": str(work / "state")}
@@ -87,6 +115,11 @@ def main() -> int:
     lines.append(f"ratio (image / scratch, to a validated cluster): {baked['total_s'] / scratch['total_s']:.2f}")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    runs = {k: {f: v for f, v in r.items() if f != "spec"} for k, r in (("scratch", scratch), ("image", baked))}
+    results = {"nodes": args.nodes, "build_s": build_s, **runs}  # no path of this machine in the results
+    Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    if not args.no_plot:
+        plot(results, Path(args.out).with_suffix(".png"))
     return 0 if scratch["ok"] and baked["ok"] else 1
 
 
