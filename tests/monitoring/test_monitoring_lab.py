@@ -245,18 +245,23 @@ def dashboards_answer_in_the_lab(cluster: LabCluster) -> None:
     )
     cluster.ssh("node1", "scontrol update NodeName=node3 State=DRAIN Reason='dashboard test'")
 
-    def queue_seen() -> bool:
-        found = [
-            query(cluster, "/api/v1/query", query=q)["result"]
-            for q in (
-                'gpuforge_slurm_jobs{state="pending"} > 0',
-                'gpuforge_slurm_jobs{state="running"} > 0',
-                'gpuforge_slurm_node_state{state="drain"} == 1',
-            )
-        ]
-        return all(found)
+    wanted = (
+        'gpuforge_slurm_jobs{state="pending"} > 0',
+        'gpuforge_slurm_jobs{state="running"} > 0',
+        'gpuforge_slurm_node_state{state="drain"} == 1',
+    )
+    missing: list[str] = list(wanted)
 
-    wait_for("a held job, a running job and a drained node in the Slurm collector's series", queue_seen, 120)
+    def queue_seen() -> bool:
+        missing[:] = [q for q in wanted if not query(cluster, "/api/v1/query", query=q)["result"]]
+        return not missing
+
+    try:
+        wait_for("a held job, a running job and a drained node in the Slurm collector's series", queue_seen, 120)
+    except AssertionError as e:  # say what was missing and what Slurm itself said
+        jobs = query(cluster, "/api/v1/query", query="gpuforge_slurm_jobs")["result"]
+        squeue = cluster.ssh("node1", "squeue -h -o '%i %T %r %N'; sinfo -h -N -o '%N %T'", check=False)
+        raise AssertionError(f"{e}\nmissing: {missing}\ngpuforge_slurm_jobs: {jobs}\nslurm:\n{squeue}") from None
     queries = dashboard_queries(load_spec(REPO / "inventories" / "lab.yaml"))
     assert len(queries) >= 20
     empty = []
