@@ -276,12 +276,17 @@ def nccl_tests_command(s: Spec, n: Node, f: Fabric, art: src.Artifact) -> str:
     dest = f"{table.NCCL_TESTS_DIR}/{f.nccl_tests_version}"
     cuda_home = table.cuda_home(s.versions.cuda_toolkit or "")
     make = f'make -C {dest} -j"$(nproc)" MPI=1 MPI_HOME="{mpi_home}" CUDA_HOME={cuda_home} NCCL_HOME=/usr'
-    marker = shlex.quote(nccl_tests_marker(s, f).strip())
+    steps = f"{make} && test -x {dest}/build/{table.NCCL_TESTS_BINARY} && ln -sfn {dest} {table.NCCL_TESTS_DIR}/current"
+    return source_build(art, dest, dest, steps, nccl_tests_marker(s, f), NCCL_TESTS_MARKER)
+
+
+def source_build(art: src.Artifact, wipe: str, into: str, steps: str, marker: str, marker_path: str) -> str:
+    """A release archive built on the node: fetched (sha256-checked), ``wipe`` removed, unpacked into
+    ``into``, ``steps`` run; the marker is written only after every step succeeded."""
     return (
-        f"{src.fetch_command(art)} && rm -rf {dest} && install -d -m 0755 {dest} && "
-        f"tar -xzf {shlex.quote(art.node_path)} -C {dest} --strip-components=1 && {make} && "
-        f"test -x {dest}/build/{table.NCCL_TESTS_BINARY} && ln -sfn {dest} {table.NCCL_TESTS_DIR}/current && "
-        f"install -d -m 0755 {STATE_DIR} && echo {marker} > {NCCL_TESTS_MARKER}"
+        f"{src.fetch_command(art)} && rm -rf {wipe} && install -d -m 0755 {into} && "
+        f"tar -xzf {shlex.quote(art.node_path)} -C {into} --strip-components=1 && {steps} && "
+        f"install -d -m 0755 {STATE_DIR} && echo {shlex.quote(marker.strip())} > {marker_path}"
     )
 
 
@@ -318,14 +323,11 @@ def sharp_plugin_command(s: Spec, f: Fabric, art: src.Artifact) -> str:
     build = f"{prefix}/src"
     cuda_home = table.cuda_home(s.versions.cuda_toolkit or "")
     configure = f"./configure --prefix={prefix} --with-cuda={cuda_home} --with-sharp={table.SHARP_DIR}"
-    marker = shlex.quote(sharp_plugin_marker(s, f).strip())
-    return (
-        f"{src.fetch_command(art)} && rm -rf {prefix} && install -d -m 0755 {build} && "
-        f"tar -xzf {shlex.quote(art.node_path)} -C {build} --strip-components=1 && "
+    steps = (
         f'( cd {build} && ./autogen.sh && {configure} && make -j"$(nproc)" && make install ) && '
-        f"test -e {prefix}/lib/{table.SHARP_PLUGIN_LIBRARY} && ldconfig && "
-        f"install -d -m 0755 {STATE_DIR} && echo {marker} > {SHARP_PLUGIN_MARKER}"
+        f"test -e {prefix}/lib/{table.SHARP_PLUGIN_LIBRARY} && ldconfig"
     )
+    return source_build(art, prefix, build, steps, sharp_plugin_marker(s, f), SHARP_PLUGIN_MARKER)
 
 
 def sharp_plugin_layer(s: Spec, n: Node) -> Layer:
