@@ -1,13 +1,15 @@
-"""What the NVIDIA and Kubernetes deploys install on a spec's nodes, with the URLs to fetch it from."""
+"""What the NVIDIA, fabric and Kubernetes deploys install on a spec's nodes, with the URLs to fetch it from."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuforge.bundle.fabric_downloads import fabric_needs
 from gpuforge.bundle.layout import RPM_RELEASEVER
 from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import nvidia_needs
 from gpuforge.render import nvidia_sources as src
+from gpuforge.render.fabric import DOCA_REPO
 from gpuforge.render.k8s_artifacts import addon_artifacts
 from gpuforge.render.k8s_packages import K8S_REPO, kubernetes_repo
 from gpuforge.render.kubeadm import first_control_plane
@@ -183,47 +185,81 @@ def _fetch_url(url: str, platform: Platform) -> str:
     return url
 
 
+def _repo_need(needs: Needs, s: Spec, n: Node, repo: src.Repo, fingerprint: str | None = None) -> RepoNeed:
+    """The need for ``repo`` as ``n`` uses it (one per format, kind and URL), made on first use.
+    ``fingerprint``: the key the spec pins for it where the tables know none (DOCA's)."""
+    fmt = "apt" if n.os.is_deb else "rpm"
+    url = _fetch_url(repo.url, n.platform) if repo.url else None
+    key = (fmt, repo.kind, url)
+    need = needs.repos.get(key)
+    if need is None:
+        need = RepoNeed(repo.kind, fmt, url, repo.reason, n.os.distribution.cuda_repo_distro, n.platform)
+        if repo.kind == DOCA_REPO:
+            need.key_url = repo.key_url
+        elif fmt == "apt":
+            need.key_url = src.apt_release_key(s, repo)[0]
+        else:
+            need.key_url = src.rpm_repo_key(s, repo)[0]
+        need.fingerprint = fingerprint or repository_fingerprint(s, repo.kind, fmt == "apt")
+        needs.repos[key] = need
+    return need
+
+
+def _add(need: RepoNeed, node: str, wants: list[Want], pins: list[Pin]) -> None:
+    for w in wants:
+        need.wants.setdefault(w.package, w)
+    for p in pins:
+        if p not in need.pins:
+            need.pins.append(p)
+    if node not in need.nodes:
+        need.nodes.append(node)
+
+
+def _nvidia_needs(needs: Needs, s: Spec, n: Node) -> None:
+    """What the NVIDIA deploy installs on ``n``."""
+    ctx = nvidia_needs.Ctx(s, n, name=n.name)
+    cuda_w, container_w, pins, streams = _node_wants(ctx)
+    docker_w = _docker_wants(ctx)
+    epel_w = _epel_wants(ctx)
+    k8s_w = _k8s_wants(ctx)
+    for want_list, repo in (
+        (cuda_w, src.cuda_repo(s, n.platform) if cuda_w else None),
+        (container_w, src.container_repo(s, n.os) if container_w else None),
+        (docker_w, src.docker_repo(s, n.os) if docker_w else None),
+        (epel_w, src.epel_fetch_repo(s) if epel_w else None),
+        (k8s_w, kubernetes_repo(s, n.os) if k8s_w else None),
+    ):
+        if repo is None:
+            continue
+        need = _repo_need(needs, s, n, repo)
+        if repo.kind == src.CUDA_REPO:
+            need.module_streams |= streams
+        _add(need, n.name, want_list, [*pins, *(_k8s_pins(s) if repo.kind == K8S_REPO else [])])
+    for a in _node_artifacts(ctx):
+        needs.artifacts.setdefault(a.name, ArtifactNeed(a)).nodes.append(n.name)
+
+
+def _fabric_needs(needs: Needs, s: Spec, n: Node) -> None:
+    """What the fabric layers install on ``n`` (gpuforge.bundle.fabric_downloads)."""
+    fab = fabric_needs(s, n)
+    if fab.doca_repo is not None:
+        _add(_repo_need(needs, s, n, fab.doca_repo, fab.doca_fingerprint), n.name, fab.doca_wants, [])
+    if fab.nccl_wants:
+        _add(_repo_need(needs, s, n, src.cuda_repo(s, n.platform)), n.name, fab.nccl_wants, fab.nccl_pins)
+    for a in fab.artifacts:
+        nodes = needs.artifacts.setdefault(a.name, ArtifactNeed(a)).nodes
+        if n.name not in nodes:
+            nodes.append(n.name)
+
+
 def spec_needs(spec: Spec, nodes: list[Node] | None = None) -> Needs:
-    """What the NVIDIA deploy installs on the spec's nodes, with the URLs to fetch it from."""
+    """What the NVIDIA and fabric deploys install on the spec's nodes, with the URLs to fetch it from."""
     s = fetch_spec(spec)
     needs = Needs()
     for n in nodes if nodes is not None else resolve_nodes(s):
-        if "nvidia" not in deploys_for(n):
-            continue
-        ctx = nvidia_needs.Ctx(s, n, name=n.name)
-        cuda_w, container_w, pins, streams = _node_wants(ctx)
-        fmt = "apt" if n.os.is_deb else "rpm"
-        docker_w = _docker_wants(ctx)
-        epel_w = _epel_wants(ctx)
-        k8s_w = _k8s_wants(ctx)
-        for want_list, repo in (
-            (cuda_w, src.cuda_repo(s, n.platform) if cuda_w else None),
-            (container_w, src.container_repo(s, n.os) if container_w else None),
-            (docker_w, src.docker_repo(s, n.os) if docker_w else None),
-            (epel_w, src.epel_fetch_repo(s) if epel_w else None),
-            (k8s_w, kubernetes_repo(s, n.os) if k8s_w else None),
-        ):
-            if repo is None:
-                continue
-            url = _fetch_url(repo.url, n.platform) if repo.url else None
-            key = (fmt, repo.kind, url)
-            need = needs.repos.get(key)
-            if need is None:
-                need = RepoNeed(repo.kind, fmt, url, repo.reason, n.os.distribution.cuda_repo_distro, n.platform)
-                if fmt == "apt":
-                    need.key_url = src.apt_release_key(s, repo)[0]
-                else:
-                    need.key_url = src.rpm_repo_key(s, repo)[0]
-                need.fingerprint = repository_fingerprint(s, repo.kind, fmt == "apt")
-                needs.repos[key] = need
-            if repo.kind == src.CUDA_REPO:
-                need.module_streams |= streams
-            for w in want_list:
-                need.wants.setdefault(w.package, w)
-            for p in [*pins, *(_k8s_pins(s) if repo.kind == K8S_REPO else [])]:
-                if p not in need.pins:
-                    need.pins.append(p)
-            need.nodes.append(n.name)
-        for a in _node_artifacts(ctx):
-            needs.artifacts.setdefault(a.name, ArtifactNeed(a)).nodes.append(n.name)
+        deploys = deploys_for(n)
+        if "nvidia" in deploys:
+            _nvidia_needs(needs, s, n)
+        if "fabric" in deploys:
+            _fabric_needs(needs, s, n)
     return needs

@@ -74,6 +74,11 @@ def wants_cuda_repo(spec: Spec, node: Node) -> bool:
     return fabric is not None and fabric.nccl is not None and gpu_fabric(spec, node)
 
 
+def nccl_tests_wanted(spec: Spec, node: Node, fabric: Fabric) -> bool:
+    """The node builds nccl-tests: a GPU node whose fabric asks for them and pins NCCL."""
+    return fabric.nccl_tests and fabric.nccl is not None and gpu_fabric(spec, node)
+
+
 def sharp_plugin_wanted(spec: Spec, node: Node, fabric: Fabric) -> bool:
     """The node builds the NCCL-RDMA-SHARP plugin: a GPU node whose fabric pins it and NCCL."""
     return fabric.sharp_plugin is not None and fabric.nccl is not None and gpu_fabric(spec, node)

@@ -271,8 +271,11 @@ def test_needs_of_the_h100_example() -> None:
         "datacenter-gpu-manager-4-proprietary": ("1:4.4.2-*", "4.4.2-*"),
         "datacenter-gpu-manager-4-proprietary-cuda13": ("1:4.4.2-*", "4.4.2-*"),
         "datacenter-gpu-manager-exporter": ("4.7.1-*",),
+        "libnccl2": ("2.27.7-1+cuda12.9",),  # the GPU group's fabric: NCCL at the pinned build
+        "libnccl-dev": ("2.27.7-1+cuda12.9",),
     }  # nvidia-mig-manager is no CUDA-repository package: a release file (below)
     assert Pin(("datacenter-gpu-manager-4-*",), ("1:4.4.2-*", "4.4.2-*")) in cuda.pins
+    assert Pin(("libnccl2", "libnccl-dev"), ("2.27.7-1+cuda12.9",)) in cuda.pins  # the nodes' NCCL pin
     container = repos[("apt", "nvidia-container")]
     assert {w.package: w.versions for w in container.wants.values()} == {
         p: ("1.17.8-1",)

@@ -293,7 +293,7 @@ def source_build(art: src.Artifact, wipe: str, into: str, steps: str, marker: st
 def nccl_tests_layer(s: Spec, n: Node) -> Layer:
     """nccl-tests built on a GPU node when its marker (release, NCCL, CUDA) is not the spec's."""
     f = fabric_of(s, n)
-    if f is None or not f.nccl_tests or not fr.gpu_fabric(s, n) or f.nccl is None:
+    if f is None or not fr.nccl_tests_wanted(s, n, f):
         return Layer.empty("fabric-nccl-tests")
     name, url = table.nccl_tests_file(f.nccl_tests_version)
     art = src.artifact(s, name, url)
