@@ -10,6 +10,8 @@
 - Node Feature Discovery, the GPU Operator chart's dependency (``condition: nfd.enabled``, on by
   default): from the subchart the archive carries (``charts/node-feature-discovery/``, or its
   packaged ``.tgz``), else from the dependency version pinned in the chart's ``Chart.yaml``;
+- the NVIDIA Network Operator's (when a Kubernetes group has a fabric): the operator's and NFD's from the
+  bundled chart's ``values.yaml``, and the release's component images the NicClusterPolicy names;
 - the images the cluster validator's active probe runs (the CUDA vectorAdd sample, and the
   queue-admission job's image), read from the probe script itself.
 
@@ -38,6 +40,7 @@ from typing import Any
 import yaml
 
 from gpuforge.render import k8s_artifacts as arts
+from gpuforge.render import k8s_network_operator as no_render
 from gpuforge.render import kube_vip
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec import k8s_upstream
@@ -127,9 +130,11 @@ def _yaml(text: str | None) -> dict[str, Any]:
     return _dict(yaml.safe_load(text or ""))
 
 
-def nfd_image(chart_yaml: dict[str, Any], values: dict[str, Any], files: dict[str, str]) -> dict[str, Any] | None:
-    """The NFD image the GPU Operator chart runs (None: ``nfd.enabled`` is false, or the chart has
-    no NFD dependency). ``values`` are the chart's values merged with gpuforge's."""
+def nfd_image(
+    chart_yaml: dict[str, Any], values: dict[str, Any], files: dict[str, str], chart: str = "GPU Operator"
+) -> dict[str, Any] | None:
+    """The NFD image ``chart`` (the GPU or the Network Operator's) runs (None: ``nfd.enabled`` is false,
+    or the chart has no NFD dependency). ``values`` are the chart's values merged with gpuforge's."""
     if _dict(values.get("nfd")).get("enabled") is False:
         return None
     deps = [d for d in chart_yaml.get("dependencies") or [] if isinstance(d, dict) and d.get("name") == NFD_CHART]
@@ -149,7 +154,7 @@ def nfd_image(chart_yaml: dict[str, Any], values: dict[str, Any], files: dict[st
     image = _dict(sub_values.get("image"))
     repository = str(image.get("repository") or NFD_IMAGE_REPOSITORY)
     tag = str(image.get("tag") or app_version)
-    return _entry(f"{repository}:{tag}" if tag else repository, f"GPU Operator: {NFD_CHART} ({source})")
+    return _entry(f"{repository}:{tag}" if tag else repository, f"{chart}: {NFD_CHART} ({source})")
 
 
 def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
@@ -172,6 +177,39 @@ def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
     nfd = nfd_image(chart_yaml, values, files)
     if nfd is not None:
         out.append(nfd)
+    return out
+
+
+def _component_ref(section: dict[str, Any], version: str = "") -> str:
+    """``repository/image:version`` of a values or NicClusterPolicy section (``version``: the default tag)."""
+    repository = str(section.get("repository") or "").rstrip("/")
+    ref = f"{repository}/{section['image']}" if repository else str(section["image"])
+    tag = str(section.get("version") or section.get("tag") or version)
+    return f"{ref}:{tag}" if tag else ref
+
+
+def network_operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
+    """The Network Operator's images (network_operator 'network-operator-chart', 'network-operator-components'):
+    the operator's own from the chart's values (tag: the chart's ``appVersion`` unless ``operator.tag`` is
+    set), NFD's when the chart deploys it, and the components of the NicClusterPolicy gpuforge applies
+    (the release's images), with the DOCA driver's init container when the policy has the driver."""
+    files = _chart_files(chart)
+    if "values.yaml" not in files:
+        raise ValueError(f"{chart.name}: no values.yaml in the chart archive")
+    chart_yaml = _yaml(files.get("Chart.yaml"))
+    values = _merge(_yaml(files["values.yaml"]), no_render.network_operator_values(spec))
+    operator = _dict(values.get("operator"))
+    why = "Network Operator"
+    out = [_entry(_component_ref(operator, str(chart_yaml.get("appVersion") or "")), f"{why}: operator")]
+    nfd = nfd_image(chart_yaml, values, files, why)
+    out += [nfd] if nfd is not None else []
+    policy = _dict(no_render.nic_cluster_policy(spec).get("spec"))
+    for name, section in policy.items():
+        if isinstance(section, dict) and section.get("image"):
+            out.append(_entry(_component_ref(section), f"{why}: NicClusterPolicy {name}"))
+    init = _dict(_dict(operator.get("ofedDriver")).get("initContainer"))
+    if "ofedDriver" in policy and init.get("enable") is not False and init.get("image"):
+        out.append(_entry(_component_ref(init), f"{why}: ofedDriver init container"))
     return out
 
 
@@ -198,6 +236,8 @@ def image_list(spec: Spec, out: Path) -> list[dict[str, Any]]:
             images += [_entry(ref, a.name) for ref in manifest_images(path.read_text())]
         elif a.name == k8s_upstream.gpu_operator_chart_file(spec.versions.gpu_operator):  # its images
             images += operator_images(spec, path)
+        elif a.name == arts.network_operator_chart_artifact(spec).name:
+            images += network_operator_images(spec, path)
     images += validator_images(spec)
     images += [_entry(kube_vip.image(spec), "kube-vip (the API endpoint)")] if kube_vip.interface(spec) else []
     unique: dict[str, dict[str, Any]] = {}
