@@ -21,7 +21,17 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import fabric_packages as table
 from gpuforge.spec import load_spec, resolve_nodes
 from gpuforge.spec.fabric_rules import fabric_of
-from tests.bundle.conftest import ARTIFACTS, CONTAINER_DEBS, CUDA_DEBS, Deb, RepoKey, Server, artifact_pins, flat_repo
+from tests.bundle.conftest import (
+    ARTIFACTS,
+    CONTAINER_DEBS,
+    CUDA_DEBS,
+    Deb,
+    RepoKey,
+    Server,
+    artifact_pins,
+    flat_repo,
+    serve_copy,
+)
 
 DOCA = "3.2.1-052000-25.10"  # DOCA 3.2.1's own version scheme (doca-ofed-meta: openmpi "= <doca-version>")
 DOCA_DEBS: list[Deb] = [
@@ -83,7 +93,7 @@ slurm:
 def fabric_served(repo_key: RepoKey, tmp_path: Path) -> Iterator[Server]:
     if shutil.which("dpkg-deb") is None:
         pytest.skip("dpkg-deb is not installed: the test repositories are made of real .debs")
-    root, work = tmp_path / "served", tmp_path / "debs"
+    root, work = tmp_path / "tree", tmp_path / "debs"
     work.mkdir()
     flat_repo(root / "container", CONTAINER_DEBS, work, gz=False, key=repo_key, key_file="gpgkey")
     flat_repo(root / "cuda", CUDA_DEBS + NCCL_DEBS, work, gz=True, key=repo_key, key_file="3bf863cc.pub")
@@ -92,12 +102,7 @@ def fabric_served(repo_key: RepoKey, tmp_path: Path) -> Iterator[Server]:
     (root / "artifacts").mkdir()
     for name, data in {**ARTIFACTS, **RELEASE_FILES}.items():  # enroot and pyxis: the Slurm nodes'
         (root / "artifacts" / name).write_bytes(data)
-    server = Server(root)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve_copy(root, tmp_path)
 
 
 def write(tmp_path: Path, name: str, sources: str, doca_key: str | None) -> Path:

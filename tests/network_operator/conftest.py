@@ -45,6 +45,17 @@ def with_(change: Callable[[dict[str, Any]], None], **fabric: Any) -> Spec:
     return spec_of(d)
 
 
+def cpu_only(d: dict[str, Any]) -> None:
+    """The example without GPUs (nor what needs them: MIG, GPU quotas)."""
+    for g in d["node_groups"]:
+        g.get("hardware", {}).pop("gpu", None)
+        g.get("hardware", {}).pop("nvswitch", None)
+        g.pop("mig_config", None)
+    d.pop("mig", None)
+    d["kubernetes"]["gpu_operator"].pop("mig_strategy", None)
+    d["kubernetes"]["batch_queue"]["tenants"] = []
+
+
 def problems(d: dict[str, Any]) -> str:
     with pytest.raises(SpecError) as err:
         spec_of(d)

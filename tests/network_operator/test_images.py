@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuforge.bundle import images
 from gpuforge.render import k8s_artifacts as arts
-from tests.network_operator.conftest import CHART, operator, with_
+from tests.network_operator.conftest import CHART, cpu_only, operator, with_
 from tests.network_operator.test_render import doca
 
 UPSTREAM = Path(__file__).parent / "upstream"
@@ -65,15 +65,6 @@ def test_the_driver_container_brings_its_init_container(tmp_path: Path) -> None:
 
 
 def test_without_gpus_the_network_operators_nfd_is_listed(tmp_path: Path) -> None:
-    def cpu_only(d: dict[str, Any]) -> None:
-        for g in d["node_groups"]:
-            g.get("hardware", {}).pop("gpu", None)
-            g.get("hardware", {}).pop("nvswitch", None)
-            g.pop("mig_config", None)
-        d.pop("mig", None)
-        d["kubernetes"]["gpu_operator"].pop("mig_strategy", None)
-        d["kubernetes"]["batch_queue"]["tenants"] = []
-
     found = listed(images.network_operator_images(with_(cpu_only), chart_archive(tmp_path)))
     # the chart's values override NFD's image (node-feature-discovery.image in values.yaml)
     assert found[NFD].startswith("Network Operator: node-feature-discovery")

@@ -21,7 +21,7 @@ from gpuforge.spec import network_operator as no
 from gpuforge.spec import resolve_nodes
 from tests.conftest import REPO
 from tests.helpers import inventory, needs_upstream
-from tests.network_operator.conftest import data, operator, spec_of, with_
+from tests.network_operator.conftest import cpu_only, data, operator, spec_of, with_
 from tests.render.test_k8s_frameworks import git_blob
 from tests.render.test_kubernetes import leaf_paths, strict, upstream_yaml
 
@@ -66,15 +66,6 @@ def test_the_values_exist_in_the_chart_and_share_nfd_with_the_gpu_operator() -> 
 
 
 def test_without_gpus_the_network_operator_brings_nfd() -> None:
-    def cpu_only(d: dict[str, Any]) -> None:
-        for g in d["node_groups"]:
-            g.get("hardware", {}).pop("gpu", None)
-            g.get("hardware", {}).pop("nvswitch", None)
-            g.pop("mig_config", None)
-        d.pop("mig", None)
-        d["kubernetes"]["gpu_operator"].pop("mig_strategy", None)
-        d["kubernetes"]["batch_queue"]["tenants"] = []
-
     assert render.network_operator_values(with_(cpu_only))["nfd"] == {"enabled": True}
 
 
