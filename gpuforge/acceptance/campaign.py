@@ -81,15 +81,21 @@ def run_campaign(
     if spec.acceptance.steps.fabric.enabled:  # the validator's pair test, within each leaf, after the jobs
         add_fabric_steps(camp, fabric_steps(spec, spec_path, cluster.transport, [r.node for r in camp.nodes], say))
     camp.nodes += [NodeResult(n, "-", untested=why) for n, why in untested.items()]
+    conclude(camp, spec, nodes, started, lambda: drain_failed(cluster, camp, say) if act else None)
+    return camp
+
+
+def conclude(camp: Campaign, spec: Spec, nodes: list[Node], started: float, take_out: Callable[[], None]) -> None:
+    """The campaign's end, whatever its scheduler: results in the nodes' order, the outliers against
+    their peers, then ``take_out`` (drain or cordon the failed nodes) where the spec asks, and the time."""
     order = {n.name: i for i, n in enumerate(nodes)}
     camp.nodes.sort(key=lambda r: order.get(r.node, 0))
     camp.stats, found = outliers.compare(figures(camp.nodes), spec.acceptance.outliers)
     for o in found:
         camp.node(o.node).outliers.append(o)  # type: ignore[union-attr]
-    if act and spec.acceptance.drain_failed:
-        drain_failed(cluster, camp, say)
+    if spec.acceptance.drain_failed:
+        take_out()
     camp.duration_s = time.time() - started
-    return camp
 
 
 def _read_states(

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuforge.acceptance import batch, kube_actions, kube_nodes, outliers, slurm_actions, spares
+from gpuforge.acceptance import batch, kube_actions, kube_nodes, slurm_actions, spares
 from gpuforge.acceptance.batch import JobGroup, JobOutput
-from gpuforge.acceptance.campaign import Cluster, figures, judge_group
+from gpuforge.acceptance.campaign import Cluster, conclude, judge_group
 from gpuforge.acceptance.parsers import PASS, StepResult
 from gpuforge.acceptance.results import Campaign, GroupRun, NodeResult, campaign_id, spec_hash
 from gpuforge.spec import Spec
@@ -92,14 +92,7 @@ def run_kube_campaign(
     for n in testable:
         camp.nodes.append(_judge(spec, n, runs[n.name], logs.get(n.name)))
         camp.groups.append(runs[n.name])
-    order = {n.name: i for i, n in enumerate(nodes)}
-    camp.nodes.sort(key=lambda r: order.get(r.node, 0))
-    camp.stats, found = outliers.compare(figures(camp.nodes), spec.acceptance.outliers)
-    for o in found:
-        camp.node(o.node).outliers.append(o)  # type: ignore[union-attr]
-    if act and spec.acceptance.drain_failed:
-        cordon_failed(cluster, camp, say)
-    camp.duration_s = time.time() - started
+    conclude(camp, spec, nodes, started, lambda: cordon_failed(cluster, camp, say) if act else None)
     return camp
 
 

@@ -70,6 +70,18 @@ def test_campaign_slow_node_is_an_outlier_failed_node_is_drained(stub: StubSlurm
     assert camp.exit_code == 1
 
 
+def test_report_only_fails_the_node_and_drains_nothing(stub: StubSlurm, spec_at: Callable) -> None:
+    """``gpuforge accept --no-act``: the same judgement, no drain."""
+    spec, path = spec_at(fast())
+    for n in ("node1", "node2", "node3"):
+        stub.set_node(n, partitions=["batch"])
+    stub.env.update(STUB_HEALTH_FAIL="node2")
+    camp = campaign(spec, path, stub, act=False)
+    assert camp.node("node2").status == "fail"  # type: ignore[union-attr]
+    assert stub.read()["nodes"]["node2"]["state"] == "idle" and camp.actions == []
+    assert not [c for c in stub.calls() if c.startswith("scontrol update")]
+
+
 def test_nodes_out_of_service_are_left_alone(stub: StubSlurm, spec_at: Callable) -> None:
     spec, path = spec_at(fast())
     stub.set_node("node2", state="drained", reason="rack 4 power work [ops@2026-11-25T10:00:00]")

@@ -109,6 +109,17 @@ def test_campaign_runs_jobs_judges_cordons_and_brings_in_a_spare(kube: StubKubeJ
     assert camp.exit_code == 1
 
 
+def test_report_only_fails_the_node_and_cordons_nothing(kube: StubKubeJobs, spec_file: Callable) -> None:
+    """``gpuforge accept --no-act`` on Kubernetes: the same judgement, no cordon nor taint."""
+    spec, path = spec_file()
+    kube.env.update(STUB_STRESS_FAIL="kgpu04")
+    camp = kube_campaign.run_kube_campaign(spec, path, names=["kgpu03", "kgpu04"], transport=kube, poll_s=0.05,
+                                           act=False)  # fmt: skip
+    assert camp.node("kgpu04").status == "fail"  # type: ignore[union-attr]
+    node = kube.read()["nodes"]["kgpu04"]
+    assert not node["unschedulable"] and node["taints"] == [] and camp.actions == []
+
+
 def test_a_pod_that_never_starts_has_its_job_deleted_and_its_node_untested(
     kube: StubKubeJobs, spec_file: Callable
 ) -> None:
