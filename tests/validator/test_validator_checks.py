@@ -592,3 +592,17 @@ def test_swap_on_a_kubernetes_node_fails() -> None:
     r = run(cfg, {"swaps": ["Filename\tType\tSize\tUsed\tPriority", "__rc=0"]}, ["scheduler.k8s_swap_off"])
     assert (r["scheduler.k8s_swap_off"].status, r["scheduler.k8s_swap_off"].message) == (PASS, "swap off")
     assert run(slurm_cfg(), {"swaps": on}, ["scheduler.k8s_swap_off"])["scheduler.k8s_swap_off"].status == SKIP
+
+
+def test_a_probe_that_raises_while_read_ahead_is_left_for_its_check() -> None:
+    """The node program reads its inputs ahead in threads; one that raises there is left out (no thread
+    dies with a traceback on stderr), and the others are all read."""
+    from gpuforge.validator.node.framework import _in_threads
+
+    def run(key: str) -> list[str]:
+        if key == "bad":
+            raise OSError("exec failed")
+        return [key]
+
+    keys = ["a", "bad", "b", "c", "d"]
+    assert _in_threads(run, keys, 2) == {k: [k] for k in keys if k != "bad"}

@@ -209,7 +209,8 @@ class NodeContext:
 
 def _in_threads(run: Callable[[str], list[str]], keys: list[str], workers: int) -> dict[str, list[str]]:
     """``run`` on every key, at most ``workers`` at a time (plain threads: concurrent.futures, with
-    the logging it imports, would be a sixth of the node program's start-up)."""
+    the logging it imports, would be a sixth of the node program's start-up). A key whose ``run`` raises
+    is left out, not lost with its thread: the check that reads it reads it again and reports why."""
     pending = iter(keys)
     take = threading.Lock()
     done: dict[str, list[str]] = {}
@@ -220,7 +221,10 @@ def _in_threads(run: Callable[[str], list[str]], keys: list[str], workers: int) 
                 key = next(pending, None)
             if key is None:
                 return
-            done[key] = run(key)
+            try:
+                done[key] = run(key)
+            except Exception:  # read again by the check that needs it, which reports the error
+                continue
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workers, len(keys)))]
     for t in threads:
