@@ -9,7 +9,6 @@ from gpuforge.bundle.layout import RPM_RELEASEVER
 from gpuforge.bundle.resolve import Pin, Want
 from gpuforge.deploy import nvidia_needs
 from gpuforge.render import nvidia_sources as src
-from gpuforge.render.fabric import DOCA_REPO
 from gpuforge.render.k8s_artifacts import addon_artifacts
 from gpuforge.render.k8s_packages import K8S_REPO, kubernetes_repo
 from gpuforge.render.kubeadm import first_control_plane
@@ -194,9 +193,7 @@ def _repo_need(needs: Needs, s: Spec, n: Node, repo: src.Repo, fingerprint: str 
     need = needs.repos.get(key)
     if need is None:
         need = RepoNeed(repo.kind, fmt, url, repo.reason, n.os.distribution.cuda_repo_distro, n.platform)
-        if repo.kind == DOCA_REPO:
-            need.key_url = repo.key_url
-        elif fmt == "apt":
+        if fmt == "apt":
             need.key_url = src.apt_release_key(s, repo)[0]
         else:
             need.key_url = src.rpm_repo_key(s, repo)[0]

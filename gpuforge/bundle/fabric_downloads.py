@@ -69,23 +69,9 @@ def fabric_needs(spec: Spec, node: Node) -> FabricNeeds:
         out.doca_repo, out.doca_fingerprint = repo, f.doca_key_fingerprint
     cuda = nccl_cuda(spec, f)
     if fr.gpu_fabric(spec, node) and f.nccl is not None and cuda is not None:
-        version = f"{f.nccl}+cuda{cuda}"
-        pinned = table.nccl_packages(node.os.is_deb, f.nccl, cuda)
-        out.nccl_wants = [Want(p.split("=", 1)[0], (version,), f"NCCL {version}") for p in pinned]
+        pinned = [p.split("=", 1) for p in table.nccl_packages(node.os.is_deb, f.nccl, cuda)]  # as the layer pins
+        out.nccl_wants = [Want(name, (version,), f"NCCL {version}") for name, version in pinned]
         if node.os.is_deb:
-            out.nccl_pins = [Pin(tuple(w.package for w in out.nccl_wants), (version,))]
-    out.artifacts = fabric_artifacts(spec, node)
+            out.nccl_pins = [Pin(tuple(name for name, _ in pinned), tuple(dict.fromkeys(v for _, v in pinned)))]
+    out.artifacts = fr.release_files(spec, node, f)
     return out
-
-
-def fabric_artifacts(spec: Spec, node: Node) -> list[src.Artifact]:
-    """GDRCopy's packages, nccl-tests' and the SHARP plugin's archives, where the node's layers fetch them."""
-    f = fabric_of(spec, node)
-    if f is None:
-        return []
-    arts = fr.gdrcopy_artifacts(spec, node, f)
-    if fr.nccl_tests_wanted(spec, node, f):
-        arts.append(src.artifact(spec, *table.nccl_tests_file(f.nccl_tests_version)))
-    if f.sharp_plugin is not None and fr.sharp_plugin_wanted(spec, node, f):
-        arts.append(src.artifact(spec, *table.sharp_plugin_file(f.sharp_plugin)))
-    return arts

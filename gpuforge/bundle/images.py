@@ -157,27 +157,12 @@ def nfd_image(
     return _entry(f"{repository}:{tag}" if tag else repository, f"{chart}: {NFD_CHART} ({source})")
 
 
-def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
-    """The GPU Operator images the cluster runs, from the chart's defaults and gpuforge's values."""
+def _chart_values(chart: Path, overrides: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+    """(the archive's chart files, its Chart.yaml, its values.yaml merged with gpuforge's ``overrides``)."""
     files = _chart_files(chart)
     if "values.yaml" not in files:
         raise ValueError(f"{chart.name}: no values.yaml in the chart archive")
-    chart_yaml = _yaml(files.get("Chart.yaml"))
-    app_version = str(chart_yaml.get("appVersion", ""))
-    values = _merge(yaml.safe_load(files["values.yaml"]) or {}, k8s.gpu_operator_values(spec))
-    out = []
-    for name in OPERATOR_COMPONENTS:
-        section = values.get(name)
-        if not isinstance(section, dict) or not section.get("image") or section.get("enabled") is False:
-            continue
-        version = str(section.get("version") or app_version)
-        repository = str(section.get("repository") or "").rstrip("/")
-        ref = f"{repository}/{section['image']}" if repository else str(section["image"])
-        out.append(_entry(f"{ref}:{version}" if version else ref, f"GPU Operator: {name}"))
-    nfd = nfd_image(chart_yaml, values, files)
-    if nfd is not None:
-        out.append(nfd)
-    return out
+    return files, _yaml(files.get("Chart.yaml")), _merge(_yaml(files["values.yaml"]), overrides)
 
 
 def _component_ref(section: dict[str, Any], version: str = "") -> str:
@@ -188,16 +173,28 @@ def _component_ref(section: dict[str, Any], version: str = "") -> str:
     return f"{ref}:{tag}" if tag else ref
 
 
+def operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
+    """The GPU Operator images the cluster runs, from the chart's defaults and gpuforge's values."""
+    files, chart_yaml, values = _chart_values(chart, k8s.gpu_operator_values(spec))
+    app_version = str(chart_yaml.get("appVersion", ""))
+    out = []
+    for name in OPERATOR_COMPONENTS:
+        section = values.get(name)
+        if not isinstance(section, dict) or not section.get("image") or section.get("enabled") is False:
+            continue
+        out.append(_entry(_component_ref(section, app_version), f"GPU Operator: {name}"))
+    nfd = nfd_image(chart_yaml, values, files)
+    if nfd is not None:
+        out.append(nfd)
+    return out
+
+
 def network_operator_images(spec: Spec, chart: Path) -> list[dict[str, Any]]:
     """The Network Operator's images (network_operator 'network-operator-chart', 'network-operator-components'):
     the operator's own from the chart's values (tag: the chart's ``appVersion`` unless ``operator.tag`` is
     set), NFD's when the chart deploys it, and the components of the NicClusterPolicy gpuforge applies
     (the release's images), with the DOCA driver's init container when the policy has the driver."""
-    files = _chart_files(chart)
-    if "values.yaml" not in files:
-        raise ValueError(f"{chart.name}: no values.yaml in the chart archive")
-    chart_yaml = _yaml(files.get("Chart.yaml"))
-    values = _merge(_yaml(files["values.yaml"]), no_render.network_operator_values(spec))
+    files, chart_yaml, values = _chart_values(chart, no_render.network_operator_values(spec))
     operator = _dict(values.get("operator"))
     why = "Network Operator"
     out = [_entry(_component_ref(operator, str(chart_yaml.get("appVersion") or "")), f"{why}: operator")]

@@ -84,6 +84,27 @@ def sharp_plugin_wanted(spec: Spec, node: Node, fabric: Fabric) -> bool:
     return fabric.sharp_plugin is not None and fabric.nccl is not None and gpu_fabric(spec, node)
 
 
+def nccl_tests_artifact(spec: Spec, fabric: Fabric) -> src.Artifact:
+    """The nccl-tests source archive of the pinned release (the fabric-nccl-tests layer builds it)."""
+    return src.artifact(spec, *table.nccl_tests_file(fabric.nccl_tests_version))
+
+
+def sharp_plugin_artifact(spec: Spec, version: str) -> src.Artifact:
+    """The NCCL-RDMA-SHARP plugin's source archive of release ``version`` (the fabric-sharp-plugin layer builds it)."""
+    return src.artifact(spec, *table.sharp_plugin_file(version))
+
+
+def release_files(spec: Spec, node: Node, fabric: Fabric) -> list[src.Artifact]:
+    """Every release file the node's fabric layers fetch: GDRCopy's packages, the nccl-tests and SHARP
+    plugin archives where they are built there."""
+    arts = gdrcopy_artifacts(spec, node, fabric)
+    if nccl_tests_wanted(spec, node, fabric):
+        arts.append(nccl_tests_artifact(spec, fabric))
+    if fabric.sharp_plugin is not None and sharp_plugin_wanted(spec, node, fabric):
+        arts.append(sharp_plugin_artifact(spec, fabric.sharp_plugin))
+    return arts
+
+
 def sharp_plugin_prefix(version: str) -> str:
     """``--prefix`` of the plugin's build: one directory per release (its library in ``lib/``)."""
     return f"{table.SHARP_PLUGIN_DIR}/{version}"

@@ -295,8 +295,7 @@ def nccl_tests_layer(s: Spec, n: Node) -> Layer:
     f = fabric_of(s, n)
     if f is None or not fr.nccl_tests_wanted(s, n, f):
         return Layer.empty("fabric-nccl-tests")
-    name, url = table.nccl_tests_file(f.nccl_tests_version)
-    art = src.artifact(s, name, url)
+    art = fr.nccl_tests_artifact(s, f)
     want = nccl_tests_marker(s, f)
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
@@ -336,8 +335,7 @@ def sharp_plugin_layer(s: Spec, n: Node) -> Layer:
     f = fabric_of(s, n)
     if f is None or f.sharp_plugin is None or not fr.sharp_plugin_wanted(s, n, f):
         return Layer.empty("fabric-sharp-plugin")
-    name, url = table.sharp_plugin_file(f.sharp_plugin)
-    art = src.artifact(s, name, url)
+    art = fr.sharp_plugin_artifact(s, f.sharp_plugin)
     want = sharp_plugin_marker(s, f)
     ldconf = RenderedFile(fr.SHARP_LDCONF, fr.sharp_plugin_ldconf(f.sharp_plugin))
     if not art.available:  # neither build tools nor a library path for a build that cannot run
