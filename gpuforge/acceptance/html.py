@@ -70,7 +70,9 @@ def bars(doc: dict[str, Any], stat: dict[str, Any]) -> str:
     width = left + len(values) * (bar + gap) + 10
 
     def y(v: float) -> float:
-        return base - height * max(v, 0.0) / top
+        """The bar's top: a figure above 0 stands at least 1 px tall, however small against the top
+        (a reader tells a slow node from one that measured nothing)."""
+        return base - (max(height * v / top, 1.0) if v > 0 else 0.0)
 
     low, high = stat["median"] - MAD_SCALE * stat["mad"], stat["median"] + MAD_SCALE * stat["mad"]
     key = f"{stat['group']}/{stat['step']}.{stat['metric']}"

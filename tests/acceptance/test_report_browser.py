@@ -106,6 +106,23 @@ def test_a_zero_figure_is_a_drawn_bar_of_no_height_and_a_hidden_bar_is_not(spec_
     assert any("not fully drawn" in p for p in squashed), squashed
 
 
+def test_a_tiny_figure_against_a_large_one_is_still_a_drawn_bar(spec_at: Callable, tmp_path: Path) -> None:
+    """Found by a fresh-clone CI run: the CPU-starved lab node3 counted 3.22 memory bogo ops against
+    node1's 28111.9, and its bar was 0.0 px tall: not drawn for a reader. A figure above 0 has a bar."""
+    spec, _ = spec_at()
+    doc = recorded_campaign(spec)
+    for name, figure in (("node1", 28111.9), ("node4", 3.22)):
+        node = next(x for x in doc["nodes"] if x["node"] == name)
+        step = next(r for r in node["steps"] if r["step"] == "memory")
+        step["metrics"] = {k: figure for k in step["metrics"]}
+    html = render_html(doc)
+    tiny = re.search(r'height="([0-9.]+)" fill="[^"]*"><title>node4: 3.22</title>', html)
+    assert tiny and float(tiny[1]) >= 1.0, tiny
+    page = tmp_path / "report.html"
+    page.write_text(html)
+    assert browser.problems(browser.view(page, need_browser()), failed=["node2"], outliers=["node3"]) == []
+
+
 def test_no_sandbox_only_as_root(tmp_path: Path) -> None:
     as_root = browser.browser_argv("chromium", "file:///r.html", tmp_path, root=True)
     as_user = browser.browser_argv("chromium", "file:///r.html", tmp_path, root=False)
