@@ -10,11 +10,13 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "test: run as root (there is no sudo here to become root with)" >&2
   exit 2
 fi
+# Phase start times (epoch seconds), printed and compared with the previous run at the end.
+marks=("setup=$(date +%s)")
 bash scripts/setup.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 
-echo "== ruff"; ruff check . || exit 1
-echo "== mypy"; mypy || exit 1
+marks+=("ruff=$(date +%s)"); echo "== ruff"; ruff check . || exit 1
+marks+=("mypy=$(date +%s)"); echo "== mypy"; mypy || exit 1
 echo "== pytest"
 # GPUFORGE_CPU_HOG=1: run the suite with both cores busy (stress-ng beside it, bounded, always stopped),
 # as on a shared CI machine.
@@ -31,14 +33,23 @@ start=$(date +%s)
 # tests on real nodes. A path given on the command line narrows both (and drops the bound).
 cov_min=85
 for a in "$@"; do case "$a" in -*) ;; *) cov_min=0 ;; esac; done
+# Only a whole run is kept as the record the next run compares with (a part would read as a speed-up).
+record=${GPUFORGE_TEST_TIMES:-/var/lib/gpuforge/test-times.json}
+[ "$cov_min" -eq 0 ] && record=$(mktemp -u)
+lab_junit=$(mktemp)
+trap '[ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit"' EXIT
+marks+=("not-lab=$(date +%s)")
 echo "== pytest (not lab; coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
 pytest -m "not lab" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term \
   --cov-fail-under="$cov_min" "$@"
 rc_unit=$?
+marks+=("lab=$(date +%s)")
 echo "== pytest (lab: real nodes)"
-pytest -m lab --durations=15 "$@"  # the slowest lab tests, to keep the run inside CI's limit
+pytest -m lab --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
 rc_lab=$?
+marks+=("end=$(date +%s)")
 echo "test: pytest took $(( $(date +%s) - start )) s (not lab: exit $rc_unit, lab: exit $rc_lab)"
+python3 scripts/test_times.py --record "$record" --lab-junit "$lab_junit" "${marks[@]}"
 if [ $rc_unit -eq 5 ] && [ $rc_lab -eq 5 ]; then
   echo "test: pytest collected no tests: that is a broken suite, not a pass" >&2
   exit 1

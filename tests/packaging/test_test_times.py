@@ -1,0 +1,70 @@
+"""The test command's phase times (scripts/test_times.py), run as test.sh runs it: a real
+process, a real JUnit file, a record kept between two runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "test_times.py"
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.lab.test_vm" name="test_boot" time="700.5"/>
+<testcase classname="tests.lab.test_vm.TestPair" name="test_pair" time="60.0"/>
+<testcase classname="tests.converge.test_faults_lab" name="test_kill" time="12.25"/>
+</testsuite></testsuites>
+"""
+
+
+def run(tmp_path: Path, marks: list[str], junit: str = JUNIT) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "lab.xml").write_text(junit)
+    args = [sys.executable, str(SCRIPT), "--record", str(tmp_path / "state" / "times.json")]
+    args += ["--lab-junit", str(tmp_path / "lab.xml"), *marks]
+    return subprocess.run(args, capture_output=True, text=True, timeout=30)
+
+
+def test_prints_phases_and_lab_files_and_keeps_a_record(tmp_path: Path) -> None:
+    got = run(tmp_path, ["setup=100", "ruff=160", "mypy=170", "not-lab=230", "lab=1000", "end=2000"])
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert "  setup          60" in lines
+    assert "  not-lab       770" in lines
+    assert "  lab          1000" in lines
+    assert "  total        1900  (31.7 min)" in lines
+    # Per file, slowest first; a test class's cases count for its module.
+    assert lines.index("     760  tests/lab/test_vm.py") < lines.index("      12  tests/converge/test_faults_lab.py")
+    assert "test times: no record of an earlier run to compare with" in lines
+    record = json.loads((tmp_path / "state" / "times.json").read_text())
+    assert record["phases"]["lab"] == 1000
+    assert record["lab_files"]["tests/lab/test_vm.py"] == 760.5
+
+
+def test_names_a_regression_of_more_than_the_bound_and_still_exits_0(tmp_path: Path) -> None:
+    run(tmp_path, ["setup=0", "lab=100", "end=1100"])
+    slower = JUNIT.replace('time="700.5"', 'time="900"')
+    got = run(tmp_path, ["setup=0", "lab=100", "end=1250"], junit=slower)
+    assert got.returncode == 0
+    assert "test times: SLOWER than the previous run by more than 120 s:" in got.stdout
+    assert "  phase lab: 1150 s, was 1000 s" in got.stdout
+    assert "  lab file tests/lab/test_vm.py: 960 s, was 760 s" in got.stdout
+    # A phase within the bound is not named.
+    assert "phase setup" not in got.stdout
+
+
+def test_an_unreadable_record_or_junit_is_no_crash(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "times.json").write_text("{not json")
+    got = run(tmp_path, ["setup=0", "end=5"], junit="<broken")
+    assert got.returncode == 0, got.stderr
+    assert "test times: no record of an earlier run to compare with" in got.stdout
+    assert "lab time per test file" not in got.stdout
+
+
+def test_a_malformed_mark_is_refused(tmp_path: Path) -> None:
+    got = run(tmp_path, ["setup=soon", "end=5"])
+    assert got.returncode == 2
+    assert "'setup=soon' is not name=epoch" in got.stderr
