@@ -84,10 +84,25 @@ class VagrantLab:
         return subprocess.CompletedProcess(full, rc.returncode, "", "")
 
     def vagrant(self, *args: str, timeout: float = 900) -> None:
-        """``vagrant ARGS`` (output appended to ``vagrant.log`` in workdir); LabError on failure."""
+        """``vagrant ARGS`` (output appended to ``vagrant.log`` in workdir); LabError on failure, with
+        what libvirt says of the VMs then (their states, addresses and the DHCP leases it handed out)."""
         log = os.path.join(self.workdir, "vagrant.log")
         if self.run(["vagrant", *args], timeout=timeout, log=log).returncode != 0:
-            raise LabError(f"vagrant {' '.join(args)} failed; see {log}")
+            raise LabError(f"vagrant {' '.join(args)} failed; see {log}\n{self.libvirt_view()}")
+
+    def libvirt_view(self) -> str:
+        """Each domain's state and interface addresses, and every network's DHCP leases (for a VM that
+        never showed an address: did it get a lease at all, or did vagrant-libvirt give up waiting?)."""
+        lines = []
+        domains = _virsh(self.netns, "list", "--all", "--name", check=False).stdout.split()
+        for dom in domains:
+            state = _virsh(self.netns, "domstate", dom, check=False).stdout.strip()
+            addrs = _virsh(self.netns, "domifaddr", dom, check=False).stdout.strip()
+            lines.append(f"libvirt domain {dom}: {state or 'state unknown'}\n{addrs}")
+        for net in _virsh(self.netns, "net-list", "--name", check=False).stdout.split():
+            leases = _virsh(self.netns, "net-dhcp-leases", net, check=False).stdout.strip()
+            lines.append(f"libvirt network {net} DHCP leases:\n{leases}")
+        return "\n".join(lines) or "libvirt lists no domain"
 
     def pin_host_keys(self, hosts: Sequence[str], known_hosts: str) -> None:
         """Write ``known_hosts`` with each VM's host keys, read over the namespace's private network.
