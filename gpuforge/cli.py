@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from gpuforge.console import console
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.layer_tags import TAGS
@@ -24,8 +24,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
+out = console()
+err = console(stderr=True)
 
 
 def version_text() -> str:

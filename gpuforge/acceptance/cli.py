@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
+from gpuforge.console import console
 from gpuforge.spec import Scheduler, Spec, SpecError, load_spec, select_nodes
 
-err = Console(stderr=True, soft_wrap=True)
+err = console(stderr=True)
 
 
 def _load(path: Path) -> Spec:
@@ -138,7 +138,7 @@ def accept_typer(
     if json_out:
         sys.stdout.write(json.dumps({**doc, "regressions": worse, "saved": str(saved)}, indent=2) + "\n")
     else:
-        report.print_campaign(doc, Console(), worse)
+        report.print_campaign(doc, console(), worse)
         print(f"saved: {saved} (report: {saved.with_name('report.html')})")
     raise typer.Exit(camp.exit_code)
 

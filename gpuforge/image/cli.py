@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from gpuforge.console import console
 from gpuforge.spec import SpecError
 
 app = typer.Typer(name="image", help="Node images baked from the spec (rootfs tarball, OCI, qcow2).",
                   no_args_is_help=True)  # fmt: skip
-err = Console(stderr=True)
-out = Console()
+err = console(stderr=True)
+out = console()
 
 
 @app.command("build")

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from gpuforge.console import console
 from gpuforge.spec import hostlist
 
 from . import core, plan
@@ -23,8 +23,8 @@ app = typer.Typer(
     help="Real Debian 12 nodes (systemd-nspawn containers with sshd) on this machine, plus a site mirror.",
     no_args_is_help=True,
 )
-err = Console(stderr=True)
-out = Console()
+err = console(stderr=True)
+out = console()
 
 T = TypeVar("T")
 NameOpt = Annotated[str, typer.Option("--name", help="Lab name (bridge gf-<name>, state in /var/lib/gpuforge/lab).")]

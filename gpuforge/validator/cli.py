@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from gpuforge.console import console
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import SpecError, load_spec
 from gpuforge.spec.redact import redact_url_credentials
@@ -28,7 +28,7 @@ def validate_cmd(
     checks: str | None = None,
 ) -> int:
     """Validate a running cluster against SPEC; 0 all passed, 1 a check failed, 2 could not run."""
-    err = Console(stderr=True)
+    err = console(stderr=True)
     try:
         s = load_spec(spec)
     except SpecError as e:
@@ -43,7 +43,7 @@ def validate_cmd(
     if json_out:
         sys.stdout.write(report.to_json())
     else:
-        report.print(Console())
+        report.print(console())
     try:
         if junit is not None:
             write_atomic(junit, report.to_junit())
