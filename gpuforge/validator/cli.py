@@ -110,7 +110,11 @@ def validate_typer(
     verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help=VERBOSE_HELP)] = 0,
     log_file: Annotated[Path | None, typer.Option("--log-file", help=LOG_FILE_HELP, dir_okay=False)] = None,
 ) -> None:
-    """Check the running cluster against the spec: hardware, driver, scheduler, jobs, monitoring, security."""
+    """Check the running cluster against the spec: hardware, driver, scheduler, jobs, monitoring, security.
+
+    Exit status: 0 every check passed or was skipped; 1 a check failed; 2 it could not run (a bad spec,
+    --limit or --checks, or a report file that could not be written).
+    """
     _logging(verbose, log_file)
     raise typer.Exit(validate_cmd(spec, json_out, junit, prom, limit, checks))
 
