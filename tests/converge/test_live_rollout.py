@@ -284,3 +284,48 @@ def test_a_batch_node_another_run_holds_is_not_drained_and_stops_the_rollout(clu
     assert "(colleague.yaml)" in (result.hosts["node3"].error or "")
     assert drains(slurm) == [] and "node2" not in deploys.changed  # nothing of the batch was drained or changed
     assert not slurm.node("node2")["drain"]
+
+
+def test_an_operator_re_draining_a_recorded_node_between_runs_keeps_it_drained(cluster: Any) -> None:
+    """The record lists node4 (an interrupted run drained it); an operator then drains it again with
+    a reason of their own: the next run leaves it to them (not re-tagged, not resumed)."""
+    spec_file, slurm, deploys = cluster
+    deploys.interrupt_at = "node4"
+    with pytest.raises(KeyboardInterrupt):
+        apply_mod.apply(spec_file)
+    assert load_rollout_record(spec_file)[0].drained == ["node4", "node5"]
+    slurm.drain_by_hand("node4", "dimm replacement ticket 7")
+    deploys.interrupt_at = None
+    deploys.changed.clear()
+    result = apply_mod.apply(spec_file)
+    assert result.ok and apply_exit_code(result) == 3
+    assert "drained by an operator (dimm replacement ticket 7)" in result.waiting["node4"]
+    assert slurm.node("node4") == {"drain": True, "reason": "dimm replacement ticket 7", "history": ["DRAIN"]}
+    assert deploys.changed == ["node5"]
+    assert slurm.node("node5")["drain"] is False  # gpuforge's own drain is given back
+    assert "node4" not in load_rollout_record(spec_file)[0].drained  # the operator's decision stands
+
+
+def test_the_rollout_record_lists_a_batch_before_its_drain_is_sent(
+    cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed while the drain runs: the record already names the batch, so the next run resumes it."""
+    spec_file, slurm, _ = cluster
+    seen: list[list[str]] = []
+
+    def drain_then_die(spec: Any, spec_path: Any, node: str, command: str, timeout: float = 120) -> Any:
+        cp = slurm.remote_run(spec, spec_path, node, command, timeout)
+        if "State=DRAIN" in command:
+            seen.append(load_rollout_record(spec_file)[0].drained)
+            raise KeyboardInterrupt  # the drain went out; the run dies before it hears back
+        return cp
+
+    monkeypatch.setattr(remote, "run", drain_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        apply_mod.apply(spec_file)
+    assert seen == [["node2", "node3"]]
+    assert slurm.node("node2")["drain"] and slurm.node("node3")["drain"]
+    monkeypatch.setattr(remote, "run", slurm.remote_run)
+    result = apply_mod.apply(spec_file)
+    assert result.ok and not result.waiting, errors(result)
+    assert all(not slurm.node(n)["drain"] for n in WORKERS)
