@@ -17,6 +17,7 @@ from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.deploy.runstate import PlannedOp
 from gpuforge.orchestrate.plan import PlanResult
+from gpuforge.render.files import RenderedFile
 from gpuforge.spec import SpecError, select_limit
 from tests.helpers import INVENTORIES, REPO, inventory
 
@@ -92,6 +93,16 @@ def test_plan_detailed_exit_code() -> None:
     assert PlanResult(planned(note, upload), {}).exit_code(detailed=True) == 2
     assert PlanResult(planned(note, upload), {}).exit_code(detailed=False) == 0
     assert PlanResult(planned(upload), {"node2": "unreachable"}).exit_code(detailed=True) == 1
+
+
+def test_plan_detailed_exit_code_counts_a_file_upload_alone_as_a_change() -> None:
+    """Drift in one file (no package, no command) is a pending change: exit 2 (the review planted a
+    mutation that looked at commands only, and nothing failed)."""
+    conf = RenderedFile("/etc/slurm/slurm.conf", b"ClusterName=x\n")
+    upload = Step(StepKind.UPLOAD, "write /etc/slurm/slurm.conf (14 bytes, 0644 root:root)", upload=conf)
+    assert upload.command is None
+    assert PlanResult(planned(upload), {}).exit_code(detailed=True) == 2
+    assert PlanResult(planned(upload), {}).exit_code(detailed=False) == 0
 
 
 def test_apply_exit_codes() -> None:

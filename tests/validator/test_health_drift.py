@@ -94,6 +94,20 @@ def test_files_as_written_pass_and_a_hand_edit_or_mode_change_fails(
     assert f"{slurm_conf} missing" in result.message
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's owner needs root (CI and the lab run as root)")
+def test_a_changed_owner_alone_is_drift(managed: tuple[dict[str, object], list[Path]]) -> None:
+    """Content and mode as written, only the owner changed: still drift (only a lab test caught a
+    mutation that dropped the owner from the rule)."""
+    cfg, (slurm_conf, _) = managed
+    listed = {str(f["path"]): f for f in cfg["config_files"]}  # type: ignore[attr-defined]
+    before = f"{listed[str(slurm_conf)]['owner']}:{listed[str(slurm_conf)]['group']}"
+    os.chown(slurm_conf, 65534, 65534)  # nobody:nogroup
+    (result,) = run_node_checks(cfg, ["config.files_intact"], health_only=True)[0]
+    assert result.status == "fail"
+    assert f"{slurm_conf} owner nobody:nogroup not {before}" in result.message
+    assert "content differs" not in result.message and " mode " not in result.message
+
+
 def test_a_held_apply_lock_is_reported_not_drift(tmp_path: Path, managed: tuple[dict[str, object], list[Path]]) -> None:
     assert probe_files.APPLY_LOCK_FILE == LOCK_FILE  # the health check tests the lock the apply holds
     lock = tmp_path / "apply.lock"
