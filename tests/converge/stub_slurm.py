@@ -2,7 +2,8 @@
 resume commands against stub ``scontrol``, ``squeue`` and ``sinfo`` on PATH.
 
 The stubs keep the cluster in one JSON file: each node's drain flag and reason, and jobs that end
-at a wall-clock time (so the answers change while a command waits). Every call is logged.
+at a wall-clock time, or after ``squeue`` has listed them a given number of times (so the answers
+change while a command waits, however slowly a busy machine runs it). Every call is logged.
 ``StubSlurm.remote_run`` replaces :func:`gpuforge.orchestrate.remote.run`: commands for the
 controller run for real in that shell; commands for other nodes (reboots) are recorded and
 answered with success.
@@ -45,9 +46,13 @@ STATE = os.environ["STUB_SLURM"]
     + EXPAND_SOURCE
     + r"""
 
+def alive(job, now):
+    return job["polls"] > 0 if job.get("polls") is not None else job["end"] > now
+
+
 def running(state, node):
     now = time.time()
-    return [j for j in state["jobs"] if j["node"] == node and j["end"] > now]
+    return [j for j in state["jobs"] if j["node"] == node and alive(j, now)]
 
 
 tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
@@ -73,6 +78,8 @@ with open(STATE + ".lock", "w") as lock:
         for n in names:
             for j in running(state, n):
                 print(f"{j['id']} {n}")
+                if j.get("polls") is not None:
+                    j["polls"] -= 1  # listed once more: it ends after its last listing
     elif tool == "sinfo":
         names = expand(args[args.index("-n") + 1])
         fmt = args[args.index("-o") + 1]
@@ -116,14 +123,20 @@ class StubSlurm:
         state["nodes"][node].update(drain=True, reason=reason)
         self.write(state)
 
-    def add_job(self, job_id: int, node: str, seconds: float) -> None:
+    def add_job(self, job_id: int, node: str, seconds: float | None = None, polls: int | None = None) -> None:
+        """A job on ``node`` that ends ``seconds`` from now, or after ``squeue`` listed it ``polls`` times."""
         state = self.read()
-        state["jobs"].append({"id": job_id, "node": node, "end": time.time() + seconds})
+        end = time.time() + seconds if seconds is not None else None
+        state["jobs"].append({"id": job_id, "node": node, "end": end, "polls": polls})
         self.write(state)
 
     def jobs_running(self, node: str) -> list[int]:
         now = time.time()
-        return [j["id"] for j in self.read()["jobs"] if j["node"] == node and j["end"] > now]
+
+        def alive(job: dict[str, Any]) -> bool:
+            return bool(job["polls"] > 0 if job["polls"] is not None else job["end"] > now)
+
+        return [j["id"] for j in self.read()["jobs"] if j["node"] == node and alive(j)]
 
     def fail(self, tool: str) -> None:
         state = self.read()

@@ -112,7 +112,7 @@ def change(spec_file: Path, edit: Any) -> None:
 
 def test_a_mount_changed_for_two_nodes_drains_those_two_only(cluster: Any) -> None:
     spec_file, slurm, deploys = cluster
-    slurm.add_job(41, "node3", seconds=1.0)  # waited for
+    slurm.add_job(41, "node3", polls=2)  # waited for: listed by two squeue reads
     slurm.add_job(42, "node4", seconds=60)  # node4's mounts do not change: its job is never waited on
     change(spec_file, lambda d: mount(d, "scratch").update(options=["hard", "noatime", "vers=4.2"]))
     result = apply_mod.apply(spec_file)
