@@ -15,7 +15,7 @@ from rich.table import Table
 
 from gpuforge.console import console
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
-from gpuforge.spec import Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
+from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.layer_tags import TAGS
 
 app = typer.Typer(
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
     from gpuforge.spec.layer_tags import LayerSelection
 
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
-LIMIT_HELP = "Only these nodes: hostlists, node-group and role names, comma-separated; '!' before one leaves it out"
 VerboseOpt = Annotated[int, typer.Option("-v", "--verbose", count=True, help=VERBOSE_HELP)]
 LogFileOpt = Annotated[Path | None, typer.Option("--log-file", help=LOG_FILE_HELP, dir_okay=False)]
 TAGS_HELP = f"Only these layers, comma-separated: {', '.join(TAGS)} (site: the site's Ansible steps)"
@@ -138,18 +137,17 @@ def check(
 def inventory(
     spec: SpecArg,
     fmt: Annotated[str, typer.Option("--format", help="ansible (JSON, which ansible-playbook -i reads)")] = "ansible",
-    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
 ) -> None:
     """Print the spec's nodes as an inventory, to run your own playbooks against the spec."""
     from gpuforge.extensions.ansible_inventory import ansible_inventory, vagrant_hosts
-    from gpuforge.spec import select_nodes
 
     s = _load(spec)
     if fmt != "ansible":
         err.print(f"--format {fmt!r}: the formats are: ansible", markup=False, highlight=False)
         raise typer.Exit(2)
+    names = _limited(s, limit)
     try:
-        names = select_nodes(s, limit) if limit else None
         doc = ansible_inventory(s, names, vagrant_hosts(s, str(spec.resolve().parent)))
     except (ValueError, LookupError, RuntimeError, OSError) as e:
         err.print(f"inventory: {e}", markup=False, highlight=False)
@@ -184,18 +182,19 @@ MAX_RENDER_BYTES = 2 * 2**30
 def render(
     spec: SpecArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write files to")],
-    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
 ) -> None:
-    """Render every node's files into DIR/<node>/<path> (secrets and webhook credentials redacted)."""
+    """Render every node's files into DIR/<node>/<path> (secrets and webhook credentials redacted).
+
+    Each node's folder is replaced whole, so nothing of an earlier render stays; a full render (no
+    --limit) also removes the folders of nodes the spec no longer has. Nothing else in DIR is touched.
+    """
     from gpuforge.render import render_cluster
-    from gpuforge.spec import select_nodes
+    from gpuforge.render_tree import RenderTreeError, write_tree
 
     s = _load(spec)
-    try:
-        wanted = set(select_nodes(s, limit)) if limit else None
-    except ValueError as e:
-        err.print(f"--limit: {e}", markup=False, highlight=False)
-        raise typer.Exit(2) from None
+    names = _limited(s, limit)
+    wanted = set(names) if names is not None else None
     rendered = {n: fs for n, fs in render_cluster(s).items() if wanted is None or n in wanted}
     total = sum(len(f.data) for files in rendered.values() for f in files)
     if total > MAX_RENDER_BYTES:
@@ -206,18 +205,11 @@ def render(
             highlight=False,
         )
         raise typer.Exit(2)
-    root = output.resolve()
-    written = 0
     try:
-        for node_name, files in rendered.items():
-            for f in files:
-                target = (root / node_name / f.path.lstrip("/")).resolve()
-                if not target.is_relative_to(root / node_name):
-                    err.print(f"refused: {f.path} of {node_name} would leave {output}", markup=False, highlight=False)
-                    raise typer.Exit(2)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(f.shown)  # credentials from the spec hidden, as plans show them
-                written += 1
+        written = write_tree(output.resolve(), rendered, full=names is None)
+    except RenderTreeError as e:
+        err.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(2) from None
     except OSError as e:
         err.print(f"cannot write under {output}: {e.strerror or e} ({e.filename})", markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -363,13 +355,20 @@ def _refuse(message: str) -> NoReturn:
 
 def _check_limit(loaded: Spec, limit: str | None) -> None:
     """A ``--limit`` that names no node: exit 2 now, before anything else is asked or touched."""
+    _limited(loaded, limit)
+
+
+def _limited(loaded: Spec, limit: str | None) -> list[str] | None:
+    """The nodes ``--limit`` selects (None: no limit, every node); exit 2 naming what is known when it
+    names no node of the spec or leaves none (one parser and one error for every command)."""
     from gpuforge.spec import select_limit
 
-    if limit:
-        try:
-            select_limit(loaded, limit)
-        except SpecError as e:
-            _refuse(e.format())
+    if not limit:
+        return None
+    try:
+        return select_limit(loaded, limit)
+    except SpecError as e:
+        _refuse(e.format())
 
 
 def _layer_selection(tags: str | None, skip_tags: str | None) -> LayerSelection | None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuforge.console import console
-from gpuforge.spec import Scheduler, Spec, SpecError, load_spec, select_nodes
+from gpuforge.spec import LIMIT_HELP, Scheduler, Spec, SpecError, load_spec, select_limit
 
 err = console(stderr=True)
 
@@ -85,7 +85,7 @@ def _outputs(campaign: Any, doc: dict[str, Any], worse: list[str] | None, paths:
 
 def accept_typer(
     spec: Annotated[Path, typer.Argument(help="Cluster spec (YAML)")],
-    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
     plan: Annotated[
         bool, typer.Option("--plan", help="Print the batch scripts (Kubernetes: the Jobs); run nothing")
     ] = False,
@@ -107,9 +107,9 @@ def accept_typer(
 
     s = _load(spec)
     try:
-        names = select_nodes(s, limit) if limit else None
-    except ValueError as e:
-        raise _refuse(f"--limit: {e}") from None
+        names = select_limit(s, limit) if limit else None
+    except SpecError as e:
+        raise _refuse(e.format()) from None
     if plan:
         sys.stdout.write(plan_text(s, names))
         raise typer.Exit(0)

@@ -3,10 +3,11 @@
 from gpuforge.spec.errors import SpecError, SpecIssue
 from gpuforge.spec.load import load_spec, parse_spec, spec_json_schema
 from gpuforge.spec.model import Role, Scheduler, Spec
-from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_limit, select_nodes
+from gpuforge.spec.nodes import LIMIT_HELP, Node, nodes_with, resolve_nodes, select_limit, select_nodes
 from gpuforge.spec.policy import UpdatePolicy
 
 __all__ = [
+    "LIMIT_HELP",
     "Node",
     "Role",
     "Scheduler",

@@ -125,6 +125,10 @@ def select_nodes(spec: Spec, selector: str) -> list[str]:
     return names
 
 
+#: ``--limit``'s help, the same for every command that takes it (they all parse it with :func:`select_limit`).
+LIMIT_HELP = "Only these nodes: hostlists, node-group and role names, comma-separated; '!' before one leaves it out"
+
+
 def select_limit(spec: Spec, selector: str) -> list[str]:
     """Node names for ``--limit``, in the spec's order.
 

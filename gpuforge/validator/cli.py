@@ -10,7 +10,7 @@ import typer
 
 from gpuforge.console import console
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
-from gpuforge.spec import SpecError, load_spec
+from gpuforge.spec import LIMIT_HELP, SpecError, load_spec
 from gpuforge.spec.redact import redact_url_credentials
 from gpuforge.validator import nodelocal
 from gpuforge.validator.node import base
@@ -37,6 +37,9 @@ def validate_cmd(
     try:
         with err.status("validating") as status:
             report = validate(s, spec, checks=checks, limit=limit, on_event=status_printer(err, status))
+    except SpecError as e:  # --limit names no node of the spec
+        print(e.format(), file=sys.stderr)
+        return 2
     except (UnknownCheck, ValueError) as e:
         print(f"gpuforge validate: {e}", file=sys.stderr)
         return 2
@@ -97,7 +100,7 @@ def validate_typer(
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document on stdout")] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here")] = None,
     prom: Annotated[Path | None, typer.Option("--prom", help="Write a node-exporter textfile here")] = None,
-    limit: Annotated[str | None, typer.Option(help="Only these nodes (hostlist or group names)")] = None,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
     checks: Annotated[
         str | None, typer.Option(help="Check ids, prefixes or layers, comma-separated (see --list-checks)")
     ] = None,

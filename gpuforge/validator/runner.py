@@ -31,7 +31,7 @@ from gpuforge.render.health import health_config
 from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.model import Connector
-from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_nodes
+from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_limit
 from gpuforge.validator import cluster, cluster_config, cluster_gpu_jobs, cluster_k8s, k8s_probe, site_checks
 from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.cluster_fabric import PAIRS, run_pairs
@@ -390,10 +390,8 @@ def validate(
     all_nodes = resolve_nodes(spec)
     nodes = all_nodes
     if limit:
-        names = set(select_nodes(spec, limit))
+        names = set(select_limit(spec, limit))  # SpecError naming --limit when it names no node
         nodes = [n for n in all_nodes if n.name in names]
-        if not nodes:
-            raise ValueError(f"--limit {limit!r} selects no node of the spec")
     tr = transport or SshTransport(spec, spec_path, options=NO_SECRET_KEX_OPTION)
     node_checks = [c for c in selected if c.scope == "node"]
     cluster_checks = [c for c in selected if c.scope in ("cluster", "control") and c is not CONNECTION]

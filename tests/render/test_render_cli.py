@@ -7,12 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpuforge import cli
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = str(REPO / "inventories" / "slurm-h100.yaml")
+EVERY_FIELD = REPO / "tests" / "spec" / "fixtures" / "every_field_slurm.yaml"
 
 
 def gpuforge(*args: str) -> subprocess.CompletedProcess[str]:
@@ -39,9 +41,12 @@ def test_schema_into_an_unwritable_place_is_exit_2() -> None:
 def test_render_limit_writes_only_the_selected_nodes(tmp_path: Path) -> None:
     cp = gpuforge("render", H100, "-o", str(tmp_path), "--limit", "gpu[001-002]")
     assert cp.returncode == 0, cp.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu001", "gpu002"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["gpu001", "gpu002"]
     bad = gpuforge("render", H100, "-o", str(tmp_path), "--limit", "-oProxyCommand")
-    assert bad.returncode == 2 and bad.stderr.startswith("--limit: "), bad.stderr
+    assert (
+        bad.returncode == 2
+        and "  --limit: '-oProxyCommand' in hostlist '-oProxyCommand' is not a host name" in bad.stderr
+    )
 
 
 def test_an_oversized_render_is_refused_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,3 +55,33 @@ def test_an_oversized_render_is_refused_before_writing(tmp_path: Path, monkeypat
     assert result.exit_code == 2, result.output
     assert "render some nodes with --limit" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def _render(spec: Path, out: Path, *extra: str) -> None:
+    result = CliRunner().invoke(cli.app, ["render", str(spec), "-o", str(out), *extra])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_second_render_leaves_nothing_of_the_first(tmp_path: Path) -> None:
+    """A file the spec no longer renders is gone, a node the spec dropped goes on a full render, a
+    --limit render keeps the other nodes, and what gpuforge did not write stays."""
+    data = yaml.safe_load(EVERY_FIELD.read_text())
+    data.pop("site")  # its roles and playbooks live beside the fixture
+    spec, out = tmp_path / "spec.yaml", tmp_path / "out"
+    spec.write_text(yaml.safe_dump(data))
+    _render(spec, out)
+    units = sorted(p.name for p in (out / "gpu1" / "etc" / "systemd" / "system").glob("*.mount"))
+    assert units == ["home.mount", "sw.mount"]
+    (out / "notes.txt").write_text("mine")
+    data["storage"]["mounts"] = [m for m in data["storage"]["mounts"] if m["name"] != "sw"]
+    group = next(g for g in data["node_groups"] if g["hosts"] == "gpu[1-2]")
+    group.update(hosts="gpu1", addresses=group["addresses"][:1], leaf_switch="leaf1")  # gpu2 leaves the spec
+    spec.write_text(yaml.safe_dump(data))
+    _render(spec, out, "--limit", "gpu1")
+    assert (out / "gpu2").is_dir()  # a --limit render leaves the other nodes alone
+    left = sorted(p.name for p in (out / "gpu1" / "etc" / "systemd" / "system").glob("*.mount"))
+    assert left == ["home.mount"]
+    _render(spec, out)
+    assert not (out / "gpu2").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".gpuforge-render"]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpuforge.probes.slurm import parse_sinfo_nodes
-from gpuforge.spec import resolve_nodes
+from gpuforge.spec import SpecError, resolve_nodes
 from gpuforge.validator import cluster, cluster_k8s
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.registry import ALL_CHECKS, OPT_IN, UnknownCheck, registry_problems, resolve
@@ -162,7 +162,7 @@ def test_checks_selection_pulls_dependencies_and_limit(lab: Any) -> None:
     assert not any("sinfo" in c for _, c in fake.calls)  # no controller query needed
     with pytest.raises(UnknownCheck, match=r"unknown check 'driver\.versoin'"):
         validate(spec, path, checks="driver.versoin", transport=fake)
-    with pytest.raises(ValueError, match="selects no node"):
+    with pytest.raises(SpecError, match=r"--limit: 'gpu\[01-02\]' matches no node of the spec"):
         validate(spec, path, limit="gpu[01-02]", transport=fake)
 
 
