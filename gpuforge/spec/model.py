@@ -109,7 +109,7 @@ from gpuforge.spec.types import (
     HostPort,
     HttpUrl,
     IpAddress,
-    Ipv4Address,
+    Ipv4Start,
     LocalPath,
     MigProfileName,
     PlainText,
@@ -368,7 +368,11 @@ class NodeGroup(StrictModel):
 
     name: Name = live(description="Group name (usable in partitions and queues)")
     hosts: str = live(description="Hostlist expression, e.g. gpu[001-064]")
-    address_start: Ipv4Address | None = live(None, "First IPv4 address; the rest follow in order")
+    address_start: Ipv4Start | None = live(
+        None,
+        "First IPv4 address, the rest follow in order; with the node network's prefix when it is larger than a /24 "
+        "(10.0.1.10/22): the range must stay inside that network",
+    )
     addresses: list[IpAddress] | None = live(None, "Explicit addresses, one per host (IPv4 or IPv6, no zone ID)")
     roles: list[Role] = rebuild(description="Node roles", min_length=1)
     hardware: Hardware = rolling(default_factory=Hardware, description="Hardware of each node")

@@ -10,6 +10,7 @@ from gpuforge.spec.errors import SpecError, SpecIssue
 from gpuforge.spec.gpus import GPU_MODELS, GpuModel
 from gpuforge.spec.model import Connector, Hardware, NodeGroup, OsFamily, Role, Spec
 from gpuforge.spec.platforms import Arch, Platform, platform_for
+from gpuforge.spec.types import DEFAULT_NODE_PREFIX
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,28 @@ def group_addresses(group: NodeGroup) -> list[str | None]:
     if group.addresses is not None:
         return list(group.addresses) + [None] * max(0, len(names) - len(group.addresses))
     if group.address_start is not None:
-        start = ipaddress.IPv4Address(group.address_start)
+        start = ipaddress.IPv4Address(group.address_start.partition("/")[0])
         return [str(start + i) if int(start) + i < 2**32 else None for i in range(len(names))]
     return [None] * len(names)
+
+
+def address_range_problem(start: str | None, count: int) -> str | None:
+    """Why ``count`` addresses from ``start`` (``A.B.C.D`` or ``A.B.C.D/prefix``; no prefix: a /24)
+    leave the node network or take its network or broadcast address; None when they fit."""
+    if start is None or count == 0:
+        return None
+    address, _, prefix = start.partition("/")
+    net = ipaddress.IPv4Interface(f"{address}/{prefix or DEFAULT_NODE_PREFIX}").network
+    first = ipaddress.IPv4Address(address)
+    hosts = (net.network_address + 1, net.broadcast_address - 1)
+    if hosts[0] <= first and int(first) + count - 1 <= int(hosts[1]):
+        return None
+    last = ipaddress.IPv4Address(min(int(first) + count - 1, 2**32 - 1))
+    problem = f"{count} host(s) from {first} to {last} do not fit the host addresses of {net}"
+    problem += f" ({hosts[0]} to {hosts[1]})"
+    if prefix:
+        return problem
+    return f"{problem}; a node network larger than a /{DEFAULT_NODE_PREFIX}: give its prefix ({address}/22, say)"
 
 
 def group_leaf_switches(group: NodeGroup) -> dict[str, str | None]:

@@ -31,7 +31,7 @@ from gpuforge.spec.model import (
     Spec,
 )
 from gpuforge.spec.network_operator_rules import network_operator_rules
-from gpuforge.spec.nodes import group_addresses, resolve_nodes
+from gpuforge.spec.nodes import address_range_problem, group_addresses, resolve_nodes
 from gpuforge.spec.platforms import Arch, UnsupportedPlatform, platform_for
 from gpuforge.spec.types import k8s_name
 
@@ -127,8 +127,9 @@ def unique_names_and_addresses(spec: Spec) -> Iterator[SpecIssue]:
                     node=name,
                 )
             owners.setdefault(addr, name)
-        if group.address_start is not None and None in group_addresses(group):
-            yield SpecIssue(("node_groups", gi, "address_start"), "addresses run past 255.255.255.255")
+        problem = address_range_problem(group.address_start, len(group.hostnames))
+        if problem:
+            yield SpecIssue(("node_groups", gi, "address_start"), problem)
 
 
 def _role_nodes(spec: Spec, role: Role) -> list[str]:

@@ -75,6 +75,23 @@ def ipv4_address(value: str) -> str:
     return value
 
 
+#: The network a group's ``address_start`` counts in when it names no prefix.
+DEFAULT_NODE_PREFIX = 24
+
+
+def ipv4_start(value: str) -> str:
+    """A dotted-quad IPv4 address, optionally with its network's prefix length (``10.0.1.10/22``)."""
+    address, _, prefix = value.partition("/")
+    form = "(10.0.1.10, or 10.0.1.10/22 when the node network is larger than a /24)"
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError as e:
+        raise ValueError(f"{value!r} is not an IPv4 address ({e}) {form}") from None
+    if prefix and not (prefix.isdigit() and 8 <= int(prefix) <= 31):
+        raise ValueError(f"{value!r}: the prefix length must be 8 to 31 {form}")
+    return value
+
+
 def ip_network(value: str) -> str:
     """An IPv4 or IPv6 network in CIDR form (no host bits set), without a zone ID."""
     _no_zone_id(value)
@@ -330,6 +347,7 @@ HostOrIp = Annotated[str, AfterValidator(host_or_ip)]
 HostPort = Annotated[str, AfterValidator(host_port)]
 IpAddress = Annotated[str, AfterValidator(ip_address)]
 Ipv4Address = Annotated[str, AfterValidator(ipv4_address)]
+Ipv4Start = Annotated[str, AfterValidator(ipv4_start)]
 IpNetwork = Annotated[str, AfterValidator(ip_network)]
 HttpUrl = Annotated[str, AfterValidator(http_url)]
 WebhookUrl = Annotated[str, AfterValidator(webhook_url)]
