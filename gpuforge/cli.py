@@ -189,8 +189,8 @@ def render(
     Each node's folder is replaced whole, so nothing of an earlier render stays; a full render (no
     --limit) also removes the folders of nodes the spec no longer has. Nothing else in DIR is touched.
     """
+    from gpuforge.cli_render import RenderTreeError, write_tree
     from gpuforge.render import render_cluster
-    from gpuforge.render_tree import RenderTreeError, write_tree
 
     s = _load(spec)
     names = _limited(s, limit)

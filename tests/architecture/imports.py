@@ -77,8 +77,8 @@ def room(module: str) -> str:
     parts = module.split(".")
     if parts[0] == "deploys":
         return "entry"
-    if parts[1:] == ["__main__"]:
-        return "cli"
+    if parts[1:] == ["__main__"] or (len(parts) == 2 and parts[1].startswith("cli_")):
+        return "cli"  # the CLI, its entry point and its helpers (gpuforge.cli_render, gpuforge.cli_reference)
     if len(parts) == 1:
         return "package"
     return parts[1]
