@@ -31,7 +31,7 @@ def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:
         sec = secrets()
         layers.append(munge_layer(sec))
         if n.has(Role.ACCOUNTING_DB) and s.slurm.accounting.enabled:
-            layers.append(accounting_layer(s, sec))
+            layers.append(accounting_layer(s, sec, n.os.is_deb))
         layers.append(config_layer(s, n, sec, host_name, RunState()))  # read for its packages only
     layers.extend(monitoring_layers(s, n, "monitoring" in wanted))
     return list(dict.fromkeys(p for layer in layers for p in layer.packages))
