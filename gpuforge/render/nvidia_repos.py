@@ -22,6 +22,8 @@ from gpuforge.render.nvidia import (
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import ConfigMode, DriverSource, Role, Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import deploys_for
+from gpuforge.spec.slurm_packages import SlurmSource
 
 DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
 DCGM_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-dcgm"
@@ -73,7 +75,13 @@ def epel_wanted(spec: Spec, node: Node) -> bool:
     if node.os.is_deb:
         return False
     driver = gpu_node(spec, node) and host_driver(spec)
-    return driver or enroot_wanted(spec, node) or pyxis_wanted(spec, node)
+    return driver or enroot_wanted(spec, node) or pyxis_wanted(spec, node) or epel_slurm(spec, node)
+
+
+def epel_slurm(spec: Spec, node: Node) -> bool:
+    """An EL Slurm node whose Slurm is the distribution's: EPEL's ``slurm-*`` packages (``slurm_packages``)."""
+    on = spec.slurm is not None and "slurm" in deploys_for(node)
+    return on and spec.slurm is not None and spec.slurm.source is SlurmSource.DISTRO
 
 
 def docker_repo_wanted(spec: Spec, node: Node) -> bool:
