@@ -56,7 +56,9 @@ class FreshConnector(BaseConnector):
     def connect(self) -> None:
         return None
 
-    def run_shell_command(self, command: StringCommand, **arguments: Any) -> tuple[bool, CommandOutput]:
+    def run_shell_command(
+        self, command: StringCommand, print_output: bool = False, print_input: bool = False, **arguments: Any
+    ) -> tuple[bool, CommandOutput]:
         text = command.get_raw_value() if isinstance(command, StringCommand) else str(command)
         self.sent.setdefault(self.host.name, []).append(text)
         lines = type(self).answer(self.host.name, text)
@@ -78,16 +80,16 @@ def fresh_nodes(spec: Spec) -> Iterator[dict[str, list[str]]]:
     saved = (inventory.get_execution_connectors, inventory.get_all_connectors, apply.preflight)
     saved_connector = (FreshConnector.answer, FreshConnector.sent)
     connectors = {"ssh": FreshConnector, "vagrant": FreshConnector}
-    FreshConnector.answer = staticmethod(lambda host, command: fresh_answer(spec, host, command))  # type: ignore[assignment]
+    FreshConnector.answer = staticmethod(lambda host, command: fresh_answer(spec, host, command))
     FreshConnector.sent = {}
-    inventory.get_execution_connectors = lambda: connectors  # type: ignore[assignment]
-    inventory.get_all_connectors = lambda: connectors  # type: ignore[assignment]
-    apply.preflight = lambda spec, spec_path: None  # type: ignore[assignment]
+    inventory.get_execution_connectors = lambda: connectors
+    inventory.get_all_connectors = lambda: connectors
+    apply.preflight = lambda spec, spec_path: None
     try:
         yield FreshConnector.sent
     finally:
         inventory.get_execution_connectors, inventory.get_all_connectors, apply.preflight = saved
-        FreshConnector.answer, FreshConnector.sent = saved_connector  # type: ignore[assignment]
+        FreshConnector.answer, FreshConnector.sent = saved_connector
 
 
 def representatives(spec: Spec) -> list[str]:
