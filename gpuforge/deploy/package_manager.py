@@ -42,7 +42,10 @@ class PackageManager:
     hold: str  # holds ``{names}`` at the installed version
 
     def pin(self, package: str) -> str:
-        """``name=version`` in this tool's form (``name-version`` for dnf); a bare name unchanged."""
+        """``name=version`` in this tool's form (``name-version`` for dnf); a bare name or an option
+        (``--disableexcludes=...``) unchanged."""
+        if package.startswith("-"):
+            return package
         name, sep, version = package.partition("=")
         return f"{name}{self.pin_separator}{version}" if sep else package
 

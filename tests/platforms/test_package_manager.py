@@ -44,6 +44,10 @@ def test_the_deb_row_is_apts_commands_byte_for_byte() -> None:
 
 def test_the_rpm_row_installs_with_dnf_in_dnfs_pin_form() -> None:
     assert RPM.install(["slurm-slurmd=22.05.6", "munge"]) == "dnf -y install slurm-slurmd-22.05.6 munge"
+    assert (
+        RPM.install(["--disableexcludes=k8s", "kubelet=1.31.4"])
+        == "dnf -y install --disableexcludes=k8s kubelet-1.31.4"
+    )
     assert RPM.hold_command(["slurm"]) == "dnf versionlock add slurm"
     assert RPM.repair is None and DEB.repair is not None
 
