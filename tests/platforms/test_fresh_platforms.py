@@ -125,12 +125,18 @@ def test_every_install_uses_the_platforms_package_manager(plans: dict[str, dict[
 
 @pytest.mark.parametrize("os", ["rocky9", "alma9", "rhel9"])
 def test_el_slurm_nodes_enable_crb_and_epel_before_slurm(plans: dict[str, dict[str, Any]], os: str) -> None:
-    for node in ("ctl01", "gpu001", "cpu01", "login01"):
-        layers = [op["layer"] for op in plans[os][node]["operations"]]
-        summaries = [s["summary"] for op in plans[os][node]["operations"] for s in op["steps"]]
-        assert any("CodeReady Builder and EPEL 9" in s for s in summaries), (os, node)
-        assert layers.index("nvidia-repos") < layers.index("slurm-config")
-        assert installs(plans[os][node]["operations"], "munge") == ["dnf -y install munge"]
+    for node in ("ctl01", "db01", "gpu001", "cpu01", "login01"):
+        ops = plans[os][node]["operations"]
+        layers = [op["layer"] for op in ops]
+        first = ops[layers.index("el-repos")]["steps"]
+        assert "CodeReady Builder and EPEL 9" in first[0]["summary"], (os, node)
+        assert "dnf config-manager --set-enabled crb" in first[0]["command"] or os == "rhel9"
+        assert "subscription-manager" in first[0]["command"] or os != "rhel9"
+        assert first[1]["command"] == "dnf -q -y makecache"
+        slurm = "slurm-accounting" if node == "db01" else "slurm-config"
+        assert layers.index("el-repos") < layers.index("munge") < layers.index(slurm)
+        assert installs(ops, "munge") == ["dnf -y install munge"]
+    assert "el-repos" not in [op["layer"] for op in plans[os]["mon01"]["operations"]]  # no Slurm there
 
 
 def test_fresh_plan_of_ubuntu2204_with_its_own_slurm_exits_2_with_the_cgroup_reason(tmp_path: Path) -> None:
