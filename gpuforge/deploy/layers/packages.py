@@ -3,6 +3,8 @@
 Each layer still declares (and checks) its own packages; installing their union up front
 costs one dpkg run instead of one per layer, which is most of a first apply's time. It runs
 right after the base layer, which sets the package proxy and the fixed service accounts.
+On an rpm node each layer installs its own packages with dnf; an EL node whose Slurm is EPEL's
+gets CodeReady Builder and EPEL enabled here first (:func:`el_repos_layer`).
 """
 
 from __future__ import annotations
