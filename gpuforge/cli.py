@@ -232,8 +232,16 @@ def plan(
     skip_tags: SkipTagsOpt = None,
     verbose: VerboseOpt = 0,
     log_file: LogFileOpt = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Connect to nothing: the commands and files a fresh node of each group's platform would get",
+        ),
+    ] = False,
 ) -> None:
     """Show what apply would change on each host (nothing is changed; secrets redacted)."""
+    from gpuforge.orchestrate.fresh import fresh_plan
     from gpuforge.orchestrate.plan import plan as make_plan
     from gpuforge.probes.vagrant import VagrantError
     from gpuforge.progress import progress_log
@@ -242,7 +250,10 @@ def plan(
     layers = _layer_selection(tags, skip_tags)
     _logging(verbose, log_file)
     try:
-        result = make_plan(spec, limit=limit, layers=layers, on_event=_without_credentials(progress_log.info))
+        if fresh:
+            result = fresh_plan(spec, on_event=_without_credentials(progress_log.info))
+        else:
+            result = make_plan(spec, limit=limit, layers=layers, on_event=_without_credentials(progress_log.info))
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None

@@ -106,3 +106,24 @@ def wait_until(what: str, fn: Callable[[], Any], timeout: float, every: float) -
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout:.0f} s: {what}")
         time.sleep(every)
+
+
+#: Ubuntu 22.04's own Slurm (21.08) drives cgroup v1 only and 22.04 mounts only cgroup v2: ``check``
+#: refuses it with Slurm's cgroup plugins (``rules.distro_slurm_cgroup``). Tests of other layers on 22.04
+#: track processes with linuxproc (no cgroup plugin), which leaves every package name as it was.
+JAMMY_TRACKING = "  process_tracking: linuxproc\n"
+
+
+def jammy_tracking(os: str) -> str:
+    """The line that ends a spec text's (last) ``slurm:`` section on Ubuntu 22.04; nothing elsewhere."""
+    return JAMMY_TRACKING if os == "ubuntu22.04" else ""
+
+
+def jammy_data(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with ``slurm.process_tracking: linuxproc`` where a group runs Ubuntu 22.04's own Slurm."""
+    cluster_os = data.get("cluster", {}).get("os")
+    oses = {g.get("os") or cluster_os for g in data.get("node_groups", [])}
+    slurm = data.get("slurm")
+    if "ubuntu22.04" in oses and isinstance(slurm, dict) and slurm.get("source", "distro") == "distro":
+        slurm["process_tracking"] = "linuxproc"
+    return data

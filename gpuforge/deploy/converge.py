@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from gpuforge.deploy.apt import APT_INSTALL, APT_UPDATE, REPAIR, install_command
+from gpuforge.deploy.package_manager import manager_of
 from gpuforge.render.files import RenderedFile
 
 __all__ = ["APT_INSTALL", "APT_UPDATE", "install_command"]
@@ -126,7 +127,8 @@ class Layer:
     """Packages whose installed versions the layer's own steps read (in ``LayerFacts.packages``);
     those steps install them, ``plan_layer`` does not."""
     rpm: bool = False
-    """The host's package database is rpm (RHEL): packages are read with ``rpm -q``."""
+    """The host's package database is rpm (RHEL): packages are read with ``rpm -q`` and installed with
+    dnf (``package_manager``); the converge operation sets it from the node's platform row."""
     hold_pins: bool = False
     """Packages given as ``name=version`` are moved to that version when another one is installed
     (upgrade or downgrade), and the layer's services restart as after an install."""
@@ -242,16 +244,26 @@ class Step:
         return out
 
 
+def refresh_step(rpm: bool, why: str) -> Step:
+    """The package index refresh of the host's package manager (``apt-get update``, ``dnf makecache``)."""
+    pm = manager_of(rpm)
+    return Step(StepKind(pm.refresh_kind), f"{pm.refresh_title} ({why})", pm.refresh)
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _off_pin(pkg: str, facts: LayerFacts) -> bool:
-    """``name=version`` installed at another version."""
+def _off_pin(pkg: str, facts: LayerFacts, rpm: bool = False) -> bool:
+    """``name=version`` installed at another version. rpm reads ``version-release``: a pin without
+    the release matches every release of its version."""
     if "=" not in pkg:
         return False
     have = facts.packages.get(package_name(pkg))
-    return have is not None and have != pkg.split("=", 1)[1]
+    want = pkg.split("=", 1)[1]
+    if have is None:
+        return False
+    return have != want and not (rpm and have.startswith(f"{want}-"))
 
 
 def package_name(spec: str) -> str:
@@ -320,17 +332,17 @@ def plan_layer(layer: Layer, facts: LayerFacts) -> tuple[list[Step], set[str]]:
                     "(files owned by it must be re-owned)",
                 )
             )
+    pm = manager_of(layer.rpm)
     missing = [p for p in layer.packages if facts.packages.get(package_name(p)) is None]
     if missing:
-        steps.append(Step(StepKind.INSTALL, f"install {', '.join(missing)}", install_command(missing)))
-    off_pin = [p for p in layer.packages if layer.hold_pins and p not in missing and _off_pin(p, facts)]
+        named = ", ".join(pm.pin(p) for p in missing)
+        steps.append(Step(StepKind.INSTALL, f"install {named}", pm.install(missing)))
+    off_pin = [p for p in layer.packages if layer.hold_pins and p not in missing and _off_pin(p, facts, layer.rpm)]
     if off_pin:
         moves = ", ".join(
             f"{package_name(p)} {facts.packages[package_name(p)]} -> {p.split('=', 1)[1]}" for p in off_pin
         )
-        steps.append(
-            Step(StepKind.UPGRADE, f"to the pinned version: {moves}", install_command(off_pin, downgrades=True))
-        )
+        steps.append(Step(StepKind.UPGRADE, f"to the pinned version: {moves}", pm.install(off_pin, downgrades=True)))
     steps.extend(directory_steps(layer.directories, facts))
     file_steps(layer.files)
     steps.extend(daemon_reload_steps(layer.services, facts, changed))

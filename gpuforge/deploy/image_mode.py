@@ -46,6 +46,7 @@ class ImageTag(StrEnum):
 OPERATION_TAGS: dict[str, ImageTag] = {
     "base": ImageTag.SHARED,
     "packages": ImageTag.SHARED,
+    "el-repos": ImageTag.SHARED_HOOKS,  # as nvidia-repos: EPEL's release package and key in the image
     "munge": ImageTag.SHARED,
     "acct": ImageTag.NODE,
     "slurm-accounting": ImageTag.NODE,

@@ -22,6 +22,8 @@ from gpuforge.render.nvidia import (
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import ConfigMode, DriverSource, Role, Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.roles import deploys_for
+from gpuforge.spec.slurm_packages import SlurmSource
 
 DRIVER_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-driver"
 DCGM_PIN = "/etc/apt/preferences.d/gpuforge-nvidia-dcgm"
@@ -76,6 +78,13 @@ def epel_wanted(spec: Spec, node: Node) -> bool:
     return driver or enroot_wanted(spec, node) or pyxis_wanted(spec, node)
 
 
+def epel_slurm(spec: Spec, node: Node) -> bool:
+    """An EL Slurm node whose Slurm is the distribution's: EPEL's ``slurm-*`` packages (``slurm_packages``);
+    the packages deploy enables EPEL for it (``deploy.layers.packages.el_repos_layer``)."""
+    on = spec.slurm is not None and "slurm" in deploys_for(node)
+    return on and spec.slurm is not None and spec.slurm.source is SlurmSource.DISTRO
+
+
 def docker_repo_wanted(spec: Spec, node: Node) -> bool:
     """RHEL nodes running containerd or docker need Docker's repository (containerd.io, docker-ce)."""
     return not node.os.is_deb and engine_wanted(spec, node)
@@ -88,7 +97,8 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
     bundle's own repository contents are pushed by the deploy, not rendered here.
     """
     del secrets  # no secrets in this layer
-    if not gpu_node(spec, node) and not epel_wanted(spec, node) and not docker_repo_wanted(spec, node):
+    slurm_epel = not node.os.is_deb and epel_slurm(spec, node)
+    if not gpu_node(spec, node) and not (epel_wanted(spec, node) or slurm_epel) and not docker_repo_wanted(spec, node):
         return []
     cuda = src.cuda_repo(spec, node.platform) if cuda_repo_wanted(spec, node) else None
     container = src.container_repo(spec, node.os) if toolkit_wanted(spec, node) else None
@@ -117,7 +127,7 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
         if docker is not None and docker.available:
             text = src.dnf_repo_file(docker, "gpuforge-docker-ce", "Docker CE stable (gpuforge)")
             files.append(RenderedFile(src.DOCKER_REPO_FILE, text))
-        epel = src.epel_repo(spec) if epel_wanted(spec, node) else None
+        epel = src.epel_repo(spec) if epel_wanted(spec, node) or slurm_epel else None
         if epel is not None and epel.available and epel.url != src.EPEL_RELEASE_RPM:
             files.append(
                 RenderedFile(src.EPEL_REPO_FILE, src.dnf_repo_file(epel, "gpuforge-epel", "EPEL 9 (gpuforge)"))

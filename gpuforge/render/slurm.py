@@ -348,13 +348,14 @@ def slurm_version_pin(spec: Spec) -> str | None:
     return None if v == "distro" else v
 
 
-def slurm_package(spec: Spec, name: str) -> str:
-    """``slurmd`` or ``slurmd=<versions.slurm>`` (apt's form) when Slurm is held at a version; with
-    ``slurm.source: site`` SchedMD's deb name for it (``slurm-smd-slurmd``; ``slurm_packages``). A
-    role whose files come with another package (SchedMD's NVML plugin) gives ``""``: leave it out."""
+def slurm_package(spec: Spec, name: str, deb: bool = True) -> str:
+    """``slurmd`` or ``slurmd=<versions.slurm>`` (gpuforge's pin form) when Slurm is held at a version;
+    the package of that role on a deb or rpm node from ``slurm.source`` (``slurm_packages``: EPEL's
+    ``slurm-slurmd``, SchedMD's ``slurm-smd-slurmd``). A role whose files come with another package
+    (SchedMD's NVML plugin) gives ``""``: leave it out."""
     v = slurm_version_pin(spec)
     source = spec.slurm.source if spec.slurm is not None else SlurmSource.DISTRO
-    pkg = package_for(source, True, name)
+    pkg = package_for(source, deb, name)
     if pkg is None:
         return ""
     return f"{pkg}={v}" if v else pkg

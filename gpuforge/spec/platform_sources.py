@@ -153,6 +153,15 @@ SOURCES: dict[str, Citation] = {
         "/usr/lib64/slurm, as public build notes show: 'the file /usr/lib64/slurm/accounting_storage_mysql.so is "
         "missing' ... 'BUILDROOT/slurm-23.02.6-1.el8.x86_64/usr/lib64/slurm/...'",
     ),
+    "ubuntu-cgroup-v2": Citation(
+        "ubuntu-devel mailing list: systemd enabling cgroup v2 by default (default-hierarchy=unified), "
+        "Lukas Märdian, 17 Aug 2021 (Ubuntu 21.10; 22.04 and 24.04 follow)",
+        "https://lists.ubuntu.com/archives/ubuntu-devel/2021-August/041598.html",
+        "'After delaying this for a long time, we want to follow upstream, Debian and others in switching to the "
+        "\"unified\" cgroup hierarchy (cgroupv2) by default.' ... 'the next systemd upload will land this change "
+        "(before FeatureFreeze)' ... 'If for some reason you need to keep the legacy cgroup v1 hierarchy, you can "
+        "select it via a kernel parameter at boot time'",
+    ),
     "deb-nfs": Citation(
         "Debian packages nfs-kernel-server and nfs-common (bookworm); geerlingguy/ansible-role-nfs "
         "tasks/setup-Debian.yml",

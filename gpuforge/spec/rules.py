@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from gpuforge.spec import hostlist, k8s_rules, k8s_upstream, nvidia_packages, nvidia_support, slurm_gpu, storage_rules
+from gpuforge.spec import (
+    hostlist,
+    k8s_rules,
+    k8s_upstream,
+    nvidia_packages,
+    nvidia_support,
+    slurm_gpu,
+    slurm_releases,
+    storage_rules,
+)
 from gpuforge.spec.acceptance_rules import acceptance_rules
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.fabric_rules import fabric_rules
@@ -33,6 +42,8 @@ from gpuforge.spec.model import (
 from gpuforge.spec.network_operator_rules import network_operator_rules
 from gpuforge.spec.nodes import address_range_problem, group_addresses, resolve_nodes
 from gpuforge.spec.platforms import Arch, UnsupportedPlatform, platform_for
+from gpuforge.spec.slurm_model import ProcessTracking
+from gpuforge.spec.slurm_packages import CGROUP_V2_SINCE, SlurmSource
 from gpuforge.spec.types import k8s_name
 
 Rule = Callable[[Spec], Iterable[SpecIssue]]
@@ -295,6 +306,30 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
             )
     if s.mps.enabled and not any(g.hardware.gpu for g in spec.node_groups):
         yield SpecIssue(("slurm", "mps", "enabled"), "MPS GRES needs GPU nodes; no node group has GPUs")
+
+
+@rule
+def distro_slurm_cgroup(spec: Spec) -> Iterator[SpecIssue]:
+    """The distribution's Slurm older than 22.05 (cgroup v1 only) on a platform that mounts only cgroup
+    v2 (Ubuntu 22.04's 21.08.5): slurmd's proctrack/cgroup and task/cgroup would start no job."""
+    s = spec.slurm
+    if s is None or s.source is not SlurmSource.DISTRO or s.process_tracking is ProcessTracking.LINUXPROC:
+        return
+    for group in spec.node_groups:
+        os_family = group.os or spec.cluster.os
+        row = slurm_gpu.nvml_plugin(os_family)
+        distro = row.archive_slurm if row is not None else None
+        if not (set(group.roles) & SLURM_ROLES) or distro is None or not os_family.distribution.cgroup_v2_only:
+            continue
+        if slurm_releases.major_of(distro) < CGROUP_V2_SINCE:
+            yield SpecIssue(
+                ("slurm", "source"),
+                f"node group {group.name!r} ({os_family.distribution.title}): the distribution's Slurm is "
+                f"{slurm_releases.upstream_of(distro)}, whose cgroup plugin drives cgroup v1 only (cgroup v2 came in "
+                f"Slurm {CGROUP_V2_SINCE}), and {os_family.distribution.title} mounts only cgroup v2: "
+                "proctrack/cgroup and task/cgroup would start no job. Set slurm.source: site (SchedMD's "
+                "slurm-smd packages from a repository the site runs) with versions.slurm 22.05 or later",
+            )
 
 
 @rule

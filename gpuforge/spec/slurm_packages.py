@@ -1,7 +1,10 @@
 """Where Slurm's packages come from (``slurm.source``) and what they are called there.
 
 ``distro``: the distribution's own Slurm (Debian's and Ubuntu's ``slurm-wlm`` source: ``slurmctld``,
-``slurmd``, ``slurmdbd``, ``slurm-client``; plugins in ``/usr/lib/<triplet>/slurm-wlm``).
+``slurmd``, ``slurmdbd``, ``slurm-client``; plugins in ``/usr/lib/<triplet>/slurm-wlm``). On Enterprise
+Linux 9 that is EPEL's ``slurm`` (Fedora's dist-git spec, built for EPEL: ``slurm-slurmctld``,
+``slurm-slurmd``, ``slurm-slurmdbd``, the commands and plugins in ``slurm``, headers in ``slurm-devel``;
+:data:`EPEL_PACKAGES`), which needs EPEL and CodeReady Builder enabled.
 
 ``site``: a repository the site runs (configured on the nodes by the site, e.g. a site Ansible step
 or the image), carrying packages built from SchedMD's releases with SchedMD's own packaging: the
@@ -48,6 +51,21 @@ SITE_PACKAGES: dict[str, dict[str, str | None]] = {
     },
 }
 
+#: EPEL's packaging of the distribution's Slurm on EL 9 (Fedora dist-git slurm.spec, ``%{?epel}`` branches):
+#: logical name -> package. Fedora builds no NVML plugin (its ``%files`` lists ``gpu_generic.so`` only).
+EPEL_PACKAGES: dict[str, str | None] = {
+    "slurmctld": "slurm-slurmctld",
+    "slurmd": "slurm-slurmd",
+    "slurmdbd": "slurm-slurmdbd",
+    "slurm-client": "slurm",  # %{_bindir}/sacct ... srun, and %{_libdir}/slurm/*.so
+    "slurm-wlm-nvml-plugin": None,
+    "libslurm-dev": "slurm-devel",
+}
+
+#: The first Slurm major release with a cgroup v2 plugin (``CgroupPlugin=cgroup/v2``); older ones drive
+#: proctrack/cgroup and task/cgroup through cgroup v1 only (``slurm-cgroup-v2`` in :data:`SOURCES`).
+CGROUP_V2_SINCE = "22.05"
+
 #: apt pin patterns that hold every package of one Slurm build together (``versions.slurm``).
 PIN_PATTERNS = {
     SlurmSource.DISTRO: "slurm* libslurm* libpmi0 libpmi2-0 sview",
@@ -78,6 +96,33 @@ SOURCES: dict[str, Citation] = {
         "'%{_sbindir}/slurmctld'; '%files slurmdbd': '%{_sbindir}/slurmdbd', "
         "'%{_libdir}/slurm/accounting_storage_mysql.so'",
     ),
+    "epel-slurm-spec": Citation(
+        "Fedora/EPEL slurm package spec (src.fedoraproject.org rpms/slurm, the spec EPEL branches build)",
+        "Fedora dist-git slurm.spec as mirrored in github.com/major/fedora-rpm-specs slurm.spec (commit "
+        "03cdc8a23d89522350581002bc2f45e71182eae6, Version 22.05.6); trimmed copy with provenance in "
+        "tests/platforms/upstream/epel9-slurm-packages.txt",
+        "'Name: slurm'; '%package devel', '%package libs', '%package slurmctld', '%package slurmd', "
+        "'%package slurmdbd'; '%if (0%{?fedora} >= 34) || (0%{?epel} >= 7)' '%package slurmrestd'; "
+        "'# numctl-devel not available in el9 for arch s390x'; 'Requires: munge'; '--sysconfdir=%{_sysconfdir}/"
+        "%{name}'; '%files': '%{_bindir}/sbatch', '%{_bindir}/scontrol', '%{_bindir}/srun', "
+        "'%{_libdir}/%{name}/cgroup_v2.so', '%{_libdir}/%{name}/gpu_generic.so', '%{_libdir}/%{name}/proctrack_*.so'; "
+        "'%files slurmctld': '%{_sbindir}/slurmctld'; '%files slurmd': '%{_sbindir}/slurmd'; '%files slurmdbd': "
+        "'%{_sbindir}/slurmdbd', '%{_libdir}/%{name}/accounting_storage_mysql.so'; '%files devel': "
+        "'%{_includedir}/%{name}/spank.h'",
+    ),
+    "slurm-cgroup-v2": Citation(
+        "cgroup.conf(5) as Ubuntu ships it: jammy (Slurm 21.08.5) and lunar (Slurm 22.05.8); Slurm's Control "
+        "Group v2 plugin page",
+        "https://manpages.ubuntu.com/manpages/jammy/en/man5/cgroup.conf.5.html ; "
+        "https://manpages.ubuntu.com/manpages/lunar/en/man5/cgroup.conf.5.html ; "
+        "https://slurm.schedmd.com/cgroup_v2.html",
+        "jammy: 'Provided by: slurm-client_21.08.5-2ubuntu1', 'CgroupAutomount=<yes|no> Slurm cgroup plugins "
+        "require valid and functional cgroup subsystem to be mounted under /sys/fs/cgroup/<subsystem_name>' (no "
+        "CgroupPlugin=cgroup/v2); lunar: 'Provided by: slurm-client_22.05.8-3', 'In cgroup/v1 this parameter "
+        "detects if /sys/fs/cgroup/<controller_name> is available ... In cgroup/v2 this parameter only takes effect "
+        "if IgnoreSystemd is set'; cgroup_v2.html: 'The cgroup/v2 plugin is an internal Slurm API used by other "
+        "plugins, like proctrack/cgroup, task/cgroup and jobacctgather/cgroup.'",
+    ),
     "schedmd-packages-together": Citation(
         "Slurm Upgrade Guide, Upgrade Procedure",
         "https://slurm.schedmd.com/upgrades.html#procedure ; github.com/SchedMD/slurm doc/html/upgrades.shtml",
@@ -94,5 +139,5 @@ def package_for(source: SlurmSource, deb: bool, logical: str) -> str | None:
     if logical not in LOGICAL:
         raise ValueError(f"{logical!r} is not a Slurm package role ({', '.join(LOGICAL)})")
     if source is SlurmSource.DISTRO:
-        return logical if deb else {"libslurm-dev": "slurm-devel"}.get(logical, logical)
+        return logical if deb else EPEL_PACKAGES[logical]
     return SITE_PACKAGES["deb" if deb else "rpm"][logical]

@@ -36,6 +36,7 @@ from gpuforge.spec.platforms import ARCH_NAMES, Arch, platform_for
 from tests.bundle import nvidia_repos as repos
 from tests.bundle.conftest import CONTAINER_DEBS, RepoKey, Server, build_deb, flat_repo
 from tests.bundle.rpmrepo import CONTAINER_RPMS, DOCKER_RPMS, EPEL_RPMS, Rpm, build_rpm, require_rpm_tools, rpm_repo
+from tests.helpers import jammy_tracking
 
 MIG = "0.9.1"
 MIG_DEB = "nvidia-mig-manager_0.9.1-1_amd64.deb"
@@ -83,7 +84,9 @@ def spec_text(os_name: str, b: int, flavor: str, pins: dict[str, str] | None = N
     """The MIG spec from upstream; ``pins``: the sha256 of the release files (none is published)."""
     listed = ", ".join(f"{name}: {sha}" for name, sha in sorted((pins or {}).items()))
     sources = f"{{mode: upstream, artifact_sha256: {{{listed}}}}}"
-    return SPEC.format(os=os_name, version=repos.VERSIONS[b], flavor=flavor, sources=sources, mig=MIG)
+    return SPEC.format(os=os_name, version=repos.VERSIONS[b], flavor=flavor, sources=sources, mig=MIG) + jammy_tracking(
+        os_name
+    )
 
 
 def served(server: Server, url: str) -> Path:

@@ -27,6 +27,7 @@ from gpuforge.spec.nvidia_packages import FIXTURE_BRANCHES, UnsupportedDriver, d
 from tests.bundle import nvidia_repos as repos
 from tests.bundle.conftest import RepoKey
 from tests.bundle.rpmrepo import require_rpm_tools, rpm_repo
+from tests.helpers import jammy_tracking
 
 SPEC = """\
 cluster: {{name: matrix, scheduler: slurm, os: {os}}}
@@ -97,7 +98,7 @@ def cuda_repo_roots(os: str, source: str, b: int, flavor: str) -> set[str]:
 
 def cuda_need(os: str, source: str, b: int, flavor: str, group: str) -> RepoNeed | None:
     """The bundle's CUDA-repository need of one node group."""
-    spec = parse_spec(SPEC.format(os=os, version=repos.VERSIONS[b], flavor=flavor, source=source))
+    spec = parse_spec(SPEC.format(os=os, version=repos.VERSIONS[b], flavor=flavor, source=source) + jammy_tracking(os))
     nodes = [n for n in resolve_nodes(spec) if n.name.startswith(group)]
     found = [n for (_, kind, _), n in spec_needs(spec, nodes).repos.items() if kind == "nvidia-cuda"]
     assert len(found) <= 1

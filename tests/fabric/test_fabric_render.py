@@ -22,6 +22,7 @@ from gpuforge.render.slurm import slurm_conf
 from gpuforge.spec import fabric_packages as table
 from gpuforge.spec.platforms import Arch, OsFamily, platform_for
 from tests.fabric.conftest import FINGERPRINT, data, group, node_of, spec_of
+from tests.helpers import jammy_data
 
 HEADER = "# Managed by gpuforge: edit the cluster spec, not this file.\n"
 
@@ -129,6 +130,7 @@ def test_nccl_pin_holds_the_build() -> None:
 def test_doca_repository_per_platform_and_mode(os: str, arch: str, path: str) -> None:
     d = data()
     d["cluster"]["os"] = os
+    jammy_data(d)
     group(d, "cpu").update(arch=arch)
     group(d, "cpu")["fabric"].update(stack="doca", doca_version="3.2.1", doca_key_fingerprint=FINGERPRINT)
     spec = spec_of(d)

@@ -22,6 +22,7 @@ from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
 from gpuforge.spec.nvidia_packages import FIXTURE_BRANCHES, SOURCES, UnsupportedDriver, driver_install
 from gpuforge.spec.platforms import platform_for
+from tests.helpers import jammy_data
 
 REPO = Path(__file__).resolve().parents[2]
 VERSIONS = {535: "535.261.03", 570: "570.195.03", 580: "580.105.08", 590: "590.48.01"}
@@ -80,7 +81,7 @@ def spec_for(os: str, source: str, b: int, flavor: str) -> str:
     data["versions"].pop("dcgm", None)
     data["versions"].pop("dcgm_exporter", None)
     data["sources"] = {"mode": "upstream"}
-    return yaml.safe_dump(data)
+    return yaml.safe_dump(jammy_data(data))
 
 
 COMBOS = list(

@@ -18,8 +18,9 @@ from typing import Any
 from gpuforge.deploy.apt import DPKG_INTERRUPTED
 from gpuforge.deploy.converge import PENDING_DIR, LayerFacts, package_name
 from gpuforge.deploy.facts.adapter import reading_fact
+from gpuforge.deploy.package_manager import manager_of
 from gpuforge.probes.files import file_digests_command, parse_file_digests
-from gpuforge.probes.packages import dpkg_query_command, parse_dpkg_query, rpm_query_command
+from gpuforge.probes.packages import parse_dpkg_query
 from gpuforge.probes.reading import Reading
 from gpuforge.probes.systemd import parse_systemctl_show, unit_states_command
 
@@ -67,10 +68,9 @@ def layer_state_command(
     rpm: bool = False,
 ) -> str:
     parts = []
-    if packages and rpm:
-        parts += [_section("packages"), rpm_query_command([package_name(p) for p in packages])]
-    elif packages:
-        parts += [_section("packages"), dpkg_query_command([package_name(p) for p in packages])]
+    if packages:
+        parts += [_section("packages"), manager_of(rpm).query([package_name(p) for p in packages])]
+    if packages and not rpm:
         # An interrupted dpkg run (killed, power loss) must be repaired before anything installs.
         parts += [_section("dpkg"), f"if {DPKG_INTERRUPTED}; then echo interrupted; fi"]
     if paths:

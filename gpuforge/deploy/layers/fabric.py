@@ -26,17 +26,16 @@ import shlex
 
 from pyinfra.api import deploy
 
-from gpuforge.deploy.apt import APT_UPDATE
 from gpuforge.deploy.context import node, spec
-from gpuforge.deploy.converge import Layer, LayerFacts, Service, Step, StepKind
+from gpuforge.deploy.converge import Layer, LayerFacts, Service, Step, StepKind, refresh_step
 from gpuforge.deploy.layers.nvidia.common import (
     STATE_DIR,
     apt_install,
-    dnf_install,
     unavailable_step,
 )
 from gpuforge.deploy.layers.nvidia.repos import checked_key_command
 from gpuforge.deploy.operations.layer import converge
+from gpuforge.deploy.package_manager import RPM
 from gpuforge.render import fabric as fr
 from gpuforge.render import nvidia_sources as src
 from gpuforge.render.files import RenderedFile
@@ -75,11 +74,8 @@ def sources_layer(s: Spec, n: Node) -> Layer:
             steps.append(doca_key_step(f, doca, key_path))
             changed.add(key_path)
         if changed & (sources | {key_path}):
-            if n.os.is_deb:
-                steps.append(Step(StepKind.APT_UPDATE, "apt-get update (DOCA-OFED source changed)", APT_UPDATE))
-            else:
-                steps.append(Step(StepKind.DNF_MAKECACHE, "dnf makecache (DOCA-OFED repository changed)",
-                                  "dnf -q -y makecache"))  # fmt: skip
+            why = "DOCA-OFED source changed" if n.os.is_deb else "DOCA-OFED repository changed"
+            steps.append(refresh_step(n.os.is_rpm, why))
         return steps
 
     return Layer(
@@ -200,8 +196,8 @@ def rpm_install_steps(wanted: list[str], facts: LayerFacts) -> list[Step]:
     ]
     if not todo:
         return []
-    names = [p.replace("=", "-", 1) for p in todo]
-    return [Step(StepKind.INSTALL, f"install {', '.join(names)}", dnf_install(names))]
+    names = [RPM.pin(p) for p in todo]
+    return [Step(StepKind.INSTALL, f"install {', '.join(names)}", RPM.install(todo))]
 
 
 def modules_step(modules: list[str]) -> Step:

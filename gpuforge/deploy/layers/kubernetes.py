@@ -25,13 +25,13 @@ import os
 
 from pyinfra.api import deploy
 
-from gpuforge.deploy.apt import APT_UPDATE, install_command
 from gpuforge.deploy.context import k8s_pki, node, run_state, spec
-from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step, StepKind
+from gpuforge.deploy.converge import Directory, Layer, LayerFacts, Service, Step, StepKind, refresh_step
 from gpuforge.deploy.layers.k8s_addons import addons_layer
 from gpuforge.deploy.layers.kubeadm import KUBEADM_PENDING, is_member, operations
 from gpuforge.deploy.layers.nvidia.common import quote_path, unavailable_step, upload_file
 from gpuforge.deploy.operations.layer import converge
+from gpuforge.deploy.package_manager import DEB, RPM
 from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.swap import active_swaps, fstab_swap_lines
 from gpuforge.render import k8s_maintenance
@@ -130,11 +130,11 @@ def _install(s: Spec, n: Node, names: tuple[str, ...], sources_changed: bool, ha
     repository's ``exclude=`` keeps them, ``--disableexcludes`` lets this install through)."""
     wanted = pkgs.package_specs(s, n, names)
     if not n.os.is_deb:
-        return f"dnf -y install --disableexcludes={pkgs.K8S_REPO_ID} {' '.join(wanted)}"
+        return RPM.install([f"--disableexcludes={pkgs.K8S_REPO_ID}", *wanted])
     installed = " ".join(p for p in names if have.get(p))  # apt-mark knows installed packages only
     unhold = f"apt-mark unhold {installed} >/dev/null && " if installed else ""
-    install = install_command(wanted, downgrades=True, update_first=sources_changed)
-    return f"{unhold}{install} && apt-mark hold {' '.join(names)}"
+    install = DEB.install(wanted, downgrades=True, update_first=sources_changed)
+    return f"{unhold}{install} && {DEB.hold_command(names)}"
 
 
 def upgrade_steps(s: Spec, n: Node, have: dict[str, str | None], sources_changed: bool) -> list[Step]:
@@ -231,12 +231,7 @@ def kubernetes_layer(s: Spec, n: Node, run: RunState | None = None) -> Layer:
         installs = package_steps(s, n, facts, changed)
         if not installs and changed & {pkgs.K8S_LIST, pkgs.K8S_PIN, pkgs.K8S_REPO_FILE}:
             what = "Kubernetes package source changed"
-            refresh = (
-                Step(StepKind.APT_UPDATE, f"apt-get update ({what})", APT_UPDATE)
-                if n.os.is_deb
-                else Step(StepKind.DNF_MAKECACHE, f"dnf makecache ({what})", "dnf -q -y makecache")
-            )
-            installs = [refresh]
+            installs = [refresh_step(n.os.is_rpm, what)]
         steps += installs
         return steps
 

@@ -58,7 +58,7 @@ CONFIGLESS_SERVED = (f"{SLURM_ETC}/gres.conf", f"{SLURM_ETC}/cgroup.conf", f"{SL
 TOPOLOGY_CONF = f"{SLURM_ETC}/topology.conf"
 
 
-def accounting_layer(s: Spec, sec: Secrets) -> Layer:
+def accounting_layer(s: Spec, sec: Secrets, deb: bool = True) -> Layer:
     acc = s.slurm.accounting if s.slurm else None
     assert acc is not None
     conf = RenderedFile(SLURMDBD_CONF, slurmdbd_conf(s, sec), mode="0600", owner="slurm", group="slurm", secret=True)
@@ -85,7 +85,7 @@ def accounting_layer(s: Spec, sec: Secrets) -> Layer:
 
     return Layer(
         "slurm-accounting",
-        packages=("mariadb-server", slurm_package(s, "slurmdbd")),
+        packages=("mariadb-server", slurm_package(s, "slurmdbd", deb)),
         hold_pins=True,
         directories=(Directory("/var/log/slurm", "0755", "slurm", "slurm"),),
         files=[conf],
@@ -114,20 +114,21 @@ def nvml_packages(s: Spec, n: Node) -> list[str]:
     group = next(g for g in s.node_groups if g.name == n.group)
     if n.hardware.gpu is None or not uses_nvml(s, group):
         return []
-    return [slurm_package(s, "slurm-wlm-nvml-plugin")]
+    return [slurm_package(s, "slurm-wlm-nvml-plugin", n.os.is_deb)]
 
 
 def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) -> Layer:
     packages: list[str] = []
+    deb = n.os.is_deb
     dirs = [Directory("/var/log/slurm", "0755", "slurm", "slurm"), Directory(SLURM_ETC, "0755")]
     if n.has(Role.CONTROLLER):
-        packages += [slurm_package(s, "slurmctld"), slurm_package(s, "slurm-client")]
+        packages += [slurm_package(s, "slurmctld", deb), slurm_package(s, "slurm-client", deb)]
         dirs.append(Directory(s.slurm.state_save_location if s.slurm else "", "0755", "slurm", "slurm"))
     if n.has(Role.COMPUTE):
-        packages += [slurm_package(s, "slurmd"), slurm_package(s, "slurm-client"), *nvml_packages(s, n)]
+        packages += [slurm_package(s, "slurmd", deb), slurm_package(s, "slurm-client", deb), *nvml_packages(s, n)]
         dirs.append(Directory("/var/lib/slurm/slurmd", "0755", "root", "root"))
     if n.has(Role.LOGIN):
-        packages += [slurm_package(s, "slurm-client")]
+        packages += [slurm_package(s, "slurm-client", deb)]
     files = [f for f in slurm_files(s, n, sec) if f.path != SLURMDBD_CONF]
     new_conf = next((f.content for f in files if f.path == SLURM_CONF), None)
 
@@ -256,9 +257,10 @@ def slurm() -> None:
     on = s.slurm is not None and "slurm" in deploys_for(n)
     sec = secrets() if on else None
     acct = on and s.slurm is not None and s.slurm.accounting.enabled
+    db = acct and sec is not None and n.has(Role.ACCOUNTING_DB)
     converge(
         name="slurm: accounting database and slurmdbd",
-        layer=accounting_layer(s, sec) if acct and sec and n.has(Role.ACCOUNTING_DB) else Layer.empty("acct"),
+        layer=accounting_layer(s, sec, n.os.is_deb) if db and sec else Layer.empty("acct"),
     )
     converge(
         name="slurm: packages and configs",

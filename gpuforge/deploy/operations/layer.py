@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Generator
 from typing import Any
@@ -12,7 +13,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.context import state
 from pyinfra.facts.files import FileContents
 
-from gpuforge.deploy.context import run_state
+from gpuforge.deploy.context import node, run_state
 from gpuforge.deploy.converge import (
     STAGING_DIR,
     Layer,
@@ -114,6 +115,8 @@ def converge(name: str, layer: Layer) -> OperationMeta:
         layer = image.layer(host.name, layer)
     if not layer.is_empty and not run_state().converges(host.name, layer.name):
         layer = Layer.empty(layer.name)
+    if not layer.is_empty and not layer.rpm and node().os.is_rpm:
+        layer = dataclasses.replace(layer, rpm=True)  # the platform row's package manager (package_manager)
     if not layer.is_empty:
         _register(layer_request(layer))
     meta: OperationMeta = converge_layer(name=name, layer=layer)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shlex
 
-from gpuforge.deploy.apt import install_command
 from gpuforge.deploy.converge import REPORTS, Step, StepKind
 from gpuforge.deploy.nvidia_needs import (
     Ctx,
 )
+from gpuforge.deploy.package_manager import DEB, RPM
 from gpuforge.deploy.runstate import RunState
 from gpuforge.render.files import LocalSource, RenderedFile
 
@@ -47,11 +47,13 @@ def verify_version_command(package: str, version: str, deb: bool) -> str:
 
 
 def apt_install(packages: list[str], downgrades: bool = False, update_first: bool = False) -> str:
-    return install_command(packages, downgrades=downgrades, update_first=update_first)
+    """The deb row of ``package_manager`` (apt)."""
+    return DEB.install(packages, downgrades=downgrades, update_first=update_first)
 
 
 def dnf_install(packages: list[str]) -> str:
-    return "dnf -y install " + " ".join(shlex.quote(p) for p in packages)
+    """The rpm row of ``package_manager`` (dnf); ``name=version`` pins become ``name-version``."""
+    return RPM.install(packages)
 
 
 def unavailable_step(what: str, reason: str | None) -> Step:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from gpuforge.deploy.apt import APT_UPDATE
-from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind
+from gpuforge.deploy.converge import Layer, LayerFacts, Step, StepKind, refresh_step
 from gpuforge.deploy.layers.nvidia.common import keep_reports, quote_path, unavailable_step, upload_file
 from gpuforge.deploy.nvidia_needs import (
     Ctx,
@@ -84,12 +83,8 @@ def repos_layer(ctx: Ctx) -> Layer:
         keys = {src.CUDA_KEYRING, src.CONTAINER_KEYRING, *(src.rpm_key_path(r.kind) for r in rpm_keyed)}
         touched = changed & (repo_paths | keys | {src.DEBIAN_NONFREE_SOURCES, src.EPEL_REPO_FILE})
         if touched:
-            if ctx.deb:
-                steps.append(Step(StepKind.APT_UPDATE, "apt-get update (NVIDIA package sources changed)", APT_UPDATE))
-            else:
-                steps.append(
-                    Step(StepKind.DNF_MAKECACHE, "dnf makecache (package repositories changed)", "dnf -q -y makecache")
-                )
+            why = "NVIDIA package sources changed" if ctx.deb else "package repositories changed"
+            steps.append(refresh_step(not ctx.deb, why))
         return keep_reports(ctx, "nvidia-repos", steps)
 
     return Layer("nvidia-repos", early_files=files, read_paths=tuple(read), after=after)
