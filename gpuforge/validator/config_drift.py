@@ -5,12 +5,18 @@ Read in one round trip per node (``files.digests`` of every managed path); only 
 non-secret file's content differs, one more round trip fetches those files' texts for a unified
 diff. Secret files (the munge key, slurmdbd.conf, Kubernetes keys) are compared by owner and mode
 only, and a differing secret is never shown: the renderers hold placeholders, not the secrets.
+
+Invariant: a diff shows both sides redacted the same way (the file's own ``redact``, then
+credentials in any URL): the node's copy of a file holding credentials (an Alertmanager webhook
+password) is passed through the same function as the spec's, so no output format (terminal, JSON,
+JUnit, the run log: all take the check's message) carries them.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuforge.probes.files import FileDigest
@@ -18,6 +24,7 @@ from gpuforge.render import render_node
 from gpuforge.render.files import LocalSource, RenderedFile
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.redact import redact_url_credentials
 
 #: Lines of a unified diff shown per file (the rest is counted, not shown).
 DIFF_LINES = 40
@@ -34,6 +41,7 @@ class Expected:
     owner: str
     group: str
     text: str | None  # what a diff is made against (shown form: credentials from the spec redacted)
+    redact: Callable[[str], str] | None = field(default=None, compare=False)  # the file's, for the node's side
 
 
 @dataclass
@@ -62,7 +70,7 @@ def expected_files(spec: Spec, node: Node) -> list[Expected]:
     for f in render_node(spec, node):
         text = None if f.secret or isinstance(f.content, LocalSource) else f.shown.decode("utf-8", "replace")
         sha = None if f.secret else _sha256(f)
-        out.append(Expected(f.path, sha, f.mode.zfill(4), f.owner, f.group, text))
+        out.append(Expected(f.path, sha, f.mode.zfill(4), f.owner, f.group, text, f.redact))
     return out
 
 
@@ -99,17 +107,24 @@ def compare(expected: list[Expected], have: dict[str, FileDigest | None]) -> lis
     return drifts
 
 
+def shown_text(text: str, redact: Callable[[str], str] | None) -> str:
+    """``text`` as a diff may show it: the file's own redaction, then credentials in any URL."""
+    return redact_url_credentials(redact(text) if redact is not None else text)
+
+
 def add_diffs(drifts: list[Drift], expected: list[Expected], texts: dict[str, str | None]) -> None:
-    """A unified diff (node's file -> rendered) for each drifted non-secret file whose text was read."""
+    """A unified diff (node's file -> rendered) for each drifted non-secret file whose text was read;
+    both sides redacted alike (:func:`shown_text`)."""
     by_path = {e.path: e for e in expected}
     for d in drifts:
         want, have = by_path[d.path].text, texts.get(d.path)
         if not d.content_differs or want is None or have is None:
             continue
+        redact = by_path[d.path].redact
         lines = list(
             difflib.unified_diff(
-                have.splitlines(),
-                want.splitlines(),
+                shown_text(have, redact).splitlines(),
+                shown_text(want, redact).splitlines(),
                 f"{d.path} (on the node)",
                 f"{d.path} (from the spec)",
                 lineterm="",

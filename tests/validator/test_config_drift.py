@@ -92,3 +92,30 @@ def test_a_secret_is_compared_by_mode_and_never_shown(lab: Any) -> None:
         f"(gpuforge apply restores them): {MUNGE_KEY}: mode 0644, want 0400"
     ]
     assert "different key" not in message
+
+
+#: Review item 3: the node's Alertmanager config holds an older webhook URL with its own password.
+NODE_PASSWORD, NODE_TOKEN, SPEC_PASSWORD = "0ldpassw0rd", "0LDTOKEN", "s3cretpass"
+
+
+def with_webhook(data: dict[str, Any]) -> None:
+    url = f"https://alertuser:{SPEC_PASSWORD}@hooks.example.org/services/T0/B0PATH"
+    data["monitoring"]["receivers"] = [{"name": "ops", "webhook_url": url}]
+
+
+def test_a_drift_diff_hides_the_nodes_credentials_in_every_format(tmp_path: Path) -> None:
+    from gpuforge.render.monitoring import ALERTMANAGER_CONFIG
+
+    spec, path = lab_spec(tmp_path, with_webhook)
+    fake = FakeCluster(spec)
+    text = fake.node_files(node_named(spec, "node1"))[ALERTMANAGER_CONFIG][4] or ""
+    old = f"https://olduser:{NODE_PASSWORD}@hooks.example.org/old/{NODE_TOKEN}?token=qu3ry"
+    edit(fake, "node1", ALERTMANAGER_CONFIG, text.replace("https://", f"{old}\n#https://", 1) + "x: 1\n")
+    report = validate(spec, path, checks="config", transport=fake)
+    result = next(c for n in report.nodes if n.name == "node1" for c in n.checks if c.id == "config.files")
+    assert result.status == FAIL and f"--- {ALERTMANAGER_CONFIG} (on the node)" in result.message
+    assert "+x: 1" not in result.message and "-x: 1" in result.message  # the diff is there
+    shown = [result.message, report.to_json(), report.to_junit(), report.to_prometheus()]
+    for out in shown:
+        for secret in (NODE_PASSWORD, NODE_TOKEN, SPEC_PASSWORD, "olduser:", "qu3ry"):
+            assert secret not in out, f"{secret!r} is shown:\n{out}"
