@@ -5,7 +5,8 @@
 State is one JSON file: nodes (state, reason, partitions), partitions (members), jobs, reservations.
 ``sbatch`` reads the script (a file, or stdin), runs it at once (its ``#SBATCH --output`` under the stub's
 own folder instead of /var/tmp) with ``SLURM_JOB_ID`` and ``SLURM_JOB_NODELIST`` set; ``srun`` runs
-its command once per node of the job, in parallel, with ``SLURMD_NODENAME`` set, and refuses
+its command once per node of the job (in ``SLURM_HOSTFILE``'s order with ``--distribution=arbitrary``),
+in parallel, with ``SLURMD_NODENAME`` set, each line prefixed ``<task>: `` with ``--label``, and refuses
 ``--container-image`` unless ``STUB_PYXIS`` is set. Every call is logged.
 """
 
@@ -155,6 +156,9 @@ def srun():
         i += 1
     command = args[i:]
     nodes = os.environ["SLURM_JOB_NODELIST"].split(",")
+    if "--distribution=arbitrary" in args:  # tasks laid out in the order of SLURM_HOSTFILE
+        nodes = open(os.environ["SLURM_HOSTFILE"]).read().split()
+    label = "--label" in args or "-l" in args
     outputs = {}
     def one(node):
         cp = subprocess.run(command, capture_output=True, env={**os.environ, "SLURMD_NODENAME": node})
@@ -164,8 +168,12 @@ def srun():
         t.start()
     for t in threads:
         t.join()
-    for n in nodes:
-        sys.stdout.write(outputs[n][1])
+    for task, n in enumerate(nodes):
+        text = outputs[n][1]
+        if label:  # srun --label: each line prefixed with its task number (padded to the widest)
+            width = len(str(len(nodes) - 1))
+            text = "".join(f"{task:>{width}}: {line}" for line in text.splitlines(keepends=True))
+        sys.stdout.write(text)
     return max(rc for rc, _ in outputs.values())
 
 
