@@ -30,6 +30,7 @@ from typing import Any
 from gpuforge.acceptance import tools
 from gpuforge.spec import Spec, hostlist
 from gpuforge.spec.acceptance import GroupBy
+from gpuforge.spec.bounded_read import bounded_json, inflate
 from gpuforge.spec.model import Role, Scheduler
 from gpuforge.spec.nodes import Node, resolve_nodes, select_nodes
 
@@ -237,8 +238,8 @@ class JobOutput:
     ended: bool = False
 
 
-_CHUNK = re.compile(r"^GFACCEPT (\S+) (\d+)/(\d+) ([A-Za-z0-9+/=]*)$")
-_STEP = re.compile(r"^GFSTEP (\S+)((?: [a-z]+=-?\d+)*)$")
+_CHUNK = re.compile(r"^GFACCEPT (\S{1,253}) (\d{1,6})/(\d{1,6}) ([A-Za-z0-9+/=]{0,4096})$")
+_STEP = re.compile(r"^GFSTEP (\S{1,253})((?: [a-z]{1,16}=-?\d{1,18}){0,8})$")
 #: srun --label's prefix: the task number (maybe padded with spaces), a colon and a space.
 _LABEL = re.compile(r"^ *(\d{1,9}): ")
 
@@ -300,13 +301,16 @@ def _claim_problem(bound: str | None, claimed: str) -> str:
 
 
 def _join_reports(out: JobOutput, chunks: dict[str, dict[int, str]], totals: dict[str, int]) -> None:
+    """Each node's chunks joined, decompressed at most to ``REPORT_BYTES`` and parsed (a problem
+    for that node otherwise; the part count is checked without building a list of that size)."""
     for node, parts in chunks.items():
-        if sorted(parts) != list(range(1, totals[node] + 1)):
-            out.problems.append(f"{node}: its report is incomplete ({len(parts)} of {totals[node]} parts)")
+        total = totals[node]
+        if len(parts) != total or min(parts) != 1 or max(parts) != total:
+            out.problems.append(f"{node}: its report is incomplete ({len(parts)} of {total} parts)")
             continue
         try:
-            doc = json.loads(zlib.decompress(base64.b64decode("".join(parts[i] for i in sorted(parts)))))
-        except (ValueError, binascii.Error, zlib.error) as e:
+            doc = bounded_json(inflate(base64.b64decode("".join(parts[i] for i in sorted(parts)))))
+        except (ValueError, binascii.Error) as e:
             out.problems.append(f"{node}: its report cannot be read: {e}")
             continue
         if not isinstance(doc, dict) or doc.get("node", node) != node:
