@@ -36,7 +36,12 @@ from gpuforge.spec.nodes import Node, resolve_nodes, select_nodes
 
 RUNNER_ENV = "GFACCEPT_RUNNER"
 CONFIG_ENV = "GFACCEPT_CONFIG"
-OUTPUT_DIR = "/var/tmp"
+#: Where the job's output lands on its batch host, to be read back and trusted: root's own folder
+#: (0755 root, made by every apply), never a world-writable one such as /var/tmp, where another
+#: user could plant the next job's file (a link, or a file it keeps writing forged lines into).
+OUTPUT_DIR = "/var/lib/gpuforge"
+#: The job's working directory (its scratch files are mktemp's).
+WORK_DIR = "/var/tmp"
 #: Where a node keeps its own copy of its report (read it there when the job's output is lost).
 KEEP_DIR = "/var/lib/gpuforge/accept"
 JOB_PREFIX = "gpuforge-accept"
@@ -122,7 +127,7 @@ def runner_steps(spec: Spec, gpus: bool = True) -> list[dict[str, Any]]:
     if st.memory.enabled:
         steps.append(step("memory", tools.stress_memory(st.memory), st.memory.seconds))
     if st.disk.enabled:
-        steps.append(step("disk", tools.fio(st.disk), st.disk.seconds, cleanup=[tools.fio_file(st.disk)]))
+        steps.append(step("disk", tools.fio(st.disk), st.disk.seconds, scratch_in=st.disk.directory))
     if st.dcgm.enabled and gpus:
         steps.append(step("dcgm", tools.dcgm_diag(st.dcgm), st.dcgm.seconds, needs_gpu=True))
     if st.nccl.enabled and gpus:
@@ -159,7 +164,7 @@ def batch_script(spec: Spec, group: JobGroup, campaign: str, reservation: str | 
     head = ["#!/bin/sh", f"#SBATCH --job-name={JOB_PREFIX}-{group.name}", f"#SBATCH --nodes={k}",
             f"#SBATCH --nodelist={hostlist.compress(list(group.nodes))}", "#SBATCH --ntasks-per-node=1",
             "#SBATCH --exclusive", "#SBATCH --no-requeue", f"#SBATCH --time={time_limit_minutes(spec, group)}",
-            f"#SBATCH --output={OUTPUT_DIR}/{JOB_PREFIX}-%j.out", f"#SBATCH --chdir={OUTPUT_DIR}"]  # fmt: skip
+            f"#SBATCH --output={OUTPUT_DIR}/{JOB_PREFIX}-%j.out", f"#SBATCH --chdir={WORK_DIR}"]  # fmt: skip
     if group.partition:
         head.append(f"#SBATCH --partition={group.partition}")
     if reservation:

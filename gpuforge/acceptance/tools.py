@@ -111,8 +111,10 @@ def stress_memory(step: MemoryStep) -> list[str]:
 
 
 def fio_file(step: DiskStep) -> str:
-    """The test file (``{job}``: the Slurm job id, filled in on the node); removed after the run."""
-    return f"{step.directory.rstrip('/')}/.gpuforge-accept-{{job}}.fio"
+    """The test file, in the runner's fresh scratch folder under ``step.directory`` (``{scratch}``,
+    made by ``mkdtemp`` on the node and removed after the run): never a predictable path in a
+    world-writable folder, where a planted link would have root's fio overwrite its target."""
+    return "{scratch}/gpuforge-accept.fio"
 
 
 def fio(step: DiskStep) -> list[str]:

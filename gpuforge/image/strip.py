@@ -2,7 +2,8 @@
 then checked absent (:func:`findings`).
 
 Invariants: after :func:`strip_tree` the tree has no SSH host key, an empty machine-id, no munge
-key or seed, no authorized key of the build, no apt proxy of the build, no gpuforge run state
+key or seed, no DKMS module-signing key, no authorized key of the build, no apt proxy of the
+build, no gpuforge run state
 (``/var/lib/gpuforge``, ``/etc/gpuforge/k8s``), no package lists or downloaded packages; each node
 makes its own identity at boot (the lab writes it; elsewhere systemd makes the machine-id and
 :data:`HOST_KEYS_UNIT` the host keys). :func:`findings` is the check a test and every build run.
@@ -17,7 +18,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from gpuforge.lab.vagrant_box import HOST_KEYS_UNIT  # the one unit: Vagrant boxes and images alike
+from gpuforge.spec.citation import Citation
 
+#: DKMS's module-signing key (its default ``mok_signing_key``): a private key every node of the image
+#: would share, able to sign kernel modules its Secure Boot trusts. Removed: DKMS makes a node its own.
+DKMS_MOK_KEY = "var/lib/dkms/mok.key"
+SOURCES: dict[str, Citation] = {
+    "dkms-mok-key": Citation(
+        "dell/dkms dkms_framework.conf (the framework's documented defaults)",
+        "https://github.com/dell/dkms/blob/master/dkms_framework.conf",
+        "Location of the key and certificate files used for Secure boot ... (default: /var/lib/dkms): "
+        "# mok_signing_key=/var/lib/dkms/mok.key # mok_certificate=/var/lib/dkms/mok.pub",
+    ),
+}
 #: Identity and secrets (globs, relative to the tree's root): removed, then checked absent.
 IDENTITY: tuple[str, ...] = (
     "etc/ssh/ssh_host_*",
@@ -31,6 +44,7 @@ IDENTITY: tuple[str, ...] = (
     "var/lib/dbus/machine-id",
     "var/lib/systemd/random-seed",
     "var/lib/systemd/credential.secret",
+    DKMS_MOK_KEY,
 )
 #: Daemons that join the cluster, not started at boot from the image: apply enables and starts them
 #: once the node's current config and key are in place. Their packages enable them when installed
