@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from gpuforge.image.safe_files import write_in_tree
 from gpuforge.lab.vagrant_box import HOST_KEYS_UNIT  # the one unit: Vagrant boxes and images alike
 from gpuforge.spec.citation import Citation
 
@@ -97,16 +98,9 @@ def strip_tree(root: str, kept: set[str] | frozenset[str] = frozenset()) -> list
     for rel, text in REWRITE.items():
         if "/" + rel in kept:
             continue
-        path = os.path.join(root, rel)
-        if os.path.islink(path):
-            os.unlink(path)
-        with open(path, "w") as f:
-            f.write(text)
-        os.chmod(path, 0o444 if rel == "etc/machine-id" else 0o644)
+        write_in_tree(root, rel, text.encode(), 0o444 if rel == "etc/machine-id" else 0o644)
         done.append(rel)
-    unit = os.path.join(root, HOST_KEYS_UNIT_PATH)
-    with open(unit, "w") as f:
-        f.write(HOST_KEYS_UNIT)
+    write_in_tree(root, HOST_KEYS_UNIT_PATH, HOST_KEYS_UNIT.encode(), 0o644)
     wants = os.path.join(root, HOST_KEYS_WANTS)
     os.makedirs(os.path.dirname(wants), exist_ok=True)
     if not os.path.lexists(wants):
