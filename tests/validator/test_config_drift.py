@@ -21,6 +21,7 @@ from .vhelpers import FakeCluster, lab_spec
 
 SLURM_CONF = "/etc/slurm/slurm.conf"
 MUNGE_KEY = "/etc/munge/munge.key"
+SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 
 
 @pytest.fixture
@@ -119,3 +120,33 @@ def test_a_drift_diff_hides_the_nodes_credentials_in_every_format(tmp_path: Path
     for out in shown:
         for secret in (NODE_PASSWORD, NODE_TOKEN, SPEC_PASSWORD, "olduser:", "qu3ry"):
             assert secret not in out, f"{secret!r} is shown:\n{out}"
+
+
+def test_a_secret_bearing_file_edited_on_the_node_is_content_differs_without_a_diff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review item 9: slurmdbd.conf edited on the node (another DebugLevel) was invisible: secrets
+    were compared by owner and mode only. With the secrets apply stored on this control host, their
+    content is compared too (digests in memory), and the message says so without a diff."""
+    from gpuforge.deploy.secrets import SecretStore
+    from gpuforge.render import render_node
+
+    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
+    spec, path = lab_spec(tmp_path)
+    secrets = SecretStore(spec.cluster.name).load()  # what apply made and wrote to the nodes
+    fake = FakeCluster(spec)
+    node1 = node_named(spec, "node1")
+    files = fake.node_files(node1)
+    real = {f.path: f for f in render_node(spec, node1, secrets) if f.secret}
+    for p, f in real.items():  # the node as apply left it: the real secrets in its files
+        files[p] = (hashlib.sha256(f.data).hexdigest(), *files[p][1:4], None)
+    assert config_result(fake, spec, path, "node1")[0] == PASS
+    dbd = real[SLURMDBD_CONF].data.decode()
+    edited = (
+        dbd.replace("DebugLevel=info", "DebugLevel=debug5") if "DebugLevel=" in dbd else dbd + "DebugLevel=debug5\n"
+    )
+    files[SLURMDBD_CONF] = (hashlib.sha256(edited.encode()).hexdigest(), *files[SLURMDBD_CONF][1:4], None)
+    status, message = config_result(fake, spec, path, "node1")
+    assert status == FAIL and message.splitlines()[0].endswith(f"{SLURMDBD_CONF}: content differs"), message
+    assert len(message.splitlines()) == 1, "no diff of a secret-bearing file"
+    assert secrets.slurmdbd_db_password not in message and "debug5" not in message
