@@ -8,6 +8,7 @@ would leave a file behind.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -71,3 +72,25 @@ def test_check_refuses_jinja_in_a_site_path(tmp_path: Path, delimiter: str, fiel
     cp = run_cli("check", str(spec))
     assert cp.returncode == 2 and f"site.ansible[0].{field}" in cp.stdout + cp.stderr, cp.stdout + cp.stderr
     assert "Jinja" in cp.stdout + cp.stderr and "Traceback" not in cp.stderr
+
+
+def test_extra_vars_reach_a_task_as_the_plain_text_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extra vars file as ``run_step`` has ansible-runner write it (``unsafe``): a task sees the
+    value as a string, the lookup in it printed, never run."""
+    import json
+    import subprocess
+    import sys
+
+    from gpuforge.extensions.ansible_inventory import unsafe
+
+    (tmp_path / "vars.json").write_text(json.dumps(unsafe({"site_value": LOOKUP, "n": 3})))
+    (tmp_path / "play.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  connection: local\n  tasks:\n"
+        '    - debug: {msg: "v={{ site_value }} n={{ n }} type={{ site_value | type_debug }}"}\n'
+    )
+    env = {**os.environ, "HOME": str(tmp_path), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "ANSIBLE_NOCOLOR": "1"}
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    cp = subprocess.run([playbook, "-i", "localhost,", "-e", "@vars.json", "play.yml"], cwd=tmp_path, env=env,
+                        capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert f"v={LOOKUP} n=3 type=str" in cp.stdout and not (tmp_path / "MARK").exists()
