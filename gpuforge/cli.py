@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from gpuforge.console import console
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
@@ -426,6 +427,7 @@ def apply_exit_code(result: ApplyResult) -> int:
 def _print_apply(result: ApplyResult, spec: Path, json_out: bool) -> None:
     """The result as a table or JSON; errors and notes (a command's output) with URL credentials hidden."""
     from gpuforge.spec.redact import redact_url_credentials as shown
+    from gpuforge.validator.report import terminal_safe
 
     if json_out:
         hosts = {
@@ -451,10 +453,10 @@ def _print_apply(result: ApplyResult, spec: Path, json_out: bool) -> None:
             state, detail = "[magenta]WAITING[/]", f"{result.waiting[name]}\n{detail}"
         if h.notes:
             detail += "\n" + "\n".join(h.notes)
-        table.add_row(name, state, shown(detail))
+        table.add_row(name, state, Text(terminal_safe(shown(detail))))  # node text: no markup, no escapes
     for name, why in result.waiting.items():
         if name not in result.hosts:
-            table.add_row(name, "[magenta]WAITING[/]", why)
+            table.add_row(name, "[magenta]WAITING[/]", Text(terminal_safe(why)))
     out.print(table)
     out.print(f"{result.changes} change(s)")
     if result.waiting:
@@ -493,6 +495,7 @@ def log_cmd(
 ) -> None:
     """What each apply did: every step on every node, with its command, result and time (the run logs)."""
     from gpuforge.deploy.runlog import BadSince, parse_since, read_entries, run_files, runs_dir, select_entries
+    from gpuforge.validator.report import terminal_safe
 
     try:
         after = parse_since(since) if since is not None else None
@@ -515,7 +518,7 @@ def log_cmd(
         return
     for entries in runs:
         for entry in entries:
-            print(json.dumps(entry) if json_out else log_line(entry))
+            print(json.dumps(entry) if json_out else terminal_safe(log_line(entry)))
 
 
 def log_line(entry: dict[str, Any]) -> str:

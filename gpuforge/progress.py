@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from rich.console import Console
 from rich.status import Status
+from rich.text import Text
 
 
 class Milestone(str):
@@ -30,17 +31,27 @@ class Milestone(str):
     __slots__ = ()
 
 
+#: C0/C1 control characters but tab and newline: what a terminal would act on (cursor moves, OSC 52).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def control_safe(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN`` (what came from a node may hold any)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def status_printer(console: Console, status: Status) -> Callable[[str], None]:
     """An ``on_event`` for the CLI: every message in the status line (terminals), and each
     :class:`Milestone` also printed as a plain line (kept in CI logs)."""
 
     def on_event(message: str) -> None:
+        safe = Text(control_safe(message))  # messages quote node text: never markup, never an escape sequence
         if isinstance(message, Milestone):
             progress_log.info("%s", message)
-            console.print(message, markup=False, highlight=False)
+            console.print(safe, highlight=False)
         else:
             progress_log.debug("%s", message)
-        status.update(message)
+        status.update(safe)
 
     return on_event
 
@@ -77,7 +88,7 @@ class _Redacting(logging.Filter):
         self.redact = redact
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = _SECRET_ARGS.sub(r"\1'<redacted>'", _ANSI.sub("", record.getMessage()))
+        text = control_safe(_SECRET_ARGS.sub(r"\1'<redacted>'", _ANSI.sub("", record.getMessage())))
         record.msg, record.args = self.redact(text), None
         return True
 

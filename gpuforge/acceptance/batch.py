@@ -21,6 +21,7 @@ import json
 import re
 import shlex
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -29,12 +30,18 @@ from typing import Any
 from gpuforge.acceptance import tools
 from gpuforge.spec import Spec, hostlist
 from gpuforge.spec.acceptance import GroupBy
+from gpuforge.spec.bounded_read import bounded_json, inflate
 from gpuforge.spec.model import Role, Scheduler
 from gpuforge.spec.nodes import Node, resolve_nodes, select_nodes
 
 RUNNER_ENV = "GFACCEPT_RUNNER"
 CONFIG_ENV = "GFACCEPT_CONFIG"
-OUTPUT_DIR = "/var/tmp"
+#: Where the job's output lands on its batch host, to be read back and trusted: root's own folder
+#: (0755 root, made by every apply), never a world-writable one such as /var/tmp, where another
+#: user could plant the next job's file (a link, or a file it keeps writing forged lines into).
+OUTPUT_DIR = "/var/lib/gpuforge"
+#: The job's working directory (its scratch files are mktemp's).
+WORK_DIR = "/var/tmp"
 #: Where a node keeps its own copy of its report (read it there when the job's output is lost).
 KEEP_DIR = "/var/lib/gpuforge/accept"
 JOB_PREFIX = "gpuforge-accept"
@@ -120,7 +127,7 @@ def runner_steps(spec: Spec, gpus: bool = True) -> list[dict[str, Any]]:
     if st.memory.enabled:
         steps.append(step("memory", tools.stress_memory(st.memory), st.memory.seconds))
     if st.disk.enabled:
-        steps.append(step("disk", tools.fio(st.disk), st.disk.seconds, cleanup=[tools.fio_file(st.disk)]))
+        steps.append(step("disk", tools.fio(st.disk), st.disk.seconds, scratch_in=st.disk.directory))
     if st.dcgm.enabled and gpus:
         steps.append(step("dcgm", tools.dcgm_diag(st.dcgm), st.dcgm.seconds, needs_gpu=True))
     if st.nccl.enabled and gpus:
@@ -157,7 +164,7 @@ def batch_script(spec: Spec, group: JobGroup, campaign: str, reservation: str | 
     head = ["#!/bin/sh", f"#SBATCH --job-name={JOB_PREFIX}-{group.name}", f"#SBATCH --nodes={k}",
             f"#SBATCH --nodelist={hostlist.compress(list(group.nodes))}", "#SBATCH --ntasks-per-node=1",
             "#SBATCH --exclusive", "#SBATCH --no-requeue", f"#SBATCH --time={time_limit_minutes(spec, group)}",
-            f"#SBATCH --output={OUTPUT_DIR}/{JOB_PREFIX}-%j.out", f"#SBATCH --chdir={OUTPUT_DIR}"]  # fmt: skip
+            f"#SBATCH --output={OUTPUT_DIR}/{JOB_PREFIX}-%j.out", f"#SBATCH --chdir={WORK_DIR}"]  # fmt: skip
     if group.partition:
         head.append(f"#SBATCH --partition={group.partition}")
     if reservation:
@@ -168,12 +175,22 @@ def batch_script(spec: Spec, group: JobGroup, campaign: str, reservation: str | 
         f"{CONFIG_ENV}='{config}'",
         f"export {RUNNER_ENV} {CONFIG_ENV}",
         'echo "GFBEGIN $SLURM_JOB_ID $(date +%s)"',
-        f"srun -N{k} --ntasks-per-node=1 --kill-on-bad-exit=0 python3 -c {shlex.quote(BOOT)}",
+        *task_layout_lines(group),
+        f'SLURM_HOSTFILE="$gfhosts" srun -N{k} -n{k} --distribution=arbitrary --label --kill-on-bad-exit=0 '
+        f"python3 -c {shlex.quote(BOOT)}",
         'echo "GFSTEP nodes rc=$?"',
+        'rm -f "$gfhosts"',
     ]
     body += _spanning_steps(spec, group)
     body.append('echo "GFEND $(date +%s)"')
     return "\n".join(head + body) + "\n"
+
+
+def task_layout_lines(group: JobGroup) -> list[str]:
+    """Shell lines writing the step's host file: task ``i`` runs on ``group.nodes[i]`` (srun's
+    ``--distribution=arbitrary`` lays tasks out in the order of ``SLURM_HOSTFILE``; ``--label``
+    prefixes each line with the task number, so :func:`decode_output` knows which node printed it)."""
+    return ["gfhosts=$(mktemp)", f"printf '%s\\n' {' '.join(shlex.quote(n) for n in group.nodes)} >\"$gfhosts\""]
 
 
 def _timed(name: str, command: str, prefix: str | None = None) -> list[str]:
@@ -226,20 +243,38 @@ class JobOutput:
     ended: bool = False
 
 
-_CHUNK = re.compile(r"^GFACCEPT (\S+) (\d+)/(\d+) ([A-Za-z0-9+/=]*)$")
-_STEP = re.compile(r"^GFSTEP (\S+)((?: [a-z]+=-?\d+)*)$")
+_CHUNK = re.compile(r"^GFACCEPT (\S{1,253}) (\d{1,6})/(\d{1,6}) ([A-Za-z0-9+/=]{0,4096})$")
+_STEP = re.compile(r"^GFSTEP (\S{1,253})((?: [a-z]{1,16}=-?\d{1,18}){0,8})$")
+#: srun --label's prefix: the task number (maybe padded with spaces), a colon and a space.
+_LABEL = re.compile(r"^ *(\d{1,9}): ")
 
 
-def decode_output(text: str) -> JobOutput:
-    """Every node's report (chunks joined in order; a node with a missing chunk is a problem)."""
+def decode_output(text: str, tasks: Sequence[str], labelled: bool = True) -> JobOutput:
+    """Every node's report (chunks joined in order; a node with a missing chunk is a problem).
+
+    Invariant: a report counts only for the node that printed it. ``labelled``: the runner step's
+    lines carry srun's task label and task ``i`` ran on ``tasks[i]`` (:func:`task_layout_lines`);
+    otherwise (a pod's log) every line is from ``tasks[0]``. A report line that claims another node,
+    or has no label, is dropped and named in ``problems``; a task's line is never read as one of the
+    batch script's own markers (``GFSTEP``, ``GFEND``, ...).
+    """
     out = JobOutput()
     chunks: dict[str, dict[int, str]] = {}
     totals: dict[str, int] = {}
     for raw in text.splitlines():
-        line = re.sub(r"^\d+: ", "", raw.rstrip("\r"))  # srun --label
+        line = raw.rstrip("\r")
+        label = _LABEL.match(line) if labelled else None
+        if label:
+            line = line[label.end() :]
+        bound = _bound_node(tasks, label, labelled)
         if m := _CHUNK.match(line):
+            if bound != m[1]:
+                out.problems.append(_claim_problem(bound, m[1]))
+                continue
             chunks.setdefault(m[1], {})[int(m[2])] = m[4]
             totals[m[1]] = int(m[3])
+        elif label:
+            continue  # a task's own line: only its report is read
         elif m := _STEP.match(line):
             out.steps[m[1]] = {k: int(v) for k, v in re.findall(r"([a-z]+)=(-?\d+)", m[2])}
         elif line.startswith("GFCONTAINER "):
@@ -251,12 +286,39 @@ def decode_output(text: str) -> JobOutput:
             out.ended = True
         elif line.strip() and not line.startswith("GFBEGIN"):
             out.container_text.append(line.strip())
+    _join_reports(out, chunks, totals)
+    return out
+
+
+def _bound_node(tasks: Sequence[str], label: re.Match[str] | None, labelled: bool) -> str | None:
+    """The node a line came from: its task's (labelled output), the log's own node, else None."""
+    if not labelled:
+        return tasks[0] if tasks else None
+    if label is None:
+        return None
+    i = int(label[1])
+    return tasks[i] if i < len(tasks) else None
+
+
+def _claim_problem(bound: str | None, claimed: str) -> str:
+    who = bound or "a line without a task label"
+    return f"{who} printed a report line for {claimed}: dropped (a node reports only for itself)"
+
+
+def _join_reports(out: JobOutput, chunks: dict[str, dict[int, str]], totals: dict[str, int]) -> None:
+    """Each node's chunks joined, decompressed at most to ``REPORT_BYTES`` and parsed (a problem
+    for that node otherwise; the part count is checked without building a list of that size)."""
     for node, parts in chunks.items():
-        if sorted(parts) != list(range(1, totals[node] + 1)):
-            out.problems.append(f"{node}: its report is incomplete ({len(parts)} of {totals[node]} parts)")
+        total = totals[node]
+        if len(parts) != total or min(parts) != 1 or max(parts) != total:
+            out.problems.append(f"{node}: its report is incomplete ({len(parts)} of {total} parts)")
             continue
         try:
-            out.reports[node] = json.loads(zlib.decompress(base64.b64decode("".join(parts[i] for i in sorted(parts)))))
-        except (ValueError, binascii.Error, zlib.error) as e:
+            doc = bounded_json(inflate(base64.b64decode("".join(parts[i] for i in sorted(parts)))))
+        except (ValueError, binascii.Error) as e:
             out.problems.append(f"{node}: its report cannot be read: {e}")
-    return out
+            continue
+        if not isinstance(doc, dict) or doc.get("node", node) != node:
+            out.problems.append(f"{node}: its report names another node: dropped")
+            continue
+        out.reports[node] = doc

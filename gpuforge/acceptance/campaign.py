@@ -178,7 +178,9 @@ def _collect(cluster: Cluster, runs: dict[str, GroupRun], raw_dir: Path | None, 
         if raw_dir is not None:
             raw_dir.mkdir(parents=True, exist_ok=True)
             (raw_dir / f"{name}.out").write_text(done.stdout)
-        outputs[name] = batch.decode_output(done.stdout)
+        outputs[name] = batch.decode_output(done.stdout, run.nodes)
+        if outputs[name].problems:
+            run.note = "; ".join([*([run.note] if run.note else []), *outputs[name].problems[:5]])
         say(f"{name}: {len(outputs[name].reports)} of {len(run.nodes)} node report(s) read from {run.batch_host}")
     return outputs
 

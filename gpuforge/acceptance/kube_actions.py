@@ -238,18 +238,22 @@ def parse_state(text: str) -> tuple[dict[str, KubeJob], dict[str, tuple[str, str
 
 
 def logs_command(spec: Spec, jobs: dict[str, str]) -> str:
-    """Each Job's log (``jobs``: node -> Job name) between ``GFLOG <node> begin`` and ``GFLOG <node> end rc=``."""
+    """Each Job's log (``jobs``: node -> Job name) between ``GFLOG <node> begin`` and ``GFLOG <node> end rc=``,
+    every line of it prefixed ``| `` (a pod cannot print a marker that ends its log or opens another node's)."""
     ns = shlex.quote(spec.acceptance.kubernetes.namespace)
     parts = []
     for node, name in jobs.items():
         n = shlex.quote(node)
-        parts.append(f"echo GFLOG {n} begin; {KUBECTL} logs -n {ns} {shlex.quote('job/' + name)} --tail=-1 2>&1; "
-                     f"echo GFLOG {n} end rc=$?")  # fmt: skip
+        job = shlex.quote("job/" + name)
+        parts.append(
+            f'echo GFLOG {n} begin; f=$(mktemp); {KUBECTL} logs -n {ns} {job} --tail=-1 >"$f" 2>&1; rc=$?; '
+            f'sed \'s/^/| /\' "$f"; rm -f "$f"; echo GFLOG {n} end rc=$rc'
+        )
     return "\n".join(parts) or "true"
 
 
 def parse_logs(text: str) -> dict[str, tuple[str, int]]:
-    """Per node: (its log, kubectl's exit status)."""
+    """Per node: (its log, kubectl's exit status); only ``| ``-prefixed lines are the pod's."""
     out: dict[str, tuple[str, int]] = {}
     node: str | None = None
     lines: list[str] = []
@@ -260,8 +264,8 @@ def parse_logs(text: str) -> dict[str, tuple[str, int]]:
         elif m and node == m[1]:
             out[m[1]] = ("\n".join(lines), int(m[3]))
             node = None
-        elif node is not None:
-            lines.append(line)
+        elif node is not None and line.startswith("| "):
+            lines.append(line[2:])
     return out
 
 

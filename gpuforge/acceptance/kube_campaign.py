@@ -167,7 +167,9 @@ def _collect(
             (raw_dir / f"{node}.log").write_text(text)
         if rc != 0:
             runs[node].note = (runs[node].note + "; " if runs[node].note else "") + f"kubectl logs: exit {rc}"
-        outputs[node] = batch.decode_output(text)
+        outputs[node] = batch.decode_output(text, [node], labelled=False)
+        if outputs[node].problems:
+            runs[node].note = "; ".join([*([runs[node].note] if runs[node].note else []), *outputs[node].problems[:5]])
     say(f"{sum(bool(o.reports) for o in outputs.values())} of {len(wanted)} node report(s) read")
     return outputs
 

@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 
@@ -59,11 +60,27 @@ def expand(argv: list[str], values: dict[str, str]) -> list[str]:
 
 
 def run_step(step: dict, values: dict[str, str]) -> dict:
-    """Run one step; its record (``status``: ran, missing, skipped)."""
+    """Run one step; its record (``status``: ran, missing, skipped). A step with ``scratch_in`` gets
+    ``{scratch}``: a fresh 0700 directory made there (``mkdtemp``: a name nobody can plant a link at
+    beforehand), removed with everything in it once the step is over."""
+    name = step["name"]
+    if step.get("needs_gpu") and int(values.get("gpus", "0")) < 1:
+        return {"name": name, "status": "skipped", "reason": "no GPUs in this node (spec)"}
+    if not step.get("scratch_in"):
+        return _run(step, values)
+    try:
+        scratch = tempfile.mkdtemp(prefix=".gpuforge-accept-", dir=step["scratch_in"])
+    except OSError as e:
+        return {"name": name, "status": "missing", "reason": f"cannot make a scratch folder: {e}"}
+    try:
+        return _run(step, {**values, "scratch": scratch})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(step: dict, values: dict[str, str]) -> dict:
     name = step["name"]
     record: dict = {"name": name}
-    if step.get("needs_gpu") and int(values.get("gpus", "0")) < 1:
-        return {**record, "status": "skipped", "reason": "no GPUs in this node (spec)"}
     argv = expand(list(step["argv"]), values)
     if shutil.which(argv[0]) is None:
         return {**record, "status": "missing", "reason": f"{argv[0]} is not installed (not on PATH)"}

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuforge.probes.dcgm import parse_dcgmi_diag
 from gpuforge.probes.nccl_tests import parse_nccl
+from gpuforge.spec.bounded_read import NodeOutputError, bounded_json
 
 PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
 STATUSES = (PASS, FAIL, ERROR, SKIP)
@@ -194,20 +195,21 @@ def judge_health(record: dict[str, Any]) -> StepResult:
     took = float(record.get("duration_s") or 0.0)
     doc = next((_json(line) for line in reversed(str(record.get("stdout", "")).splitlines()) if line.startswith("{")),
                None)  # fmt: skip
-    if not isinstance(doc, dict) or "results" not in doc:
+    entries = doc.get("results") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(r, dict) for r in entries):
         return StepResult("health", ERROR, f"gpuforge-health printed no report (exit {record.get('rc')})", {}, took)
-    failed = [r for r in doc["results"] if r.get("status") == "fail"]
+    failed = [r for r in entries if r.get("status") == "fail"]
     if failed:
         ids = ", ".join(str(r.get("id")) for r in failed)
         first = " ".join(str(failed[0].get("message")).split())
         return StepResult("health", FAIL, f"{ids} failed ({failed[0].get('id')}: {first})"[:300], {}, took)
-    return StepResult("health", PASS, f"{len(doc['results'])} node check(s), none failed", {}, took)
+    return StepResult("health", PASS, f"{len(entries)} node check(s), none failed", {}, took)
 
 
 def _json(line: str) -> Any:
     try:
-        return json.loads(line)
-    except ValueError:
+        return bounded_json(line)
+    except NodeOutputError:
         return None
 
 

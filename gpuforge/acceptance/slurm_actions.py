@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 from gpuforge.spec import hostlist
 
+#: batch.OUTPUT_DIR: root's folder on the batch host where the job's output is written and read back.
+JOB_OUTPUT_DIR = "/var/lib/gpuforge"
+
 ACCEPT_TAG = "gpuforge: accept:"
 REPLACE_TAG = "gpuforge: replace:"
 OUR_TAGS = (ACCEPT_TAG, REPLACE_TAG)
@@ -102,7 +105,7 @@ def cancel_command(job_ids: list[str]) -> str:
 
 def output_command(job_id: str, remove: bool = True) -> str:
     """The job's output file on its batch host (``cat``), removed afterwards unless ``remove`` is off."""
-    path = f"/var/tmp/gpuforge-accept-{int(job_id)}.out"
+    path = f"{JOB_OUTPUT_DIR}/gpuforge-accept-{int(job_id)}.out"  # batch.OUTPUT_DIR (a test keeps them equal)
     return f"cat {path}" + (f" && rm -f {path}" if remove else "")
 
 

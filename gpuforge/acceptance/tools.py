@@ -72,7 +72,10 @@ SOURCES: dict[str, Citation] = {
         "srun(1), slurm.schedmd.com/srun.html",
         "https://slurm.schedmd.com/srun.html",
         "inside an allocation a step uses its nodes: -N, --ntasks-per-node, --kill-on-bad-exit=0 (a failing task "
-        "does not end the others), --mpi=<plugin> (pmix, pmi2)",
+        "does not end the others), --mpi=<plugin> (pmix, pmi2); '-l, --label Prepend task number to lines of "
+        "stdout/err'; -m arbitrary: 'The arbitrary method of distribution will allocate processes in-order as listed "
+        "in file designated by the environment variable SLURM_HOSTFILE ... If specifying a task count (-n, "
+        "--ntasks=<number>), your tasks will be laid out on the nodes in the order of the file'",
     ),
     "scontrol": Citation(
         "scontrol(1), slurm.schedmd.com/scontrol.html (SchedMD/slurm doc/man/man1/scontrol.1)",
@@ -108,8 +111,10 @@ def stress_memory(step: MemoryStep) -> list[str]:
 
 
 def fio_file(step: DiskStep) -> str:
-    """The test file (``{job}``: the Slurm job id, filled in on the node); removed after the run."""
-    return f"{step.directory.rstrip('/')}/.gpuforge-accept-{{job}}.fio"
+    """The test file, in the runner's fresh scratch folder under ``step.directory`` (``{scratch}``,
+    made by ``mkdtemp`` on the node and removed after the run): never a predictable path in a
+    world-writable folder, where a planted link would have root's fio overwrite its target."""
+    return "{scratch}/gpuforge-accept.fio"
 
 
 def fio(step: DiskStep) -> list[str]:

@@ -15,24 +15,18 @@ from pathlib import Path
 
 from gpuforge.deploy.k8s_pki import generate_pki
 from gpuforge.render.files import Secrets
+from gpuforge.spec.state_dir import DB_PASSWORD_FILE, MUNGE_KEY_FILE, secrets_dir, state_root
+
+__all__ = ["SecretStore", "state_root"]
 
 MUNGE_KEY_BYTES = 1024
-
-
-def state_root() -> Path:
-    """Where gpuforge keeps per-cluster state on the control host."""
-    env = os.environ.get("GPUFORGE_STATE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gpuforge"
 
 
 class SecretStore:
     """A cluster's secrets directory."""
 
     def __init__(self, cluster: str, root: Path | None = None) -> None:
-        self.dir = (root or state_root()) / cluster / "secrets"
+        self.dir = secrets_dir(cluster, root)
 
     def _ensure_dir(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -60,15 +54,15 @@ class SecretStore:
             os.unlink(tmp)
 
     def munge_key(self) -> bytes:
-        return self._read_or_create("munge.key", pysecrets.token_bytes(MUNGE_KEY_BYTES))
+        return self._read_or_create(MUNGE_KEY_FILE, pysecrets.token_bytes(MUNGE_KEY_BYTES))
 
     def rotate_munge_key(self) -> bytes:
         """Replace the munge key (the next apply pushes it and restarts munge everywhere)."""
-        (self.dir / "munge.key").unlink(missing_ok=True)
+        (self.dir / MUNGE_KEY_FILE).unlink(missing_ok=True)
         return self.munge_key()
 
     def db_password(self) -> str:
-        return self._read_or_create("slurmdbd-db-password", pysecrets.token_urlsafe(24).encode()).decode()
+        return self._read_or_create(DB_PASSWORD_FILE, pysecrets.token_urlsafe(24).encode()).decode()
 
     def kubernetes_pki(self) -> dict[str, bytes]:
         """The Kubernetes cluster's shared keys (``gpuforge.deploy.k8s_pki``), made once, as a whole:

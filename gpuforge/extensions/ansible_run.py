@@ -10,7 +10,10 @@ Invariants:
   with its message (``ignore_errors`` tasks are not failures), unreachable hosts; a run that fails
   before any host reports (a syntax error, a missing module) fails every host it was given with the
   end of Ansible's output;
-- ``check=True`` is Ansible's check mode with ``--diff``: nothing changes on the nodes.
+- ``check=True`` is Ansible's check mode with ``--diff``: nothing changes on the nodes;
+- every string gpuforge hands to Ansible (the role's path, the extra vars, the inventory) is marked
+  unsafe (``ansible_inventory.unsafe``), so Ansible never templates it on the control host (the
+  spec's folder name is not checked by the spec, so this is the guard, not the spec's checks).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuforge.extensions.ansible_inventory import ansible_inventory, target_groups
+from gpuforge.extensions.ansible_inventory import ansible_inventory, target_groups, unsafe
 from gpuforge.probes.vagrant import VagrantHost
 from gpuforge.spec import Spec
 from gpuforge.spec.extensions import AnsibleStep
@@ -73,7 +76,7 @@ def ansible_playbook_binary() -> str:
 
 
 def role_play(spec: Spec, step: AnsibleStep, spec_dir: Path) -> list[dict[str, Any]]:
-    """The one play that applies a role step to its target groups."""
+    """The one play that applies a role step to its target groups; the role's path is unsafe text."""
     assert step.role is not None
     return [
         {
@@ -81,7 +84,7 @@ def role_play(spec: Spec, step: AnsibleStep, spec_dir: Path) -> list[dict[str, A
             "hosts": ":".join(target_groups(spec, step.targets)),
             "gather_facts": True,
             "become": step.become and spec.ssh.user != "root",
-            "roles": [{"role": str((spec_dir / step.role).resolve())}],
+            "roles": [{"role": unsafe(str((spec_dir / step.role).resolve()))}],
         }
     ]
 
@@ -193,7 +196,7 @@ def run_step(
             playbook=playbook,
             inventory=ansible_inventory(spec, hosts, vagrant),
             limit=",".join(hosts),
-            extravars=dict(step.vars) or None,
+            extravars=unsafe(dict(step.vars)) or None,
             envvars=envvars,
             cmdline="--check --diff" if check else None,
             quiet=True,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from gpuforge.deploy.secrets import SecretStore
 from gpuforge.image import bootable, oci, qcow2, strip, tarball
 from gpuforge.image.manifest import image_manifest, write_json
 from gpuforge.image.record import image_record, record_text
+from gpuforge.image.safe_files import private_temp, write_in_tree
 from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, group_nodes
 from gpuforge.lab import core
 from gpuforge.lab.lab_record import LabPaths, LabState
@@ -85,12 +85,13 @@ def build_lab(name: str, subnet: str, log: Log) -> Iterator[LabState]:
 
 @contextlib.contextmanager
 def build_spec_file(spec_path: Path, lab: LabState) -> Iterator[Path]:
-    """The spec as the build runs it, beside the spec (its relative paths still hold); removed after."""
+    """The spec as the build runs it, beside the spec (its relative paths still hold) in a file only this
+    build created (``mkstemp``: no name to plant a link at beforehand); removed after."""
     data = yaml.safe_load(spec_path.read_text())
     fitted = build_spec_data(data, lab.ssh_key, lab.known_hosts, lab.mirror_url)
-    path = spec_path.resolve().parent / f".gpuforge-image-build-{os.getpid()}.yaml"
-    path.write_text(yaml.safe_dump(fitted, sort_keys=False))
+    path = Path(private_temp(str(spec_path.resolve().parent), ".gpuforge-image-build-", ".yaml"))  # O_EXCL, 0600
     try:
+        path.write_text(yaml.safe_dump(fitted, sort_keys=False))
         yield path
     finally:
         path.unlink(missing_ok=True)
@@ -134,11 +135,7 @@ def finish_tree(tree: str, record: dict[str, object], secrets: list[bytes], kept
     """Strip, write the image record, then check: raise when anything the image must not carry is left."""
     removed = strip.strip_tree(tree, kept)
     log(f"stripped {len(removed)} path(s) of identity and run state")
-    path = os.path.join(tree, IMAGE_RECORD_PATH.lstrip("/"))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(record_text(record))
-    os.chmod(path, 0o644)
+    write_in_tree(tree, IMAGE_RECORD_PATH, record_text(record).encode(), 0o644)
     found = strip.findings(tree, secrets)
     if found:
         raise ImageBuildError("the image still holds: " + "; ".join(str(f) for f in found[:10]))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.deploy.image_mode import FileKey
+from gpuforge.image.safe_files import write_file
 
 
 def installed_packages(tree: str) -> dict[str, str]:
@@ -47,4 +48,4 @@ def image_manifest(tree: str, record: dict[str, Any], common: frozenset[FileKey]
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
-    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_file(str(path), (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())

@@ -19,6 +19,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
+from gpuforge.image.safe_files import private_temp, replacing, write_file
 from gpuforge.spec.citation import Citation
 
 SPEC = "https://github.com/opencontainers/image-spec/blob/main"
@@ -58,9 +59,7 @@ class Blob:
 
 def _put(layout: str, data: bytes) -> Blob:
     digest = hashlib.sha256(data).hexdigest()
-    path = os.path.join(layout, "blobs", "sha256", digest)
-    with open(path, "wb") as f:
-        f.write(data)
+    write_file(os.path.join(layout, "blobs", "sha256", digest), data)
     return Blob(f"sha256:{digest}", len(data))
 
 
@@ -70,7 +69,7 @@ def _json(doc: dict[str, Any]) -> bytes:
 
 def _gzip_layer(layout: str, tar_path: str) -> tuple[Blob, str]:
     """The gzip of ``tar_path`` as a blob (streamed), and the uncompressed tar's digest (diff_id)."""
-    tmp = os.path.join(layout, "blobs", "sha256", ".layer.partial")
+    tmp = private_temp(os.path.join(layout, "blobs", "sha256"), ".layer.", ".partial")
     raw, packed = hashlib.sha256(), hashlib.sha256()
     with (
         open(tar_path, "rb") as src,
@@ -119,17 +118,15 @@ def write_layout(
         "mediaType": INDEX_MEDIA_TYPE,
         "manifests": [manifest_blob.descriptor(MANIFEST_MEDIA_TYPE, annotations={REF_NAME: ref})],
     }
-    with open(os.path.join(layout, "index.json"), "wb") as f:
-        f.write(_json(index))
-    with open(os.path.join(layout, "oci-layout"), "wb") as f:
-        f.write(_json({"imageLayoutVersion": LAYOUT_VERSION}))
+    write_file(os.path.join(layout, "index.json"), _json(index))
+    write_file(os.path.join(layout, "oci-layout"), _json({"imageLayoutVersion": LAYOUT_VERSION}))
     return manifest_blob.digest
 
 
 def archive_layout(layout: str, out: str) -> None:
     """The layout as one tar (an OCI archive, what ``wwctl image import FILE`` takes), sorted,
     numeric owners 0."""
-    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
+    with replacing(out) as tmp, tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
         for folder, dirs, files in os.walk(layout):
             dirs.sort()
             for name in sorted(files):

@@ -12,6 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from gpuforge.image.safe_files import private_temp, replacing
+
 TOOLS = {"mkfs.ext4": "e2fsprogs", "qemu-img": "qemu-utils"}
 #: Free room on the filesystem beyond the tree's size (fraction), and its minimum size.
 HEADROOM = 0.5
@@ -47,10 +49,13 @@ def convert_argv(raw: str, out: str) -> list[str]:
 
 
 def write_qcow2(tree: str, out: Path) -> Path:
-    raw = str(out) + ".raw"
+    """The qcow2 of ``tree`` at ``out``: the raw disk in a private temp file beside it, the qcow2
+    written to another and renamed over ``out`` (no predictable name a link could be planted at)."""
+    raw = private_temp(os.path.dirname(os.path.abspath(out)), f".{out.name}.", ".raw")
     try:
         subprocess.run(mkfs_argv(tree, raw, disk_bytes(tree_bytes(tree))), check=True, capture_output=True)
-        subprocess.run(convert_argv(raw, str(out)), check=True, capture_output=True)
+        with replacing(str(out)) as tmp:
+            subprocess.run(convert_argv(raw, tmp), check=True, capture_output=True)
     finally:
         if os.path.exists(raw):
             os.unlink(raw)

@@ -2,7 +2,8 @@
 then checked absent (:func:`findings`).
 
 Invariants: after :func:`strip_tree` the tree has no SSH host key, an empty machine-id, no munge
-key or seed, no authorized key of the build, no apt proxy of the build, no gpuforge run state
+key or seed, no DKMS module-signing key, no authorized key of the build, no apt proxy of the
+build, no gpuforge run state
 (``/var/lib/gpuforge``, ``/etc/gpuforge/k8s``), no package lists or downloaded packages; each node
 makes its own identity at boot (the lab writes it; elsewhere systemd makes the machine-id and
 :data:`HOST_KEYS_UNIT` the host keys). :func:`findings` is the check a test and every build run.
@@ -16,8 +17,21 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from gpuforge.image.safe_files import write_in_tree
 from gpuforge.lab.vagrant_box import HOST_KEYS_UNIT  # the one unit: Vagrant boxes and images alike
+from gpuforge.spec.citation import Citation
 
+#: DKMS's module-signing key (its default ``mok_signing_key``): a private key every node of the image
+#: would share, able to sign kernel modules its Secure Boot trusts. Removed: DKMS makes a node its own.
+DKMS_MOK_KEY = "var/lib/dkms/mok.key"
+SOURCES: dict[str, Citation] = {
+    "dkms-mok-key": Citation(
+        "dell/dkms dkms_framework.conf (the framework's documented defaults)",
+        "https://github.com/dell/dkms/blob/master/dkms_framework.conf",
+        "Location of the key and certificate files used for Secure boot ... (default: /var/lib/dkms): "
+        "# mok_signing_key=/var/lib/dkms/mok.key # mok_certificate=/var/lib/dkms/mok.pub",
+    ),
+}
 #: Identity and secrets (globs, relative to the tree's root): removed, then checked absent.
 IDENTITY: tuple[str, ...] = (
     "etc/ssh/ssh_host_*",
@@ -31,6 +45,7 @@ IDENTITY: tuple[str, ...] = (
     "var/lib/dbus/machine-id",
     "var/lib/systemd/random-seed",
     "var/lib/systemd/credential.secret",
+    DKMS_MOK_KEY,
 )
 #: Daemons that join the cluster, not started at boot from the image: apply enables and starts them
 #: once the node's current config and key are in place. Their packages enable them when installed
@@ -83,16 +98,9 @@ def strip_tree(root: str, kept: set[str] | frozenset[str] = frozenset()) -> list
     for rel, text in REWRITE.items():
         if "/" + rel in kept:
             continue
-        path = os.path.join(root, rel)
-        if os.path.islink(path):
-            os.unlink(path)
-        with open(path, "w") as f:
-            f.write(text)
-        os.chmod(path, 0o444 if rel == "etc/machine-id" else 0o644)
+        write_in_tree(root, rel, text.encode(), 0o444 if rel == "etc/machine-id" else 0o644)
         done.append(rel)
-    unit = os.path.join(root, HOST_KEYS_UNIT_PATH)
-    with open(unit, "w") as f:
-        f.write(HOST_KEYS_UNIT)
+    write_in_tree(root, HOST_KEYS_UNIT_PATH, HOST_KEYS_UNIT.encode(), 0o644)
     wants = os.path.join(root, HOST_KEYS_WANTS)
     os.makedirs(os.path.dirname(wants), exist_ok=True)
     if not os.path.lexists(wants):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import subprocess
 
+from gpuforge.image.safe_files import replacing
+
 TAR_OPTIONS: tuple[str, ...] = (
     "--sort=name",
     "--numeric-owner",
@@ -26,7 +28,9 @@ def tar_argv(root: str, out: str) -> list[str]:
 
 
 def write_tarball(root: str, out: str) -> None:
-    subprocess.run(tar_argv(root, out), check=True, capture_output=True, text=True)
+    """``root`` as a tarball at ``out``, written to a private temp file and renamed over it."""
+    with replacing(out) as tmp:
+        subprocess.run(tar_argv(root, tmp), check=True, capture_output=True, text=True)
 
 
 def extract_argv(tarball: str, dest: str) -> list[str]:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from gpuforge.spec import Spec, resolve_nodes
+from gpuforge.spec.bounded_read import NodeOutputError, run_bounded
 
 
 def ssh_argv(
@@ -28,17 +29,17 @@ def ssh_argv(
 def run(
     spec: Spec, spec_path: str | Path, node_name: str, command: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` on a node; never raises for a failing command (see returncode)."""
+    """Run ``command`` on a node; never raises for a failing command (see returncode). At most
+    ``NODE_OUTPUT_BYTES`` of each stream is read: more is an error (exit 1), never held whole."""
+    argv = ssh_argv(spec, spec_path, node_name, command)
     try:
-        return subprocess.run(
-            ssh_argv(spec, spec_path, node_name, command),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        done = run_bounded(argv, b"", timeout)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(e.cmd, 124, "", f"timed out after {timeout:.0f} s")
+    except NodeOutputError as e:
+        return subprocess.CompletedProcess(argv, 1, "", f"{node_name}: {e}")
+    out, err = (b.decode("utf-8", "replace") for b in (done.stdout, done.stderr))
+    return subprocess.CompletedProcess(argv, done.returncode, out, err)
 
 
 def wait_reachable(spec: Spec, spec_path: str | Path, node_name: str, up: bool, timeout: float) -> bool:

@@ -42,8 +42,8 @@ def parse_image_record(lines: list[str]) -> ImageRecord:
         return ImageRecord()
     try:
         doc = json.loads(text)
-    except ValueError as exc:
-        return ImageRecord(problem=f"not JSON: {exc}")
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser goes
+        return ImageRecord(problem=f"not JSON: {str(exc)[:200]}")
     if not isinstance(doc, dict) or not isinstance(doc.get("layers"), dict):
         return ImageRecord(problem="no 'layers' object")
 

@@ -35,13 +35,21 @@ SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 DCGM_CORE_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS")
 
 
+def holds_credentials(f: RenderedFile) -> bool:
+    """A file whose content is or carries a secret: a secret (the munge key, slurmdbd.conf) or a
+    file shown redacted (Alertmanager's config with its webhook URLs)."""
+    return f.secret or f.redact is not None
+
+
 def managed_manifest(files: list[RenderedFile]) -> list[dict[str, Any]]:
     """What the health check compares the node's managed files with: path, owner, group, mode and,
-    for a non-secret rendered text, its sha256 (None for a secret or a file copied from the control
-    host: those are compared by owner and mode only, so no digest of a secret is ever written)."""
+    for a rendered text without credentials, its sha256 (None for a file holding credentials or
+    copied from the control host: compared by owner and mode only, so no digest a word list could
+    reverse to a password is ever written)."""
     out = []
     for f in sorted(files, key=lambda f: f.path):
-        sha = None if f.secret or isinstance(f.content, LocalSource) else hashlib.sha256(f.data).hexdigest()
+        plain = not holds_credentials(f) and not isinstance(f.content, LocalSource)
+        sha = hashlib.sha256(f.data).hexdigest() if plain else None
         out.append({"path": f.path, "sha256": sha, "mode": f.mode.zfill(4), "owner": f.owner, "group": f.group})
     return out
 
@@ -142,7 +150,7 @@ def health_files(spec: Spec, node: Node, secrets: Secrets | None, managed: list[
         return []
     return [
         RenderedFile(HEALTH_PROGRAM, node_program(), mode="0755"),
-        RenderedFile(HEALTH_CONFIG, health_config_text(spec, node, managed), mode="0644"),
+        RenderedFile(HEALTH_CONFIG, health_config_text(spec, node, managed), mode="0600"),  # root's checker only
     ]
 
 

@@ -7,7 +7,8 @@ Each value is checked for where it lands:
 - Ansible variables reach ansible-runner as extra vars (a JSON file, never a command line);
   Ansible templates strings, so no value may hold Jinja delimiters (``{{``, ``{%``, ``{#``:
   a lookup would run a command on the control host), and no name may start with ``ansible_``
-  (those override the connection: ``ansible_ssh_common_args`` could run a ProxyCommand).
+  (those override the connection: ``ansible_ssh_common_args`` could run a ProxyCommand);
+- role and playbook paths hold no Jinja delimiter either (Ansible templates a play's role name).
 """
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ def relative_path(value: str) -> str:
 RelativePath = Annotated[str, AfterValidator(relative_path)]
 
 
+def untemplated_path(value: str) -> str:
+    """A role or playbook path holds no Jinja delimiter: Ansible templates a play's role name
+    before it connects (a ``{{ lookup('pipe', ...) }}`` folder would run on the control host)."""
+    if any(d in value for d in _JINJA[:3]):
+        raise ValueError(f"{value!r} holds a Jinja delimiter ({{{{, {{% or {{#); Ansible would evaluate it")
+    return value
+
+
+#: A path Ansible is given (``site.ansible[].role`` / ``.playbook``).
+AnsiblePath = Annotated[str, AfterValidator(relative_path), AfterValidator(untemplated_path)]
+
+
 def _check_var(value: JsonValue, where: str, depth: int = 0) -> None:
     if depth > MAX_VAR_DEPTH:
         raise ValueError(f"{where}: nested deeper than {MAX_VAR_DEPTH} levels")
@@ -76,8 +89,8 @@ class AnsibleStep(StrictModel):
     """A site's Ansible role or playbook, run by ansible-runner after one of gpuforge's layers."""
 
     name: Name = live(description="Name shown in progress and reports")
-    role: RelativePath | None = live(None, "Role directory (tasks/main.yml inside), relative to the spec file")
-    playbook: RelativePath | None = live(None, "Playbook file, relative to the spec file")
+    role: AnsiblePath | None = live(None, "Role directory (tasks/main.yml inside), relative to the spec file")
+    playbook: AnsiblePath | None = live(None, "Playbook file, relative to the spec file")
     targets: list[str] = live(
         default_factory=list, description="Node roles (compute, controller, ...) or node group names; default: all"
     )

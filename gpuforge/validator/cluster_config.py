@@ -9,7 +9,16 @@ from typing import Any
 from gpuforge.probes.files import FILE_TEXTS, FileDigest
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.cluster import ClusterData, cluster_check
-from gpuforge.validator.config_drift import Drift, Expected, add_diffs, compare, describe, diff_paths, expected_files
+from gpuforge.validator.config_drift import (
+    Drift,
+    Expected,
+    add_diffs,
+    compare,
+    describe,
+    diff_paths,
+    expected_files,
+    stored_secrets,
+)
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, Outcome
 from gpuforge.validator.node.inputs import MANAGED_FILES
 
@@ -32,7 +41,7 @@ Reader = Callable[[Node, str], tuple[int, str, str]]
 def judge_config(data: ClusterData, node: Node, node_data: dict[str, Any], run: Reader) -> ConfigRead:
     """The managed files' digests as the node program read them (its ``data``, in the round trip of
     the node checks); the texts of drifted non-secret files in a second round trip."""
-    expected = expected_files(data.spec, node)
+    expected = expected_files(data.spec, node, stored_secrets(data.spec))
     if not expected:
         return ConfigRead()
     have: dict[str, FileDigest | None] | None = node_data.get(MANAGED_FILES.key)

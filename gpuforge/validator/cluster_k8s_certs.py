@@ -8,11 +8,11 @@ RFC 3339). A control plane whose soonest certificate kubeadm manages has fewer d
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 from gpuforge.spec import Role, Spec
+from gpuforge.spec.bounded_read import bounded_json
 from gpuforge.spec.nodes import Node, nodes_with
 from gpuforge.validator.cluster import GATHERERS, ClusterData, Gatherer, NodeRun, cluster_check
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP, WARNING, Outcome
@@ -24,9 +24,11 @@ QUERY = 'timeout 60 kubeadm certs check-expiration -o json 2>&1; echo "__rc=$?"'
 def parse_expiration(text: str, now: datetime) -> list[tuple[str, int]]:
     """(certificate, whole days left at ``now``) of each certificate kubeadm manages (not externally
     managed, not missing), soonest first; :class:`ValueError` for output that is not the JSON document."""
-    doc = json.loads(text)
+    doc = bounded_json(text)
     if not isinstance(doc, dict) or not isinstance(doc.get("certificates"), list):
         raise ValueError("no 'certificates' list")
+    if not all(isinstance(c, dict) for c in doc["certificates"]):
+        raise ValueError("a certificate that is not an object")
     out = []
     for cert in doc["certificates"]:
         if cert.get("externallyManaged") or cert.get("missing"):
@@ -43,7 +45,7 @@ def read_certs(data: ClusterData, run: NodeRun) -> dict[str, Any]:
         rc, text, err = run(plane, QUERY)
         body = "\n".join(line for line in text.splitlines() if not line.startswith("__rc="))
         rcs = [line.split("=", 1)[1] for line in text.splitlines() if line.startswith("__rc=")]
-        out[plane.name] = (int(rcs[-1]) if rcs and rcs[-1].isdigit() else rc, body or err)
+        out[plane.name] = (int(rcs[-1]) if rcs and rcs[-1].isdigit() and len(rcs[-1]) < 4 else rc, body or err)
     return out
 
 

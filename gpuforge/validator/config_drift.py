@@ -3,21 +3,32 @@ spec renders for that node (content, owner, mode).
 
 Read in one round trip per node (``files.digests`` of every managed path); only where a
 non-secret file's content differs, one more round trip fetches those files' texts for a unified
-diff. Secret files (the munge key, slurmdbd.conf, Kubernetes keys) are compared by owner and mode
-only, and a differing secret is never shown: the renderers hold placeholders, not the secrets.
+diff. Secret files (the munge key, slurmdbd.conf) are compared by content too when this control
+host holds the secrets apply wrote (``spec.state_dir``: read, never created): their digests are
+compared here, in memory, never printed or stored, and a difference is "content differs", never
+a diff. A secret file whose rendering does not hold a stored secret (Kubernetes keys, or no store
+here) is compared by owner and mode only.
+
+Invariant: a diff shows both sides redacted the same way (the file's own ``redact``, then
+credentials in any URL): the node's copy of a file holding credentials (an Alertmanager webhook
+password) is passed through the same function as the spec's, so no output format (terminal, JSON,
+JUnit, the run log: all take the check's message) carries them.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuforge.probes.files import FileDigest
 from gpuforge.render import render_node
-from gpuforge.render.files import LocalSource, RenderedFile
+from gpuforge.render.files import LocalSource, RenderedFile, Secrets
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.redact import redact_url_credentials
+from gpuforge.spec.state_dir import DB_PASSWORD_FILE, MUNGE_KEY_FILE, stored_secret
 
 #: Lines of a unified diff shown per file (the rest is counted, not shown).
 DIFF_LINES = 40
@@ -34,6 +45,7 @@ class Expected:
     owner: str
     group: str
     text: str | None  # what a diff is made against (shown form: credentials from the spec redacted)
+    redact: Callable[[str], str] | None = field(default=None, compare=False)  # the file's, for the node's side
 
 
 @dataclass
@@ -56,14 +68,31 @@ def _sha256(f: RenderedFile) -> str:
     return hashlib.sha256(f.data).hexdigest()
 
 
-def expected_files(spec: Spec, node: Node) -> list[Expected]:
-    """Every file the node gets from the spec (secrets compared by owner and mode only)."""
+def stored_secrets(spec: Spec) -> Secrets | None:
+    """The secrets apply stored on this control host for the spec's cluster (None: not all here)."""
+    key, password = (stored_secret(spec.cluster.name, n) for n in (MUNGE_KEY_FILE, DB_PASSWORD_FILE))
+    if key is None or password is None:
+        return None
+    return Secrets(slurmdbd_db_password=password.decode("utf-8", "replace"), munge_key=key)
+
+
+def expected_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[Expected]:
+    """Every file the node gets from the spec. A secret file's digest is that of its rendering with
+    ``secrets`` when that rendering holds them (differs from the redacted one), else None (owner
+    and mode only); its text is never kept."""
+    real = {f.path: f for f in render_node(spec, node, secrets)} if secrets is not None else {}
     out = []
     for f in render_node(spec, node):
         text = None if f.secret or isinstance(f.content, LocalSource) else f.shown.decode("utf-8", "replace")
-        sha = None if f.secret else _sha256(f)
-        out.append(Expected(f.path, sha, f.mode.zfill(4), f.owner, f.group, text))
+        sha = _secret_sha256(f, real.get(f.path)) if f.secret else _sha256(f)
+        out.append(Expected(f.path, sha, f.mode.zfill(4), f.owner, f.group, text, f.redact))
     return out
+
+
+def _secret_sha256(redacted: RenderedFile, real: RenderedFile | None) -> str | None:
+    if real is None or isinstance(real.content, LocalSource) or real.data == redacted.data:
+        return None
+    return hashlib.sha256(real.data).hexdigest()
 
 
 def managed_units(spec: Spec, node: Node, files: list[RenderedFile] | None = None) -> list[str]:
@@ -99,17 +128,24 @@ def compare(expected: list[Expected], have: dict[str, FileDigest | None]) -> lis
     return drifts
 
 
+def shown_text(text: str, redact: Callable[[str], str] | None) -> str:
+    """``text`` as a diff may show it: the file's own redaction, then credentials in any URL."""
+    return redact_url_credentials(redact(text) if redact is not None else text)
+
+
 def add_diffs(drifts: list[Drift], expected: list[Expected], texts: dict[str, str | None]) -> None:
-    """A unified diff (node's file -> rendered) for each drifted non-secret file whose text was read."""
+    """A unified diff (node's file -> rendered) for each drifted non-secret file whose text was read;
+    both sides redacted alike (:func:`shown_text`)."""
     by_path = {e.path: e for e in expected}
     for d in drifts:
         want, have = by_path[d.path].text, texts.get(d.path)
         if not d.content_differs or want is None or have is None:
             continue
+        redact = by_path[d.path].redact
         lines = list(
             difflib.unified_diff(
-                have.splitlines(),
-                want.splitlines(),
+                shown_text(have, redact).splitlines(),
+                shown_text(want, redact).splitlines(),
                 f"{d.path} (on the node)",
                 f"{d.path} (from the spec)",
                 lineterm="",

@@ -30,6 +30,7 @@ from gpuforge.render import render_managed, render_node
 from gpuforge.render.health import health_config
 from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
+from gpuforge.spec.bounded_read import NodeOutputError, bounded_json, run_bounded
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_limit
 from gpuforge.validator import cluster, cluster_config, cluster_gpu_jobs, cluster_k8s, k8s_probe, site_checks
@@ -161,9 +162,11 @@ class SshTransport:
         except (OSError, RuntimeError) as e:
             return Completed(255, "", str(e), 0.0)
         try:
-            cp = subprocess.run(argv, input=stdin or b"", capture_output=True, timeout=timeout)
+            cp = run_bounded(argv, stdin or b"", timeout)
         except subprocess.TimeoutExpired:
             return Completed(124, "", f"no answer within {timeout:g} s", time.monotonic() - t0)
+        except NodeOutputError as e:
+            return Completed(1, "", f"{node.name}: {e}", time.monotonic() - t0)
         except OSError as e:
             return Completed(255, "", f"cannot run ssh: {e}", time.monotonic() - t0)
         return Completed(
@@ -281,10 +284,11 @@ def run_node(
         if "python3" in tail and ("not found" in tail or "No such file" in tail):
             tail = "python3 not found on the node (gpuforge needs python3 on nodes)"
         return NodeRun(node, conn(FAIL, f"reached {node.name}, but the node checks did not run: {tail}"), [], {})
-    wanted = {c.id for c in node_checks}
-    results = [Result(**r) for r in doc.get("results", []) if r.get("id") in wanted]
-    return NodeRun(node, conn(PASS, f"reached {node.name} over SSH in {done.duration_s:.2f} s"), results,
-                   doc.get("data") or {})  # fmt: skip
+    results = node_results(doc, {c.id for c in node_checks})
+    data = doc.get("data") or {}
+    if results is None or not isinstance(data, dict):
+        return NodeRun(node, conn(FAIL, f"reached {node.name}, but its node checks' report is malformed"), [], {})
+    return NodeRun(node, conn(PASS, f"reached {node.name} over SSH in {done.duration_s:.2f} s"), results, data)
 
 
 def _slow_budget(cfg: dict[str, Any], node_checks: list[Check]) -> float:
@@ -300,11 +304,28 @@ def _last_json(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.strip().splitlines()):
         if line.startswith("{"):
             try:
-                doc = json.loads(line)
-            except ValueError:
+                doc = bounded_json(line)
+            except NodeOutputError:
                 return None
             return doc if isinstance(doc, dict) else None
     return None
+
+
+def node_results(doc: dict[str, Any], wanted: set[str]) -> list[Result] | None:
+    """The node program's results for the checks asked (None: a malformed entry, the node's error)."""
+    entries = doc.get("results", [])
+    if not isinstance(entries, list):
+        return None
+    out = []
+    for r in entries:
+        if not isinstance(r, dict) or not all(isinstance(k, str) for k in r):
+            return None
+        if r.get("id") in wanted:
+            try:
+                out.append(Result(**r))
+            except (TypeError, ValueError):
+                return None
+    return out
 
 
 def _unreached(checks: Iterable[Check], why: str) -> list[Result]:

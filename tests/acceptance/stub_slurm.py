@@ -4,8 +4,9 @@
 
 State is one JSON file: nodes (state, reason, partitions), partitions (members), jobs, reservations.
 ``sbatch`` reads the script (a file, or stdin), runs it at once (its ``#SBATCH --output`` under the stub's
-own folder instead of /var/tmp) with ``SLURM_JOB_ID`` and ``SLURM_JOB_NODELIST`` set; ``srun`` runs
-its command once per node of the job, in parallel, with ``SLURMD_NODENAME`` set, and refuses
+own folder instead of /var/lib/gpuforge) with ``SLURM_JOB_ID`` and ``SLURM_JOB_NODELIST`` set; ``srun`` runs
+its command once per node of the job (in ``SLURM_HOSTFILE``'s order with ``--distribution=arbitrary``),
+in parallel, with ``SLURMD_NODENAME`` set, each line prefixed ``<task>: `` with ``--label``, and refuses
 ``--container-image`` unless ``STUB_PYXIS`` is set. Every call is logged.
 """
 
@@ -136,7 +137,7 @@ def sbatch():
     jid = locked(add)
     print(jid)
     sys.stdout.flush()
-    out = opts["output"].replace("/var/tmp", ROOT).replace("%j", jid)
+    out = opts["output"].replace("/var/lib/gpuforge", ROOT).replace("%j", jid)
     env = {**os.environ, "SLURM_JOB_ID": jid, "SLURM_JOB_NODELIST": ",".join(nodes), "SLURM_NNODES": str(len(nodes))}
     with open(out, "w") as f:
         rc = subprocess.run(["sh", "-s"], input=script.encode(), stdout=f, stderr=subprocess.STDOUT, env=env).returncode
@@ -155,6 +156,9 @@ def srun():
         i += 1
     command = args[i:]
     nodes = os.environ["SLURM_JOB_NODELIST"].split(",")
+    if "--distribution=arbitrary" in args:  # tasks laid out in the order of SLURM_HOSTFILE
+        nodes = open(os.environ["SLURM_HOSTFILE"]).read().split()
+    label = "--label" in args or "-l" in args
     outputs = {}
     def one(node):
         cp = subprocess.run(command, capture_output=True, env={**os.environ, "SLURMD_NODENAME": node})
@@ -164,8 +168,12 @@ def srun():
         t.start()
     for t in threads:
         t.join()
-    for n in nodes:
-        sys.stdout.write(outputs[n][1])
+    for task, n in enumerate(nodes):
+        text = outputs[n][1]
+        if label:  # srun --label: each line prefixed with its task number (padded to the widest)
+            width = len(str(len(nodes) - 1))
+            text = "".join(f"{task:>{width}}: {line}" for line in text.splitlines(keepends=True))
+        sys.stdout.write(text)
     return max(rc for rc, _ in outputs.values())
 
 
@@ -217,9 +225,10 @@ class StubSlurm:
         return path.read_text().splitlines() if path.exists() else []
 
     def run(self, node: Any, command: str, stdin: bytes | None = None, timeout: float = 60) -> Completed:
-        """Any node's command in a real ``sh`` with the stubs first on PATH (/var/tmp mapped to the stub's folder)."""
+        """Any node's command in a real ``sh`` with the stubs first on PATH (the job output's folder
+        mapped to the stub's)."""
         env = {**os.environ, **self.env, "PATH": f"{self.bin}:{os.environ['PATH']}", "STUB_ROOT": str(self.root)}
-        command = command.replace("/var/tmp/gpuforge-accept-", f"{self.root}/gpuforge-accept-")
+        command = command.replace("/var/lib/gpuforge/gpuforge-accept-", f"{self.root}/gpuforge-accept-")
         try:
             cp = subprocess.run(["sh", "-c", command], input=stdin or b"", capture_output=True, env=env,
                                 timeout=timeout)  # fmt: skip

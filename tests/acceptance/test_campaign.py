@@ -188,10 +188,10 @@ def test_leaf_nccl_output_is_judged_per_leaf(spec_at: Callable) -> None:
     group = batch.JobGroup("batch", "batch", None, ("node1", "node2"), (("node1", 8), ("node2", 8)),
                            (("node1", "leaf1"), ("node2", "leaf1")))  # fmt: skip
     assert batch.leaf_sets(group) == {"leaf1": ["node1", "node2"]}
-    lines = [*node_runner.encode("node1", {"steps": []}), *node_runner.encode("node2", {"steps": []})]
+    lines = [f"{i}: {x}" for i, n in enumerate(("node1", "node2")) for x in node_runner.encode(n, {"steps": []})]
     lines += [f"GFLEAF leaf1 {x}" for x in fixture("nccl_2node_16gpu.json")["stdout"].splitlines()]
     lines += ["GFSTEP nccl_leaf.leaf1 rc=0 seconds=61", "GFEND 1"]
-    out = batch.decode_output("\n".join(lines))
+    out = batch.decode_output("\n".join(lines), ["node1", "node2"])
     _, steps = judge_group(spec, group, GroupRun("batch", "batch", None, ["node1", "node2"], "7"), out)
     assert [(s.step, s.status, s.metrics["busbw_gbps"], s.duration_s) for s in steps] == [
         ("nccl_leaf.leaf1", "pass", 338.82, 61)

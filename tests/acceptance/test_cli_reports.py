@@ -119,7 +119,7 @@ def test_plan_prints_the_scripts_and_touches_nothing(tmp_path: Path) -> None:
     cp = run_cli("accept", str(path), "--plan", "--limit", "node[2-3]")
     assert cp.returncode == 0, cp.stderr
     assert "#SBATCH --nodelist=node[2-3]" in cp.stdout and "#SBATCH --job-name=gpuforge-accept-leaf1" in cp.stdout
-    assert "srun -N2 --ntasks-per-node=1 --kill-on-bad-exit=0 python3 -c" in cp.stdout
+    assert "srun -N2 -n2 --distribution=arbitrary --label --kill-on-bad-exit=0 python3 -c" in cp.stdout
 
 
 def test_kubernetes_is_planned_as_pinned_jobs(tmp_path: Path) -> None:

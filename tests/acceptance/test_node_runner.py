@@ -56,7 +56,7 @@ def test_real_stress_ng_through_the_runner(tmp_path: Path) -> None:
     }
     cp = run_runner(config, tmp=tmp_path)
     assert cp.returncode == 0, cp.stderr
-    out = batch.decode_output(cp.stdout)
+    out = batch.decode_output(cp.stdout, ["node7"], labelled=False)
     assert not out.problems and list(out.reports) == ["node7"]
     report = out.reports["node7"]
     results = {r["name"]: judge_record(spec, r) for r in report["steps"]}
@@ -81,7 +81,7 @@ def test_missing_program_gpu_step_timeout_and_cleanup(tmp_path: Path) -> None:
         ],
     }  # fmt: skip
     cp = run_runner(config, tmp=tmp_path)
-    report = batch.decode_output(cp.stdout).reports["node7"]
+    report = batch.decode_output(cp.stdout, ["node7"], labelled=False).reports["node7"]
     by = {r["name"]: r for r in report["steps"]}
     assert by["disk"]["status"] == "missing" and "not installed" in by["disk"]["reason"]
     assert by["dcgm"]["status"] == "skipped"
@@ -99,8 +99,8 @@ def test_report_chunks_interleaved_with_other_output_decode() -> None:
     a = node_runner.encode("node1", {"node": "node1", "steps": [], "pad": base64.b64encode(os.urandom(4000)).decode()})
     b = node_runner.encode("node2", {"node": "node2", "steps": []})
     assert len(a) > 1 and all(len(line) < 1000 for line in a)
-    mixed = [a[0], "srun: warning: something", f"1: {b[0]}", *a[1:], "GFSTEP nodes rc=0"]
-    out = batch.decode_output("\n".join(mixed))
+    mixed = [f"0: {a[0]}", "srun: warning: something", f"1: {b[0]}", *(f"0: {x}" for x in a[1:]), "GFSTEP nodes rc=0"]
+    out = batch.decode_output("\n".join(mixed), ["node1", "node2"])
     assert set(out.reports) == {"node1", "node2"} and out.steps["nodes"] == {"rc": 0}
-    broken = batch.decode_output("\n".join(a[:-1]))
+    broken = batch.decode_output("\n".join(f" 0: {x}" for x in a[:-1]), ["node1"])
     assert not broken.reports and "incomplete" in broken.problems[0]

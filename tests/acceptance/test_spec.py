@@ -37,7 +37,9 @@ def test_commands_are_the_cited_ones(tmp_path: Path) -> None:
                                               "--metrics-brief"]  # fmt: skip
     assert tools.dcgm_diag(st.dcgm) == ["dcgmi", "diag", "-r", "4", "-j"]
     assert tools.nccl_node(st.nccl) == ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "{gpus}"]
-    assert "--filename=/scratch/local/.gpuforge-accept-{job}.fio" in tools.fio(st.disk)
+    assert "--filename={scratch}/gpuforge-accept.fio" in tools.fio(st.disk)
+    [disk_step] = [x for x in batch.runner_steps(spec, gpus=False) if x["name"] == "disk"]
+    assert disk_step["scratch_in"] == "/scratch/local"  # the runner's mkdtemp there, removed after
     assert "--direct=0" in tools.fio(st.disk) and "--output-format=json" in tools.fio(st.disk)
     assert {"stress-ng", "fio", "dcgmi-diag", "nccl-tests", "pyxis", "sbatch", "scontrol"} <= set(tools.SOURCES)
 

@@ -165,3 +165,38 @@ def test_apply_refuses_when_the_run_log_cannot_be_written(
     assert res.exit_code == 2, res.output
     assert "cannot write the run log in " in res.stderr and "nothing was changed" in res.stderr
     assert cluster.commands == {}
+
+
+#: What a node may write into an error or a logged line: an OSC 52 clipboard write, a cursor move, Rich markup.
+HOSTILE = "boom \x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\x1b[1;1H [/x] [bold]done[/bold]"
+
+
+def test_gpuforge_log_prints_no_escape_sequence_a_node_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review item 7: control characters from a node are shown as ``\\xNN``, never sent to the terminal."""
+    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path))
+    log = RunLog.create("c")
+    log.start_run(tmp_path / "s.yaml", "c", nodes=["n1"])
+    log.write("step", node="n1", layer="base", kind="command", summary="x", result="failed", error=HOSTILE)
+    log.close()
+    res = CliRunner().invoke(app, ["log"])
+    assert res.exit_code == 0 and "\x1b" not in res.stdout and "\x07" not in res.stdout
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in res.stdout
+
+
+def test_apply_table_shows_node_text_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node's error holding ``[/x]`` (Rich raised MarkupError on it) and escape sequences: printed as text."""
+    import io
+
+    from rich.console import Console
+
+    from gpuforge import cli
+    from gpuforge.deploy.run import HostResult
+    from gpuforge.orchestrate.apply import ApplyResult
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buf, force_terminal=True, width=400))
+    result = ApplyResult({"n1": HostResult("n1", error=HOSTILE)}, waiting={"n2": HOSTILE})
+    cli._print_apply(result, Path("s.yaml"), json_out=False)
+    text = buf.getvalue()
+    assert "[/x] [bold]done[/bold]" in text and "\\x1b]52;c;cm0gLXJmIH4=\\x07" in text
+    assert "\x1b]52" not in text and "\x07" not in text

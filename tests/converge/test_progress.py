@@ -58,8 +58,8 @@ def test_milestones_are_printed_as_lines_and_other_messages_only_shown() -> None
     shown: list[str] = []
 
     class FakeStatus:
-        def update(self, message: str) -> None:
-            shown.append(message)
+        def update(self, message: object) -> None:
+            shown.append(str(message))  # a rich Text: the message as text, never markup
 
     on_event = status_printer(console, FakeStatus())  # type: ignore[arg-type]
     on_event("base: 1/3 node(s) done")

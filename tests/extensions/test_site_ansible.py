@@ -80,7 +80,7 @@ def test_role_play_runs_the_role_by_its_path_on_the_target_groups(tmp_path: Path
             "hosts": "role_compute",
             "gather_facts": True,
             "become": False,  # root already: no sudo needed on the nodes
-            "roles": [{"role": str(tmp_path / "roles" / "ldap")}],
+            "roles": [{"role": {UNSAFE_KEY: str(tmp_path / "roles" / "ldap")}}],
         }
     ]
 

@@ -155,6 +155,7 @@ def _identity_tree(root: Path) -> None:
         "var/lib/gpuforge/pending/slurmd.restart": "", "etc/gpuforge/k8s/.join-token.yaml": "t",
         "etc/hosts": "10.213.21.11 node1\n", "etc/hostname": "node1\n", "etc/slurm/slurm.conf": "ClusterName=c\n",
         "etc/apt/apt.conf.d/01gpuforge-proxy": 'Acquire::http::Proxy "http://10.213.21.1:3142";\n',
+        "var/lib/dkms/mok.key": "-----BEGIN PRIVATE KEY-----\n", "var/lib/dkms/mok.pub": "CERT",
     }.items():  # fmt: skip
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -165,8 +166,9 @@ def test_strip_removes_identity_and_run_state_and_the_check_finds_none(tmp_path:
     _identity_tree(tmp_path)
     assert {str(f).split(":")[0] for f in strip.identity_findings(str(tmp_path))} >= {
         "etc/ssh/ssh_host_ed25519_key", "etc/munge/munge.key", "root/.ssh/authorized_keys", "var/lib/gpuforge",
-        "etc/gpuforge/k8s", "etc/machine-id"}  # fmt: skip
+        "etc/gpuforge/k8s", "etc/machine-id", "var/lib/dkms/mok.key"}  # fmt: skip
     strip.strip_tree(str(tmp_path), kept={"/etc/slurm/slurm.conf"})
+    assert not (tmp_path / "var/lib/dkms/mok.key").exists(), "the DKMS signing key every node would share"
     assert strip.findings(str(tmp_path), [b"MUNGEKEYMUNGEKEY"]) == []
     assert (tmp_path / "etc/machine-id").read_text() == ""
     assert "node1" not in (tmp_path / "etc/hosts").read_text() + (tmp_path / "etc/hostname").read_text()

@@ -160,3 +160,26 @@ def test_rhel_nodes_take_repository_keys_only_when_pinned(mirror: Server, repo_k
     done = run(rhel_key_step(mirror.url, repo_key.fingerprint))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / place.lstrip("/")).read_bytes() == repo_key.armored()
+
+
+def test_a_mirror_serving_the_pinned_key_and_another_installs_nothing(
+    mirror: Server, repo_key: RepoKey, tmp_path: Path
+) -> None:
+    """The review's item 1 at the caller: ``gpgkey`` is the pinned key's armored block followed by a
+    second block with another key (gpg, so apt and dnf, would trust both). Debian and RHEL steps
+    both refuse it and put nothing where it is trusted."""
+    other = RepoKey(tmp_path / "other-gnupg", "mirror-attacker")
+    try:
+        (mirror.root / "container" / "gpgkey").write_bytes(repo_key.armored() + other.armored())
+    finally:
+        other.close()
+    _, container = key_steps(mirror.url, repo_key.fingerprint)
+    refused = run_on_node(container, tmp_path)
+    assert refused.returncode != 0
+    assert f"key {repo_key.fingerprint}, {other.fingerprint}, not the pinned" in refused.stderr
+    assert not (tmp_path / src.CONTAINER_KEYRING.lstrip("/")).exists()
+    rhel = rhel_key_step(mirror.url, repo_key.fingerprint).command or ""
+    rhel = rhel.replace(" /etc/pki/rpm-gpg", f" {tmp_path}/etc/pki/rpm-gpg")
+    refused = subprocess.run(["sh", "-c", rhel], capture_output=True, text=True, env=cli_env(), timeout=60)
+    assert refused.returncode != 0 and f"{other.fingerprint}, not the pinned" in refused.stderr
+    assert not (tmp_path / src.rpm_key_path(src.CONTAINER_REPO).lstrip("/")).exists()

@@ -119,3 +119,54 @@ def test_each_mode_pins_its_key() -> None:
     assert repository_fingerprint(resigned, "nvidia-cuda", True) == own
     assert repository_fingerprint(resigned, "nvidia-cuda", False) == own
     assert repository_fingerprint(resigned, "nvidia-container", True) == table.APT_REPO_FINGERPRINTS["nvidia-container"]
+
+
+def test_a_second_armored_block_is_read_and_refused(keys: Keys, tmp_path: Path) -> None:
+    """The review's reproducer: the pinned key's armored block, then a second block with another key.
+    gpg (so apt's keyring) takes both; the check used to read the first block only and passed it."""
+    ed, rsa = keys.export("ed@example.org", True), keys.export("rsa@example.org", True)
+    [ed_fpr], [rsa_fpr] = primary_fingerprints(ed), primary_fingerprints(rsa)
+    served = ed + rsa
+    assert primary_fingerprints(served) == [ed_fpr, rsa_fpr]  # what gpg imports from it
+    refused = check(tmp_path, served, ed_fpr)
+    assert refused.returncode == 1 and f"key {ed_fpr}, {rsa_fpr}, not the pinned {ed_fpr}: refused" in refused.stderr
+    for smuggled in (
+        ed + dearmor(rsa),
+        ed + b"\nplain text after the block\n",
+        ed + b"-----BEGIN PGP SIGNATURE-----\n",
+    ):
+        refused = check(tmp_path, smuggled, ed_fpr)
+        assert refused.returncode == 1, smuggled[-40:]
+    unended = ed.replace(b"-----END PGP PUBLIC KEY BLOCK-----", b"")
+    assert check(tmp_path, unended, ed_fpr).returncode == 1
+    assert check(tmp_path, ed + b"\n" + b" " * (1 << 20), ed_fpr).returncode == 1  # over 1 MiB: not read
+
+
+def test_a_multi_key_file_passes_only_with_exactly_its_pinned_keys(keys: Keys, tmp_path: Path) -> None:
+    """dnf's key files may hold several keys (one block each): all pinned and nothing else passes."""
+    ed, rsa = keys.export("ed@example.org", True), keys.export("rsa@example.org", True)
+    [ed_fpr], [rsa_fpr] = primary_fingerprints(ed), primary_fingerprints(rsa)
+    for data in (ed + rsa, rsa + b"\n" + ed, dearmor(ed) + dearmor(rsa)):
+        assert check_pins(tmp_path, data, ed_fpr, rsa_fpr).returncode == 0
+    assert check_pins(tmp_path, ed, ed_fpr, rsa_fpr).returncode == 1  # one pinned key missing
+    third = "0123456789ABCDEF0123456789ABCDEF01234567"
+    assert check_pins(tmp_path, ed + rsa, ed_fpr, third).returncode == 1
+    with pytest.raises(ValueError):
+        key_check_command("key.part")
+
+
+def test_packets_that_are_not_a_public_key_are_refused(keys: Keys, tmp_path: Path) -> None:
+    """A secret key packet (tag 5) or a compressed packet (tag 8) beside the pinned key: refused."""
+    ed = dearmor(keys.export("ed@example.org", False))
+    [ed_fpr] = primary_fingerprints(ed)
+    for tag in (5, 8, 11):
+        packet = bytes([0xC0 | tag, 3]) + b"abc"
+        refused = check(tmp_path, ed + packet, ed_fpr)
+        assert refused.returncode == 1 and f"tag {tag}" in refused.stderr
+
+
+def check_pins(tmp_path: Path, data: bytes, *fingerprints: str) -> subprocess.CompletedProcess[str]:
+    key = tmp_path / "multi.part"
+    key.write_bytes(data)
+    cmd = key_check_command(str(key), *fingerprints)
+    return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)

@@ -21,6 +21,7 @@ from .vhelpers import FakeCluster, lab_spec
 
 SLURM_CONF = "/etc/slurm/slurm.conf"
 MUNGE_KEY = "/etc/munge/munge.key"
+SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 
 
 @pytest.fixture
@@ -92,3 +93,60 @@ def test_a_secret_is_compared_by_mode_and_never_shown(lab: Any) -> None:
         f"(gpuforge apply restores them): {MUNGE_KEY}: mode 0644, want 0400"
     ]
     assert "different key" not in message
+
+
+#: Review item 3: the node's Alertmanager config holds an older webhook URL with its own password.
+NODE_PASSWORD, NODE_TOKEN, SPEC_PASSWORD = "0ldpassw0rd", "0LDTOKEN", "s3cretpass"
+
+
+def with_webhook(data: dict[str, Any]) -> None:
+    url = f"https://alertuser:{SPEC_PASSWORD}@hooks.example.org/services/T0/B0PATH"
+    data["monitoring"]["receivers"] = [{"name": "ops", "webhook_url": url}]
+
+
+def test_a_drift_diff_hides_the_nodes_credentials_in_every_format(tmp_path: Path) -> None:
+    from gpuforge.render.monitoring import ALERTMANAGER_CONFIG
+
+    spec, path = lab_spec(tmp_path, with_webhook)
+    fake = FakeCluster(spec)
+    text = fake.node_files(node_named(spec, "node1"))[ALERTMANAGER_CONFIG][4] or ""
+    old = f"https://olduser:{NODE_PASSWORD}@hooks.example.org/old/{NODE_TOKEN}?token=qu3ry"
+    edit(fake, "node1", ALERTMANAGER_CONFIG, text.replace("https://", f"{old}\n#https://", 1) + "x: 1\n")
+    report = validate(spec, path, checks="config", transport=fake)
+    result = next(c for n in report.nodes if n.name == "node1" for c in n.checks if c.id == "config.files")
+    assert result.status == FAIL and f"--- {ALERTMANAGER_CONFIG} (on the node)" in result.message
+    assert "+x: 1" not in result.message and "-x: 1" in result.message  # the diff is there
+    shown = [result.message, report.to_json(), report.to_junit(), report.to_prometheus()]
+    for out in shown:
+        for secret in (NODE_PASSWORD, NODE_TOKEN, SPEC_PASSWORD, "olduser:", "qu3ry"):
+            assert secret not in out, f"{secret!r} is shown:\n{out}"
+
+
+def test_a_secret_bearing_file_edited_on_the_node_is_content_differs_without_a_diff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review item 9: slurmdbd.conf edited on the node (another DebugLevel) was invisible: secrets
+    were compared by owner and mode only. With the secrets apply stored on this control host, their
+    content is compared too (digests in memory), and the message says so without a diff."""
+    from gpuforge.deploy.secrets import SecretStore
+    from gpuforge.render import render_node
+
+    monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
+    spec, path = lab_spec(tmp_path)
+    secrets = SecretStore(spec.cluster.name).load()  # what apply made and wrote to the nodes
+    fake = FakeCluster(spec)
+    node1 = node_named(spec, "node1")
+    files = fake.node_files(node1)
+    real = {f.path: f for f in render_node(spec, node1, secrets) if f.secret}
+    for p, f in real.items():  # the node as apply left it: the real secrets in its files
+        files[p] = (hashlib.sha256(f.data).hexdigest(), *files[p][1:4], None)
+    assert config_result(fake, spec, path, "node1")[0] == PASS
+    dbd = real[SLURMDBD_CONF].data.decode()
+    edited = (
+        dbd.replace("DebugLevel=info", "DebugLevel=debug5") if "DebugLevel=" in dbd else dbd + "DebugLevel=debug5\n"
+    )
+    files[SLURMDBD_CONF] = (hashlib.sha256(edited.encode()).hexdigest(), *files[SLURMDBD_CONF][1:4], None)
+    status, message = config_result(fake, spec, path, "node1")
+    assert status == FAIL and message.splitlines()[0].endswith(f"{SLURMDBD_CONF}: content differs"), message
+    assert len(message.splitlines()) == 1, "no diff of a secret-bearing file"
+    assert secrets.slurmdbd_db_password not in message and "debug5" not in message
