@@ -20,12 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuforge.probes.hardware import HARDWARE, HardwareInfo
 from gpuforge.spec import Spec, resolve_nodes, select_limit
 from gpuforge.spec.discovered import FORMAT, TOPOLOGY, facts_path, read_facts
 from gpuforge.spec.hardware_rules import runs_slurmd, slurm_real_memory
 from gpuforge.spec.nodes import Node
+from gpuforge.validator.node.inputs import HARDWARE as HARDWARE_INPUT
 from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, SshTransport, Transport, explain_ssh_failure, remote_shell
+
+#: The node reading (``gpuforge.probes.hardware``), as the validator's node checks read it too.
+HARDWARE = HARDWARE_INPUT.reading
+HardwareInfo = dict[str, Any]
 
 MAX_ANSWER_BYTES = 256 * 1024
 READ_TIMEOUT_S = 60.0
@@ -64,7 +68,7 @@ def read_node(spec: Spec, node: Node, transport: Transport) -> HardwareInfo | st
     if done.rc != 0 or info["errors"]:
         why = "; ".join(info["errors"]) or f"exit {done.rc}: {done.stderr}"
         return f"cannot read its hardware: {printable(why)}"
-    return info
+    return dict(info)
 
 
 def figure_changes(name: str, old: dict[str, Any] | None, new: HardwareInfo) -> list[str]:
@@ -72,8 +76,8 @@ def figure_changes(name: str, old: dict[str, Any] | None, new: HardwareInfo) -> 
     if old is None:
         return [f"{name}: new ({describe(new)})"]
     keys = (*TOPOLOGY, "cpus", "memory_mb", "numa_nodes", "gpus", "nics", "hcas", "disks")
-    return [f"{name}: {k} {printable(str(old.get(k)))} -> {printable(str(new[k]))}"  # type: ignore[literal-required]
-            for k in keys if old.get(k) != new[k]]  # type: ignore[literal-required]  # fmt: skip
+    return [f"{name}: {k} {printable(str(old.get(k)))} -> {printable(str(new[k]))}"
+            for k in keys if old.get(k) != new[k]]  # fmt: skip
 
 
 def spec_mismatches(spec: Spec, node: Node, info: HardwareInfo) -> list[str]:
@@ -82,8 +86,8 @@ def spec_mismatches(spec: Spec, node: Node, info: HardwareInfo) -> list[str]:
     hw = group.hardware
     if hw.discover or not runs_slurmd(spec, group) or hw.missing_figures:
         return []
-    out = [f"{node.name}: the spec says {k} {getattr(hw, k)}, the node has {info[k]}"  # type: ignore[literal-required]
-           for k in TOPOLOGY if getattr(hw, k) != info[k]]  # type: ignore[literal-required]  # fmt: skip
+    out = [f"{node.name}: the spec says {k} {getattr(hw, k)}, the node has {info[k]}"
+           for k in TOPOLOGY if getattr(hw, k) != info[k]]  # fmt: skip
     if hw.real_memory_mb > info["memory_mb"]:
         out.append(
             f"{node.name}: the spec says real_memory_mb {hw.real_memory_mb}, the node has {info['memory_mb']} MiB "

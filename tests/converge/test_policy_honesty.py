@@ -367,6 +367,7 @@ MUTATIONS: dict[str, Mutation] = {
                 "address_start": "10.213.0.14",
                 "roles": ["compute"],
                 "leaf_switch": "leaf1",
+                "hardware": {"sockets": 1, "cores_per_socket": 1, "threads_per_core": 1, "real_memory_mb": 1000},
             },
         ),
     ),
