@@ -95,6 +95,18 @@ def _load(path: Path) -> Spec:
         raise typer.Exit(2) from None
 
 
+def _load_known(path: Path) -> Spec:
+    """:func:`_load`, and exit 2 while a ``discover: true`` group has no figures yet (render, plan, apply)."""
+    from gpuforge.spec.hardware_rules import DISCOVER_FIRST, unknown_hardware
+
+    s = _load(path)
+    unknown = unknown_hardware(s)
+    if unknown:
+        _refuse(f"{path}: node group(s) {', '.join(unknown)} have discover: true and no discovered figures: "
+                f"{DISCOVER_FIRST.replace('SPEC', str(path))}")  # fmt: skip
+    return s
+
+
 @app.command()
 def check(
     spec: SpecArg,
@@ -121,10 +133,11 @@ def check(
         else:
             err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
+    from gpuforge.spec.hardware_rules import hardware_warnings
     from gpuforge.spec.nvidia_support import support_warnings
 
     nodes = resolve_nodes(s)
-    warnings = support_warnings(s)  # outside NVIDIA's support matrix: reported, not refused
+    warnings = support_warnings(s) + hardware_warnings(s)  # reported, not refused
     if json_out:
         found = [{"path": w.path, "message": w.message} for w in warnings]
         print(json.dumps({"ok": True, "cluster": s.cluster.name, "nodes": len(nodes), "warnings": found}))
@@ -175,6 +188,38 @@ def schema(
         sys.stdout.write(text)
 
 
+@app.command()
+def discover(
+    spec: SpecArg,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="The facts read, errors and changes as JSON")] = False,
+) -> None:
+    """Read each node's CPUs, memory, NUMA, GPUs, NICs and disks over SSH into SPEC's .hardware.json
+    (what discover: true groups use). Exit 0; 1 when a node could not be read; 2 on bad input."""
+    from gpuforge.orchestrate.discover import discover as run_discover
+    from gpuforge.spec import parse_spec
+    from gpuforge.spec.load import read_spec_text
+
+    try:  # the spec as written: a facts file that no longer fits is what discover rewrites
+        s = parse_spec(read_spec_text(spec), str(spec))
+        _check_limit(s, limit)
+        result = run_discover(s, spec, limit)
+    except SpecError as e:
+        _refuse(e.format())
+    except OSError as e:
+        _refuse(f"cannot write the facts file beside {spec}: {e.strerror or e}")
+    if json_out:
+        print(json.dumps({"ok": result.ok, "file": str(result.path), "facts": result.facts,
+                          "errors": result.errors, "changes": result.changes}, indent=2))  # fmt: skip
+    else:
+        for line in result.changes:
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+        for name, why in result.errors.items():
+            err.print(f"{name}: {why}", markup=False, highlight=False, soft_wrap=True)
+        out.print(f"{result.path}: {len(result.facts)} node(s) read, {len(result.errors)} not", markup=False)
+    raise typer.Exit(0 if result.ok else 1)
+
+
 #: ``render`` refuses to write more than this in one run (a huge cluster's /etc/hosts per node adds up).
 MAX_RENDER_BYTES = 2 * 2**30
 
@@ -193,7 +238,7 @@ def render(
     from gpuforge.cli_render import RenderTreeError, write_tree
     from gpuforge.render import render_cluster
 
-    s = _load(spec)
+    s = _load_known(spec)
     names = _limited(s, limit)
     wanted = set(names) if names is not None else None
     rendered = {n: fs for n, fs in render_cluster(s).items() if wanted is None or n in wanted}
@@ -247,7 +292,7 @@ def plan(
     from gpuforge.probes.vagrant import VagrantError
     from gpuforge.progress import progress_log
 
-    _load(spec)
+    _load_known(spec)
     layers = _layer_selection(tags, skip_tags)
     _logging(verbose, log_file)
     try:
@@ -303,7 +348,7 @@ def apply(
     from gpuforge.orchestrate.apply import apply as run_apply
     from gpuforge.probes.vagrant import VagrantError
 
-    _check_limit(_load(spec), limit)
+    _check_limit(_load_known(spec), limit)
     layers = _layer_selection(tags, skip_tags)
     if layers is not None and allow_reboot:
         _refuse("--allow-reboot: a run with --tags/--skip-tags never drains or reboots a node; apply without them")

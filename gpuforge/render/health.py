@@ -131,7 +131,16 @@ def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[s
             "control_plane": node.has(Role.K8S_CONTROL_PLANE),
             "worker": node.has(Role.K8S_WORKER),
         }
+    cfg.update(_hardware_config(spec, node))
     return cfg
+
+
+def _hardware_config(spec: Spec, node: Node) -> dict[str, Any]:
+    """``hardware``: a slurmd node's figures as its NodeName line has them (validator hardware.figures)."""
+    hw = node.hardware
+    if spec.slurm is None or not node.has(Role.COMPUTE) or hw.missing_figures:
+        return {}
+    return {"hardware": {k: getattr(hw, k) for k in hw.FIGURES}}
 
 
 def wants_health(spec: Spec, node: Node) -> bool:

@@ -84,12 +84,17 @@ def node_gres(spec: Spec, group: NodeGroup) -> list[str]:
 
 
 def node_lines(spec: Spec) -> list[str]:
-    """``NodeName=`` lines, one per node group."""
+    """``NodeName=`` lines, one per compute group, with the group's own figures (stated, or
+    discovered: ``gpuforge.spec.discovered``); ValueError for a group without them (never a default)."""
     lines = []
     for group in spec.node_groups:
         if Role.COMPUTE not in group.roles:
             continue
         hw = group.hardware
+        if hw.missing_figures:
+            raise ValueError(
+                f"node group {group.name} has no {', '.join(hw.missing_figures)}: run gpuforge discover SPEC"
+            )
         parts = [
             f"NodeName={hostlist.compress(group.hostnames)}",
             f"CPUs={hw.cpus}",

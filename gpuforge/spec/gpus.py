@@ -12,7 +12,9 @@ Every value names where it came from: ``GpuModel.sources`` holds ``<fact>:<key>`
 ``<key>`` a :data:`SOURCES` citation and ``<fact>`` one of :data:`FACTS` (``pci``: the PCI
 device IDs, ``memory``, ``mig``: the MIG profiles and counts, ``arch``: the GPU architecture,
 ``host``: the CPU architecture of a Grace superchip, ``open``: only the open kernel modules
-drive it). ``tests/spec/test_gpus.py`` checks that every model cites each fact it states.
+drive it, ``max``: the most GPUs of the model one node has, ``max_per_node``, from NVIDIA's
+HGX/DGX or platform documentation; None where no such figure is cited, and then nothing is
+warned). ``tests/spec/test_gpus.py`` checks that every model cites each fact it states.
 
 ``memory_gb`` is the memory NVIDIA's MIG names give the whole GPU (``7g.<N>gb``; ``4g.96gb``
 on the RTX PRO 6000), so B300 is 269 and GB300 278 where NVIDIA sells both as 288 GB HBM3e.
@@ -34,7 +36,7 @@ MEMORY_SLICES = 8
 ARCHITECTURES = ("ampere", "ada", "hopper", "blackwell")
 
 #: What a ``GpuModel.sources`` entry can cite a source for.
-FACTS = ("pci", "memory", "mig", "arch", "host", "open")
+FACTS = ("pci", "memory", "mig", "arch", "host", "open", "max")
 
 #: MIG profile names (NVIDIA/go-nvlib ``MigProfileInfo.String``): ``<g>g.<gb>gb`` and at most one
 #: attribute, ``+me`` / ``+me.all`` / ``+gfx`` or the negated ``-me``.
@@ -67,6 +69,19 @@ SOURCES: dict[str, Citation] = {
         "'2901  GB100 [B200]', '2941  GB100 [HGX GB200]', "
         "'2bb5  GB202GL [RTX PRO 6000 Blackwell Server Edition]', '3182  GB110 [B300 SXM6 AC]', "
         "'31c2  GB110 [GB300]'",
+    ),
+    "hgx-h100-8gpu": Citation(
+        "NVIDIA Technical Blog, 'Introducing NVIDIA HGX H100: An Accelerated Server Platform for AI and "
+        "High-Performance Computing' (read in a verbatim copy of the post)",
+        "www.dynasys.com.hk/blog/introducing-nvidia-hgx-h100-an-accelerated-server-platform-for-ai-and-high-performance-computing/",
+        "HGX H100 8-GPU: 'The HGX H100 8-GPU represents the key building block of the new Hopper generation "
+        "GPU server. It hosts eight H100 Tensor Core GPUs and four third-generation NVSwitch.'",
+    ),
+    "gb200-nvl-tuning-guide": Citation(
+        "NVIDIA GB200 NVL Multi-Node Tuning Guide, 'Understanding Your Grace-Blackwell Systems'",
+        "docs.nvidia.com/multi-node-nvlink-systems/multi-node-tuning-guide/system.html",
+        "The 72x1 Configuration: 'GB200 72x1 contains one rack with 72 GPUs. Reference configuration: "
+        "18x 1RU Compute trays (4 GPUs per compute tray).'",
     ),
     "open-gpu-kernel-modules": Citation(
         "NVIDIA Linux Open GPU Kernel Module Source, README.md (595.45.04)",
@@ -212,6 +227,7 @@ class GpuModel:
     ``host_arch``: the CPU architecture of the model's servers where the GPU is part of a Grace
     superchip (GH200, GB200, GB300); None where the GPU goes into any server (PCIe, HGX).
     ``open_kernel_modules_only``: NVIDIA supports only its open GPU kernel modules on it.
+    ``max_per_node``: the most GPUs of the model in one node (HGX/DGX board, compute tray), where cited.
     ``sources``: ``<fact>:<key>`` entries (see the module docstring).
     """
 
@@ -224,6 +240,7 @@ class GpuModel:
     host_arch: Arch | None = None
     open_kernel_modules_only: bool = False
     compute_slices: int = COMPUTE_SLICES
+    max_per_node: int | None = None
     sources: tuple[str, ...] = ()
 
     @property
@@ -314,7 +331,8 @@ GPU_MODELS: dict[str, GpuModel] = {
             80,
             _family((10, 20, 20, 40, 80), 7),
             architecture="hopper",
-            sources=_IN_MIG_GUIDE,
+            max_per_node=8,
+            sources=(*_IN_MIG_GUIDE, "max:hgx-h100-8gpu"),
         ),
         GpuModel(
             "H100-94GB",
@@ -409,7 +427,9 @@ GPU_MODELS: dict[str, GpuModel] = {
             architecture="blackwell",
             host_arch=Arch.AARCH64,
             open_kernel_modules_only=True,
+            max_per_node=4,
             sources=(
+                "max:gb200-nvl-tuning-guide",
                 *_PCI,
                 "pci:open-gpu-kernel-modules",
                 "memory:mig-guide-gpus",

@@ -180,8 +180,11 @@ def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Load and check a spec file (a regular file within the size limit, read only then)."""
-    return parse_spec(read_spec_text(path), str(path))
+    """Load and check a spec file (a regular file within the size limit, read only then), with its
+    ``discover: true`` groups' figures from the facts file beside it (``gpuforge.spec.discovered``)."""
+    from gpuforge.spec.discovered import apply_discovered
+
+    return apply_discovered(parse_spec(read_spec_text(path), str(path)), path)
 
 
 def read_spec_text(path: str | Path) -> str:

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from enum import StrEnum
 from functools import cached_property
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, field_validator, model_validator
 
@@ -345,14 +345,43 @@ class GpuHardware(StrictModel):
 
 
 class Hardware(StrictModel):
-    """What each node of a group has (Slurm NodeName line, GRES, checks)."""
+    """What each node of a group has (Slurm NodeName line, GRES, checks).
+
+    The CPU and memory figures are the node's, never a default: a Slurm compute group states all
+    four, or says ``discover: true`` and takes them from ``gpuforge discover`` (``gpuforge.spec.
+    discovered``); ``gpuforge.spec.hardware_rules`` refuses a group with neither. A figure counts as
+    stated only when the file sets it (``model_fields_set``): the defaults below are placeholders
+    for groups that run no slurmd.
+    """
 
     gpu: GpuHardware | None = rolling(None, "GPUs per node; omit for CPU-only nodes")
     nvswitch: bool = rolling(False, "HGX/DGX board with NVSwitch (fabric manager needed)")
-    sockets: int = rolling(1, "CPU sockets", ge=1, le=16)
-    cores_per_socket: int = rolling(1, "Cores per socket", ge=1, le=512)
-    threads_per_core: int = rolling(1, "Threads per core", ge=1, le=8)
-    real_memory_mb: int = rolling(1024, "Memory given to Slurm, MB", ge=64)
+    discover: bool = rolling(
+        False,
+        "Take sockets, cores, threads and memory from the nodes: 'gpuforge discover SPEC' reads them "
+        "and writes <spec>.hardware.json beside the spec (figures given here are replaced by it)",
+    )
+    sockets: int = rolling(1, "CPU sockets, as slurmd -C reports them (required for Slurm compute nodes)", ge=1, le=16)
+    cores_per_socket: int = rolling(
+        1, "Cores per socket, as slurmd -C reports them (required for Slurm compute nodes)", ge=1, le=512
+    )
+    threads_per_core: int = rolling(
+        1, "Threads per core, as slurmd -C reports them (required for Slurm compute nodes)", ge=1, le=8
+    )
+    real_memory_mb: int = rolling(
+        1024,
+        "Memory given to Slurm (RealMemory), MiB: at most what slurmd -C reports, or Slurm marks the node "
+        "INVALID (discovered nodes: their MemTotal less 2%; required for Slurm compute nodes)",
+        ge=64,
+    )
+
+    #: The CPU and memory figures a Slurm NodeName line needs.
+    FIGURES: ClassVar[tuple[str, ...]] = ("sockets", "cores_per_socket", "threads_per_core", "real_memory_mb")
+
+    @property
+    def missing_figures(self) -> list[str]:
+        """The figures of :data:`FIGURES` the spec (or discovery) did not set."""
+        return [f for f in self.FIGURES if f not in self.model_fields_set]
 
     @property
     def cpus(self) -> int:

@@ -23,6 +23,7 @@ from gpuforge.spec.acceptance_rules import acceptance_rules
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.fabric_rules import fabric_rules
 from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES
+from gpuforge.spec.hardware_rules import hardware_issues
 from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import (
     K8S_ROLES,
@@ -746,6 +747,7 @@ RULES += [storage_rules.storage_rules, storage_rules.shared_state_rules]
 RULES.append(k8s_rules.kubernetes_day2_rules)
 RULES.append(fabric_rules)
 RULES.append(network_operator_rules)
+RULES.append(hardware_issues)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:

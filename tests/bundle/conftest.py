@@ -116,7 +116,12 @@ node_groups:
   - name: gpu
     hosts: gpu[01-02]
     roles: [compute]
-    hardware: {{gpu: {{model: H100-80GB, count: 8}}}}
+    hardware:
+      gpu: {{model: H100-80GB, count: 8}}
+      sockets: 1
+      cores_per_socket: 4
+      threads_per_core: 1
+      real_memory_mb: 8000
 container_runtime: {{engine: containerd, cdi: true}}
 slurm:
   partitions: [{{name: gpu, nodes: gpu, default: true}}]

@@ -490,7 +490,8 @@ def test_two_distros_with_different_builds_conflict(served: Server, repo_key: Re
     text = text.replace(
         "  - name: gpu\n",
         "  - name: deb\n    hosts: deb01\n    os: debian12\n    roles: [compute]\n"
-        "    hardware: {gpu: {model: H100-80GB, count: 8}}\n  - name: gpu\n",
+        "    hardware: {gpu: {model: H100-80GB, count: 8}, sockets: 1, cores_per_socket: 4, threads_per_core: 1,\n"
+        "      real_memory_mb: 8000}\n  - name: gpu\n",
     )
     spec_file = tmp_path / "mixed.yaml"
     spec_file.write_text(text)

@@ -73,7 +73,12 @@ node_groups:
     hosts: gpu[1-2]
     address_start: 192.0.2.20
     roles: [compute]
-    hardware: {{gpu: {{model: H100-80GB, count: 8}}}}
+    hardware:
+      gpu: {{model: H100-80GB, count: 8}}
+      sockets: 1
+      cores_per_socket: 4
+      threads_per_core: 1
+      real_memory_mb: 8000
     fabric:
       type: infiniband
       stack: doca

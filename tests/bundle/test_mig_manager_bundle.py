@@ -61,7 +61,13 @@ node_groups:
   - name: hgx
     hosts: gpu[01-02]
     roles: [compute]
-    hardware: &hgx {{gpu: {{model: H100-80GB, count: 8}}, nvswitch: true}}
+    hardware: &hgx
+      gpu: {{model: H100-80GB, count: 8}}
+      nvswitch: true
+      sockets: 1
+      cores_per_socket: 4
+      threads_per_core: 1
+      real_memory_mb: 8000
   - name: mig
     hosts: gpu[03-04]
     roles: [compute]

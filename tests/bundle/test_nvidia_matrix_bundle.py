@@ -41,11 +41,22 @@ node_groups:
   - name: hgx
     hosts: hgx[01-02]
     roles: [compute]
-    hardware: {{gpu: {{model: H100-80GB, count: 8}}, nvswitch: true}}
+    hardware:
+      gpu: {{model: H100-80GB, count: 8}}
+      nvswitch: true
+      sockets: 1
+      cores_per_socket: 4
+      threads_per_core: 1
+      real_memory_mb: 8000
   - name: pcie
     hosts: pcie01
     roles: [compute]
-    hardware: {{gpu: {{model: H100-80GB, count: 2}}}}
+    hardware:
+      gpu: {{model: H100-80GB, count: 2}}
+      sockets: 1
+      cores_per_socket: 4
+      threads_per_core: 1
+      real_memory_mb: 8000
 container_runtime: {{engine: containerd, cdi: true}}
 dcgm: {{enabled: false}}
 slurm:

@@ -367,6 +367,7 @@ MUTATIONS: dict[str, Mutation] = {
                 "address_start": "10.213.0.14",
                 "roles": ["compute"],
                 "leaf_switch": "leaf1",
+                "hardware": {"sockets": 1, "cores_per_socket": 1, "threads_per_core": 1, "real_memory_mb": 1000},
             },
         ),
     ),
@@ -711,6 +712,10 @@ EXEMPT: dict[str, str] = {
     "applied with DOCA would fetch DOCA's key in every baseline run (as for node_groups[].fabric.roce): the "
     "driver container's policy is in tests/network_operator/test_render.py; rolling, since the container "
     "reloads the HCAs' kernel modules node by node (its upgradePolicy drains them)",
+    "node_groups[].hardware.discover": "says where the four figures come from (the facts file beside the spec, "
+    "gpuforge.spec.discovered), not a figure: a group's discovered figures are its sockets, cores_per_socket, "
+    "threads_per_core and real_memory_mb, each with its own mutation, and the applied record keeps them "
+    "(tests/spec/test_hardware.py)",
     "site.ansible": "the site's own Ansible code, which gpuforge runs but does not plan: what a change of it "
     "does is the site role's to say (its fields likewise)",
 }

@@ -13,6 +13,8 @@ from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
 
 FINGERPRINT = "0123456789ABCDEF0123456789ABCDEF01234567"
+#: Every compute group states its CPU and memory figures (a Slurm NodeName line never has a default).
+FIGURES = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000}
 
 BASE: dict[str, Any] = {
     "cluster": {"name": "fab", "scheduler": "slurm", "os": "ubuntu24.04"},
@@ -21,11 +23,11 @@ BASE: dict[str, Any] = {
         {"name": "ctl", "hosts": "ctl1", "roles": ["controller"], "address_start": "10.9.0.11"},
         {
             "name": "gpu", "hosts": "gpu[1-2]", "roles": ["compute"], "address_start": "10.9.0.21",
-            "hardware": {"gpu": {"model": "H100-80GB", "count": 8}},
+            "hardware": {"gpu": {"model": "H100-80GB", "count": 8}, **FIGURES},
             "fabric": {"type": "infiniband", "nccl": "2.27.7-1", "nccl_cuda": "12.9"},
         },
         {
-            "name": "cpu", "hosts": "cpu1", "roles": ["compute"], "address_start": "10.9.0.31",
+            "name": "cpu", "hosts": "cpu1", "roles": ["compute"], "address_start": "10.9.0.31", "hardware": FIGURES,
             "fabric": {"type": "roce", "soft_roce": ["eth1"]},
         },
     ],

@@ -191,7 +191,8 @@ def test_dcgm_packages_follow_the_drivers_cuda_major(os: str, branch: int) -> No
                 "node_groups": [
                     {"name": "ctl", "hosts": "ctl1", "roles": ["controller"]},
                     {"name": "gpu", "hosts": "gpu1", "roles": ["compute"],
-                     "hardware": {"gpu": {"model": "H100-80GB", "count": 8}}},
+                     "hardware": {"gpu": {"model": "H100-80GB", "count": 8}, "sockets": 1, "cores_per_socket": 4,
+                                  "threads_per_core": 1, "real_memory_mb": 8000}},
                 ],
                 "slurm": {"accounting": {"enabled": False}, "partitions": [{"name": "b", "nodes": "gpu"}]},
             }

@@ -45,6 +45,10 @@ node_groups:
     arch: {arch}
     hardware:
       gpu: {{model: {model}, count: {count}}}
+      sockets: 1
+      cores_per_socket: 4
+      threads_per_core: 1
+      real_memory_mb: 8000
 slurm:
   accounting: {{enabled: false}}
   containers: {{pyxis: true}}

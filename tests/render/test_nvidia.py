@@ -23,6 +23,9 @@ from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.model import Spec
 from tests.helpers import UPSTREAM, inventory, needs_upstream, variant
 
+#: A compute group's CPU and memory figures (its Slurm NodeName line never has a default).
+FIGURES = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000}
+
 SECRETS = Secrets.redacted()
 CRI = "io.containerd.grpc.v1.cri"
 
@@ -133,7 +136,7 @@ def test_docker_without_gpu_has_no_nvidia_runtime() -> None:
     def cpu_nodes_with_docker(d: dict[str, Any]) -> None:  # (Kubernetes refuses Docker Engine: a Slurm cluster)
         d["container_runtime"].update(engine="docker", nvidia_default=True)
         d["node_groups"].append(
-            {"name": "cpu", "hosts": "cpu01", "address_start": "192.0.2.250", "roles": ["compute"],
+            {"name": "cpu", "hosts": "cpu01", "address_start": "192.0.2.250", "roles": ["compute"], "hardware": FIGURES,
              "leaf_switch": {"leaf2": "cpu01"}}
         )  # fmt: skip
 

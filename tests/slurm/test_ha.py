@@ -32,7 +32,12 @@ def ha_data(state: str = "/shared/slurm/ctld", mount_nodes: str = "ctl", writabl
         "cluster": {"name": "t", "scheduler": "slurm"},
         "node_groups": [
             {"name": "ctl", "hosts": "ctl[1-2]", "roles": ["controller"]},
-            {"name": "cpu", "hosts": "cpu[1-2]", "roles": ["compute"]},
+            {
+                "name": "cpu",
+                "hosts": "cpu[1-2]",
+                "roles": ["compute"],
+                "hardware": {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000},
+            },
         ],
         "storage": {
             "mounts": [

@@ -33,7 +33,12 @@ def upgrade_spec(tmp: Path, version: str = "23.02.7-1") -> Spec:
         "versions": {"slurm": version},
         "node_groups": [
             {"name": "ctl", "hosts": "ctl1", "roles": ["controller", "accounting-db"]},
-            {"name": "cpu", "hosts": "cpu[1-3]", "roles": ["compute"]},
+            {
+                "name": "cpu",
+                "hosts": "cpu[1-3]",
+                "roles": ["compute"],
+                "hardware": {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000},
+            },
         ],
         "rollout": {"batch_size": 2},
         "slurm": {"state_save_location": str(tmp / "state"), "partitions": [{"name": "b", "nodes": "cpu"}]},

@@ -40,7 +40,12 @@ def spec_data(tmp: Path, slurm: str, pyxis: str = "0.20.0") -> dict[str, Any]:
         "versions": {"slurm": slurm, "pyxis": pyxis},
         "node_groups": [
             {"name": "ctl", "hosts": "ctl1", "roles": ["controller", "accounting-db"]},
-            {"name": "cpu", "hosts": "cpu[1-3]", "roles": ["compute"]},
+            {
+                "name": "cpu",
+                "hosts": "cpu[1-3]",
+                "roles": ["compute"],
+                "hardware": {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000},
+            },
         ],
         "rollout": {"batch_size": 2, "drain_timeout": 20},
         "slurm": {"state_save_location": str(tmp / "state"), "partitions": [{"name": "b", "nodes": "cpu"}]},

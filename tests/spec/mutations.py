@@ -203,7 +203,10 @@ def many_groups(data: Any, rng: random.Random) -> str:
     count, expr = rng.choice([(30, "n{i}x[1-100000]"), (300, "m{i}x[1-50]"), (3, "k{i}x[1-3000]"), (2, "j{i}x[1-4]")])
     groups = data.setdefault("node_groups", []) if isinstance(data, dict) else []
     if isinstance(groups, list):
-        groups.extend({"name": f"extra{i}", "hosts": expr.format(i=i), "roles": ["compute"]} for i in range(count))
+        hw = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000}
+        groups.extend(
+            {"name": f"extra{i}", "hosts": expr.format(i=i), "roles": ["compute"], "hardware": hw} for i in range(count)
+        )
     return f"{count} more node groups of {expr}"
 
 

@@ -209,6 +209,7 @@ node_groups:
   - name: cpu
     hosts: cpu[1-4]
     roles: [compute]
+    hardware: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, real_memory_mb: 8000}
 slurm:
   partitions:
     - name: batch

@@ -190,6 +190,7 @@ def test_sources_name_existing_citations_for_every_fact() -> None:
         needed |= {"mig"} if model.supports_mig else set()
         needed |= {"host"} if model.host_arch is not None else set()
         needed |= {"open"} if model.open_kernel_modules_only else set()
+        needed |= {"max"} if model.max_per_node is not None else set()
         assert needed <= facts, f"{model.name} cites nothing for {sorted(needed - facts)}"
         assert model.citations("pci"), model.name
     assert used == set(SOURCES), f"citations no model uses: {sorted(set(SOURCES) - used)}"

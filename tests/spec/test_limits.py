@@ -53,13 +53,16 @@ def timed(text: str) -> tuple[str, float]:
     return found, time.perf_counter() - started
 
 
+HW = {"sockets": 2, "cores_per_socket": 32, "threads_per_core": 2, "real_memory_mb": 250000}
+
+
 def minimal(compute: str = "cpu[1-4]", **slurm: Any) -> dict[str, Any]:
     """A valid Slurm spec: one controller and accounting node, a compute group, one partition."""
     return {
         "cluster": {"name": "t", "scheduler": "slurm"},
         "node_groups": [
             {"name": "ctl", "hosts": "ctl1", "roles": ["controller", "accounting-db"]},
-            {"name": "cpu", "hosts": compute, "roles": ["compute"]},
+            {"name": "cpu", "hosts": compute, "roles": ["compute"], "hardware": HW},
         ],
         "slurm": {"partitions": [{"name": "batch", "nodes": "cpu", "default": True}], **slurm},
     }

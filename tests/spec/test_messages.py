@@ -22,10 +22,12 @@ node_groups:
   - name: ctl
     hosts: ctl1
     roles: [controller, accounting-db, compute]
+    hardware: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, real_memory_mb: 8000}
 slurm:
   partitions:
     - {name: batch, nodes: ctl}
 """
+HARDWARE = "    hardware: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, real_memory_mb: 8000}\n"
 
 
 def problems(text: str) -> list[str]:
@@ -63,8 +65,7 @@ def test_yaml_boolean_for_a_string_enum_gets_the_quoting_rule() -> None:
 
 
 def test_unknown_gpu_model_suggests_close_models() -> None:
-    text = SPEC.replace("roles: [controller, accounting-db, compute]", "roles: [controller, accounting-db, compute]\n"
-                        "    hardware: {gpu: {model: h200, count: 1}}")  # fmt: skip
+    text = SPEC.replace("hardware: {sockets", "hardware: {gpu: {model: h200, count: 1}, sockets")
     text += "versions: {driver: {version: 550.163.01}}\n"
     (line,) = problems(text)
     assert "unknown GPU model 'h200'; known models: " in line
@@ -72,7 +73,7 @@ def test_unknown_gpu_model_suggests_close_models() -> None:
 
 
 def test_yaml_error_has_line_column_quoted_line_and_hint() -> None:
-    text = SPEC.replace("roles: [controller, accounting-db, compute]", "roles: [controller, compute")
+    text = SPEC.replace("roles: [controller, accounting-db, compute]\n" + HARDWARE, "roles: [controller, compute\n")
     (line,) = problems(text)
     head = "x.yaml:6: (top level): not valid YAML: "
     assert line.startswith(head + "did not find expected ',' or ']' at line 6, column 6")

@@ -23,6 +23,9 @@ from gpuforge.render.storage import mount_unit
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.spec.model import Spec
 
+#: A compute group's CPU and memory figures (its Slurm NodeName line never has a default).
+FIGURES = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000}
+
 SITE_UNIT = "[Unit]\nDescription=the site's scratch\n[Mount]\nWhat=nas9:/x\nWhere=/site\nType=nfs\n"
 
 
@@ -31,7 +34,13 @@ def spec() -> Spec:
         "cluster": {"name": "st", "scheduler": "slurm"},
         "node_groups": [
             {"name": "ctl", "hosts": "ctl1", "roles": ["controller"], "address_start": "10.9.0.11"},
-            {"name": "cpu", "hosts": "cpu1", "roles": ["compute"], "address_start": "10.9.0.31"},
+            {
+                "name": "cpu",
+                "hosts": "cpu1",
+                "roles": ["compute"],
+                "address_start": "10.9.0.31",
+                "hardware": FIGURES,
+            },
         ],
         "storage": {
             "mounts": [{"name": "home", "path": "/home", "nodes": "ctl,cpu", "server": "10.9.0.5", "remote_path": "/h"}]

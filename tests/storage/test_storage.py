@@ -18,6 +18,9 @@ from gpuforge.spec.platforms import DISTRIBUTIONS, OsFamily
 from gpuforge.validator.cluster_storage import judge_mount, read_mounts
 from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
 
+#: A compute group's CPU and memory figures (its Slurm NodeName line never has a default).
+FIGURES = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000}
+
 GOLDEN = Path(__file__).parent / "fixtures" / "plan_fresh"
 
 
@@ -27,7 +30,7 @@ def storage_data() -> dict[str, Any]:
         "node_groups": [
             {"name": "ctl", "hosts": "ctl[1-2]", "roles": ["controller"], "address_start": "10.9.0.11"},
             {"name": "nas", "hosts": "nas1", "roles": ["storage"], "address_start": "10.9.0.21"},
-            {"name": "cpu", "hosts": "cpu1", "roles": ["compute"], "address_start": "10.9.0.31"},
+            {"name": "cpu", "hosts": "cpu1", "roles": ["compute"], "address_start": "10.9.0.31", "hardware": FIGURES},
         ],
         "storage": {
             "exports": [{"name": "state", "path": "/export/slurm"}, {"name": "home", "path": "/export/home"}],

@@ -18,7 +18,8 @@ SPEC = """
 cluster: {name: t, scheduler: slurm, os: debian12}
 node_groups:
   - {name: ctl, hosts: ctl1, roles: [controller]}
-  - {name: arm, hosts: arm1, roles: [compute], os: rocky9, arch: aarch64}
+  - {name: arm, hosts: arm1, roles: [compute], os: rocky9, arch: aarch64,
+     hardware: {sockets: 1, cores_per_socket: 72, threads_per_core: 1, real_memory_mb: 480000}}
 slurm:
   accounting: {enabled: false}
   partitions: [{name: batch, nodes: arm}]

@@ -153,6 +153,8 @@ def lab_node_outputs(n: Node) -> dict[str, list[str]]:
         states.update({"slurmdbd.service": "active", "mariadb.service": "active"})
     return {
         "os_release": output("platform/os_release_debian12_x86_64"),  # the lab runs Debian 12 on x86_64
+        # one CPU and 2000 MiB, the lab spec's figures (1 x 1 x 1, RealMemory 1000) and more memory
+        "hardware": ["__section=cpu", "cpu0 1 0 0", "__section=memory", "MemTotal:        2048000 kB", "__rc=0"],
         "lspci": output("nvidia/pci_no_nvidia_device"),
         "units": units(states),
         "munge": ["STATUS:          Success (0)", "__rc=0"],

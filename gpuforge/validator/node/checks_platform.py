@@ -6,7 +6,7 @@ from __future__ import annotations
 from gpuforge.probes.platform import runs
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, WARNING, Config, Outcome
 from gpuforge.validator.node.framework import NodeContext, check
-from gpuforge.validator.node.inputs import NO_UNITS, OS_RELEASE, UNITS, units_for
+from gpuforge.validator.node.inputs import HARDWARE, NO_UNITS, OS_RELEASE, UNITS, units_for
 
 
 @check("hardware.platform", "hardware", CRITICAL, "the node runs the spec's OS release and CPU architecture",
@@ -24,6 +24,32 @@ def _platform(ctx: NodeContext) -> Outcome:
     if info.machine != want["arch"]:
         return FAIL, f"uname -m says {info.machine or 'nothing'}; {spec_says} (packages would be for another CPU)"
     return PASS, f"{want['title']} ({info.os_id} {info.version_id}) on {info.machine}, as the spec says"
+
+
+def _gate_hardware(cfg: Config) -> str | None:
+    return None if isinstance(cfg.get("hardware"), dict) else "no slurmd NodeName figures for this node"
+
+
+@check("hardware.figures", "hardware", CRITICAL,
+       "the node has the sockets, cores, threads and memory its Slurm NodeName line gives it",
+       needs=("hardware",), gate=_gate_hardware)  # fmt: skip
+def _figures(ctx: NodeContext) -> Outcome:
+    want, have = ctx.cfg["hardware"], ctx.read(HARDWARE)
+    if have["errors"]:
+        return FAIL, f"cannot read the node's hardware: {'; '.join(have['errors'])[:300]}"
+    differ = [f"{k}: the spec says {want[k]}, the node has {have[k]}"
+              for k in ("sockets", "cores_per_socket", "threads_per_core") if want.get(k) != have[k]]  # fmt: skip
+    if want.get("real_memory_mb", 0) > have["memory_mb"]:
+        differ.append(
+            f"real_memory_mb: the spec says {want['real_memory_mb']}, the node has {have['memory_mb']} MiB "
+            "(Slurm marks a node with less memory than RealMemory INVALID)"
+        )
+    if differ:
+        return FAIL, "; ".join(differ) + " (gpuforge discover SPEC reads the node's figures)"
+    return PASS, (
+        f"{have['sockets']} x {have['cores_per_socket']} cores x {have['threads_per_core']} threads, "
+        f"{have['memory_mb']} MiB (RealMemory {want['real_memory_mb']}), as the spec says"
+    )
 
 
 def _gate_units(cfg: Config) -> str | None:

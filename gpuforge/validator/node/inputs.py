@@ -17,6 +17,7 @@ from gpuforge.probes import (
     dcgm,
     fabric,
     files,
+    hardware,
     metrics,
     mig,
     nvidia,
@@ -131,6 +132,7 @@ XID = Input("xid", nvidia.XID_ERRORS)
 MODULES = Input("modules", nvidia.KERNEL_MODULES)
 SWAPS = Input("swaps", swap.PROC_SWAPS)
 OS_RELEASE = Input("os_release", platform.OS_RELEASE)
+HARDWARE = Input("hardware", hardware.HARDWARE)
 DRIVER = Input("driver", nvidia.DRIVER_VERSION)
 UNITS = Input("units", systemd.UNIT_STATES, _one(units_for))
 MUNGE = Input("munge", slurm.MUNGE_ROUND_TRIP)
@@ -160,7 +162,7 @@ DCGM_EXPORTER = Input("dcgm_exporter", metrics.EXPORTER_METRICS, _exporter("dcgm
 INPUTS: dict[str, Input[Any]] = {
     i.key: i
     for i in (
-        OS_RELEASE, LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE,
+        OS_RELEASE, HARDWARE, LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE,
         SRUN_HELP, MIG, MIG_PROFILES, DCGM_DIAG, CONTAINER, MUNGE_KEY, SLURMDBD_CONF, CONTAINERD_DROPIN, RUNTIME_CONFIG,
         RUNTIME_BINARY, MANAGED_FILES, NODE_EXPORTER, DCGM_EXPORTER, RDMA,
     )

@@ -1,0 +1,65 @@
+"""hardware.figures: the live node against the figures of its NodeName line, naming the figure that differs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuforge.render import node_health_config
+from gpuforge.spec import parse_spec, resolve_nodes
+from gpuforge.validator.node import execute, framework
+from gpuforge.validator.node.base import FAIL, PASS, SKIP
+from tests.facts.test_hardware_probe import hgx
+from tests.spec.test_hardware import spec_data
+
+RECORDED = Path(__file__).parents[1] / "facts" / "fixtures" / "platform" / "hardware_vm_2cpu.json"
+
+
+def config(node: str, **hw: int) -> dict[str, object]:
+    figures = {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2, "real_memory_mb": 2000000, **hw}
+    spec = parse_spec(yaml.safe_dump(spec_data(figures)))
+    return node_health_config(spec, next(n for n in resolve_nodes(spec) if n.name == node))
+
+
+def figures_result(cfg: dict[str, object], lines: list[str]) -> tuple[str, str]:
+    ctx = framework.NodeContext(cfg, {"hardware": lines})
+    results, _ = execute.run_node_checks(cfg, ["hardware.figures"], ctx=ctx)
+    return results[0].status, results[0].message
+
+
+def test_the_config_carries_the_nodename_figures_of_slurmd_nodes_only() -> None:
+    assert config("gpu1")["hardware"] == {
+        "sockets": 2, "cores_per_socket": 56, "threads_per_core": 2, "real_memory_mb": 2000000}  # fmt: skip
+    assert "hardware" not in config("ctl1")
+
+
+def test_an_hgx_node_as_the_spec_says_passes() -> None:
+    assert figures_result(config("gpu1"), hgx()) == (
+        PASS, "2 x 56 cores x 2 threads, 2063760 MiB (RealMemory 2000000), as the spec says")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("hw", "message"),
+    [
+        ({"sockets": 1}, "sockets: the spec says 1, the node has 2"),
+        ({"threads_per_core": 1, "cores_per_socket": 64},
+         "cores_per_socket: the spec says 64, the node has 56; threads_per_core: the spec says 1, the node has 2"),
+        ({"real_memory_mb": 2100000}, "real_memory_mb: the spec says 2100000, the node has 2063760 MiB (Slurm marks"),
+    ],
+)  # fmt: skip
+def test_the_figure_that_differs_is_named(hw: dict[str, int], message: str) -> None:
+    status, text = figures_result(config("gpu1", **hw), hgx())
+    assert status == FAIL and message in text and "gpuforge discover SPEC" in text
+
+
+def test_the_recorded_small_machine_is_not_an_hgx_node() -> None:
+    status, text = figures_result(config("gpu1"), json.loads(RECORDED.read_text())["output"])
+    assert status == FAIL and text.startswith("sockets: the spec says 2, the node has 1")
+
+
+def test_unreadable_hardware_fails_and_other_nodes_skip() -> None:
+    assert figures_result(config("gpu1"), ["__section=cpu", "garbage"])[0] == FAIL
+    assert figures_result(config("ctl1"), hgx())[0] == SKIP
