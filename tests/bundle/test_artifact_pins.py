@@ -46,7 +46,7 @@ def test_the_bundle_refuses_release_files_without_a_known_sha256(
 
 
 def test_a_pinned_file_served_with_other_bytes_is_refused(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
-    name = "pyxis-0.20.0.tar.gz"
+    name = "pyxis-0.24.0.tar.gz"
     (served.root / "artifacts" / name).write_bytes(b"a tarball someone put on the mirror\n")
     m = build(tmp_path, mirror_spec(served.url, repo_key.fingerprint))
     missing = {x["what"]: x for x in m["missing"]}

@@ -33,7 +33,7 @@ def bundle(tmp_path: Path) -> tuple[Path, str]:
     """A signed test bundle and the fingerprint the operator recorded when it was made."""
     b = tmp_path / "bundle"
     (b / "apt" / "nvidia-container").mkdir(parents=True)
-    (b / PACKAGES).write_text("Package: nvidia-container-toolkit\nVersion: 1.17.8-1\n")
+    (b / PACKAGES).write_text("Package: nvidia-container-toolkit\nVersion: 1.20.0-1\n")
     (b / "artifacts").mkdir()
     (b / ENROOT).write_bytes(b"the enroot package gpuforge fetched")
     write_bundle_manifest(b)

@@ -350,7 +350,7 @@ MUTATIONS: dict[str, Mutation] = {
     "versions.dcgm": M(
         "hopper", setting("versions", dcgm="4.4.1", dcgm_exporter="4.4.1-4.6.0"), ("versions.dcgm_exporter",)
     ),
-    "versions.dcgm_exporter": M("hopper", setting("versions", dcgm_exporter="4.4.2-4.7.0")),
+    "versions.dcgm_exporter": M("hopper", setting("versions", dcgm_exporter="4.6.0-4.7.0")),
     "versions.mig_manager": M("hopper", setting("versions", mig_manager="0.10.0")),
     "versions.slurm": M("lab", setting("versions", slurm="22.05.8-4+deb12u3")),
     "versions.kubernetes": M("k8s", setting("versions", kubernetes="1.36.5")),

@@ -35,7 +35,7 @@ ARTIFACT_PINS = {
     for name in (
         "enroot_3.5.0-1_amd64.deb",
         "enroot+caps_3.5.0-1_amd64.deb",
-        "pyxis-0.20.0.tar.gz",
+        "pyxis-0.24.0.tar.gz",
         "nvidia-mig-manager_0.15.0-1_amd64.deb",
     )
 }

@@ -30,10 +30,10 @@ SPEC = """
 cluster: {{name: t, scheduler: slurm, os: {os}}}
 versions:
   driver: {{version: 580.105.08, source: nvidia, flavor: open}}
-  enroot: 3.5.0
-  pyxis: 0.20.0
-  dcgm: 4.4.2
-  dcgm_exporter: 4.4.2-4.7.1
+  enroot: 4.1.2
+  pyxis: 0.24.0
+  dcgm: 4.6.0
+  dcgm_exporter: 4.6.0-4.8.3
 sources: {{mode: upstream}}
 node_groups:
   - name: ctl
