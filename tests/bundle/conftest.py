@@ -93,8 +93,8 @@ CUDA_DEBS: list[Deb] = [
 ]
 
 ARTIFACTS = {
-    "enroot_3.5.0-1_amd64.deb": b"fake enroot 4.1.2\n",
-    "enroot+caps_3.5.0-1_amd64.deb": b"fake enroot+caps 4.1.2\n",
+    "enroot_4.1.2-1_amd64.deb": b"fake enroot 4.1.2\n",
+    "enroot+caps_4.1.2-1_amd64.deb": b"fake enroot+caps 4.1.2\n",
     "pyxis-0.24.0.tar.gz": b"fake pyxis 0.24.0\n",
 }
 

@@ -56,6 +56,6 @@ def test_a_pinned_file_served_with_other_bytes_is_refused(served: Server, repo_k
     )
     assert not (tmp_path / "bundle" / "artifacts" / name).exists()
     files = {f["path"]: f for f in m["files"]}
-    other = "artifacts/enroot_3.5.0-1_amd64.deb"
-    assert files[other]["sha256"] == hashlib.sha256(ARTIFACTS["enroot_3.5.0-1_amd64.deb"]).hexdigest()
+    other = "artifacts/enroot_4.1.2-1_amd64.deb"
+    assert files[other]["sha256"] == hashlib.sha256(ARTIFACTS["enroot_4.1.2-1_amd64.deb"]).hexdigest()
     assert files[other]["checksum"] == "sha256 known beforehand: pinned in the spec (sources.artifact_sha256)"

@@ -24,7 +24,7 @@ from tests.bundle.conftest import run_bundle
 from tests.conftest import REPO, run_cli
 from tests.helpers import bundle_fingerprint, write_bundle_manifest
 
-ENROOT = "artifacts/enroot_3.5.0-1_amd64.deb"
+ENROOT = "artifacts/enroot_4.1.2-1_amd64.deb"
 PACKAGES = "apt/nvidia-container/Packages"
 
 

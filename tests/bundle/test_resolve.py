@@ -282,12 +282,12 @@ def test_needs_of_the_h100_example() -> None:
         for p in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")
     } | {"libnvidia-container1": ("1.20.0-1",)}
     assert sorted(needs.artifacts) == [
-        "enroot+caps_3.5.0-1_amd64.deb",
-        "enroot_3.5.0-1_amd64.deb",
+        "enroot+caps_4.1.2-1_amd64.deb",
+        "enroot_4.1.2-1_amd64.deb",
         "nvidia-mig-manager_0.15.0-1_amd64.deb",
         "pyxis-0.24.0.tar.gz",
     ]
-    assert len(needs.artifacts["enroot_3.5.0-1_amd64.deb"].nodes) == 66  # compute and login nodes
+    assert len(needs.artifacts["enroot_4.1.2-1_amd64.deb"].nodes) == 66  # compute and login nodes
     mig = needs.artifacts["nvidia-mig-manager_0.15.0-1_amd64.deb"]
     assert mig.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]  # the mig group
     assert mig.artifact.url == "http://192.0.2.5/artifacts/nvidia-mig-manager_0.15.0-1_amd64.deb"
@@ -327,7 +327,7 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
     docker = next(n for (fmt, kind, _), n in needs.repos.items() if kind == "docker-ce")
     assert list(docker.wants) == ["containerd.io"] and docker.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]
     assert needs.artifacts["pyxis-0.24.0.tar.gz"].artifact.url == (
-        "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
+        "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
     )
     assert "enroot-4.1.2-1.el8.x86_64.rpm" in needs.artifacts
     # dcgm-exporter is the CUDA repository's datacenter-gpu-manager-exporter, not a release file.

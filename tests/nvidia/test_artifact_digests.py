@@ -176,8 +176,8 @@ def test_cuda_keyring_is_checked_by_the_key_it_carries() -> None:
 @pytest.mark.parametrize(
     ("pins", "problem"),
     [
-        ({"enroot_3.5.0-1_amd64.deb": "abc"}, "is not a sha256"),
-        ({"enroot_3.5.0-1_amd64.deb": "g" * 64}, "is not a sha256"),
+        ({"enroot_4.1.2-1_amd64.deb": "abc"}, "is not a sha256"),
+        ({"enroot_4.1.2-1_amd64.deb": "g" * 64}, "is not a sha256"),
         ({"../enroot.deb": "a" * 64}, "is not a release file name"),
         ({"a/b.deb": "a" * 64}, "is not a release file name"),
         ({".hidden": "a" * 64}, "is not a release file name"),

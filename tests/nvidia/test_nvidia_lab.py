@@ -77,7 +77,7 @@ def mirrored_variant(d: dict[str, Any]) -> None:
     d["slurm"]["containers"] = {"enroot": True, "pyxis": True}
     # No upstream publishes the sha256 of these release files: the site pins its mirrored ones (made up:
     # the plan downloads nothing).
-    names = ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb", "pyxis-0.24.0.tar.gz")
+    names = ("enroot_4.1.2-1_amd64.deb", "enroot+caps_4.1.2-1_amd64.deb", "pyxis-0.24.0.tar.gz")
     pins = {name: "6" * 64 for name in (*names, f"dcgm-exporter-{Versions().dcgm_exporter}-linux-amd64")}
     d["sources"]["artifact_sha256"] = pins
 
@@ -229,8 +229,8 @@ def test_plan_toolkit_enroot_pyxis_dcgm_from_real_facts(gpu_lab: GpuLab) -> None
 
     enroot = [s for s in gpu["enroot"] if s["kind"] == "install"]
     assert len(enroot) == 1
-    assert f"{mirror}/artifacts/enroot_3.5.0-1_amd64.deb" in enroot[0]["command"]
-    assert f"{mirror}/artifacts/enroot+caps_3.5.0-1_amd64.deb" in enroot[0]["command"]
+    assert f"{mirror}/artifacts/enroot_4.1.2-1_amd64.deb" in enroot[0]["command"]
+    assert f"{mirror}/artifacts/enroot+caps_4.1.2-1_amd64.deb" in enroot[0]["command"]
     hooks = [s for s in gpu["enroot"] if s["kind"] == "link"]
     assert len(hooks) == 1 and "ln -sfn /usr/share/enroot/hooks.d/50-slurm-pmi.sh" in hooks[0]["command"]
 

@@ -149,12 +149,12 @@ def test_release_urls_per_mode() -> None:
     up = variant(H100, mode="upstream")
     names = [a.url for a in src.enroot_artifacts(up, platform_for(OsFamily.UBUNTU2404))]
     assert names == [
-        "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot_3.5.0-1_amd64.deb",
-        "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot+caps_3.5.0-1_amd64.deb",
+        "https://github.com/NVIDIA/enroot/releases/download/v4.1.2/enroot_4.1.2-1_amd64.deb",
+        "https://github.com/NVIDIA/enroot/releases/download/v4.1.2/enroot+caps_4.1.2-1_amd64.deb",
     ]
     rpms = [a.name for a in src.enroot_artifacts(up, platform_for(OsFamily.RHEL9))]
     assert rpms == ["enroot-4.1.2-1.el8.x86_64.rpm", "enroot+caps-4.1.2-1.el8.x86_64.rpm"]
-    assert src.pyxis_artifact(up).url == "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
+    assert src.pyxis_artifact(up).url == "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
     mirror = load_spec(H100)
     assert src.pyxis_artifact(mirror).url == "http://192.0.2.5/artifacts/pyxis-0.24.0.tar.gz"
 
@@ -258,7 +258,7 @@ def test_nvidia_host_fact_parses_pci_driver_and_packages() -> None:
     hf = parse_nvidia_host(lines)
     assert hf.gpus == ["2330", "2330"] and hf.nvswitches == ["22a3"]
     assert hf.loaded_driver == "550.163.01" and hf.driver_loaded and hf.gpu_present
-    assert hf.packages == {"enroot": "4.1.2-1", "enroot+caps": None} and hf.package_tool == "dpkg"
+    assert hf.packages == {"enroot": "3.5.0-1", "enroot+caps": None} and hf.package_tool == "dpkg"
     assert hf.kernel_release == "5.15.0-126-generic" and hf.secure_boot is True
 
 
