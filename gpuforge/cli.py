@@ -87,7 +87,7 @@ def _logging(verbose: int, log_file: Path | None) -> None:
         raise typer.Exit(2) from None
 
 
-def _warnings(s: Spec, path: Path, strict: bool) -> list[dict[str, str]]:
+def _warnings(s: Spec, path: Path, strict: bool) -> None:
     """Print the spec's warnings (spec_warnings.all_warnings); with ``strict``, exit 2 when there are any."""
     from gpuforge.spec.spec_warnings import all_warnings, strict_failure
 
@@ -98,7 +98,6 @@ def _warnings(s: Spec, path: Path, strict: bool) -> list[dict[str, str]]:
     if failure:
         err.print(failure, markup=False, highlight=False)
         raise typer.Exit(2)
-    return [{"path": w.path, "message": w.message} for w in warnings]
 
 
 def _load(path: Path) -> Spec:
