@@ -33,13 +33,13 @@ CONTAINER_DEBS: list[Deb] = [
         "",
     ),
     ("nvidia-container-toolkit", "1.17.7-1", "nvidia-container-toolkit-base (= 1.17.7-1)", ""),
-    ("nvidia-container-toolkit", "1.18.0-1", "nvidia-container-toolkit-base (= 1.18.0-1)", ""),
+    ("nvidia-container-toolkit", "1.21.0-1", "nvidia-container-toolkit-base (= 1.21.0-1)", ""),
     ("nvidia-container-toolkit-base", "1.20.0-1", "", ""),
-    ("nvidia-container-toolkit-base", "1.18.0-1", "", ""),
+    ("nvidia-container-toolkit-base", "1.21.0-1", "", ""),
     ("libnvidia-container-tools", "1.20.0-1", "libnvidia-container1 (>= 1.20.0-1), libc6 (>= 2.34)", ""),
-    ("libnvidia-container-tools", "1.18.0-1", "libnvidia-container1 (>= 1.18.0-1)", ""),
+    ("libnvidia-container-tools", "1.21.0-1", "libnvidia-container1 (>= 1.21.0-1)", ""),
     ("libnvidia-container1", "1.20.0-1", "libc6 (>= 2.34), libseccomp2 | libcap2", ""),
-    ("libnvidia-container1", "1.18.0-1", "libc6 (>= 2.34)", ""),
+    ("libnvidia-container1", "1.21.0-1", "libc6 (>= 2.34)", ""),
     ("nvidia-docker2", "2.14.0-1", "nvidia-container-toolkit (>= 1.20.0-1)", ""),
 ]
 

@@ -88,12 +88,12 @@ STREAMS = {"550-open": ("550.163.01", "550.144.03"), "575-open": ("575.57.08",),
 
 CONTAINER_RPMS = [
     Rpm("nvidia-container-toolkit", "1.20.0-1", 0, ("nvidia-container-toolkit-base = 1.20.0-1",)),
-    Rpm("nvidia-container-toolkit", "1.18.0-1", 0, ("nvidia-container-toolkit-base = 1.18.0-1",)),
+    Rpm("nvidia-container-toolkit", "1.21.0-1", 0, ("nvidia-container-toolkit-base = 1.21.0-1",)),
     Rpm("nvidia-container-toolkit-base", "1.20.0-1"),
-    Rpm("nvidia-container-toolkit-base", "1.18.0-1"),
+    Rpm("nvidia-container-toolkit-base", "1.21.0-1"),
     Rpm("libnvidia-container-tools", "1.20.0-1", 0, ("libnvidia-container1(x86-64) >= 1.20.0-1", "libc.so.6()(64bit)")),
     Rpm("libnvidia-container1", "1.20.0-1", 0, (), ("libnvidia-container1(x86-64) = 1.20.0-1",)),
-    Rpm("libnvidia-container1", "1.18.0-1", 0, (), ("libnvidia-container1(x86-64) = 1.18.0-1",)),
+    Rpm("libnvidia-container1", "1.21.0-1", 0, (), ("libnvidia-container1(x86-64) = 1.21.0-1",)),
 ]
 EPEL_RPMS = [
     Rpm("dkms", "3.1.5-1.el9", 0, ("gcc", "kmod")),

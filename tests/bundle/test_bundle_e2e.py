@@ -180,7 +180,7 @@ def test_bundle_mirror_end_to_end(served: Server, repo_key: RepoKey, tmp_path: P
     # Only what is needed was fetched: no older or newer version, no unrelated package.
     got = fetched(served)
     assert len(got) == len(PINNED[CONTAINER]) + len(PINNED[CUDA]) + len(ARTIFACTS)
-    assert not any(v in p for p in got for v in ("1.17.7", "1.18.0", "4.3.0", "550.144", "550.170", "docker"))
+    assert not any(v in p for p in got for v in ("1.17.7", "1.21.0", "4.3.0", "550.144", "550.170", "docker"))
     assert verify_bundle(out, pin) == []
     cp = run_bundle("--verify", str(out), "--fingerprint", pin)
     assert cp.returncode == 0, cp.stdout + cp.stderr
@@ -311,7 +311,7 @@ def test_changed_pin_replaces_stale_packages(served: Server, repo_key: RepoKey, 
     out = tmp_path / "bundle"
     assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
     first_key = manifest(out)["signing"]["fingerprint"]
-    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.20.0", "container_toolkit: 1.18.0"))
+    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.20.0", "container_toolkit: 1.21.0"))
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "4 stale removed" in cp.stdout
@@ -320,10 +320,10 @@ def test_changed_pin_replaces_stale_packages(served: Server, repo_key: RepoKey, 
     assert new_key != first_key
     debs = sorted(p.name for p in (out / CONTAINER).glob("*.deb"))
     assert debs == [
-        "libnvidia-container-tools_1.18.0-1_amd64.deb",
-        "libnvidia-container1_1.18.0-1_amd64.deb",
-        "nvidia-container-toolkit-base_1.18.0-1_amd64.deb",
-        "nvidia-container-toolkit_1.18.0-1_amd64.deb",
+        "libnvidia-container-tools_1.21.0-1_amd64.deb",
+        "libnvidia-container1_1.21.0-1_amd64.deb",
+        "nvidia-container-toolkit-base_1.21.0-1_amd64.deb",
+        "nvidia-container-toolkit_1.21.0-1_amd64.deb",
     ]
     assert verify_bundle(out, new_key) == []
 

@@ -29,10 +29,10 @@ Description: NVIDIA Container toolkit
  A second paragraph.
 
 Package: nvidia-container-toolkit
-Version: 1.18.0-1
+Version: 1.21.0-1
 Architecture: amd64
-Depends: nvidia-container-toolkit-base (= 1.18.0-1)
-Filename: ./nvidia-container-toolkit_1.18.0-1_amd64.deb
+Depends: nvidia-container-toolkit-base (= 1.21.0-1)
+Filename: ./nvidia-container-toolkit_1.21.0-1_amd64.deb
 Size: 1000
 SHA256: ab
 
@@ -51,9 +51,9 @@ Size: 10
 SHA256: ba
 
 Package: nvidia-container-toolkit-base
-Version: 1.18.0-1
+Version: 1.21.0-1
 Architecture: amd64
-Filename: ./nvidia-container-toolkit-base_1.18.0-1_amd64.deb
+Filename: ./nvidia-container-toolkit-base_1.21.0-1_amd64.deb
 Size: 10
 SHA256: bb
 
@@ -160,7 +160,7 @@ def test_parse_packages_keeps_fields_and_continuations() -> None:
 
 def test_index_keeps_amd64_and_all_newest_first() -> None:
     idx = index()
-    assert [s.version for s in idx.versions("nvidia-container-toolkit")] == ["1.18.0-1", "1.20.0-1"]
+    assert [s.version for s in idx.versions("nvidia-container-toolkit")] == ["1.21.0-1", "1.20.0-1"]
     assert [s.arch for s in idx.versions("libnvidia-seccomp")] == ["all"]
     assert {s.version for s, _ in idx.providers["libnvidia-ml1"]} == {"550.163.01-0ubuntu1", "550.170.01-0ubuntu1"}
 
@@ -168,7 +168,7 @@ def test_index_keeps_amd64_and_all_newest_first() -> None:
 def test_pinned_toolkit_and_closure() -> None:
     res = resolve(index(), TOOLKIT)
     assert {n: s.version for n, s in res.selected.items()} == {
-        "nvidia-container-toolkit": "1.20.0-1",  # not the newer 1.18.0-1
+        "nvidia-container-toolkit": "1.20.0-1",  # not the newer 1.21.0-1
         "nvidia-container-toolkit-base": "1.20.0-1",
         "libnvidia-container-tools": "1.20.0-1",  # wanted at the pin, satisfies >= 1.20.0 and << 2.0.0
         "libnvidia-container1": "1.20.0-1",  # dependency, found in the repository

@@ -434,15 +434,15 @@ def test_a_new_pin_replaces_the_old_packages_and_metadata(rpm_served: Server, tm
     assert cp.returncode == 0, cp.stdout + cp.stderr
     old = {p.relative_to(out).as_posix() for p in (out / CONTAINER).rglob("*") if p.is_file()}
     spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.20.0", "container_toolkit: 1.18.0"))
+    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.20.0", "container_toolkit: 1.21.0"))
     cp = run_bundle(str(spec_file), "-o", str(out))
-    # libnvidia-container1 and -tools are not in the test repository at 1.18.0: the rest moves on
+    # libnvidia-container1 and -tools are not in the test repository at 1.21.0: the rest moves on
     new = {p.relative_to(out).as_posix() for p in (out / CONTAINER).rglob("*") if p.is_file()}
     rpms = sorted(r.rsplit("/", 1)[1] for r in new if r.endswith(".rpm"))
     assert rpms == [
-        "libnvidia-container1-1.18.0-1.x86_64.rpm",
-        "nvidia-container-toolkit-1.18.0-1.x86_64.rpm",
-        "nvidia-container-toolkit-base-1.18.0-1.x86_64.rpm",
+        "libnvidia-container1-1.21.0-1.x86_64.rpm",
+        "nvidia-container-toolkit-1.21.0-1.x86_64.rpm",
+        "nvidia-container-toolkit-base-1.21.0-1.x86_64.rpm",
     ], cp.stdout + cp.stderr
     stale = {r for r in old - new if "/repodata/" in r}
     assert stale and not (stale & new)  # the old primary/filelists/other are gone, not left beside

@@ -34,8 +34,8 @@ TABLE = [
     ("9.9", "1:0.1", -1),  # a higher epoch wins over everything
     ("1:4.2.3-1", "4.3.0-1", 1),
     ("1:4.2.3-1", "1:4.3.0-1", -1),
-    ("1.20.0-1", "1.18.0-1", -1),
-    ("1.17.10-1", "1.20.0-1", 1),
+    ("1.17.8-1", "1.18.0-1", -1),
+    ("1.17.10-1", "1.17.8-1", 1),
     ("550.163.01-0ubuntu1", "550.163.01-0ubuntu1.24.04.1", -1),
     ("550.144.03-0ubuntu1", "550.163.01-0ubuntu1", -1),
     ("2.36-9+deb12u10", "2.36-9+deb12u9", 1),
@@ -87,13 +87,13 @@ def test_agrees_with_dpkg() -> None:
 @pytest.mark.parametrize(
     ("version", "op", "wanted", "ok"),
     [
-        ("1.20.0-1", "=", "1.20.0-1", True),
-        ("1.20.0-1", ">=", "1.20.0", True),
-        ("1.17.7-1", ">=", "1.20.0", False),
-        ("1.20.0-1", "<<", "1.20.0-2", True),
-        ("1.20.0-2", "<<", "1.20.0-2", False),
-        ("1.20.0-2", "<=", "1.20.0-2", True),
-        ("1.17.9", ">>", "1.20.0-1", True),
+        ("1.17.8-1", "=", "1.17.8-1", True),
+        ("1.17.8-1", ">=", "1.17.8", True),
+        ("1.17.7-1", ">=", "1.17.8", False),
+        ("1.17.8-1", "<<", "1.17.8-2", True),
+        ("1.17.8-2", "<<", "1.17.8-2", False),
+        ("1.17.8-2", "<=", "1.17.8-2", True),
+        ("1.17.9", ">>", "1.17.8-1", True),
         ("1:4.2.3-1", "=", "1:4.2.3-1", True),
         ("1:4.2.3-1", "=", "4.2.3-1", False),
         ("1.0", "<", "1.0", True),  # obsolete spelling of <=
@@ -107,12 +107,12 @@ def test_version_satisfies(version: str, op: str | None, wanted: str | None, ok:
 
 def test_parse_relations() -> None:
     text = (
-        "libc6 (>= 2.34), nvidia-container-toolkit-base (= 1.20.0-1),\n"
+        "libc6 (>= 2.34), nvidia-container-toolkit-base (= 1.17.8-1),\n"
         " libseccomp2 | libcap2 (>>2.0), python3:any (>= 3.9~), foo [i386], bar [!i386] | baz [amd64]"
     )
     assert parse_relations(text) == [
         [Relation("libc6", ">=", "2.34")],
-        [Relation("nvidia-container-toolkit-base", "=", "1.20.0-1")],
+        [Relation("nvidia-container-toolkit-base", "=", "1.17.8-1")],
         [Relation("libseccomp2"), Relation("libcap2", ">>", "2.0")],
         [Relation("python3", ">=", "3.9~")],
         [Relation("bar"), Relation("baz")],
