@@ -7,8 +7,11 @@ no network. Keeping current is: update the table from its cited pages, run this,
 
 Columns: the field, its pin, its end of support as upstream publishes it, the newest upstream release
 gpuforge's table knows, and a verdict: ``ok``, ``behind`` (a newer release exists), ``ENDED`` (past
-its end of support) or ``no date`` (the cited sources give none). ``--strict`` exits 1 when a pin has
-ended; otherwise the exit status is 0.
+its end of support), ``no date`` (the cited sources give none) or ``OUTSIDE`` (a Kubernetes add-on pin
+whose cited window, ``gpuforge.spec.support_windows``, leaves out the default Kubernetes while another
+release in the table covers it; Helm 3 past its last security fix) or ``none yet`` (no release in the
+table covers the default Kubernetes: shown, nothing to move to). ``--strict`` exits 1 when a pin has
+ended or is outside; otherwise 0.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ from pathlib import Path
 import yaml
 
 from gpuforge.spec import nvidia_releases as rel
+from gpuforge.spec import support_windows as win
+from gpuforge.spec.k8s_upstream import CNI_DEFAULT_VERSIONS, QUEUE_DEFAULT_VERSIONS
 from gpuforge.spec.model import BatchQueue, Versions
+from gpuforge.spec.network_operator import NETWORK_OPERATOR_DEFAULT_VERSION
 from gpuforge.spec.nvidia_support import end_of_life_date, month_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,6 +97,32 @@ def operator_row(version: str) -> Row:
                rel.SOURCES["operator-lifecycle"].where)  # fmt: skip
 
 
+def window_rows(k8s: str, today: date) -> list[Row]:
+    """The Kubernetes add-ons' default pins against their cited windows for the default Kubernetes ``k8s``."""
+    helm = Versions().helm
+    pins = [
+        ("versions.helm (Kubernetes skew)", helm, win.HELM_KUBERNETES,
+         "helm-skew-4" if helm.startswith("4") else "helm-skew-3"),
+        ("kubernetes.cni (calico)", CNI_DEFAULT_VERSIONS["calico"], win.CALICO_KUBERNETES, "calico-requirements"),
+        ("kubernetes.batch_queue (volcano)", QUEUE_DEFAULT_VERSIONS["volcano"], win.VOLCANO_KUBERNETES,
+         "volcano-compatibility"),
+        ("kubernetes.network_operator", NETWORK_OPERATOR_DEFAULT_VERSION, win.NETWORK_OPERATOR_KUBERNETES,
+         "network-operator-platforms"),
+    ]  # fmt: skip
+    out = []
+    for field, pinned, table, cite in pins:
+        why = win.window_problem(field, pinned, table, k8s, cite)
+        if field.startswith("versions.helm") and pinned.startswith("3.") and today > win.HELM3_SECURITY_FIXES_END:
+            why = why or f"Helm 3 gets no fixes after {win.HELM3_SECURITY_FIXES_END}"
+        row = table.get(win.minor_key(pinned))
+        label = f"Kubernetes 1.{row[0]}-1.{row[1]}" if row else "not in the table"
+        minor = int(k8s.split(".")[1])
+        covered = any(lo <= minor <= hi for lo, hi in table.values())  # a release to move to exists
+        verdict = "ok" if not why else ("OUTSIDE" if covered else "none yet")
+        out.append(Row(field, pinned, label, "-", verdict, win.SOURCES[cite].where))
+    return out
+
+
 def rows(today: date) -> list[Row]:
     """The report, one row per pin."""
     defaults = Versions()
@@ -108,14 +140,16 @@ def rows(today: date) -> list[Row]:
     queue = BatchQueue().version
     out.append(Row("kubernetes.batch_queue.version", queue, NO_DATE, "-",
                    "no date", "-"))  # fmt: skip
-    return out
+    return out + window_rows(defaults.kubernetes, today)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--today", type=date.fromisoformat, default=date.today(), help="YYYY-MM-DD (default: now)")
     parser.add_argument("--json", action="store_true", help="one JSON document")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a pin is past its end of support")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a pin is past its end of support or outside its window"
+    )
     args = parser.parse_args(argv)
     report = rows(args.today)
     if args.json:
@@ -125,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'field'.ljust(width)}  {'pinned':<14} {'verdict':<8} {'newest':<14} end of support")
         for r in report:
             print(f"{r.field.ljust(width)}  {r.pinned:<14} {r.verdict:<8} {r.newest:<14} {r.end_of_support}")
-    return 1 if args.strict and any(r.verdict == "ENDED" for r in report) else 0
+    return 1 if args.strict and any(r.verdict in ("ENDED", "OUTSIDE") for r in report) else 0
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ LogFileOpt = Annotated[Path | None, typer.Option("--log-file", help=LOG_FILE_HEL
 TAGS_HELP = f"Only these layers, comma-separated: {', '.join(TAGS)} (site: the site's Ansible steps)"
 TagsOpt = Annotated[str | None, typer.Option("--tags", help=TAGS_HELP)]
 SkipTagsOpt = Annotated[str | None, typer.Option("--skip-tags", help="Leave these layers out (the names of --tags)")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Exit 2 when the spec has warnings (printed first): for CI")]
 
 
 def _logging(verbose: int, log_file: Path | None) -> None:
@@ -84,6 +85,19 @@ def _logging(verbose: int, log_file: Path | None) -> None:
     except OSError as e:
         err.print(f"--log-file {log_file}: cannot open it: {e.strerror or e}", markup=False, highlight=False)
         raise typer.Exit(2) from None
+
+
+def _warnings(s: Spec, path: Path, strict: bool) -> None:
+    """Print the spec's warnings (spec_warnings.all_warnings); with ``strict``, exit 2 when there are any."""
+    from gpuforge.spec.spec_warnings import all_warnings, strict_failure
+
+    warnings = all_warnings(s)
+    for w in warnings:
+        err.print(f"{path}: warning: {w.format()}", markup=False, highlight=False)
+    failure = strict_failure(warnings) if strict else None
+    if failure:
+        err.print(failure, markup=False, highlight=False)
+        raise typer.Exit(2)
 
 
 def _load(path: Path) -> Spec:
@@ -113,8 +127,10 @@ def check(
     json_out: Annotated[
         bool, typer.Option("--json", help="The result as one JSON document on stdout: ok, and each problem's place")
     ] = False,
+    strict: StrictOpt = False,
 ) -> None:
-    """Validate a spec file; touch no host."""
+    """Validate a spec file; touch no host. Warnings (what could not be checked, what is outside upstream's
+    support) are printed and exit 0, or 2 with --strict."""
     try:
         s = load_spec(spec)
     except SpecError as e:
@@ -133,18 +149,18 @@ def check(
         else:
             err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
-    from gpuforge.spec.hardware_rules import hardware_warnings
-    from gpuforge.spec.nvidia_support import support_warnings
-
     nodes = resolve_nodes(s)
-    warnings = support_warnings(s) + hardware_warnings(s)  # reported, not refused
     if json_out:
-        found = [{"path": w.path, "message": w.message} for w in warnings]
-        print(json.dumps({"ok": True, "cluster": s.cluster.name, "nodes": len(nodes), "warnings": found}))
-    else:
-        for w in warnings:
-            err.print(f"{spec}: warning: {w.format()}", markup=False, highlight=False)
-        out.print(f"{spec}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
+        from gpuforge.spec.spec_warnings import all_warnings
+
+        found = [{"path": w.path, "message": w.message} for w in all_warnings(s)]
+        ok = not (strict and found)
+        print(json.dumps({"ok": ok, "cluster": s.cluster.name, "nodes": len(nodes), "warnings": found}))
+        if not ok:
+            raise typer.Exit(2)
+        return
+    _warnings(s, spec, strict)  # reported, not refused, unless --strict
+    out.print(f"{spec}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
 
 
 @app.command()
@@ -276,6 +292,7 @@ def plan(
     ] = False,
     tags: TagsOpt = None,
     skip_tags: SkipTagsOpt = None,
+    strict: StrictOpt = False,
     verbose: VerboseOpt = 0,
     log_file: LogFileOpt = None,
     fresh: Annotated[
@@ -292,7 +309,9 @@ def plan(
     from gpuforge.probes.vagrant import VagrantError
     from gpuforge.progress import progress_log
 
-    _load_known(spec)
+    loaded = _load_known(spec)
+    if strict:
+        _warnings(loaded, spec, strict)
     layers = _layer_selection(tags, skip_tags)
     _logging(verbose, log_file)
     try:
@@ -333,6 +352,7 @@ def apply(
             "--yes", "-y", help="Apply without showing the plan and asking first (needed when stdin is not a terminal)"
         ),
     ] = False,
+    strict: StrictOpt = False,
     verbose: VerboseOpt = 0,
     log_file: LogFileOpt = None,
 ) -> None:
@@ -348,7 +368,10 @@ def apply(
     from gpuforge.orchestrate.apply import apply as run_apply
     from gpuforge.probes.vagrant import VagrantError
 
-    _check_limit(_load_known(spec), limit)
+    loaded = _load_known(spec)
+    if strict:
+        _warnings(loaded, spec, strict)
+    _check_limit(loaded, limit)
     layers = _layer_selection(tags, skip_tags)
     if layers is not None and allow_reboot:
         _refuse("--allow-reboot: a run with --tags/--skip-tags never drains or reboots a node; apply without them")

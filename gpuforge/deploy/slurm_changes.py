@@ -14,6 +14,7 @@ from gpuforge.spec import hostlist
 RESTART_KEYS = frozenset(
     {
         "AuthType",
+        "CredType",
         "CryptoType",
         "ClusterName",
         "SlurmctldHost",

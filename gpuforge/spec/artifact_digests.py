@@ -8,8 +8,8 @@ deploy step is reported unavailable, naming the file and the setting that pins i
 
 Two kinds of source (``SOURCES``, one entry per upstream):
 
-* a checksum the project publishes, as a widely used installer pins it by version and
-  architecture (kubespray's ``checksums.yml``: helm);
+* a checksum the project publishes: in its release notes (helm 4), or as a widely used installer
+  pins it by version and architecture (kubespray's ``checksums.yml``: helm 3);
 * a file served by the project's own repository at a release tag
   (``raw.githubusercontent.com/<repo>/<tag>/<path>``): its sha256 is that of the git blob at the
   tag's commit, ``git show <tag>:<path> | sha256sum``; each row names the commit.
@@ -26,6 +26,7 @@ from gpuforge.spec import k8s_frameworks, k8s_upstream
 from gpuforge.spec.citation import Citation
 
 KUBESPRAY_COMMIT = "46dbdd3994b32640bcd806b0097f50e8fdf1d514"
+HELM_4_2_4_COMMIT = "3900f434fd3ef2b84065dc04508df48f288dba00"
 
 SOURCES: dict[str, Citation] = {
     "kubespray-helm": Citation(
@@ -36,15 +37,24 @@ SOURCES: dict[str, Citation] = {
         "roles/kubespray_defaults/defaults/main/download.yml L166 helm_download_url "
         "'{{ get_helm_url }}/helm-v{{ helm_version }}-linux-{{ image_arch }}.tar.gz' (get.helm.sh, whose "
         "<archive>.sha256sum files publish the same digests); 3.16.3: "
-        "f5355c79190951eed23c5432a3b920e071f4c00a64f75e077de0dd4cb7b294ea",
+        "f5355c79190951eed23c5432a3b920e071f4c00a64f75e077de0dd4cb7b294ea; its newest helm is 3.18.4",
+    ),
+    "helm-release-notes": Citation(
+        "helm/helm GitHub release v4.2.4 (published 2026-08-13, tag commit 3900f434fd3ef2b84065dc04508df48f288dba00)",
+        "https://github.com/helm/helm/releases/tag/v4.2.4",
+        "Installation and Upgrading: '[Linux amd64](https://get.helm.sh/helm-v4.2.4-linux-amd64.tar.gz) "
+        "([checksum](https://get.helm.sh/helm-v4.2.4-linux-amd64.tar.gz.sha256sum) / "
+        "c306b46f719b0a4da32d0f78ee21bf90ce8d602f15b22ab753f0674d1670a7f3)'; the same digest is pinned by "
+        "independent public installers of helm 4.2.4",
     ),
     "calico-manifest": Citation(
         "projectcalico/calico manifests/calico.yaml at each release tag",
         "https://raw.githubusercontent.com/projectcalico/calico/<tag>/manifests/calico.yaml (k8s_upstream 'calico')",
         "the URL serves the git blob of manifests/calico.yaml at the tag; sha256 of 'git show "
         "<tag>:manifests/calico.yaml' at the commit named per row (v3.29.1: ddfc3b1ea724e2580c68d34950f0ccd318ae3ebf, "
-        "blob a17ebe2dbeb97011fffd38fba92d7ae0652ee395, 323422 bytes); every row's manifest names the calico "
-        "images of its own tag",
+        "blob a17ebe2dbeb97011fffd38fba92d7ae0652ee395, 323422 bytes; v3.32.1: blob "
+        "2b3c7c391aea9080c54f94047b76791e44925542, 349572 bytes, images quay.io/calico/*:v3.32.1); every row's "
+        "manifest names the calico images of its own tag",
     ),
     "flannel-manifest": Citation(
         "flannel-io/flannel Documentation/kube-flannel.yml at each release tag; Makefile 'release-chart'",
@@ -56,7 +66,9 @@ SOURCES: dict[str, Citation] = {
         "Documentation/kube-flannel.yml (images docker.io/flannel/flannel:v0.26.1, the kustomization's "
         "'k8s-app: flannel' labels). gpuforge fetches that file at the tag; sha256 of 'git show "
         "<tag>:Documentation/kube-flannel.yml' at the commit per row. Tags whose committed file still names an "
-        "older flannel image (v0.26.3, v0.26.5) are left out",
+        "older flannel image (v0.26.3, v0.26.5, v0.27.1, v0.28.0) are left out. From v0.27.0 the images are "
+        "ghcr.io/flannel-io/flannel:<tag>; v0.28.9: 'Prepare for release v0.28.9' "
+        "(5cd0d52648e891d73a6dcb9bb2c67d7c365cf7aa), Makefile L190 the same kustomize line",
     ),
     "volcano-manifest": Citation(
         "volcano-sh/volcano installer/volcano-development.yaml at each release tag",
@@ -106,6 +118,11 @@ def _rows(text: str) -> dict[str, tuple[str, str]]:
     return {tag: (commit, sha) for tag, commit, sha in (line.split() for line in text.strip().splitlines())}
 
 
+#: helm-v<version>-linux-amd64.tar.gz published in Helm's own release notes (helm-release-notes).
+_HELM_RELEASE_NOTES_AMD64: dict[str, str] = {
+    "4.2.4": "c306b46f719b0a4da32d0f78ee21bf90ce8d602f15b22ab753f0674d1670a7f3",
+}
+
 #: helm-v<version>-linux-amd64.tar.gz (kubespray-helm).
 _HELM_AMD64: dict[str, str] = {
     "3.18.4": "f8180838c23d7c7d797b208861fecb591d9ce1690d8704ed1e4cb8e2add966c1",
@@ -140,6 +157,9 @@ v3.29.4 019fcb9c799a0fb3a93e73298efd5daf7bcf69ea aa1a7ebc273a2ea74fb33aae5299013
 v3.29.5 81fa97c10ef30228a45d459965f981da5b710acf 87c61207996dd1a97b86c0a5af6c9ca98af7a9f053a5f52ed018ef46029c676a
 v3.29.6 0c77c078853d7c210ba183fd5c8f1bd751352bd8 4151e2aa54478b8396bb8ccaa16f3e697da9b6929e715cbec5dc9a98d3c5f229
 v3.29.7 82fd18c202ac5400cd7760597a510de9d028b035 b200cb3c2c7341717abe98e4acc80a13117bcd2c9c46ad46e8c209c5753f0b2f
+v3.31.7 94bd1d5b0e04459d4d1c83653e0335a9201248b8 d6d8a489a4ed8e5b8efd8b339047b496ca657b55ee2e3618e791507b0a853e8d
+v3.32.0 eb1cf57823a1dd8d25c48b82fd023ea9e3e17996 bccabc607685551db918f66da724893eca3e69a50c5a3e3077029b02dbab8d35
+v3.32.1 0ca9d1b93644778cafdf1812f3dda02ac0c361e8 a1df919d9721cf667accdc3e72848911b0cb25cfab7d2478ad0c996302c95744
 """
 )
 
@@ -160,6 +180,19 @@ v0.26.2 e810d96f557a0dc39125800f3d1ab56a0b9c40d1 8dc9145865eac5ba710b6cc4be52518
 v0.26.4 c22fb8cdd05638fbc9095f05ecce5ea3a13e16c6 57e0d4adc3d4aa6842d98ff94bab4e2a66eb4e3a22046e5ca2d80783fda04903
 v0.26.6 a7ae36f433016e0caad69a3baf05f629c6b60c89 8b624fd8750ed0a94fd4adcc0379ef67fb1695d8bdf5d44483771fd4c81a1eb4
 v0.26.7 db296e3efd5368450c67bbd6ae21f42d357e8c83 d3f539ef073032bdbd2d32900719400e0050a8ae1d00a9fef75d9d0f079c7d54
+v0.27.0 cf342d377f5920c74c2cc880d0d9ea05e0a93886 c5d2031c3bbf568480bb2baed8a4f051983417b56384b2bc6e3679abca4d9906
+v0.27.2 1bf0b6de86034efb0ad313e091716a829abdfe01 58fd1389c036893e7bb6dc6eb68c6c460d39953429b625cd7b5fad434d6fca80
+v0.27.3 b243632fbf70280bc46b949d9ea5ace5d91ef105 2797f01352f60d8ba3f176c80566a416cd2a67bca0730e088828638c0343c07a
+v0.27.4 20bdda0b238784fbfa623a1cf4c469645f531efa 2242ee218f3c3e724e4efe5f31826a3e38cfdabf334de41aee2b12b48fd4818d
+v0.28.1 5b6fc3ae0bf7ce3abbffef72c1bd3e60cda58556 71746e943864ef4b9fa318ae46ae25b45095db9960a857f168e7b21561cecf16
+v0.28.2 7be627deb7794ed2f749ab9d6e06e60df5b362cf d833bdd130f016315fa52bd974aa5b69a08b39cf545fc63ef33dfdca1fa3726d
+v0.28.3 3f69102a308cd8ac34a71eec6a42ce7416cbda7d baeb439f494c3329dc84d9f4fbd3a7b7cafb41e664e2bc0a80127b0348ab7012
+v0.28.4 3adfe3e04407869b9f84be0a68a6cebb73df9c6e 0bd380eb4954227c903bdea96dc9254650badd2d45ebe31978a47c3ffe2e9727
+v0.28.5 d47fd8e5f1c93fe7fd80cb06d7fc41ac502e2376 8731070bca4303bbe7f7a0c7fbcab8d5fc6fb16a3f61629cbecea7bf6caab7ca
+v0.28.6 803cabde82600a84f94c1d0de89d22a9a255e687 36fdefbb805355c32a7b0f683ceb47e5085fa1b2b8c51e04ac8b981321e2c1cd
+v0.28.7 4adfab1f33f385f51329bd47dfa7ec57e5049311 9b886d8bf6c8f095d9dee07745c048f514a8800aa394968999d13d46cd0df8f6
+v0.28.8 653531a376e6148a58aedc43a78e4cdc8020f8bd d5ec6500c8050667ef5e6c4dc59b750075db8cf32f45b12961349208c5f326da
+v0.28.9 5cd0d52648e891d73a6dcb9bb2c67d7c365cf7aa e875824be2f552b45711dbda91af81b17eb961d00025d914d9fef18fad8f09c0
 """
 )
 
@@ -197,6 +230,8 @@ def _table() -> dict[str, KnownDigest]:
     out: dict[str, KnownDigest] = {}
     for version, sha in _HELM_AMD64.items():
         out[k8s_upstream.helm_tarball(version)[0]] = KnownDigest(sha, "kubespray-helm", KUBESPRAY_COMMIT)
+    for version, sha in _HELM_RELEASE_NOTES_AMD64.items():
+        out[k8s_upstream.helm_tarball(version)[0]] = KnownDigest(sha, "helm-release-notes", HELM_4_2_4_COMMIT)
     for plugin, rows, source in (("calico", _CALICO, "calico-manifest"), ("flannel", _FLANNEL, "flannel-manifest")):
         for tag, (commit, sha) in rows.items():
             out[k8s_upstream.cni_manifest(plugin, tag)[0]] = KnownDigest(sha, source, commit)

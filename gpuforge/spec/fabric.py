@@ -195,7 +195,7 @@ class Fabric(StrictModel):
     peermem: bool = rolling(True, "Load nvidia-peermem (GPUDirect RDMA) on the group's GPU nodes")
     gdrcopy: bool = rolling(False, "Install GDRCopy (gdrdrv kernel module, libgdrapi) on GPU nodes")
     gdrcopy_version: str = rolling(
-        "2.5.1-1", "GDRCopy package version of NVIDIA's redist files (with gdrcopy: true)", pattern=GDRCOPY_VERSION
+        "2.6-1", "GDRCopy package version of NVIDIA's redist files (with gdrcopy: true)", pattern=GDRCOPY_VERSION
     )
     nccl: str | None = rolling(None, "NCCL version to pin on GPU nodes (libnccl2, e.g. 2.27.7-1)", pattern=NCCL_VERSION)
     nccl_cuda: str | None = rolling(
@@ -205,7 +205,7 @@ class Fabric(StrictModel):
         pattern=CUDA_RELEASE,
     )
     nccl_tests: bool = live(False, "Build nccl-tests on GPU nodes against that NCCL and MPI (MPI=1)")
-    nccl_tests_version: str = live("2.18.3", "nccl-tests release built (with nccl_tests: true)",
+    nccl_tests_version: str = live("2.19.6", "nccl-tests release built (with nccl_tests: true)",
                                    pattern=NCCL_TESTS_VERSION)  # fmt: skip
     sharp_plugin: str | None = rolling(
         None,

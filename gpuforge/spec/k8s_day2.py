@@ -131,7 +131,7 @@ SOURCES: dict[str, Citation] = {
     ),
     "flannel-iface": Citation(
         "flannel-io/flannel Documentation/configuration.md and Documentation/kube-flannel.yml at v0.26.1 "
-        "(commit 3c5afe72)",
+        "(commit 3c5afe72) and v0.28.9 (commit 5cd0d526, the same lines)",
         "https://github.com/flannel-io/flannel/blob/v0.26.1/Documentation/configuration.md",
         '\'--iface="": interface to use (IP or name) for inter-host communication. Defaults to the interface for '
         "the default route on the machine'; the DaemonSet's flanneld args: '- --ip-masq', '- --kube-subnet-mgr'",

@@ -5,10 +5,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from gpuforge.spec.k8s_addons_model import DriverUpgrade, Frameworks
 from gpuforge.spec.k8s_lifecycle import ApiEndpoint, CertRenewal, EtcdSnapshots, InterfaceName
+from gpuforge.spec.k8s_upstream import QUEUE_DEFAULT_VERSIONS
 from gpuforge.spec.network_operator_model import NetworkOperator
 from gpuforge.spec.platforms import Arch as Arch
 from gpuforge.spec.platforms import OsFamily as OsFamily
@@ -71,8 +72,21 @@ class Tenant(StrictModel):
 class BatchQueue(StrictModel):
     """Batch queueing on Kubernetes."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_for_kind(cls, data: object) -> object:
+        """A queue named without a version gets its own controller's default (QUEUE_DEFAULT_VERSIONS)."""
+        if isinstance(data, dict) and "version" not in data and data.get("kind") in QUEUE_DEFAULT_VERSIONS:
+            return {**data, "version": QUEUE_DEFAULT_VERSIONS[data["kind"]]}
+        return data
+
     kind: Literal["kueue", "volcano", "none"] = live("kueue", "kueue, volcano or none")
-    version: str = live("v0.19.2", "Release of the queue controller", pattern=r"^v?\d+\.\d+\.\d+$")
+    version: str = live(
+        QUEUE_DEFAULT_VERSIONS["kueue"],
+        f"Release of the queue controller (default: kueue {QUEUE_DEFAULT_VERSIONS['kueue']}, volcano "
+        f"{QUEUE_DEFAULT_VERSIONS['volcano']})",
+        pattern=r"^v?\d+\.\d+\.\d+$",
+    )
     tenants: list[Tenant] = live(default_factory=list, description="Tenants with GPU quotas")
     manage_jobs_without_queue_name: bool | None = live(
         None,
@@ -87,7 +101,7 @@ class Cni(StrictModel):
 
     plugin: Literal["flannel", "calico"] = live("flannel", "flannel or calico")
     version: str | None = live(
-        None, "Release of the plugin (default: flannel v0.26.1, calico v3.29.1)", pattern=r"^v\d+\.\d+\.\d+$"
+        None, "Release of the plugin (default: flannel v0.28.9, calico v3.32.1)", pattern=r"^v\d+\.\d+\.\d+$"
     )
 
 

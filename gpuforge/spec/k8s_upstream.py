@@ -123,7 +123,8 @@ SOURCES: dict[str, Citation] = {
         "releases), 'tar -zxvf ...', 'mv linux-amd64/helm /usr/local/bin/helm'",
     ),
     "helm-history": Citation(
-        "helm history (helm.sh/docs/helm/helm_history); helm/helm v3.16.3 cmd/helm/history.go",
+        "helm history (helm.sh/docs/helm/helm_history); helm/helm v3.16.3 cmd/helm/history.go and v4.2.4 "
+        "pkg/cmd/history.go (the same json fields)",
         "https://helm.sh/docs/helm/helm_history/",
         "'History prints historical revisions for a given release'; '--max int maximum number of revision to "
         "include in history'; '-o, --output format ... Allowed values: table, json, yaml'. history.go: the "
@@ -133,14 +134,15 @@ SOURCES: dict[str, Citation] = {
         "install vs upgrade with the same History query (cmd/helm/upgrade.go: histClient.Max = 1)",
     ),
     "helm-release-not-found": Citation(
-        "helm/helm v3.16.3 pkg/storage/driver/driver.go",
+        "helm/helm v3.16.3 and v4.2.4 pkg/storage/driver/driver.go",
         "https://github.com/helm/helm/blob/v3.16.3/pkg/storage/driver/driver.go",
         "'ErrReleaseNotFound indicates that a release is not found.' ErrReleaseNotFound = "
         "errors.New(\"release: not found\"): the error 'helm history' of a release that does not exist fails "
         "with (helm-history); gpuforge looks for these words in the last line of helm's failing output",
     ),
     "helm-status": Citation(
-        "helm status (helm.sh/docs/helm/helm_status); helm/helm v3.16.3 pkg/release/status.go",
+        "helm status (helm.sh/docs/helm/helm_status); helm/helm v3.16.3 pkg/release/status.go, v4.2.4 "
+        "pkg/release/common/status.go (the same states)",
         "https://helm.sh/docs/helm/helm_status/",
         "'state of the release (can be: unknown, deployed, uninstalled, superseded, failed, uninstalling, "
         "pending-install, pending-upgrade or pending-rollback)'; 'revision of the release'. 'helm status -o json' "
@@ -191,6 +193,12 @@ SOURCES: dict[str, Citation] = {
         "Install a released version: 'kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
         "releases/download/<version>/manifests.yaml'; 'kubectl wait deploy/kueue-controller-manager "
         "-nkueue-system --for=condition=available --timeout=5m'",
+    ),
+    "volcano-releases": Citation(
+        "volcano-sh/volcano release tags (git snapshot of 2026-08-20, HEAD ed72c7c8)",
+        "https://github.com/volcano-sh/volcano/releases/tag/v1.15.1",
+        "newest release tag v1.15.1 (commit 0a56ed331897f5455916a44d3075671376d731d6, 2026-07-30; v1.16.0 is at "
+        "alpha.1); there is no v0.19.2 tag: Kueue's numbering is not Volcano's",
     ),
     "volcano-install": Citation(
         "volcano-sh/volcano README.md",
@@ -273,7 +281,9 @@ def rpm_package_spec(name: str, version: str) -> str:
 # --------------------------------------------------------------------------- cluster add-ons
 
 FLANNEL_DEFAULT_NETWORK = "10.244.0.0/16"
-CNI_DEFAULT_VERSIONS = {"flannel": "v0.26.1", "calico": "v3.29.1"}
+#: The newest releases in the cited snapshots (flannel 2026-08-14, calico 2026-08-22); calico 3.32 is tested
+#: with Kubernetes 1.34-1.36 (support_windows); flannel publishes no Kubernetes range.
+CNI_DEFAULT_VERSIONS = {"flannel": "v0.28.9", "calico": "v3.32.1"}
 
 
 def cni_manifest(plugin: str, version: str) -> tuple[str, str]:
@@ -328,6 +338,11 @@ def queue_controller_manifest(kind: str, version: str) -> tuple[str, str]:
     url = f"https://raw.githubusercontent.com/volcano-sh/volcano/{version}/installer/volcano-development.yaml"
     return f"volcano-{version}-development.yaml", url
 
+
+#: The release of each queue controller a spec gets when it names none: Kueue's is the one whose CRDs and
+#: configuration gpuforge carries (kueue-install); Volcano's the newest release tag in the snapshot
+#: (volcano-releases). Each exists upstream: one default for both would name a tag the other lacks.
+QUEUE_DEFAULT_VERSIONS = {"kueue": "v0.19.2", "volcano": "v1.15.1"}
 
 #: (namespace, deployment) that must be Available before the queue manifests are applied.
 QUEUE_CONTROLLER_DEPLOYMENTS = {

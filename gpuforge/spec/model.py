@@ -300,11 +300,11 @@ class Versions(StrictModel):
 
     driver: Driver | None = rolling(None, "NVIDIA driver; omit for nodes without GPUs only")
     cuda_toolkit: str | None = live(None, "CUDA toolkit version (e.g. 12.4), optional", pattern=r"^\d+\.\d+$")
-    container_toolkit: str = live("1.17.8", "NVIDIA container toolkit (all four packages)", pattern=VERSION)
-    enroot: str = live("3.5.0", "enroot release", pattern=VERSION)
-    pyxis: str = rolling("0.20.0", "pyxis release (built against the installed Slurm)", pattern=VERSION)
-    dcgm: str = live("4.4.2", "DCGM (datacenter-gpu-manager-4)", pattern=VERSION)
-    dcgm_exporter: str = live("4.4.2-4.7.1", "dcgm-exporter release", pattern=VERSION)
+    container_toolkit: str = live("1.20.0", "NVIDIA container toolkit (all four packages)", pattern=VERSION)
+    enroot: str = live("4.1.2", "enroot release", pattern=VERSION)
+    pyxis: str = rolling("0.24.0", "pyxis release (built against the installed Slurm)", pattern=VERSION)
+    dcgm: str = live("4.6.0", "DCGM (datacenter-gpu-manager-4)", pattern=VERSION)
+    dcgm_exporter: str = live("4.6.0-4.8.3", "dcgm-exporter release", pattern=VERSION)
     mig_manager: str = live(
         "0.15.0", "nvidia-mig-manager release (NVIDIA/mig-parted's .deb/.rpm release files)", pattern=VERSION
     )
@@ -321,7 +321,7 @@ class Versions(StrictModel):
         pattern=r"^\d+\.\d+\.\d+$",
     )
     gpu_operator: str = live("v26.7.0", "NVIDIA GPU Operator chart version", pattern=r"^v?\d+\.\d+\.\d+$")
-    helm: str = live("3.16.3", "Helm version on the first control plane (installs the GPU Operator)",
+    helm: str = live("4.2.4", "Helm version on the first control plane (installs the GPU Operator)",
                      pattern=r"^\d+\.\d+\.\d+$")  # fmt: skip
 
 

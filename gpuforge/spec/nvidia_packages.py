@@ -185,6 +185,16 @@ SOURCES: dict[str, Citation] = {
         "4.4.0-4.5.0: 'Update to DCGM 4.4 and Cuda 13.0' (NEW_DCGM_VERSION=4.4.0, OLD_DCGM_VERSION=4.3.1): "
         "DCGM 4.4.0 is the first release with the CUDA 13 packages",
     ),
+    "dcgm-exporter-4.6.0-4.8.3": Citation(
+        "NVIDIA/gpu-operator v26.7.0 deployments/gpu-operator/values.yaml (commit 10ee5b36); NVIDIA/dcgm-exporter "
+        "README.md",
+        "github.com/NVIDIA/gpu-operator/blob/v26.7.0/deployments/gpu-operator/values.yaml ; "
+        "github.com/NVIDIA/dcgm-exporter README.md 'Quickstart'",
+        "dcgm: 'version: 4.6.0-1-ubuntu24.04'; dcgmExporter: 'version: 4.6.0-4.8.3-distroless' (the exporter "
+        "4.8.3 built against DCGM 4.6.0); the README: 'docker run ... nvcr.io/nvidia/k8s/dcgm-exporter:"
+        "4.6.0-4.8.3-distroless'. The tag itself is newer than gpuforge's dcgm-exporter snapshot (newest tag "
+        "4.5.3-4.8.2, 2026-05-12)",
+    ),
     "dcgm-exporter-4.4.2-4.7.1": Citation(
         "NVIDIA/dcgm-exporter tag 4.4.2-4.7.1; NVIDIA/gpu-operator pull request #1926",
         "github.com/NVIDIA/dcgm-exporter hack/VERSION at tag 4.4.2-4.7.1 ('Update version to 4.4.2-4.7.1 (#597)'); "
@@ -257,9 +267,10 @@ SOURCES: dict[str, Citation] = {
         "toolkit.enabled=false'",
     ),
     "ctk-comment-defaults": Citation(
-        "NVIDIA/nvidia-container-toolkit v1.17.8 (commit f202b80a9b9d0db00d9b1d73c0128c8962c55f4d)",
+        "NVIDIA/nvidia-container-toolkit v1.17.8 (commit f202b80a9b9d0db00d9b1d73c0128c8962c55f4d) and v1.20.0 "
+        "(commit 5505e2f94d9aaa08561490db974ba3cd676af209)",
         "github.com/NVIDIA/nvidia-container-toolkit internal/config/toml.go commentDefaults, shouldComment; "
-        "internal/config/toml_test.go",
+        "internal/config/toml_test.go (v1.20.0: api/config/v1/toml.go, the same code)",
         "the default config carries '#root = \"/run/nvidia/driver\"' under [nvidia-container-cli]; on every save "
         "(nvidia-ctk config --in-place) a key set to its commented default ('nvidia-container-cli.root': "
         "'/run/nvidia/driver') is written commented out again ('if setTo == nil || defaultValue == setTo'), so "
@@ -555,10 +566,11 @@ def dcgm_of_exporter(exporter_version: str) -> str:
 #: CUDA 13's arrived with DCGM 4.4.0 (dcgm-4.4-cuda13, dcgm-cuda13-packaging); CUDA 12's are in every DCGM 4.
 DCGM_CUDA_PACKAGES_FROM: dict[int, str] = {12: "4.0.0", 13: "4.4.0"}
 
-#: A current DCGM pin and the dcgm-exporter release built against it (dcgm-exporter-4.4.2-4.7.1): the
+#: A current DCGM pin and the dcgm-exporter release built against it, as the GPU Operator v26.7.0 pins
+#: them (dcgm-exporter-4.6.0-4.8.3): the
 #: spec's defaults (``versions.dcgm``, ``versions.dcgm_exporter``), valid for every driver branch.
-DCGM_PIN = "4.4.2"
-DCGM_EXPORTER_PIN = "4.4.2-4.7.1"
+DCGM_PIN = "4.6.0"
+DCGM_EXPORTER_PIN = "4.6.0-4.8.3"
 
 
 def _release(version: str) -> tuple[int, ...]:

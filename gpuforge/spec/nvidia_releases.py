@@ -1,7 +1,7 @@
 """NVIDIA's published releases and support windows: one cited data table.
 
 * ``RELEASES``: the data center driver releases gpuforge knows, per branch (``gpuforge check``
-  refuses a driver version that is not one of them);
+  warns about a driver version that is not one of them: it could not be checked);
 * ``BRANCHES``: each branch's designation and end of life (NVIDIA's driver lifecycle);
 * ``GPU_OPERATOR``: per GPU Operator release, the drivers it ships and the Kubernetes minors it is
   validated with per OS (its component matrix and platform support pages);
@@ -47,6 +47,12 @@ SOURCES: dict[str, Citation] = {
         "R535 LTSB 'June 2026', R570 'Production Branch' 'February 2026', R580 LTSB 'August 2028'; 'All other "
         "previous driver branches not listed in the table above (such as R575, R565, R560, R550, R525, R515, ...) "
         "are end of life'",
+    ),
+    "driver-redist-620": Citation(
+        "NVIDIA driver redistributable manifest redistrib_620.70.06.json",
+        "NVIDIA's driver redistributables index, compute/nvidia-driver/redist/redistrib_620.70.06.json",
+        "'release_date': '2026-11-04', 'release_label': '620.70.06', 'release_product': 'nvidia-driver' (the "
+        "first R620 release; R620 is a 'Long Term Support Branch' with end of life 'September 2029', drivers-620)",
     ),
     "nvidia-forum-current-releases": Citation(
         "NVIDIA developer forums: Current graphics driver releases",
@@ -95,9 +101,10 @@ SOURCES: dict[str, Citation] = {
         "that is going to be deployed' (no other Slurm version bound in either release)",
     ),
     "upstream-tags": Citation(
-        "Release tags of NVIDIA/mig-parted, NVIDIA/pyxis and NVIDIA/enroot (git snapshots of 2026-08)",
+        "Release tags of NVIDIA/mig-parted, NVIDIA/pyxis, NVIDIA/enroot and helm/helm (git snapshots of 2026-08)",
         "github.com/NVIDIA/mig-parted v0.15.0 (e2d5ad1f, 2026-08-19); github.com/NVIDIA/pyxis v0.24.0 "
-        "(10751994, 2026-05-11); github.com/NVIDIA/enroot v4.1.2 (bd51f53b, 2026-03-23)",
+        "(10751994, 2026-05-11); github.com/NVIDIA/enroot v4.1.2 (bd51f53b, 2026-03-23); github.com/helm/helm "
+        "v4.2.4 (3900f434, 2026-08-13; v3.21.4 the newest Helm 3)",
         "the newest tag of each repository",
     ),
 }
@@ -161,7 +168,9 @@ def _releases(text: str) -> dict[int, tuple[str, ...]]:
     return {b: tuple(vs) for b, vs in sorted(out.items())}
 
 
-#: Every release of branches 525 and later that the GPU Operator's component matrix has named (operator-matrix).
+#: Every release of branches 525 and later that the GPU Operator's component matrix has named (operator-matrix),
+#: and R620's first release (driver-redist-620). A release of a known branch that is not here, or a
+#: well-formed release of a branch not here, is a warning (``nvidia_support.release_warning``), never a refusal.
 RELEASES: dict[int, tuple[str, ...]] = _releases(
     """
     525.60.13 525.85.12 525.105.17 525.125.06 525.147.05
@@ -177,6 +186,7 @@ RELEASES: dict[int, tuple[str, ...]] = _releases(
     590.48.01
     595.58.03 595.71.05 595.91.07
     610.57.04
+    620.70.06
     """
 )
 
@@ -245,4 +255,5 @@ CURRENT: dict[str, Current] = {
     "kubernetes": Current("1.37", "kubernetes-releases"),
     "pyxis": Current("0.24.0", "upstream-tags"),
     "enroot": Current("4.1.2", "upstream-tags"),
+    "helm": Current("4.2.4", "upstream-tags"),
 }

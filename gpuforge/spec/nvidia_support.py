@@ -1,15 +1,17 @@
 """The spec against NVIDIA's published releases and support matrix (``gpuforge.spec.nvidia_releases``).
 
-Two kinds of finding:
+Every finding is a warning (``gpuforge check`` prints it and exits 0; ``--strict`` makes it exit 2),
+because a site may run outside the matrix on purpose (a lab on Debian's own 535 driver, say) and a
+release newer than the table is not wrong, only unchecked:
 
-* ``unknown_release``: a driver version that is not a release of its branch in the table. A
-  refusal (``gpuforge check`` exits 2): it names the branches and releases the table knows.
+* ``release_warning``: a well-formed driver version that is not a release of its branch in the
+  table, or of a branch the table lacks: it names what could not be checked and what is known;
 * ``support_warnings``: a combination outside NVIDIA's published support (a driver branch past its
   end of life, a new feature branch, Kubernetes outside the GPU Operator's validated range for an
   OS, a driver the operator does not ship, a CUDA toolkit newer than the driver's CUDA major, an
-  enroot older than pyxis needs). Warnings: ``gpuforge check`` prints them and exits 0, because a
-  site may run outside the matrix on purpose (a lab on Debian's own 535 driver, say).
+  enroot older than pyxis needs).
 
+Malformed versions are refused by the spec's patterns, not here.
 Everything takes ``today`` so that tests pin the date; nothing reads the network.
 """
 
@@ -37,20 +39,20 @@ def known_releases_text(branches: list[int] | None = None) -> str:
     return "; ".join(f"{b}: {' '.join(RELEASES[b])}" for b in wanted if b in RELEASES)
 
 
-def unknown_release(version: str) -> str | None:
-    """Why ``version`` is refused (None: it is a release the table knows)."""
+def release_warning(version: str) -> str | None:
+    """What could not be checked about driver ``version`` (None: a release the table knows)."""
     branch = int(version.split(".")[0])
     if version in RELEASES.get(branch, ()):
         return None
     if branch in RELEASES:
-        head = f"driver {version} is not a release of branch {branch} that gpuforge knows"
-        known = f"its releases: {known_releases_text([branch])}"
+        head = f"driver {version} is not a release of branch {branch} in gpuforge's table"
+        known = f"its releases there: {known_releases_text([branch])}"
     else:
-        head = f"driver branch {branch} is not one gpuforge knows ({version})"
+        head = f"driver branch {branch} ({version}) has no releases in gpuforge's table"
         known = f"known branches {', '.join(map(str, RELEASES))} with releases {known_releases_text()}"
     return (
-        f"{head}; {known} (gpuforge/spec/nvidia_releases.py, from NVIDIA's GPU Operator component matrix and "
-        "release notes: a newer release is added there with its source)"
+        f"{head}, so gpuforge could not check that NVIDIA published it (a newer release is fine: add it to "
+        f"gpuforge/spec/nvidia_releases.py with its source); {known}"
     )
 
 
@@ -103,6 +105,9 @@ def _driver_warnings(spec: Spec, today: date) -> Iterator[SpecIssue]:
     drv = spec.versions.driver
     if drv is None:
         return
+    unchecked = release_warning(drv.version)
+    if unchecked:
+        yield SpecIssue(("versions", "driver", "version"), unchecked)
     why = branch_warning(int(drv.branch), today)
     if why:
         yield SpecIssue(("versions", "driver", "version"), why)

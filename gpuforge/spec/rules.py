@@ -14,7 +14,6 @@ from gpuforge.spec import (
     k8s_rules,
     k8s_upstream,
     nvidia_packages,
-    nvidia_support,
     slurm_gpu,
     slurm_releases,
     storage_rules,
@@ -380,15 +379,6 @@ def gpu_driver_rules(spec: Spec) -> Iterator[SpecIssue]:
                 reported.add(str(e))
                 field = "source" if source is DriverSource.DISTRO and os_family.is_rpm else "version"
                 yield SpecIssue(("versions", "driver", field), f"group {group.name!r} ({os_family.value}): {e}")
-
-
-@rule
-def driver_release_rules(spec: Spec) -> Iterator[SpecIssue]:
-    """The pinned driver is a release of its branch in the cited table (``nvidia_support.unknown_release``)."""
-    drv = spec.versions.driver
-    why = nvidia_support.unknown_release(drv.version) if drv is not None else None
-    if why:
-        yield SpecIssue(("versions", "driver", "version"), why)
 
 
 @rule

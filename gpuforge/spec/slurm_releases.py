@@ -71,6 +71,16 @@ SOURCES: dict[str, Citation] = {
         "is not reached during the process.' 'It is also possible to perform a rolling upgrade by upgrading "
         "the slurmd nodes later in any number of groups.'",
     ),
+    "slurm-credtype": Citation(
+        "SchedMD/slurm commit 6b88b0e49b 'Change CryptoType to CredType. Rename crypto/munge plugin to "
+        "cred/munge.' (2019-01-02, first in 19.05); doc/man/man5/slurm.conf.5; src/common/read_config.c",
+        "https://slurm.schedmd.com/slurm.conf.html#OPT_CredType ; github.com/SchedMD/slurm src/common/read_config.c "
+        "(tags slurm-19-05-0-1, slurm-22-05-8-1, master 2026-08-20)",
+        "slurm.conf(5): 'CredType The cryptographic signature tool to be used in the creation of job step "
+        "credentials. Acceptable values at present are: cred/munge Indicates that Munge is to be used (default)' "
+        "(CryptoType is no longer documented); read_config.c from 19.05 to master reads 'CredType' and only "
+        "without it the old 'CryptoType', swapping 'crypto' for 'cred' (Debian 12's 22.05.8 reads both alike)",
+    ),
     "mysqldump-comments": Citation(
         "MariaDB documentation: mariadb-dump & mysqldump --comments, --dump-date",
         "https://mariadb.com/docs/reference/mdb/cli/mariadb-dump/comments/ ; "

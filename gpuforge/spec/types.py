@@ -228,7 +228,7 @@ RENDERED_SLURM_KEYS = frozenset(
         "AccountingStorageType",
         "AuthType",
         "ClusterName",
-        "CryptoType",
+        "CredType",
         "GresTypes",
         "HealthCheckInterval",
         "HealthCheckNodeState",

@@ -28,19 +28,19 @@ Deb = tuple[str, str, str, str]
 CONTAINER_DEBS: list[Deb] = [
     (
         "nvidia-container-toolkit",
-        "1.17.8-1",
-        "nvidia-container-toolkit-base (= 1.17.8-1), libnvidia-container-tools (>= 1.17.8)",
+        "1.20.0-1",
+        "nvidia-container-toolkit-base (= 1.20.0-1), libnvidia-container-tools (>= 1.20.0)",
         "",
     ),
     ("nvidia-container-toolkit", "1.17.7-1", "nvidia-container-toolkit-base (= 1.17.7-1)", ""),
-    ("nvidia-container-toolkit", "1.18.0-1", "nvidia-container-toolkit-base (= 1.18.0-1)", ""),
-    ("nvidia-container-toolkit-base", "1.17.8-1", "", ""),
-    ("nvidia-container-toolkit-base", "1.18.0-1", "", ""),
-    ("libnvidia-container-tools", "1.17.8-1", "libnvidia-container1 (>= 1.17.8-1), libc6 (>= 2.34)", ""),
-    ("libnvidia-container-tools", "1.18.0-1", "libnvidia-container1 (>= 1.18.0-1)", ""),
-    ("libnvidia-container1", "1.17.8-1", "libc6 (>= 2.34), libseccomp2 | libcap2", ""),
-    ("libnvidia-container1", "1.18.0-1", "libc6 (>= 2.34)", ""),
-    ("nvidia-docker2", "2.14.0-1", "nvidia-container-toolkit (>= 1.17.8-1)", ""),
+    ("nvidia-container-toolkit", "1.21.0-1", "nvidia-container-toolkit-base (= 1.21.0-1)", ""),
+    ("nvidia-container-toolkit-base", "1.20.0-1", "", ""),
+    ("nvidia-container-toolkit-base", "1.21.0-1", "", ""),
+    ("libnvidia-container-tools", "1.20.0-1", "libnvidia-container1 (>= 1.20.0-1), libc6 (>= 2.34)", ""),
+    ("libnvidia-container-tools", "1.21.0-1", "libnvidia-container1 (>= 1.21.0-1)", ""),
+    ("libnvidia-container1", "1.20.0-1", "libc6 (>= 2.34), libseccomp2 | libcap2", ""),
+    ("libnvidia-container1", "1.21.0-1", "libc6 (>= 2.34)", ""),
+    ("nvidia-docker2", "2.14.0-1", "nvidia-container-toolkit (>= 1.20.0-1)", ""),
 ]
 
 DRV = "550.163.01-0ubuntu1"
@@ -78,12 +78,12 @@ CUDA_DEBS: list[Deb] = [
     # DCGM 4's CUDA-major packages (CUDA repository Packages: -cuda11/-cuda12/-cuda13, -proprietary-cuda<N>)
     ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1", "datacenter-gpu-manager-4-core (= 1:4.2.3-1)", ""),
     # -cuda13 exists from DCGM 4.4.0 (NVIDIA/DCGM packaging.cmake: none at v4.3.1, added by v4.4.1)
-    ("datacenter-gpu-manager-4-core", "1:4.4.2-1", "libc6 (>= 2.34)", ""),
-    ("datacenter-gpu-manager-4-cuda13", "1:4.4.2-1", "datacenter-gpu-manager-4-core (= 1:4.4.2-1)", ""),
+    ("datacenter-gpu-manager-4-core", "1:4.6.0-1", "libc6 (>= 2.34)", ""),
+    ("datacenter-gpu-manager-4-cuda13", "1:4.6.0-1", "datacenter-gpu-manager-4-core (= 1:4.6.0-1)", ""),
     # dcgm-exporter's package: the version is the exporter half of its release (nvidia_packages
     # dcgm-exporter-install; file names as in dcgm-exporter-repo-files)
     ("datacenter-gpu-manager-exporter", "4.1.3-1", "datacenter-gpu-manager-4-core", ""),
-    ("datacenter-gpu-manager-exporter", "4.7.1-1", "datacenter-gpu-manager-4-core", ""),
+    ("datacenter-gpu-manager-exporter", "4.8.3-1", "datacenter-gpu-manager-4-core", ""),
     (
         "datacenter-gpu-manager-4-proprietary-cuda12",
         "1:4.2.3-1",
@@ -93,9 +93,9 @@ CUDA_DEBS: list[Deb] = [
 ]
 
 ARTIFACTS = {
-    "enroot_3.5.0-1_amd64.deb": b"fake enroot 3.5.0\n",
-    "enroot+caps_3.5.0-1_amd64.deb": b"fake enroot+caps 3.5.0\n",
-    "pyxis-0.20.0.tar.gz": b"fake pyxis 0.20.0\n",
+    "enroot_4.1.2-1_amd64.deb": b"fake enroot 4.1.2\n",
+    "enroot+caps_4.1.2-1_amd64.deb": b"fake enroot+caps 4.1.2\n",
+    "pyxis-0.24.0.tar.gz": b"fake pyxis 0.24.0\n",
 }
 
 SPEC = """\
@@ -104,9 +104,9 @@ sources:
 {sources}
 versions:
   driver: {{version: 550.163.01, flavor: open, source: nvidia}}
-  container_toolkit: 1.17.8
-  enroot: 3.5.0
-  pyxis: 0.20.0
+  container_toolkit: 1.20.0
+  enroot: 4.1.2
+  pyxis: 0.24.0
   dcgm: 4.2.3
   dcgm_exporter: 4.2.3-4.1.3
 node_groups:

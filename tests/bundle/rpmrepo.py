@@ -70,7 +70,7 @@ def driver_rpms(ver: str) -> list[Rpm]:
 
 DCGM = [
     Rpm("datacenter-gpu-manager-exporter", "4.1.3-1", 0, ("datacenter-gpu-manager-4-core",)),
-    Rpm("datacenter-gpu-manager-exporter", "4.7.1-1", 0, ("datacenter-gpu-manager-4-core",)),
+    Rpm("datacenter-gpu-manager-exporter", "4.8.3-1", 0, ("datacenter-gpu-manager-4-core",)),
     Rpm("datacenter-gpu-manager-4-core", "4.2.3-1", 1),
     Rpm("datacenter-gpu-manager-4-core", "4.3.0-1", 1),
     Rpm("datacenter-gpu-manager-4-cuda12", "4.2.3-1", 1, ("datacenter-gpu-manager-4-core = 1:4.2.3-1",)),
@@ -87,13 +87,13 @@ CUDA_RPMS = driver_rpms("550.163.01") + driver_rpms("550.144.03") + driver_rpms(
 STREAMS = {"550-open": ("550.163.01", "550.144.03"), "575-open": ("575.57.08",), "latest-open": ("575.57.08",)}
 
 CONTAINER_RPMS = [
-    Rpm("nvidia-container-toolkit", "1.17.8-1", 0, ("nvidia-container-toolkit-base = 1.17.8-1",)),
-    Rpm("nvidia-container-toolkit", "1.18.0-1", 0, ("nvidia-container-toolkit-base = 1.18.0-1",)),
-    Rpm("nvidia-container-toolkit-base", "1.17.8-1"),
-    Rpm("nvidia-container-toolkit-base", "1.18.0-1"),
-    Rpm("libnvidia-container-tools", "1.17.8-1", 0, ("libnvidia-container1(x86-64) >= 1.17.8-1", "libc.so.6()(64bit)")),
-    Rpm("libnvidia-container1", "1.17.8-1", 0, (), ("libnvidia-container1(x86-64) = 1.17.8-1",)),
-    Rpm("libnvidia-container1", "1.18.0-1", 0, (), ("libnvidia-container1(x86-64) = 1.18.0-1",)),
+    Rpm("nvidia-container-toolkit", "1.20.0-1", 0, ("nvidia-container-toolkit-base = 1.20.0-1",)),
+    Rpm("nvidia-container-toolkit", "1.21.0-1", 0, ("nvidia-container-toolkit-base = 1.21.0-1",)),
+    Rpm("nvidia-container-toolkit-base", "1.20.0-1"),
+    Rpm("nvidia-container-toolkit-base", "1.21.0-1"),
+    Rpm("libnvidia-container-tools", "1.20.0-1", 0, ("libnvidia-container1(x86-64) >= 1.20.0-1", "libc.so.6()(64bit)")),
+    Rpm("libnvidia-container1", "1.20.0-1", 0, (), ("libnvidia-container1(x86-64) = 1.20.0-1",)),
+    Rpm("libnvidia-container1", "1.21.0-1", 0, (), ("libnvidia-container1(x86-64) = 1.21.0-1",)),
 ]
 EPEL_RPMS = [
     Rpm("dkms", "3.1.5-1.el9", 0, ("gcc", "kmod")),

@@ -16,9 +16,9 @@ from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT, bundle_fingerprint, wr
 def test_tampered_offline_bundle_stops_apply_before_any_host(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     (bundle / "artifacts").mkdir(parents=True)
-    (bundle / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"enroot package bytes")
+    (bundle / "artifacts" / "enroot_4.1.2-1_amd64.deb").write_bytes(b"enroot package bytes")
     write_bundle_manifest(bundle)
-    (bundle / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"tampered bytes!!!!!!")
+    (bundle / "artifacts" / "enroot_4.1.2-1_amd64.deb").write_bytes(b"tampered bytes!!!!!!")
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
     data["sources"] = {"mode": "offline", "bundle_dir": str(bundle), "bundle_fingerprint": bundle_fingerprint(bundle)}
     spec = tmp_path / "offline.yaml"
@@ -36,18 +36,18 @@ def test_offline_artifacts_are_checked_on_the_node_against_the_manifest(tmp_path
 
     data = b"enroot package bytes"
     (tmp_path / "artifacts").mkdir()
-    (tmp_path / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(data)
+    (tmp_path / "artifacts" / "enroot_4.1.2-1_amd64.deb").write_bytes(data)
     sha = hashlib.sha256(data).hexdigest()
-    files = [{"path": "artifacts/enroot_3.5.0-1_amd64.deb", "size": len(data), "sha256": sha}]
+    files = [{"path": "artifacts/enroot_4.1.2-1_amd64.deb", "size": len(data), "sha256": sha}]
     (tmp_path / "manifest.json").write_text(json.dumps({"files": files}))
     spec_data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
     spec_data["sources"] = {
         "mode": "offline",
         "bundle_dir": str(tmp_path),
         "bundle_fingerprint": RENDER_ONLY_BUNDLE_FINGERPRINT,
-        "artifact_sha256": {"enroot_3.5.0-1_amd64.deb": sha},  # what the operator pinned: the manifest agrees
+        "artifact_sha256": {"enroot_4.1.2-1_amd64.deb": sha},  # what the operator pinned: the manifest agrees
     }
-    a = artifact(parse_spec(yaml.safe_dump(spec_data)), "enroot_3.5.0-1_amd64.deb", None)
+    a = artifact(parse_spec(yaml.safe_dump(spec_data)), "enroot_4.1.2-1_amd64.deb", None)
     assert a.sha256 == sha and a.local is not None
-    assert f"{sha}  /var/lib/gpuforge/bundle/enroot_3.5.0-1_amd64.deb" in fetch_command(a)
+    assert f"{sha}  /var/lib/gpuforge/bundle/enroot_4.1.2-1_amd64.deb" in fetch_command(a)
     assert "sha256sum -c" in fetch_command(a)

@@ -46,7 +46,7 @@ def test_the_bundle_refuses_release_files_without_a_known_sha256(
 
 
 def test_a_pinned_file_served_with_other_bytes_is_refused(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
-    name = "pyxis-0.20.0.tar.gz"
+    name = "pyxis-0.24.0.tar.gz"
     (served.root / "artifacts" / name).write_bytes(b"a tarball someone put on the mirror\n")
     m = build(tmp_path, mirror_spec(served.url, repo_key.fingerprint))
     missing = {x["what"]: x for x in m["missing"]}
@@ -56,6 +56,6 @@ def test_a_pinned_file_served_with_other_bytes_is_refused(served: Server, repo_k
     )
     assert not (tmp_path / "bundle" / "artifacts" / name).exists()
     files = {f["path"]: f for f in m["files"]}
-    other = "artifacts/enroot_3.5.0-1_amd64.deb"
-    assert files[other]["sha256"] == hashlib.sha256(ARTIFACTS["enroot_3.5.0-1_amd64.deb"]).hexdigest()
+    other = "artifacts/enroot_4.1.2-1_amd64.deb"
+    assert files[other]["sha256"] == hashlib.sha256(ARTIFACTS["enroot_4.1.2-1_amd64.deb"]).hexdigest()
     assert files[other]["checksum"] == "sha256 known beforehand: pinned in the spec (sources.artifact_sha256)"

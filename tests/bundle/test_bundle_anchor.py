@@ -24,7 +24,7 @@ from tests.bundle.conftest import run_bundle
 from tests.conftest import REPO, run_cli
 from tests.helpers import bundle_fingerprint, write_bundle_manifest
 
-ENROOT = "artifacts/enroot_3.5.0-1_amd64.deb"
+ENROOT = "artifacts/enroot_4.1.2-1_amd64.deb"
 PACKAGES = "apt/nvidia-container/Packages"
 
 
@@ -33,7 +33,7 @@ def bundle(tmp_path: Path) -> tuple[Path, str]:
     """A signed test bundle and the fingerprint the operator recorded when it was made."""
     b = tmp_path / "bundle"
     (b / "apt" / "nvidia-container").mkdir(parents=True)
-    (b / PACKAGES).write_text("Package: nvidia-container-toolkit\nVersion: 1.17.8-1\n")
+    (b / PACKAGES).write_text("Package: nvidia-container-toolkit\nVersion: 1.20.0-1\n")
     (b / "artifacts").mkdir()
     (b / ENROOT).write_bytes(b"the enroot package gpuforge fetched")
     write_bundle_manifest(b)

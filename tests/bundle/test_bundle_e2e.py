@@ -31,10 +31,10 @@ CONTAINER = "apt/nvidia-container"
 CUDA = "apt/nvidia-cuda"
 PINNED = {
     CONTAINER: {
-        "nvidia-container-toolkit": "1.17.8-1",
-        "nvidia-container-toolkit-base": "1.17.8-1",
-        "libnvidia-container-tools": "1.17.8-1",
-        "libnvidia-container1": "1.17.8-1",
+        "nvidia-container-toolkit": "1.20.0-1",
+        "nvidia-container-toolkit-base": "1.20.0-1",
+        "libnvidia-container-tools": "1.20.0-1",
+        "libnvidia-container1": "1.20.0-1",
     },
     CUDA: {
         "nvidia-dkms-550-open": "550.163.01-0ubuntu1",  # the version carrier
@@ -180,7 +180,7 @@ def test_bundle_mirror_end_to_end(served: Server, repo_key: RepoKey, tmp_path: P
     # Only what is needed was fetched: no older or newer version, no unrelated package.
     got = fetched(served)
     assert len(got) == len(PINNED[CONTAINER]) + len(PINNED[CUDA]) + len(ARTIFACTS)
-    assert not any(v in p for p in got for v in ("1.17.7", "1.18.0", "4.3.0", "550.144", "550.170", "docker"))
+    assert not any(v in p for p in got for v in ("1.17.7", "1.21.0", "4.3.0", "550.144", "550.170", "docker"))
     assert verify_bundle(out, pin) == []
     cp = run_bundle("--verify", str(out), "--fingerprint", pin)
     assert cp.returncode == 0, cp.stdout + cp.stderr
@@ -266,7 +266,7 @@ def test_unreachable_mirror_on_a_fresh_directory(tmp_path: Path) -> None:
     }
     for x in missing.values():
         assert x["url"].startswith(dead.url) and "unreachable" in x["error"]
-    assert missing["artifacts/pyxis-0.20.0.tar.gz"]["url"] == f"{dead.url}/artifacts/pyxis-0.20.0.tar.gz"
+    assert missing["artifacts/pyxis-0.24.0.tar.gz"]["url"] == f"{dead.url}/artifacts/pyxis-0.24.0.tar.gz"
     # Nothing was fetched, and still the manifest is signed: the key and the signature, nothing else.
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
         "apt",
@@ -281,10 +281,10 @@ def test_unreachable_mirror_on_a_fresh_directory(tmp_path: Path) -> None:
 
 def test_bad_checksum_and_missing_file_are_recorded(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
     pool = served.root / "container" / "pool"
-    bad = pool / "libnvidia-container1_1.17.8-1_amd64.deb"
+    bad = pool / "libnvidia-container1_1.20.0-1_amd64.deb"
     bad.write_bytes(bad.read_bytes()[:-1] + b"X")  # same size, another checksum than the index says
-    (pool / "nvidia-container-toolkit-base_1.17.8-1_amd64.deb").unlink()
-    (served.root / "artifacts" / "pyxis-0.20.0.tar.gz").unlink()
+    (pool / "nvidia-container-toolkit-base_1.20.0-1_amd64.deb").unlink()
+    (served.root / "artifacts" / "pyxis-0.24.0.tar.gz").unlink()
     spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     out = tmp_path / "bundle"
     cp = run_bundle(str(spec_file), "-o", str(out))
@@ -292,12 +292,12 @@ def test_bad_checksum_and_missing_file_are_recorded(served: Server, repo_key: Re
     m = manifest(out)
     missing = {x["what"]: x["error"] for x in m["missing"]}
     assert missing.keys() == {
-        f"{CONTAINER}/libnvidia-container1_1.17.8-1_amd64.deb",
-        f"{CONTAINER}/nvidia-container-toolkit-base_1.17.8-1_amd64.deb",
-        "artifacts/pyxis-0.20.0.tar.gz",
+        f"{CONTAINER}/libnvidia-container1_1.20.0-1_amd64.deb",
+        f"{CONTAINER}/nvidia-container-toolkit-base_1.20.0-1_amd64.deb",
+        "artifacts/pyxis-0.24.0.tar.gz",
     }
-    assert "does not match the published" in missing[f"{CONTAINER}/libnvidia-container1_1.17.8-1_amd64.deb"]
-    assert missing["artifacts/pyxis-0.20.0.tar.gz"] == "HTTP 404 File not found"
+    assert "does not match the published" in missing[f"{CONTAINER}/libnvidia-container1_1.20.0-1_amd64.deb"]
+    assert missing["artifacts/pyxis-0.24.0.tar.gz"] == "HTTP 404 File not found"
     # The rest is there; the index lists only what is in the directory.
     stanzas = parse_packages((out / CONTAINER / "Packages").read_text())
     assert sorted(s.package for s in stanzas) == ["libnvidia-container-tools", "nvidia-container-toolkit"]
@@ -311,7 +311,7 @@ def test_changed_pin_replaces_stale_packages(served: Server, repo_key: RepoKey, 
     out = tmp_path / "bundle"
     assert run_bundle(str(spec_file), "-o", str(out)).returncode == 0
     first_key = manifest(out)["signing"]["fingerprint"]
-    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.17.8", "container_toolkit: 1.18.0"))
+    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.20.0", "container_toolkit: 1.21.0"))
     cp = run_bundle(str(spec_file), "-o", str(out))
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "4 stale removed" in cp.stdout
@@ -320,10 +320,10 @@ def test_changed_pin_replaces_stale_packages(served: Server, repo_key: RepoKey, 
     assert new_key != first_key
     debs = sorted(p.name for p in (out / CONTAINER).glob("*.deb"))
     assert debs == [
-        "libnvidia-container-tools_1.18.0-1_amd64.deb",
-        "libnvidia-container1_1.18.0-1_amd64.deb",
-        "nvidia-container-toolkit-base_1.18.0-1_amd64.deb",
-        "nvidia-container-toolkit_1.18.0-1_amd64.deb",
+        "libnvidia-container-tools_1.21.0-1_amd64.deb",
+        "libnvidia-container1_1.21.0-1_amd64.deb",
+        "nvidia-container-toolkit-base_1.21.0-1_amd64.deb",
+        "nvidia-container-toolkit_1.21.0-1_amd64.deb",
     ]
     assert verify_bundle(out, new_key) == []
 
@@ -387,7 +387,7 @@ def test_apt_installs_from_the_bundle(served: Server, repo_key: RepoKey, tmp_pat
     update = apt_update(env)
     assert update.returncode == 0, update.stdout + update.stderr
     assert "W:" not in update.stdout + update.stderr
-    toolkit = [f"{p}=1.17.8-1" for p in PINNED[CONTAINER]]
+    toolkit = [f"{p}=1.20.0-1" for p in PINNED[CONTAINER]]
     # As the deploys ask: the toolkit at =version, the rest held by the pins above.
     wanted = [*toolkit, "nvidia-dkms-550-open", "nvidia-kernel-open-550", "nvidia-driver-550-open", "cuda-drivers-550"]
     wanted += [
@@ -411,7 +411,7 @@ def test_apt_installs_from_the_bundle(served: Server, repo_key: RepoKey, tmp_pat
 
     # apt checks the signature: an index changed after signing is refused ...
     packages = out / CONTAINER / "Packages"
-    packages.write_text(packages.read_text().replace("1.17.8-1", "1.17.9-1", 1))
+    packages.write_text(packages.read_text().replace("1.20.0-1", "1.17.9-1", 1))
     update = apt_update(env, fresh=True)
     assert update.returncode != 0
     assert "Hash Sum mismatch" in update.stdout + update.stderr or "unexpected size" in update.stdout + update.stderr
@@ -429,7 +429,7 @@ def test_release_files_without_a_source_can_be_placed_by_hand(
     spec_file = write_spec(tmp_path, served.url, repo_key.fingerprint)
     spec_file.write_text("\n".join(x for x in spec_file.read_text().splitlines() if "artifacts:" not in x) + "\n")
     out = tmp_path / "bundle"
-    exporter = "pyxis-0.20.0.tar.gz"  # any release file: this one is placed by hand
+    exporter = "pyxis-0.24.0.tar.gz"  # any release file: this one is placed by hand
     (out / "artifacts").mkdir(parents=True)
     (out / "artifacts" / exporter).write_bytes(ARTIFACTS[exporter])  # the bytes whose sha256 the spec pins
     cp = run_bundle(str(spec_file), "-o", str(out))

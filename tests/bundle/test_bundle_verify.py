@@ -22,7 +22,7 @@ def bundle(tmp_path: Path, text: Callable[[dict[str, Any]], str] = json.dumps) -
     (b / "apt" / "nvidia-container").mkdir(parents=True)
     (b / "apt" / "nvidia-container" / "Packages").write_text("Package: x\nVersion: 1\n")
     (b / "artifacts").mkdir()
-    (b / "artifacts" / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
+    (b / "artifacts" / "pyxis-0.24.0.tar.gz").write_bytes(b"tgz")
     write_bundle_manifest(b, text=text)
     return b
 
@@ -41,11 +41,11 @@ def test_without_a_pinned_key_nothing_is_verified(tmp_path: Path) -> None:
 
 
 def _symlink_to_dev_zero(b: Path) -> None:
-    (b / "artifacts" / "enroot_3.5.0-1_amd64.deb").symlink_to("/dev/zero")
+    (b / "artifacts" / "enroot_4.1.2-1_amd64.deb").symlink_to("/dev/zero")
 
 
 def _replace_listed_file_by_a_link(b: Path) -> None:
-    target = b / "artifacts" / "pyxis-0.20.0.tar.gz"
+    target = b / "artifacts" / "pyxis-0.24.0.tar.gz"
     target.unlink()
     target.symlink_to("/etc/hostname")
 
@@ -63,18 +63,18 @@ def _fifo(b: Path) -> None:
 
 
 def _unlisted_artifact(b: Path) -> None:
-    (b / "artifacts" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"put here by someone")
+    (b / "artifacts" / "enroot_4.1.2-1_amd64.deb").write_bytes(b"put here by someone")
 
 
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (_symlink_to_dev_zero, "artifacts/enroot_3.5.0-1_amd64.deb: a symbolic link"),
-        (_replace_listed_file_by_a_link, "artifacts/pyxis-0.20.0.tar.gz: a symbolic link"),
+        (_symlink_to_dev_zero, "artifacts/enroot_4.1.2-1_amd64.deb: a symbolic link"),
+        (_replace_listed_file_by_a_link, "artifacts/pyxis-0.24.0.tar.gz: a symbolic link"),
         (_dangling_link, "apt/nvidia-container/x.deb: a symbolic link"),
         (_linked_directory, "apt/nvidia-cuda: a symbolic link"),
         (_fifo, "artifacts/hang.deb: not a regular file"),
-        (_unlisted_artifact, "artifacts/enroot_3.5.0-1_amd64.deb: not in the manifest"),
+        (_unlisted_artifact, "artifacts/enroot_4.1.2-1_amd64.deb: not in the manifest"),
     ],
     ids=lambda v: v.__name__.strip("_") if callable(v) else "",
 )

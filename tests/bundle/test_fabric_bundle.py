@@ -51,10 +51,10 @@ NCCL_DEBS: list[Deb] = [
     ("libnccl-dev", "2.28.3-1+cuda12.4", "libnccl2 (= 2.28.3-1+cuda12.4)", ""),
     ("cuda-toolkit-12-4", "12.4.1-1", "", ""),
 ]
-GDRCOPY = [f"{p}_2.5.1-1_amd64.Ubuntu24_04.deb" for p in table.GDRCOPY_PACKAGES]
+GDRCOPY = [f"{p}_2.6-1_amd64.Ubuntu24_04.deb" for p in table.GDRCOPY_PACKAGES]
 RELEASE_FILES = {
     **{name: f"fake {name}\n".encode() for name in GDRCOPY},
-    "nccl-tests-2.18.3.tar.gz": b"fake nccl-tests 2.18.3\n",
+    "nccl-tests-2.19.6.tar.gz": b"fake nccl-tests 2.19.6\n",
     "nccl-rdma-sharp-plugins-2.1.0.tar.gz": b"fake SHARP plugin 2.1.0\n",
 }
 SPEC = """\
@@ -64,7 +64,7 @@ sources:
 versions:
   driver: {{version: 550.163.01, flavor: open, source: nvidia}}
   cuda_toolkit: "12.4"
-  container_toolkit: 1.17.8
+  container_toolkit: 1.20.0
 dcgm: {{enabled: false, exporter: false}}
 container_runtime: {{engine: containerd, cdi: true}}
 node_groups:

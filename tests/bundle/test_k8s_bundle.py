@@ -70,8 +70,8 @@ def chart_archive() -> bytes:
 
 
 ADDON_FILES = {
-    "kube-flannel-v0.26.1.yml": FLANNEL.encode(),
-    "helm-v3.16.3-linux-amd64.tar.gz": b"fake helm tarball\n",
+    "kube-flannel-v0.28.9.yml": FLANNEL.encode(),
+    "helm-v4.2.4-linux-amd64.tar.gz": b"fake helm tarball\n",
     "gpu-operator-v26.7.0.tgz": chart_archive(),
     "kueue-v0.19.2-manifests.yaml": b"apiVersion: v1\nkind: Namespace\nmetadata: {name: kueue-system}\n",
 }
@@ -81,7 +81,7 @@ sources:
 {sources}
 versions:
   driver: {{version: 550.163.01, flavor: open, source: nvidia}}
-  container_toolkit: 1.17.8
+  container_toolkit: 1.20.0
   kubernetes: 1.31.4
 dcgm: {{enabled: false, exporter: false}}
 node_groups:
@@ -164,8 +164,8 @@ def test_a_kubernetes_bundle_installs_offline(k8s_served: Server, repo_key: Repo
         "registry.k8s.io/kube-controller-manager:v1.31.4": "kubeadm",
         "registry.k8s.io/kube-scheduler:v1.31.4": "kubeadm",
         "registry.k8s.io/kube-proxy:v1.31.4": "kubeadm",
-        "docker.io/flannel/flannel-cni-plugin:v1.6.0-flannel1": "kube-flannel-v0.26.1.yml",
-        "docker.io/flannel/flannel:v0.26.1": "kube-flannel-v0.26.1.yml",
+        "docker.io/flannel/flannel-cni-plugin:v1.6.0-flannel1": "kube-flannel-v0.28.9.yml",
+        "docker.io/flannel/flannel:v0.26.1": "kube-flannel-v0.28.9.yml",
         "nvcr.io/nvidia/gpu-operator:v26.7.0": "GPU Operator: operator",
         "nvcr.io/nvidia/k8s-device-plugin:v0.20.0": "GPU Operator: devicePlugin",
         "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless": "GPU Operator: dcgmExporter",

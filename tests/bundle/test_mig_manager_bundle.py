@@ -42,17 +42,17 @@ MIG = "0.9.1"
 MIG_DEB = "nvidia-mig-manager_0.9.1-1_amd64.deb"
 MIG_RPM = "nvidia-mig-manager-0.9.1-1.x86_64.rpm"
 MIG_RELEASE = "/github.com/NVIDIA/mig-parted/releases/download/v0.9.1"  # the release's assets, on loopback
-ENROOT_RELEASE = "/github.com/NVIDIA/enroot/releases/download/v3.5.0"
-PYXIS_TAG = "/github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
+ENROOT_RELEASE = "/github.com/NVIDIA/enroot/releases/download/v4.1.2"
+PYXIS_TAG = "/github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
 
 SPEC = """\
 cluster: {{name: migb, scheduler: slurm, os: {os}}}
 sources: {sources}
 versions:
   driver: {{version: {version}, flavor: {flavor}, source: nvidia}}
-  container_toolkit: 1.17.8
-  enroot: 3.5.0
-  pyxis: 0.20.0
+  container_toolkit: 1.20.0
+  enroot: 4.1.2
+  pyxis: 0.24.0
   mig_manager: {mig}
 node_groups:
   - name: ctl
@@ -143,12 +143,12 @@ def place(server: Server, url: str, data: bytes) -> None:
 def release_files(server: Server, enroot: tuple[str, ...], mig_name: str, mig: bytes) -> dict[str, str]:
     """The GitHub release assets: nvidia-mig-manager, enroot's packages, pyxis' tag archive; the
     sha256 of each, as the operator pins them (``sources.artifact_sha256``: none is published)."""
-    files = {mig_name: mig, "pyxis-0.20.0.tar.gz": b"fake pyxis 0.20.0\n"}
+    files = {mig_name: mig, "pyxis-0.24.0.tar.gz": b"fake pyxis 0.24.0\n"}
     place(server, f"{table.MIG_PARTED_RELEASES}/v{MIG}/{mig_name}", mig)
     for name in enroot:
         files[name] = f"fake {name}\n".encode()
-        place(server, f"{src.ENROOT_RELEASES}/v3.5.0/{name}", files[name])
-    place(server, f"{src.PYXIS_TAGS}/v0.20.0.tar.gz", files["pyxis-0.20.0.tar.gz"])
+        place(server, f"{src.ENROOT_RELEASES}/v4.1.2/{name}", files[name])
+    place(server, f"{src.PYXIS_TAGS}/v0.24.0.tar.gz", files["pyxis-0.24.0.tar.gz"])
     return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
 
 
@@ -235,16 +235,16 @@ def test_apt_bundle_from_upstream_layout(
     flat_repo(container, CONTAINER_DEBS, work, gz=False, key=repo_key, key_file="gpgkey")
     place(loopback, f"{src.CONTAINER_UPSTREAM}/gpgkey", repo_key.armored())
     mig = build_deb(work, "nvidia-mig-manager", f"{MIG}-1", "", "").read_bytes()  # a real .deb, as released
-    pins = release_files(loopback, ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb"), MIG_DEB, mig)
+    pins = release_files(loopback, ("enroot_4.1.2-1_amd64.deb", "enroot+caps_4.1.2-1_amd64.deb"), MIG_DEB, mig)
     out, m = bundle_complete(tmp_path, loopback, os_name, branch, flavor, MIG_DEB, mig, pins)
     control = subprocess.run(
         ["dpkg-deb", "-f", str(out / "artifacts" / MIG_DEB), "Package", "Version"], capture_output=True, text=True
     )
     assert control.stdout.split() == ["Package:", "nvidia-mig-manager", "Version:", f"{MIG}-1"]
     # enroot and pyxis: release files from their GitHub paths too
-    assert {f"{ENROOT_RELEASE}/enroot_3.5.0-1_amd64.deb", f"{ENROOT_RELEASE}/enroot+caps_3.5.0-1_amd64.deb",
+    assert {f"{ENROOT_RELEASE}/enroot_4.1.2-1_amd64.deb", f"{ENROOT_RELEASE}/enroot+caps_4.1.2-1_amd64.deb",
             PYXIS_TAG} <= set(loopback.requests)  # fmt: skip
-    assert (out / "artifacts" / "pyxis-0.20.0.tar.gz").read_bytes() == b"fake pyxis 0.20.0\n"
+    assert (out / "artifacts" / "pyxis-0.24.0.tar.gz").read_bytes() == b"fake pyxis 0.24.0\n"
     # The driver: exactly the pinned packages, from the repository of the nodes' distribution.
     cuda_record = next(r for r in m["repositories"] if r["path"] == "apt/nvidia-cuda")
     assert {p["package"]: p["version"] for p in cuda_record["packages"]} == repos.apt_bundled(distro, branch, flavor)
@@ -281,7 +281,7 @@ def test_rpm_bundle_from_upstream_layout(loopback: Server, repo_key: RepoKey, tm
     rpm_repo(epel, EPEL_RPMS, work, repo_key, src.EPEL_KEY, sign="packages")
     place(loopback, table.EPEL_GPGKEY, repo_key.armored())
     mig = build_rpm(work, Rpm("nvidia-mig-manager", f"{MIG}-1")).read_bytes()  # a real .rpm, as released
-    enroot = ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm")
+    enroot = ("enroot-4.1.2-1.el8.x86_64.rpm", "enroot+caps-4.1.2-1.el8.x86_64.rpm")
     pins = release_files(loopback, enroot, MIG_RPM, mig)
     out, m = bundle_complete(tmp_path, loopback, "rhel9", 570, "proprietary", MIG_RPM, mig, pins)
     query = subprocess.run(
@@ -290,7 +290,7 @@ def test_rpm_bundle_from_upstream_layout(loopback: Server, repo_key: RepoKey, tm
         text=True,
     )
     assert query.stdout == f"nvidia-mig-manager {MIG}-1"
-    assert {f"{ENROOT_RELEASE}/enroot-3.5.0-1.el8.x86_64.rpm", PYXIS_TAG} <= set(loopback.requests)
+    assert {f"{ENROOT_RELEASE}/enroot-4.1.2-1.el8.x86_64.rpm", PYXIS_TAG} <= set(loopback.requests)
     cuda_record = next(r for r in m["repositories"] if r["path"] == "rpm/nvidia-cuda")
     assert {p["package"]: p["version"] for p in cuda_record["packages"]} == repos.rhel_bundled(570, "proprietary")
     assert cuda_record["sources"][0]["checked"] == "each package's signature (rpmkeys)"

@@ -86,14 +86,14 @@ def test_fresh_node_installs_everything_from_the_bundle(bundle: Path) -> None:
     assert [s.kind for s in plans["nvidia-repos"]][-1] == "apt-update"
 
     # Release files: pushed from artifacts/ and installed from where they were pushed.
-    for name in ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb", "pyxis-0.20.0.tar.gz"):
+    for name in ("enroot_4.1.2-1_amd64.deb", "enroot+caps_4.1.2-1_amd64.deb", "pyxis-0.24.0.tar.gz"):
         assert uploads[f"{ON_NODE}/{name}"] == ARTIFACTS[name]
     assert DCGM_EXPORTER_BIN not in uploads  # dcgm-exporter is a CUDA-repository package now
     enroot = next(s for s in plans["enroot"] if s.kind == "install")
     assert "from the bundle" in enroot.summary
-    assert f"test -s {ON_NODE}/enroot_3.5.0-1_amd64.deb" in (enroot.command or "")
+    assert f"test -s {ON_NODE}/enroot_4.1.2-1_amd64.deb" in (enroot.command or "")
     pyxis = next(s for s in plans["pyxis"] if s.kind == "build")
-    assert f"test -s {ON_NODE}/pyxis-0.20.0.tar.gz" in (pyxis.command or "")
+    assert f"test -s {ON_NODE}/pyxis-0.24.0.tar.gz" in (pyxis.command or "")
 
 
 def test_every_nvidia_package_the_plan_installs_is_in_the_bundle(bundle: Path) -> None:

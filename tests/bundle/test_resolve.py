@@ -16,11 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 INDEX = """\
 Package: nvidia-container-toolkit
-Version: 1.17.8-1
+Version: 1.20.0-1
 Architecture: amd64
-Depends: nvidia-container-toolkit-base (= 1.17.8-1), libnvidia-container-tools (>= 1.17.8),
+Depends: nvidia-container-toolkit-base (= 1.20.0-1), libnvidia-container-tools (>= 1.20.0),
  libnvidia-container-tools (<< 2.0.0)
-Filename: ./nvidia-container-toolkit_1.17.8-1_amd64.deb
+Filename: ./nvidia-container-toolkit_1.20.0-1_amd64.deb
 Size: 1000
 SHA256: aa
 Description: NVIDIA Container toolkit
@@ -29,39 +29,39 @@ Description: NVIDIA Container toolkit
  A second paragraph.
 
 Package: nvidia-container-toolkit
-Version: 1.18.0-1
+Version: 1.21.0-1
 Architecture: amd64
-Depends: nvidia-container-toolkit-base (= 1.18.0-1)
-Filename: ./nvidia-container-toolkit_1.18.0-1_amd64.deb
+Depends: nvidia-container-toolkit-base (= 1.21.0-1)
+Filename: ./nvidia-container-toolkit_1.21.0-1_amd64.deb
 Size: 1000
 SHA256: ab
 
 Package: nvidia-container-toolkit
-Version: 1.17.8-1
+Version: 1.20.0-1
 Architecture: arm64
-Filename: ./nvidia-container-toolkit_1.17.8-1_arm64.deb
+Filename: ./nvidia-container-toolkit_1.20.0-1_arm64.deb
 Size: 1000
 SHA256: ac
 
 Package: nvidia-container-toolkit-base
-Version: 1.17.8-1
+Version: 1.20.0-1
 Architecture: amd64
-Filename: ./nvidia-container-toolkit-base_1.17.8-1_amd64.deb
+Filename: ./nvidia-container-toolkit-base_1.20.0-1_amd64.deb
 Size: 10
 SHA256: ba
 
 Package: nvidia-container-toolkit-base
-Version: 1.18.0-1
+Version: 1.21.0-1
 Architecture: amd64
-Filename: ./nvidia-container-toolkit-base_1.18.0-1_amd64.deb
+Filename: ./nvidia-container-toolkit-base_1.21.0-1_amd64.deb
 Size: 10
 SHA256: bb
 
 Package: libnvidia-container-tools
-Version: 1.17.8-1
+Version: 1.20.0-1
 Architecture: amd64
-Depends: libnvidia-container1 (>= 1.17.8-1), libc6 (>= 2.34)
-Filename: ./libnvidia-container-tools_1.17.8-1_amd64.deb
+Depends: libnvidia-container1 (>= 1.20.0-1), libc6 (>= 2.34)
+Filename: ./libnvidia-container-tools_1.20.0-1_amd64.deb
 Size: 10
 SHA256: ca
 
@@ -74,11 +74,11 @@ Size: 10
 SHA256: cb
 
 Package: libnvidia-container1
-Version: 1.17.8-1
+Version: 1.20.0-1
 Architecture: amd64
 Pre-Depends: libc6 (>= 2.34)
 Depends: libseccomp2 | libnvidia-seccomp, libcap2
-Filename: ./libnvidia-container1_1.17.8-1_amd64.deb
+Filename: ./libnvidia-container1_1.20.0-1_amd64.deb
 Size: 10
 SHA256: da
 
@@ -132,7 +132,7 @@ SHA256: 1b
 DRIVER_PIN = Pin(("*nvidia*", "libcuda*"), ("550.163.01-*",))
 DCGM_PIN = Pin(("datacenter-gpu-manager-4-*",), ("1:4.2.3-*", "4.2.3-*"))
 TOOLKIT = [
-    Want(p, ("1.17.8-1",))
+    Want(p, ("1.20.0-1",))
     for p in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")
 ]
 
@@ -145,8 +145,8 @@ def test_parse_packages_keeps_fields_and_continuations() -> None:
     stanzas = parse_packages(INDEX)
     assert len(stanzas) == 14
     first = stanzas[0]
-    assert (first.package, first.version, first.arch) == ("nvidia-container-toolkit", "1.17.8-1", "amd64")
-    assert first.get("depends").startswith("nvidia-container-toolkit-base (= 1.17.8-1)")  # names are case-blind
+    assert (first.package, first.version, first.arch) == ("nvidia-container-toolkit", "1.20.0-1", "amd64")
+    assert first.get("depends").startswith("nvidia-container-toolkit-base (= 1.20.0-1)")  # names are case-blind
     assert first.get("Description").splitlines() == [
         "NVIDIA Container toolkit",
         " Provides tools and utilities to enable GPU support in containers.",
@@ -160,7 +160,7 @@ def test_parse_packages_keeps_fields_and_continuations() -> None:
 
 def test_index_keeps_amd64_and_all_newest_first() -> None:
     idx = index()
-    assert [s.version for s in idx.versions("nvidia-container-toolkit")] == ["1.18.0-1", "1.17.8-1"]
+    assert [s.version for s in idx.versions("nvidia-container-toolkit")] == ["1.21.0-1", "1.20.0-1"]
     assert [s.arch for s in idx.versions("libnvidia-seccomp")] == ["all"]
     assert {s.version for s, _ in idx.providers["libnvidia-ml1"]} == {"550.163.01-0ubuntu1", "550.170.01-0ubuntu1"}
 
@@ -168,10 +168,10 @@ def test_index_keeps_amd64_and_all_newest_first() -> None:
 def test_pinned_toolkit_and_closure() -> None:
     res = resolve(index(), TOOLKIT)
     assert {n: s.version for n, s in res.selected.items()} == {
-        "nvidia-container-toolkit": "1.17.8-1",  # not the newer 1.18.0-1
-        "nvidia-container-toolkit-base": "1.17.8-1",
-        "libnvidia-container-tools": "1.17.8-1",  # wanted at the pin, satisfies >= 1.17.8 and << 2.0.0
-        "libnvidia-container1": "1.17.8-1",  # dependency, found in the repository
+        "nvidia-container-toolkit": "1.20.0-1",  # not the newer 1.21.0-1
+        "nvidia-container-toolkit-base": "1.20.0-1",
+        "libnvidia-container-tools": "1.20.0-1",  # wanted at the pin, satisfies >= 1.20.0 and << 2.0.0
+        "libnvidia-container1": "1.20.0-1",  # dependency, found in the repository
         "libnvidia-seccomp": "1.0-1",  # ``libseccomp2 | libnvidia-seccomp``: the first one the repository has
     }
     assert res.required_by["libnvidia-container1"] == "libnvidia-container-tools"
@@ -184,10 +184,10 @@ def test_pinned_toolkit_and_closure() -> None:
 
 
 def test_dependency_takes_the_newest_satisfying_version() -> None:
-    res = resolve(index(), [Want("nvidia-container-toolkit", ("1.17.8-1",))])
-    # Not wanted directly: the dependency ``(>= 1.17.8), (<< 2.0.0)`` rules out 2.1.0-1.
-    assert res.selected["libnvidia-container-tools"].version == "1.17.8-1"
-    assert res.selected["nvidia-container-toolkit-base"].version == "1.17.8-1"
+    res = resolve(index(), [Want("nvidia-container-toolkit", ("1.20.0-1",))])
+    # Not wanted directly: the dependency ``(>= 1.20.0), (<< 2.0.0)`` rules out 2.1.0-1.
+    assert res.selected["libnvidia-container-tools"].version == "1.20.0-1"
+    assert res.selected["nvidia-container-toolkit-base"].version == "1.20.0-1"
 
 
 def test_epoch_pin_and_virtual_package_under_the_driver_pin() -> None:
@@ -266,32 +266,32 @@ def test_needs_of_the_h100_example() -> None:
         "nvidia-fabricmanager": ("580.173.02-*",),  # unversioned from 580 (cns-fabricmanager)
         "libnvidia-nscq": ("580.173.02-*",),  # NSCQ beside the fabric manager (nscq-cuda-repo)
         "cuda-toolkit-12-4": (),
-        "datacenter-gpu-manager-4-core": ("1:4.4.2-*", "4.4.2-*"),
-        "datacenter-gpu-manager-4-cuda13": ("1:4.4.2-*", "4.4.2-*"),  # driver 580: a CUDA 13 driver
-        "datacenter-gpu-manager-4-proprietary": ("1:4.4.2-*", "4.4.2-*"),
-        "datacenter-gpu-manager-4-proprietary-cuda13": ("1:4.4.2-*", "4.4.2-*"),
-        "datacenter-gpu-manager-exporter": ("4.7.1-*",),
+        "datacenter-gpu-manager-4-core": ("1:4.6.0-*", "4.6.0-*"),
+        "datacenter-gpu-manager-4-cuda13": ("1:4.6.0-*", "4.6.0-*"),  # driver 580: a CUDA 13 driver
+        "datacenter-gpu-manager-4-proprietary": ("1:4.6.0-*", "4.6.0-*"),
+        "datacenter-gpu-manager-4-proprietary-cuda13": ("1:4.6.0-*", "4.6.0-*"),
+        "datacenter-gpu-manager-exporter": ("4.8.3-*",),
         "libnccl2": ("2.27.7-1+cuda12.9",),  # the GPU group's fabric: NCCL at the pinned build
         "libnccl-dev": ("2.27.7-1+cuda12.9",),
     }  # nvidia-mig-manager is no CUDA-repository package: a release file (below)
-    assert Pin(("datacenter-gpu-manager-4-*",), ("1:4.4.2-*", "4.4.2-*")) in cuda.pins
+    assert Pin(("datacenter-gpu-manager-4-*",), ("1:4.6.0-*", "4.6.0-*")) in cuda.pins
     assert Pin(("libnccl2", "libnccl-dev"), ("2.27.7-1+cuda12.9",)) in cuda.pins  # the nodes' NCCL pin
     container = repos[("apt", "nvidia-container")]
     assert {w.package: w.versions for w in container.wants.values()} == {
-        p: ("1.17.8-1",)
+        p: ("1.20.0-1",)
         for p in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools")
-    } | {"libnvidia-container1": ("1.17.8-1",)}
+    } | {"libnvidia-container1": ("1.20.0-1",)}
     assert sorted(needs.artifacts) == [
-        "enroot+caps_3.5.0-1_amd64.deb",
-        "enroot_3.5.0-1_amd64.deb",
+        "enroot+caps_4.1.2-1_amd64.deb",
+        "enroot_4.1.2-1_amd64.deb",
         "nvidia-mig-manager_0.15.0-1_amd64.deb",
-        "pyxis-0.20.0.tar.gz",
+        "pyxis-0.24.0.tar.gz",
     ]
-    assert len(needs.artifacts["enroot_3.5.0-1_amd64.deb"].nodes) == 66  # compute and login nodes
+    assert len(needs.artifacts["enroot_4.1.2-1_amd64.deb"].nodes) == 66  # compute and login nodes
     mig = needs.artifacts["nvidia-mig-manager_0.15.0-1_amd64.deb"]
     assert mig.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]  # the mig group
     assert mig.artifact.url == "http://192.0.2.5/artifacts/nvidia-mig-manager_0.15.0-1_amd64.deb"
-    assert needs.artifacts["pyxis-0.20.0.tar.gz"].artifact.url == "http://192.0.2.5/artifacts/pyxis-0.20.0.tar.gz"
+    assert needs.artifacts["pyxis-0.24.0.tar.gz"].artifact.url == "http://192.0.2.5/artifacts/pyxis-0.24.0.tar.gz"
 
 
 def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
@@ -326,9 +326,9 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
     assert cuda.key_url == "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub"
     docker = next(n for (fmt, kind, _), n in needs.repos.items() if kind == "docker-ce")
     assert list(docker.wants) == ["containerd.io"] and docker.nodes == ["gpu061", "gpu062", "gpu063", "gpu064"]
-    assert needs.artifacts["pyxis-0.20.0.tar.gz"].artifact.url == (
-        "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
+    assert needs.artifacts["pyxis-0.24.0.tar.gz"].artifact.url == (
+        "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
     )
-    assert "enroot-3.5.0-1.el8.x86_64.rpm" in needs.artifacts
+    assert "enroot-4.1.2-1.el8.x86_64.rpm" in needs.artifacts
     # dcgm-exporter is the CUDA repository's datacenter-gpu-manager-exporter, not a release file.
     assert not any(name.startswith("dcgm-exporter") for name in needs.artifacts)

@@ -43,7 +43,7 @@ CUDA = "rpm/nvidia-cuda"
 CONTAINER = "rpm/nvidia-container"
 DOCKER = "rpm/docker-ce"
 EPEL = "rpm/epel"
-RHEL_ARTIFACTS = ("enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm")
+RHEL_ARTIFACTS = ("enroot-4.1.2-1.el8.x86_64.rpm", "enroot+caps-4.1.2-1.el8.x86_64.rpm")
 RHEL_ARTIFACT = b"fake enroot rpm\n"
 
 
@@ -77,10 +77,10 @@ PINNED = {
         "datacenter-gpu-manager-4-proprietary-cuda12": "1:4.2.3-1",
     },
     CONTAINER: {
-        "nvidia-container-toolkit": "1.17.8-1",
-        "nvidia-container-toolkit-base": "1.17.8-1",
-        "libnvidia-container-tools": "1.17.8-1",
-        "libnvidia-container1": "1.17.8-1",  # wanted at the pin, which also meets the tools' ">="
+        "nvidia-container-toolkit": "1.20.0-1",
+        "nvidia-container-toolkit-base": "1.20.0-1",
+        "libnvidia-container-tools": "1.20.0-1",
+        "libnvidia-container1": "1.20.0-1",  # wanted at the pin, which also meets the tools' ">="
     },
     DOCKER: {"containerd.io": "1.7.27-3.1.el9"},
     EPEL: {
@@ -226,7 +226,7 @@ def test_dnf_reads_the_bundle_as_a_rhel_node_does(rpm_served: Server, tmp_path: 
     enable = dnf(root, out, "module", "enable", "nvidia-driver:550-open")
     assert enable.returncode == 0, enable.stdout + enable.stderr
     # A modular package installs once its stream is enabled; the toolkit at its pin.
-    inst = dnf(root, out, "install", "nvidia-driver-libs-550.163.01", "nvidia-container-toolkit-1.17.8")
+    inst = dnf(root, out, "install", "nvidia-driver-libs-550.163.01", "nvidia-container-toolkit-1.20.0")
     assert inst.returncode == 0, inst.stdout + inst.stderr
     q = subprocess.run(
         ["rpm", "--root", str(root / "sysroot"), "-qa", "--qf", "%{NAME}-%{VERSION}\\n"],
@@ -234,8 +234,8 @@ def test_dnf_reads_the_bundle_as_a_rhel_node_does(rpm_served: Server, tmp_path: 
     )  # fmt: skip
     assert set(q.stdout.split()) == {
         "nvidia-driver-libs-550.163.01",
-        "nvidia-container-toolkit-1.17.8",
-        "nvidia-container-toolkit-base-1.17.8",
+        "nvidia-container-toolkit-1.20.0",
+        "nvidia-container-toolkit-base-1.20.0",
     }
 
 
@@ -434,15 +434,15 @@ def test_a_new_pin_replaces_the_old_packages_and_metadata(rpm_served: Server, tm
     assert cp.returncode == 0, cp.stdout + cp.stderr
     old = {p.relative_to(out).as_posix() for p in (out / CONTAINER).rglob("*") if p.is_file()}
     spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.17.8", "container_toolkit: 1.18.0"))
+    spec_file.write_text(spec_file.read_text().replace("container_toolkit: 1.20.0", "container_toolkit: 1.21.0"))
     cp = run_bundle(str(spec_file), "-o", str(out))
-    # libnvidia-container1 and -tools are not in the test repository at 1.18.0: the rest moves on
+    # libnvidia-container1 and -tools are not in the test repository at 1.21.0: the rest moves on
     new = {p.relative_to(out).as_posix() for p in (out / CONTAINER).rglob("*") if p.is_file()}
     rpms = sorted(r.rsplit("/", 1)[1] for r in new if r.endswith(".rpm"))
     assert rpms == [
-        "libnvidia-container1-1.18.0-1.x86_64.rpm",
-        "nvidia-container-toolkit-1.18.0-1.x86_64.rpm",
-        "nvidia-container-toolkit-base-1.18.0-1.x86_64.rpm",
+        "libnvidia-container1-1.21.0-1.x86_64.rpm",
+        "nvidia-container-toolkit-1.21.0-1.x86_64.rpm",
+        "nvidia-container-toolkit-base-1.21.0-1.x86_64.rpm",
     ], cp.stdout + cp.stderr
     stale = {r for r in old - new if "/repodata/" in r}
     assert stale and not (stale & new)  # the old primary/filelists/other are gone, not left beside

@@ -57,7 +57,7 @@ def container_debs(out: Path) -> list[str]:
 
 def test_an_index_changed_after_signing_is_refused(served: Server, repo_key: RepoKey, tmp_path: Path) -> None:
     packages = served.root / "container" / "Packages"
-    packages.write_text(packages.read_text().replace("Version: 1.17.8-1", "Version: 1.17.8-9", 1))
+    packages.write_text(packages.read_text().replace("Version: 1.20.0-1", "Version: 1.20.0-9", 1))
     cp, m, out = build(tmp_path, served, repo_key)
     assert cp.returncode == 1, cp.stdout + cp.stderr
     error = missing_of(m)[f"{CONTAINER}: Packages index"]

@@ -99,8 +99,8 @@ def applied(spec: Any, revision: int = 3) -> dict[str, str | None]:
 def test_a_fresh_cluster_gets_every_add_on_in_order() -> None:
     steps = plan(load())
     assert [s.summary for s in steps] == [
-        "apply pod network: flannel v0.26.1 (pod CIDR 10.244.0.0/16)",
-        "apply helm 3.16.3 in /usr/local/bin/helm",
+        "apply pod network: flannel v0.28.9 (pod CIDR 10.244.0.0/16)",
+        "apply helm 4.2.4 in /usr/local/bin/helm",
         "apply GPU Operator v26.7.0 (its CRDs, then helm upgrade --install, values "
         "/etc/gpuforge/k8s/gpu-operator-values.yaml)",
         "apply kueue v0.19.2",
@@ -420,7 +420,7 @@ def test_flannel_is_given_the_spec_pod_cidr(tmp_path: Path) -> None:
     # net-conf.json as flannel's kube-flannel.yml ships it (README: match the Network to the pod CIDR)
     manifest = tmp_path / "kube-flannel.yml"
     manifest.write_text('  net-conf.json: |\n    {\n      "Network": "10.244.0.0/16",\n      "Backend": {}\n    }\n')
-    subprocess.run(["sh", "-c", sed.replace("/var/lib/gpuforge/downloads/kube-flannel-v0.26.1.yml", str(manifest))],
+    subprocess.run(["sh", "-c", sed.replace("/var/lib/gpuforge/downloads/kube-flannel-v0.28.9.yml", str(manifest))],
                    check=True)  # fmt: skip
     assert '"Network": "10.32.0.0/12"' in manifest.read_text()
     assert '"Network"' not in (plan(load())[0].command or "")  # the default pod CIDR needs no edit
@@ -458,7 +458,7 @@ def test_without_a_source_an_add_on_is_reported_and_later_ones_wait() -> None:
 def test_offline_pushes_the_bundles_chart_and_manifests(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     (bundle / "artifacts").mkdir(parents=True)
-    names = ["kube-flannel-v0.26.1.yml", "helm-v3.16.3-linux-amd64.tar.gz", "gpu-operator-v26.7.0.tgz",
+    names = ["kube-flannel-v0.28.9.yml", "helm-v4.2.4-linux-amd64.tar.gz", "gpu-operator-v26.7.0.tgz",
              "kueue-v0.19.2-manifests.yaml"]  # fmt: skip
     files = []
     for name in names:

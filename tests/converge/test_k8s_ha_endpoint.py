@@ -215,7 +215,7 @@ def test_flannel_is_pinned_to_the_interface(tmp_path: Path) -> None:
     manifest = tmp_path / "kube-flannel.yml"
     manifest.write_text(FLANNELD)
     command = "sed " + edit.split(" && KUBECONFIG=")[0] if not edit.startswith("sed") else edit
-    command = command.replace("/var/lib/gpuforge/downloads/kube-flannel-v0.26.1.yml", str(manifest))
+    command = command.replace("/var/lib/gpuforge/downloads/kube-flannel-v0.28.9.yml", str(manifest))
     assert subprocess.run(["sh", "-c", command], capture_output=True).returncode == 0
     assert "        - --kube-subnet-mgr\n        - --iface=ens1f0\n        resources:" in manifest.read_text()
     manifest.write_text(FLANNELD.replace("- --kube-subnet-mgr", "- --kube-subnet-manager"))  # not the known block

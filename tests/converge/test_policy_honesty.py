@@ -329,7 +329,7 @@ MUTATIONS: dict[str, Mutation] = {
     "sources.mirrors.registry": M("k8s", setting("sources", "mirrors", registry="registry.example.org:5000")),
     "sources.bundle_dir": M("lab", _bundle_dir_at_the_example_folder),
     "sources.bundle_fingerprint": M("lab", setting("sources", bundle_fingerprint=FINGERPRINT)),
-    "sources.artifact_sha256": M("hopper", setting("sources", artifact_sha256={"enroot_3.5.0-1_amd64.deb": "ab" * 32})),
+    "sources.artifact_sha256": M("hopper", setting("sources", artifact_sha256={"enroot_4.1.2-1_amd64.deb": "ab" * 32})),
     "sources.mirror_keys.nvidia_cuda": M("hopper", setting("sources", "mirror_keys", nvidia_cuda=FINGERPRINT)),
     "sources.mirror_keys.nvidia_container": M(
         "hopper", setting("sources", "mirror_keys", nvidia_container=FINGERPRINT)
@@ -350,7 +350,7 @@ MUTATIONS: dict[str, Mutation] = {
     "versions.dcgm": M(
         "hopper", setting("versions", dcgm="4.4.1", dcgm_exporter="4.4.1-4.6.0"), ("versions.dcgm_exporter",)
     ),
-    "versions.dcgm_exporter": M("hopper", setting("versions", dcgm_exporter="4.4.2-4.7.0")),
+    "versions.dcgm_exporter": M("hopper", setting("versions", dcgm_exporter="4.6.0-4.7.0")),
     "versions.mig_manager": M("hopper", setting("versions", mig_manager="0.10.0")),
     "versions.slurm": M("lab", setting("versions", slurm="22.05.8-4+deb12u3")),
     "versions.kubernetes": M("k8s", setting("versions", kubernetes="1.36.5")),

@@ -33,9 +33,9 @@ NODES = "ctl01,db01,mon01,login01,gpu001"
 ARTIFACT_PINS = {
     name: hashlib.sha256(f"simulated release file {name}".encode()).hexdigest()
     for name in (
-        "enroot_3.5.0-1_amd64.deb",
-        "enroot+caps_3.5.0-1_amd64.deb",
-        "pyxis-0.20.0.tar.gz",
+        "enroot_4.1.2-1_amd64.deb",
+        "enroot+caps_4.1.2-1_amd64.deb",
+        "pyxis-0.24.0.tar.gz",
         "nvidia-mig-manager_0.15.0-1_amd64.deb",
     )
 }

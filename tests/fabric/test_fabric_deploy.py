@@ -199,7 +199,7 @@ def test_gdrcopy_needs_known_sha256_then_installs_and_loads_gdrdrv() -> None:
     steps, _ = plan_layer(layer.gdrcopy_layer(spec, node), LayerFacts())
     assert [str(s.kind) for s in steps] == ["unavailable"] and "no sha256 is known" in steps[0].summary
     names = gdrcopy_names(spec, node)
-    assert names == [f"{p}_2.5.1-1_amd64.Ubuntu24_04.deb" for p in ("gdrdrv-dkms", "libgdrapi", "gdrcopy")]
+    assert names == [f"{p}_2.6-1_amd64.Ubuntu24_04.deb" for p in ("gdrdrv-dkms", "libgdrapi", "gdrcopy")]
     d["sources"] = {"artifact_sha256": {n: "ab" * 32 for n in names}}
     spec, node = target(d, "gpu1")
     lay = layer.gdrcopy_layer(spec, node)
@@ -209,14 +209,14 @@ def test_gdrcopy_needs_known_sha256_then_installs_and_loads_gdrdrv() -> None:
     install = install_command([a.node_path for a in arts], downgrades=True)
     assert kinds(steps) == [("install", f"{fetch} && {install} && modprobe gdrdrv")]
     assert "sha256sum -c" in fetch
-    have = LayerFacts(packages=dict.fromkeys(table.GDRCOPY_PACKAGES, "2.5.1-1"))
+    have = LayerFacts(packages=dict.fromkeys(table.GDRCOPY_PACKAGES, "2.6-1"))
     assert plan_layer(lay, have)[0] == []
 
 
 def test_nccl_tests_build_against_the_pins_once() -> None:
     d = data()
     group(d, "gpu")["fabric"]["nccl_tests"] = True
-    d["sources"] = {"artifact_sha256": {"nccl-tests-2.18.3.tar.gz": "cd" * 32}}
+    d["sources"] = {"artifact_sha256": {"nccl-tests-2.19.6.tar.gz": "cd" * 32}}
     spec, node = target(d, "gpu1")
     assert "libopenmpi-dev" in layer.fabric_layer(spec, node).packages
     lay = layer.nccl_tests_layer(spec, node)
@@ -224,12 +224,12 @@ def test_nccl_tests_build_against_the_pins_once() -> None:
     assert [str(s.kind) for s in steps] == ["build"]
     cmd = steps[0].command or ""
     assert (
-        'make -C /opt/nccl-tests/2.18.3 -j"$(nproc)" MPI=1 MPI_HOME="/usr/lib/x86_64-linux-gnu/openmpi" '
+        'make -C /opt/nccl-tests/2.19.6 -j"$(nproc)" MPI=1 MPI_HOME="/usr/lib/x86_64-linux-gnu/openmpi" '
         "CUDA_HOME=/usr/local/cuda-12.9 NCCL_HOME=/usr" in cmd
     )
-    assert cmd.endswith(f"echo '2.18.3 2.27.7-1+cuda12.9 cuda-12.9' > {layer.NCCL_TESTS_MARKER}")
-    assert "https://github.com/NVIDIA/nccl-tests/archive/refs/tags/v2.18.3.tar.gz" in cmd
-    built = LayerFacts(contents={layer.NCCL_TESTS_MARKER: "2.18.3 2.27.7-1+cuda12.9 cuda-12.9\n"})
+    assert cmd.endswith(f"echo '2.19.6 2.27.7-1+cuda12.9 cuda-12.9' > {layer.NCCL_TESTS_MARKER}")
+    assert "https://github.com/NVIDIA/nccl-tests/archive/refs/tags/v2.19.6.tar.gz" in cmd
+    built = LayerFacts(contents={layer.NCCL_TESTS_MARKER: "2.19.6 2.27.7-1+cuda12.9 cuda-12.9\n"})
     assert plan_layer(lay, built)[0] == []
 
 

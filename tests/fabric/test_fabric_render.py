@@ -60,7 +60,8 @@ def test_modules_follow_the_fabric_and_the_gpus() -> None:
 
 
 def _gdrcopy_names() -> list[str]:
-    files = table.gdrcopy_files(platform_for(OsFamily.UBUNTU2404, Arch.X86_64), "2.5.1-1", "12.9") or []
+    """The default GDRCopy 2.6-1 files (fabric.gdrcopy_version)."""
+    files = table.gdrcopy_files(platform_for(OsFamily.UBUNTU2404, Arch.X86_64), "2.6-1", "12.9") or []
     return [name for name, _ in files]
 
 

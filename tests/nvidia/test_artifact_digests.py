@@ -102,8 +102,8 @@ def test_the_default_versions_of_published_files_are_in_the_table() -> None:
         k8s_upstream.cni_manifest("calico", k8s_upstream.CNI_DEFAULT_VERSIONS["calico"])[0],
     ):
         assert artifact_digests.known_digest(name) is not None, name
-    helm = artifact_digests.KNOWN["helm-v3.16.3-linux-amd64.tar.gz"]
-    assert helm.sha256 == "f5355c79190951eed23c5432a3b920e071f4c00a64f75e077de0dd4cb7b294ea"  # kubespray, get.helm.sh
+    helm = artifact_digests.KNOWN["helm-v4.2.4-linux-amd64.tar.gz"]
+    assert helm.sha256 == "c306b46f719b0a4da32d0f78ee21bf90ce8d602f15b22ab753f0674d1670a7f3"  # helm 4.2.4 release notes, get.helm.sh
 
 
 def test_every_upstream_url_is_https() -> None:
@@ -176,8 +176,8 @@ def test_cuda_keyring_is_checked_by_the_key_it_carries() -> None:
 @pytest.mark.parametrize(
     ("pins", "problem"),
     [
-        ({"enroot_3.5.0-1_amd64.deb": "abc"}, "is not a sha256"),
-        ({"enroot_3.5.0-1_amd64.deb": "g" * 64}, "is not a sha256"),
+        ({"enroot_4.1.2-1_amd64.deb": "abc"}, "is not a sha256"),
+        ({"enroot_4.1.2-1_amd64.deb": "g" * 64}, "is not a sha256"),
         ({"../enroot.deb": "a" * 64}, "is not a release file name"),
         ({"a/b.deb": "a" * 64}, "is not a release file name"),
         ({".hidden": "a" * 64}, "is not a release file name"),
@@ -189,7 +189,7 @@ def test_pins_are_checked_when_the_spec_is_read(pins: dict[str, str], problem: s
 
 
 def test_a_pin_is_written_in_lower_case() -> None:
-    assert spec(H100, {"pyxis-0.20.0.tar.gz": "AB" * 32}).sources.artifact_sha256 == {"pyxis-0.20.0.tar.gz": "ab" * 32}
+    assert spec(H100, {"pyxis-0.24.0.tar.gz": "AB" * 32}).sources.artifact_sha256 == {"pyxis-0.24.0.tar.gz": "ab" * 32}
 
 
 # --------------------------------------------------------------------------- the check comes before use
@@ -323,10 +323,10 @@ def test_the_pyxis_build_never_starts_from_a_changed_tarball(served: tuple[Path,
     _, layer = layer_for(case)
     steps, _ = plan_layer(layer, facts_for(case, layer))
     (command,) = [s.command for s in steps if s.command and "spank_pyxis.so" in s.command]
-    (root / "pyxis-0.20.0.tar.gz").write_bytes(b"not the pinned tarball\n")
+    (root / "pyxis-0.24.0.tar.gz").write_bytes(b"not the pinned tarball\n")
     url = src.pyxis_artifact(case["spec_obj"]).url or ""
     assert url in command
-    command = command.replace(url, f"{base}/pyxis-0.20.0.tar.gz")
+    command = command.replace(url, f"{base}/pyxis-0.24.0.tar.gz")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("tar", "make"):  # record whether the build went on

@@ -39,10 +39,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(2400)]
 GPU_NODE = "node3"
 DRIVER = "535.261.03"
 TOOLKIT_PACKAGES = (
-    "nvidia-container-toolkit=1.17.8-1",
-    "nvidia-container-toolkit-base=1.17.8-1",
-    "libnvidia-container-tools=1.17.8-1",
-    "libnvidia-container1=1.17.8-1",
+    "nvidia-container-toolkit=1.20.0-1",
+    "nvidia-container-toolkit-base=1.20.0-1",
+    "libnvidia-container-tools=1.20.0-1",
+    "libnvidia-container1=1.20.0-1",
 )
 
 
@@ -77,7 +77,7 @@ def mirrored_variant(d: dict[str, Any]) -> None:
     d["slurm"]["containers"] = {"enroot": True, "pyxis": True}
     # No upstream publishes the sha256 of these release files: the site pins its mirrored ones (made up:
     # the plan downloads nothing).
-    names = ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb", "pyxis-0.20.0.tar.gz")
+    names = ("enroot_4.1.2-1_amd64.deb", "enroot+caps_4.1.2-1_amd64.deb", "pyxis-0.24.0.tar.gz")
     pins = {name: "6" * 64 for name in (*names, f"dcgm-exporter-{Versions().dcgm_exporter}-linux-amd64")}
     d["sources"]["artifact_sha256"] = pins
 
@@ -229,14 +229,14 @@ def test_plan_toolkit_enroot_pyxis_dcgm_from_real_facts(gpu_lab: GpuLab) -> None
 
     enroot = [s for s in gpu["enroot"] if s["kind"] == "install"]
     assert len(enroot) == 1
-    assert f"{mirror}/artifacts/enroot_3.5.0-1_amd64.deb" in enroot[0]["command"]
-    assert f"{mirror}/artifacts/enroot+caps_3.5.0-1_amd64.deb" in enroot[0]["command"]
+    assert f"{mirror}/artifacts/enroot_4.1.2-1_amd64.deb" in enroot[0]["command"]
+    assert f"{mirror}/artifacts/enroot+caps_4.1.2-1_amd64.deb" in enroot[0]["command"]
     hooks = [s for s in gpu["enroot"] if s["kind"] == "link"]
     assert len(hooks) == 1 and "ln -sfn /usr/share/enroot/hooks.d/50-slurm-pmi.sh" in hooks[0]["command"]
 
     pyxis = gpu["pyxis"]
     assert pyxis[0]["kind"] == "install" and "libslurm-dev" in pyxis[0]["command"]
-    assert pyxis[1]["kind"] == "build" and f"{mirror}/artifacts/pyxis-0.20.0.tar.gz" in pyxis[1]["command"]
+    assert pyxis[1]["kind"] == "build" and f"{mirror}/artifacts/pyxis-0.24.0.tar.gz" in pyxis[1]["command"]
     assert "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so" in pyxis[1]["command"]
 
     dcgm = gpu["nvidia-dcgm"]

@@ -95,9 +95,9 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     (tmp_path / "apt" / "nvidia-container").mkdir(parents=True)
     (tmp_path / "apt" / "nvidia-container" / "Packages").write_text("Package: x\n")
     (tmp_path / "artifacts").mkdir()
-    (tmp_path / "artifacts" / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
+    (tmp_path / "artifacts" / "pyxis-0.24.0.tar.gz").write_bytes(b"tgz")
     sums = write_bundle_manifest(tmp_path)
-    pins = {"pyxis-0.20.0.tar.gz": sums["artifacts/pyxis-0.20.0.tar.gz"]}
+    pins = {"pyxis-0.24.0.tar.gz": sums["artifacts/pyxis-0.24.0.tar.gz"]}
     s = variant(
         H100,
         mode="offline",
@@ -117,10 +117,10 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
     assert bundle_key is not None and bundle_key.path == str(tmp_path / "apt" / "gpuforge-bundle.gpg")
     assert not src.cuda_repo(s, platform_for(OsFamily.UBUNTU2404)).available  # not in the bundle
     pyxis = src.pyxis_artifact(s)
-    assert pyxis.local is not None and pyxis.node_path == "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"
-    node_path = "/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"
+    assert pyxis.local is not None and pyxis.node_path == "/var/lib/gpuforge/bundle/pyxis-0.24.0.tar.gz"
+    node_path = "/var/lib/gpuforge/bundle/pyxis-0.24.0.tar.gz"
     assert src.fetch_command(pyxis) == (
-        f"test -s {node_path} && echo '{sums['artifacts/pyxis-0.20.0.tar.gz']}  {node_path}' | sha256sum -c --quiet -"
+        f"test -s {node_path} && echo '{sums['artifacts/pyxis-0.24.0.tar.gz']}  {node_path}' | sha256sum -c --quiet -"
     )
     assert not src.enroot_artifacts(s, platform_for(OsFamily.DEBIAN12))[0].available
     unpinned = src.pyxis_artifact(variant(H100, mode="offline", bundle_dir=str(tmp_path), bundle_fingerprint="A" * 40))
@@ -130,7 +130,7 @@ def test_offline_repos_and_artifacts_come_from_the_bundle(tmp_path: Path) -> Non
         mode="offline",
         bundle_dir=str(tmp_path),
         bundle_fingerprint="A" * 40,
-        artifact_sha256={"pyxis-0.20.0.tar.gz": "0" * 64},
+        artifact_sha256={"pyxis-0.24.0.tar.gz": "0" * 64},
     )
     assert "is not " + "0" * 64 in (src.pyxis_artifact(other).reason or "")  # the manifest lists other bytes
 
@@ -149,22 +149,22 @@ def test_release_urls_per_mode() -> None:
     up = variant(H100, mode="upstream")
     names = [a.url for a in src.enroot_artifacts(up, platform_for(OsFamily.UBUNTU2404))]
     assert names == [
-        "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot_3.5.0-1_amd64.deb",
-        "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot+caps_3.5.0-1_amd64.deb",
+        "https://github.com/NVIDIA/enroot/releases/download/v4.1.2/enroot_4.1.2-1_amd64.deb",
+        "https://github.com/NVIDIA/enroot/releases/download/v4.1.2/enroot+caps_4.1.2-1_amd64.deb",
     ]
     rpms = [a.name for a in src.enroot_artifacts(up, platform_for(OsFamily.RHEL9))]
-    assert rpms == ["enroot-3.5.0-1.el8.x86_64.rpm", "enroot+caps-3.5.0-1.el8.x86_64.rpm"]
-    assert src.pyxis_artifact(up).url == "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz"
+    assert rpms == ["enroot-4.1.2-1.el8.x86_64.rpm", "enroot+caps-4.1.2-1.el8.x86_64.rpm"]
+    assert src.pyxis_artifact(up).url == "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
     mirror = load_spec(H100)
-    assert src.pyxis_artifact(mirror).url == "http://192.0.2.5/artifacts/pyxis-0.20.0.tar.gz"
+    assert src.pyxis_artifact(mirror).url == "http://192.0.2.5/artifacts/pyxis-0.24.0.tar.gz"
 
 
 def test_dcgm_exporter_is_a_cuda_repository_package_held_at_its_exporter_version() -> None:
     """Issue 32 item 2: before, dcgm-exporter was a release file 'NVIDIA publishes no binary' (mirror or
     bundle only), so upstream mode had no exporter at all. Now: datacenter-gpu-manager-exporter, pinned."""
     assert not hasattr(src, "dcgm_exporter_artifact")
-    pin = src.dcgm_exporter_pin("4.4.2-4.7.1")
-    assert "Package: datacenter-gpu-manager-exporter\nPin: version 4.7.1-*\n" in pin
+    pin = src.dcgm_exporter_pin("4.6.0-4.8.3")
+    assert "Package: datacenter-gpu-manager-exporter\nPin: version 4.8.3-*\n" in pin
     assert {"dcgm-exporter-install", "dcgm-exporter-unit", "dcgm-exporter-repo-files"} <= set(table.SOURCES)
 
 
@@ -328,7 +328,7 @@ def test_reboot_marker_is_written_once() -> None:
 
 def test_pyxis_rebuilt_reads_the_runs_changed_paths() -> None:
     run = RunState()
-    run.record_changed("n1", "pyxis", {"/var/lib/gpuforge/bundle/pyxis-0.20.0.tar.gz"})
+    run.record_changed("n1", "pyxis", {"/var/lib/gpuforge/bundle/pyxis-0.24.0.tar.gz"})
     assert not pyxis_rebuilt(run, "n1")
     run.record_changed("n1", "pyxis", {"/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so"})
     assert pyxis_rebuilt(run, "n1")
@@ -340,14 +340,14 @@ def test_offline_artifacts_are_pushed_only_when_listed_and_regular(tmp_path: Pat
     """A file the manifest does not list, or a symbolic link, is never pushed to a node."""
     arts = tmp_path / "artifacts"
     arts.mkdir()
-    (arts / "pyxis-0.20.0.tar.gz").write_bytes(b"tgz")
-    pins = {"pyxis-0.20.0.tar.gz": hashlib.sha256(b"tgz").hexdigest()}
+    (arts / "pyxis-0.24.0.tar.gz").write_bytes(b"tgz")
+    pins = {"pyxis-0.24.0.tar.gz": hashlib.sha256(b"tgz").hexdigest()}
     s = variant(H100, mode="offline", bundle_dir=str(tmp_path), bundle_fingerprint="A" * 40, artifact_sha256=pins)
     unlisted = src.pyxis_artifact(s)
     assert unlisted.local is None and "not in the bundle's manifest" in (unlisted.reason or "")
     write_bundle_manifest(tmp_path)
     assert src.pyxis_artifact(s).local is not None
-    (arts / "pyxis-0.20.0.tar.gz").unlink()
-    (arts / "pyxis-0.20.0.tar.gz").symlink_to("/dev/zero")
+    (arts / "pyxis-0.24.0.tar.gz").unlink()
+    (arts / "pyxis-0.24.0.tar.gz").symlink_to("/dev/zero")
     linked = src.pyxis_artifact(s)
     assert linked.local is None and "regular file" in (linked.reason or "")

@@ -24,7 +24,7 @@ from gpuforge.spec.model import Spec
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = "/run/nvidia/driver"
-#: The toolkit's default config as v1.17.8 writes it (NVIDIA/nvidia-container-toolkit internal/config/toml_test.go).
+#: The toolkit's default config as v1.20.0 writes it (NVIDIA/nvidia-container-toolkit internal/config/toml_test.go).
 DEFAULT = """\
 #accept-nvidia-visible-devices-as-volume-mounts = false
 #accept-nvidia-visible-devices-envvar-when-unprivileged = true

@@ -77,7 +77,7 @@ def spec_for(os: str, source: str, b: int, flavor: str) -> str:
     data["cluster"]["os"] = os
     data["versions"]["driver"] = {"version": VERSIONS[b], "flavor": flavor, "source": source}
     data["versions"].pop("cuda_toolkit", None)
-    # The default DCGM pin (4.4.2) ships every CUDA major's packages; the example's 4.2.3 has no CUDA 13 ones.
+    # The default DCGM pin (4.6.0) ships every CUDA major's packages; the example's 4.2.3 has no CUDA 13 ones.
     data["versions"].pop("dcgm", None)
     data["versions"].pop("dcgm_exporter", None)
     data["sources"] = {"mode": "upstream"}
@@ -166,7 +166,7 @@ def test_secure_boot_on_is_reported() -> None:
 # release notes: 535/550/570 are CUDA 12 drivers, 580 and later CUDA 13). Written out, not computed.
 # The CUDA 13 packages exist from DCGM 4.4.0 (NVIDIA/DCGM cmake/packaging.cmake: none at v4.3.1, -cuda13 at
 # v4.4.1; NVIDIA/DCGM#249: "DCGM 4.3.1 does not provide full CUDA 13 support"; dcgm-exporter 4.4.0-4.5.0:
-# "Update to DCGM 4.4 and Cuda 13.0"), so the plan installs them at the default pin, DCGM 4.4.2.
+# "Update to DCGM 4.4 and Cuda 13.0"), so the plan installs them at the default pin, DCGM 4.6.0.
 DCGM_BY_BRANCH = {
     535: ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
           "datacenter-gpu-manager-4-proprietary", "datacenter-gpu-manager-4-proprietary-cuda12"),
@@ -209,21 +209,21 @@ def test_dcgm_packages_follow_the_drivers_cuda_major(os: str, branch: int) -> No
     got = [w for w in words if w.startswith("datacenter-gpu-manager")]
     # and dcgm-exporter's package at the exporter half of its release (issue 32 item 2)
     if os == "rhel9":
-        assert got == [*(f"{p}-4.4.2" for p in want), "datacenter-gpu-manager-exporter-4.7.1"]
+        assert got == [*(f"{p}-4.6.0" for p in want), "datacenter-gpu-manager-exporter-4.8.3"]
     else:
         assert set(got) == {*want, "datacenter-gpu-manager-exporter"}
 
 
 def test_dcgm_defaults_are_a_cited_pair_with_every_cuda_majors_packages() -> None:
-    """versions.dcgm / dcgm_exporter default to DCGM 4.4.2 and dcgm-exporter 4.4.2-4.7.1 (its hack/VERSION)."""
+    """versions.dcgm / dcgm_exporter default to DCGM 4.6.0 and dcgm-exporter 4.6.0-4.8.3 (its hack/VERSION)."""
     from gpuforge.spec import nvidia_packages as t
     from gpuforge.spec.model import Versions
 
     v = Versions()
-    assert (v.dcgm, v.dcgm_exporter) == ("4.4.2", "4.4.2-4.7.1") == (t.DCGM_PIN, t.DCGM_EXPORTER_PIN)
+    assert (v.dcgm, v.dcgm_exporter) == ("4.6.0", "4.6.0-4.8.3") == (t.DCGM_PIN, t.DCGM_EXPORTER_PIN)
     assert t.dcgm_of_exporter(v.dcgm_exporter) == v.dcgm
     assert t.DCGM_CUDA_PACKAGES_FROM[13] == "4.4.0"
-    assert {"dcgm-cuda13-packaging", "dcgm-4.4-cuda13", "dcgm-exporter-4.4.2-4.7.1"} <= set(SOURCES)
+    assert {"dcgm-cuda13-packaging", "dcgm-4.4-cuda13", "dcgm-exporter-4.6.0-4.8.3"} <= set(SOURCES)
     for branch in FIXTURE_BRANCHES:
         assert t.dcgm_lacks_cuda_packages(branch, v.dcgm) is None
 
@@ -235,7 +235,7 @@ DCGM_CASES = [
     (580, "4.3.1", "4.3.1-4.4.0", "4.4.0"),
     (590, "4.3.1", "4.3.1-4.4.0", "4.4.0"),
     (580, "4.4.0", "4.4.0-4.5.0", None),  # the first DCGM with the CUDA 13 packages
-    (590, "4.4.2", "4.4.2-4.7.1", None),
+    (590, "4.6.0", "4.6.0-4.8.3", None),
 ]
 
 
@@ -258,7 +258,7 @@ def test_dcgm_without_the_drivers_cuda_packages_is_refused(
     assert f"driver branch {branch} is a CUDA 13 driver" in line
     assert f"first ship with DCGM {first}, so DCGM {dcgm} has none" in line
     assert "raise versions.dcgm to 4.4.0 or newer" in line
-    assert "versions.dcgm: 4.4.2 with versions.dcgm_exporter: 4.4.2-4.7.1" in line
+    assert "versions.dcgm: 4.6.0 with versions.dcgm_exporter: 4.6.0-4.8.3" in line
 
 
 def test_mig_manager_and_toolkit_repo_facts() -> None:

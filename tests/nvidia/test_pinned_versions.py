@@ -42,3 +42,27 @@ def test_strict_fails_once_a_pin_has_ended() -> None:
     assert later.returncode == 1
     line = next(x for x in later.stdout.splitlines() if x.startswith("inventories/k8s-gpu-operator.yaml"))
     assert "ENDED" in line and "March 2027" in line
+
+
+def test_add_on_windows_flag_only_what_a_release_could_fix() -> None:
+    """A default add-on outside its cited Kubernetes window is OUTSIDE (and fails --strict) when another
+    release in the table covers that Kubernetes; with none, it is shown as 'none yet'."""
+    import importlib.util
+    from datetime import date
+
+    spec = importlib.util.spec_from_file_location("pinned_versions", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pinned_versions"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    today = date(2026, 11, 29)
+    now = {r.field: r.verdict for r in module.window_rows("1.36.4", today)}
+    assert now == {
+        "versions.helm (Kubernetes skew)": "ok",  # helm 4.2: 1.33-1.36
+        "kubernetes.cni (calico)": "ok",  # calico 3.32: 1.34-1.36
+        "kubernetes.batch_queue (volcano)": "none yet",  # no Volcano release lists 1.36
+        "kubernetes.network_operator": "none yet",  # 26.4: 1.31-1.35
+    }
+    older = {r.field: r.verdict for r in module.window_rows("1.30.2", today)}
+    assert older["versions.helm (Kubernetes skew)"] == "OUTSIDE"  # helm 3.18 covers 1.30
+    assert older["kubernetes.cni (calico)"] == "OUTSIDE"  # calico 3.29 covers 1.30

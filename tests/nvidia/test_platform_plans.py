@@ -30,10 +30,10 @@ SPEC = """
 cluster: {{name: t, scheduler: slurm, os: {os}}}
 versions:
   driver: {{version: 580.105.08, source: nvidia, flavor: open}}
-  enroot: 3.5.0
-  pyxis: 0.20.0
-  dcgm: 4.4.2
-  dcgm_exporter: 4.4.2-4.7.1
+  enroot: 4.1.2
+  pyxis: 0.24.0
+  dcgm: 4.6.0
+  dcgm_exporter: 4.6.0-4.8.3
 sources: {{mode: upstream}}
 node_groups:
   - name: ctl
@@ -107,7 +107,7 @@ def test_grace_bundle_fetches_arm64_packages_and_release_files(gh200: Spec) -> N
     assert urls["nvidia-cuda"] == f"{CUDA}/ubuntu2404/sbsa"
     assert urls["nvidia-container"] == "https://nvidia.github.io/libnvidia-container/stable/deb/arm64"
     assert {need.platform.arch for need in needs.repos.values()} == {Arch.AARCH64}
-    assert {"enroot_3.5.0-1_arm64.deb", "enroot+caps_3.5.0-1_arm64.deb"} <= set(needs.artifacts)
+    assert {"enroot_4.1.2-1_arm64.deb", "enroot+caps_4.1.2-1_arm64.deb"} <= set(needs.artifacts)
     assert not any("amd64" in name or "x86_64" in name for name in needs.artifacts), sorted(needs.artifacts)
 
 
@@ -158,7 +158,7 @@ def test_a_grace_blackwell_node_plans_the_same_arm_stack() -> None:
     node = gpu_node(s)
     cuda = rendered(s, node)["/etc/apt/sources.list.d/gpuforge-nvidia-cuda.list"]
     assert f"{CUDA}/ubuntu2404/sbsa/ /" in cuda
-    assert "enroot_3.5.0-1_arm64.deb" in spec_needs(s).artifacts
+    assert "enroot_4.1.2-1_arm64.deb" in spec_needs(s).artifacts
     host = HostFacts(gpus=["2941"] * 4, machine="aarch64", kernel_release="6.8.0-1021-nvidia-64k")
     row = nvidia_needs.driver_install(nvidia_needs.Ctx.build(s, node, host))
     assert row.packages[:2] == ("nvidia-open", "nvidia-dkms-580-open")

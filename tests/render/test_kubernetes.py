@@ -106,7 +106,7 @@ def test_values_follow_the_spec() -> None:
     assert op["driver"] == driver
     assert op["toolkit"] == {
         "enabled": True,
-        "version": "v1.17.8",
+        "version": "v1.20.0",
         "env": [
             {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
             {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},

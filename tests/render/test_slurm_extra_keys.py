@@ -68,3 +68,11 @@ def test_refused_keys_are_refused_in_any_case(key: str) -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(yaml.safe_dump(data))
     assert any(i.path == "slurm.extra_config" for i in info.value.issues), info.value.format()
+
+
+def test_credentials_use_the_current_parameter_name() -> None:
+    """CryptoType=crypto/munge was renamed CredType=cred/munge in Slurm 19.05 (slurm_releases
+    'slurm-credtype'); every Slurm gpuforge installs reads the new name."""
+    conf = slurm_conf(load_spec(REPO / "inventories/slurm-h100.yaml")).splitlines()
+    assert "CredType=cred/munge" in conf
+    assert not [line for line in conf if line.startswith("CryptoType")]

@@ -33,7 +33,7 @@ OLD, NEW = "22.05.8-4", "23.02.7-1"
 COMPUTE = ["cpu1", "cpu2", "cpu3"]
 
 
-def spec_data(tmp: Path, slurm: str, pyxis: str = "0.20.0") -> dict[str, Any]:
+def spec_data(tmp: Path, slurm: str, pyxis: str = "0.24.0") -> dict[str, Any]:
     return {
         "cluster": {"name": "t", "scheduler": "slurm"},
         "ssh": {"key": str(tmp / "id"), "known_hosts": str(tmp / "known_hosts")},

@@ -1,4 +1,4 @@
-"""NVIDIA's published releases and support matrix: refusals and warnings of ``gpuforge check``.
+"""NVIDIA's published releases and support matrix: the warnings of ``gpuforge check`` (never refusals).
 
 The date is pinned (2026-11-26, the day the table was last read) so that end-of-life verdicts do
 not change under the tests; the expectations are written from the cited pages, not computed from
@@ -47,30 +47,77 @@ def check(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 # --------------------------------------------------------------------------- releases
 
 
-def test_999_is_refused_naming_the_branches_and_releases(tmp_path: Path) -> None:
-    data = example("slurm-h100")
-    data["versions"]["driver"]["version"] = "999.10.01"
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
-    result = check(path)
-    assert result.returncode == 2, result.stderr
-    assert "versions.driver.version: driver branch 999 is not one gpuforge knows (999.10.01)" in result.stderr
-    for known in ("535: 535.54.03", "535.309.01", "580: 580.65.06", "580.173.02", "595: 595.58.03 595.71.05 595.91.07"):
-        assert known in result.stderr, known
-
-
-@pytest.mark.parametrize(
-    ("version", "refused"),
-    [("580.173.02", False), ("595.91.07", False), ("535.247.01", False), ("580.173.03", True), ("580.95", True)],
-)
-def test_only_releases_of_the_table_are_accepted(version: str, refused: bool) -> None:
+def spec_file(tmp_path: Path, version: str) -> Path:
     data = example("slurm-h100")
     data["versions"]["driver"]["version"] = version
-    if not refused:
-        parse_spec(yaml.safe_dump(data))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_an_unknown_branch_is_a_warning_naming_the_branches_and_releases(tmp_path: Path) -> None:
+    """Unknown is not forbidden: a well-formed release of a branch the table lacks is checked, not refused."""
+    result = check(spec_file(tmp_path, "999.10.01"))
+    assert result.returncode == 0, result.stderr
+    assert "warning: versions.driver.version: driver branch 999 (999.10.01) has no releases in gpuforge's table, " \
+        "so gpuforge could not check that NVIDIA published it" in result.stderr  # fmt: skip
+    for known in ("535: 535.54.03", "535.309.01", "580: 580.65.06", "580.173.02", "595: 595.58.03 595.71.05 595.91.07",
+                  "620: 620.70.06"):  # fmt: skip
+        assert known in result.stderr, known
+    assert ": OK (slurm cluster" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("version", ["580.999.01", "620.80.01"])
+def test_an_unlisted_release_of_a_known_branch_warns_and_strict_exits_2(tmp_path: Path, version: str) -> None:
+    """check exits 0 with the warning; check --strict prints it, then the error line, and exits 2."""
+    path = spec_file(tmp_path, version)
+    branch = version.split(".")[0]
+    warning = (
+        f"warning: versions.driver.version: driver {version} is not a release of branch {branch} in gpuforge's table"
+    )
+    relaxed = check(path)
+    assert relaxed.returncode == 0 and warning in relaxed.stderr, relaxed.stderr
+    strict = check(path, "--strict")
+    assert strict.returncode == 2, strict.stderr
+    lines = strict.stderr.splitlines()
+    assert warning in lines[0] and lines[-1] == "error: --strict: 1 warning(s)", strict.stderr
+    assert "Traceback" not in strict.stderr and strict.stdout == ""
+    as_json = json.loads(check(path, "--strict", "--json").stdout)
+    assert as_json["ok"] is False and as_json["warnings"][0]["path"] == "versions.driver.version"
+
+
+def test_plan_strict_stops_on_warnings_before_any_host(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuforge", "plan", str(spec_file(tmp_path, "580.999.01")), "--strict"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == "error: --strict: 1 warning(s)"
+
+
+UNWARNED = [("580.173.02", False), ("595.91.07", False), ("535.247.01", False), ("620.70.06", False)]
+
+
+@pytest.mark.parametrize(("version", "warned"), [*UNWARNED, ("580.173.03", True), ("580.95", True), ("580.95.x", None)])
+def test_only_releases_of_the_table_go_unwarned(version: str, warned: bool | None) -> None:
+    """Known releases pass silently, unlisted ones warn, and only a malformed version is refused."""
+    data = example("slurm-h100")
+    data["versions"]["driver"]["version"] = version
+    if warned is None:
+        with pytest.raises(SpecError, match=r"versions\.driver"):
+            parse_spec(yaml.safe_dump(data))
         return
-    with pytest.raises(SpecError, match=f"driver {version} is not a release of branch 580 that gpuforge knows"):
-        parse_spec(yaml.safe_dump(data))
+    found = [w for w in warnings_of(data) if f"driver {version} is not a release of branch" in w]
+    assert bool(found) is warned
+
+
+def test_r620_is_a_long_term_branch_with_its_first_release() -> None:
+    """NVIDIA's R620 long term support branch (drivers-620) and its first release (driver-redist-620)."""
+    assert rel.BRANCHES[620].designation == "LTSB" and rel.BRANCHES[620].end_of_life == "2029-09"
+    assert rel.RELEASES[620] == ("620.70.06",)
+    data = example("slurm-h100")
+    data["versions"]["driver"]["version"] = "620.70.06"
+    assert not [w for w in warnings_of(data) if w.startswith("versions.driver.version")]
 
 
 def test_table_rows_are_consistent() -> None:
@@ -207,4 +254,5 @@ def test_check_prints_warnings_and_exits_0(tmp_path: Path) -> None:
     assert "OK (kubernetes cluster 'kgpu'" in " ".join(result.stdout.split())
     result = check(path, "--json")
     doc = json.loads(result.stdout)
-    assert doc["ok"] is True and [w["path"] for w in doc["warnings"]] == ["versions.kubernetes"]
+    # helm 4.2 supports 1.33-1.36 only (support_windows): 1.32 is outside its skew too
+    assert doc["ok"] is True and [w["path"] for w in doc["warnings"]] == ["versions.kubernetes", "versions.helm"]
