@@ -390,6 +390,7 @@ def test_render_cli_writes_redacted_files(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     tree = _tree(out)
+    assert len(tree.pop(".gpuforge-render").split()) == 69  # the node folders this render wrote
     rendered = render_cluster(example("slurm-h100"))
     expected = {f"{node}/{f.path.lstrip('/')}": f.data for node, files in rendered.items() for f in files}
     assert tree == expected
