@@ -224,9 +224,9 @@ def test_rule_errors_carry_line_numbers() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(SPEC_WITH_PROBLEMS, "x.yaml")
     by_path = {i.path: i for i in info.value.issues}
-    assert by_path["slurm.partitions[0].qos"].line == 15
-    assert by_path["slurm.partitions[1].nodes"].line == 17
-    assert by_path["slurm.partitions[0].qos"].format("x.yaml").startswith("x.yaml:15: slurm.partitions[0].qos: ")
+    assert by_path["slurm.partitions[0].qos"].line == 16
+    assert by_path["slurm.partitions[1].nodes"].line == 18
+    assert by_path["slurm.partitions[0].qos"].format("x.yaml").startswith("x.yaml:16: slurm.partitions[0].qos: ")
 
 
 def test_field_errors_carry_line_numbers() -> None:
