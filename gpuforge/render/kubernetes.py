@@ -35,6 +35,7 @@ from gpuforge.render.k8s_queues import volcano_manifests as volcano_manifests
 from gpuforge.render.k8s_queues import volcano_scheduler_configmap as volcano_scheduler_configmap
 from gpuforge.render.k8s_queues import worker_capacity as worker_capacity
 from gpuforge.render.nvidia import LiteralStr, dump_yaml
+from gpuforge.spec.k8s_model import operator_dcgm_exporter
 from gpuforge.spec.model import K8S_ROLES, DriverFlavor, ManagedBy, MigStrategy, Role, Spec
 from gpuforge.spec.nodes import Node, nodes_with
 from gpuforge.spec.nvidia_packages import GPU_OPERATOR_HELM_FLAGS
@@ -148,7 +149,10 @@ def gpu_operator_values(spec: Spec) -> dict[str, Any]:
         "toolkit": toolkit,
         "mig": {"strategy": op.mig_strategy.value},
         "migManager": {"enabled": False},
-        "dcgmExporter": {"enabled": op.dcgm_exporter, "serviceMonitor": {"enabled": False}},
+        "dcgmExporter": {
+            "enabled": operator_dcgm_exporter(op, spec.dcgm.enabled),
+            "serviceMonitor": {"enabled": False},
+        },
     }
     device_plugin: dict[str, Any] = {"env": [{"name": k, "value": v} for k, v in DEVICE_PLUGIN_ENV.items()]}
     ts = time_slicing_config(spec)

@@ -19,6 +19,7 @@ from gpuforge.render.escape import systemd_exec, systemd_word
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.spec.dcgm import DCGM_DEFAULT_COUNTERS, DcgmCounter, dcgm_counter
 from gpuforge.spec.gpus import GpuModel
+from gpuforge.spec.k8s_model import operator_dcgm_exporter
 from gpuforge.spec.model import K8S_ROLES, ContainerEngine, ManagedBy, MigDevices, OsFamily, Role, Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.nvidia_packages import OPERATOR_DRIVER_ROOT
@@ -227,7 +228,7 @@ def host_dcgm_exporter(spec: Spec) -> bool:
     """dcgm-exporter runs as a host service (DCGM installed, exporter on, not the operator's)."""
     if not (spec.dcgm.enabled and spec.dcgm.exporter):
         return False
-    return spec.kubernetes is None or not spec.kubernetes.gpu_operator.dcgm_exporter
+    return spec.kubernetes is None or not operator_dcgm_exporter(spec.kubernetes.gpu_operator, spec.dcgm.enabled)
 
 
 # --------------------------------------------------------------------------- driver

@@ -42,11 +42,21 @@ class GpuOperator(StrictModel):
     toolkit: ManagedBy = rolling(ManagedBy.HOST, "host or operator")
     mig_strategy: MigStrategy = rolling(MigStrategy.NONE, "none, single or mixed")
     time_slicing_replicas: int = live(0, "Time-slicing replicas per GPU (0 = off)", ge=0, le=64)
-    dcgm_exporter: bool = live(True, "Deploy dcgm-exporter through the operator")
+    dcgm_exporter: bool | None = live(
+        None,
+        "Deploy dcgm-exporter through the operator (default: only when dcgm.enabled is false; otherwise gpuforge runs "
+        "DCGM and dcgm-exporter on the host)",
+    )
     namespace: str = rebuild("gpu-operator", "Namespace", pattern=r"^[a-z0-9-]+$")
     driver_upgrade: DriverUpgrade = live(
         default_factory=DriverUpgrade, description="Driver upgrades by the operator (driver: operator only)"
     )
+
+
+def operator_dcgm_exporter(op: GpuOperator, host_dcgm: bool) -> bool:
+    """Whether the GPU Operator deploys dcgm-exporter: as the spec says, else only where the host runs no DCGM
+    (two host engines on the same GPUs break profiling metrics)."""
+    return op.dcgm_exporter if op.dcgm_exporter is not None else not host_dcgm
 
 
 class Tenant(StrictModel):

@@ -639,3 +639,13 @@ class Spec(StrictModel):
     site: Site = live(default_factory=Site, description="The site's own Ansible roles and testinfra checks")
     storage: Storage = live(default_factory=Storage, description="Shared storage: NFS exports and mounts")
     acceptance: Acceptance = live(default_factory=Acceptance, description="Acceptance campaigns (gpuforge accept)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kubernetes_defaults(cls, data: object) -> object:
+        """A Kubernetes cluster without a kubernetes section takes every default (each field has one)."""
+        if isinstance(data, dict) and "kubernetes" not in data:
+            cluster = data.get("cluster")
+            if isinstance(cluster, dict) and cluster.get("scheduler") == "kubernetes":
+                return {**data, "kubernetes": {}}
+        return data

@@ -23,6 +23,7 @@ from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.fabric_rules import fabric_rules
 from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES
 from gpuforge.spec.hardware_rules import hardware_issues
+from gpuforge.spec.k8s_model import operator_dcgm_exporter
 from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import (
     K8S_ROLES,
@@ -434,7 +435,9 @@ def dcgm_rules(spec: Spec) -> Iterator[SpecIssue]:
         else:
             if missing:  # the plan would install packages that do not exist at that version
                 yield SpecIssue(("versions", "dcgm"), missing)
-    host_exporter = spec.dcgm.exporter and (spec.kubernetes is None or not spec.kubernetes.gpu_operator.dcgm_exporter)
+    host_exporter = spec.dcgm.exporter and (
+        spec.kubernetes is None or not operator_dcgm_exporter(spec.kubernetes.gpu_operator, spec.dcgm.enabled)
+    )
     built_for = nvidia_packages.dcgm_of_exporter(spec.versions.dcgm_exporter)
     if host_exporter and built_for != spec.versions.dcgm:
         yield SpecIssue(
@@ -668,7 +671,7 @@ def gpu_operator_rules(spec: Spec) -> Iterator[SpecIssue]:
     if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
         return
     gpu_workers = [n for n in resolve_nodes(spec) if n.has(Role.K8S_WORKER) and n.hardware.gpu is not None]
-    if spec.dcgm.enabled and k.gpu_operator.dcgm_exporter and gpu_workers:
+    if spec.dcgm.enabled and k.gpu_operator.dcgm_exporter is True and gpu_workers:
         yield SpecIssue(
             ("kubernetes", "gpu_operator", "dcgm_exporter"),
             "the GPU Operator's dcgm-exporter starts its own DCGM host engine, and dcgm.enabled runs nv-hostengine "

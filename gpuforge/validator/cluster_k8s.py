@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 from gpuforge.spec import Role, Spec
+from gpuforge.spec.k8s_model import operator_dcgm_exporter
 from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import ManagedBy, MigStrategy
 from gpuforge.spec.nodes import Node, nodes_with
@@ -204,7 +205,7 @@ def expected_chain(spec: Spec) -> list[tuple[str, str]]:
         skip.add("driver")
     if op.toolkit is ManagedBy.HOST:
         skip.add("container toolkit")
-    if not op.dcgm_exporter:
+    if not operator_dcgm_exporter(op, spec.dcgm.enabled):
         skip.add("dcgm-exporter")
     return [c for c in OPERATOR_CHAIN if c[0] not in skip]
 
