@@ -86,9 +86,12 @@ class BatchQueue(StrictModel):
     @classmethod
     def _default_for_kind(cls, data: object) -> object:
         """A queue named without a version gets its own controller's default (QUEUE_DEFAULT_VERSIONS)."""
-        if isinstance(data, dict) and "version" not in data and data.get("kind") in QUEUE_DEFAULT_VERSIONS:
-            return {**data, "version": QUEUE_DEFAULT_VERSIONS[data["kind"]]}
-        return data
+        if not isinstance(data, dict) or "version" in data:
+            return data
+        kind = data.get("kind")
+        if isinstance(kind, str) and kind in QUEUE_DEFAULT_VERSIONS:
+            return {**data, "version": QUEUE_DEFAULT_VERSIONS[kind]}
+        return data  # anything else is the field validators' to judge
 
     kind: Literal["kueue", "volcano", "none"] = live("kueue", "kueue, volcano or none")
     version: str = live(

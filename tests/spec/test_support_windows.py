@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from gpuforge.spec import load_spec, parse_spec
 from gpuforge.spec import nvidia_releases as rel
@@ -144,6 +145,8 @@ def test_volcano_gets_a_volcano_release_by_default() -> None:
     assert BatchQueue(kind="volcano").version == QUEUE_DEFAULT_VERSIONS["volcano"] == "v1.15.1"
     assert BatchQueue(kind="volcano", version="v1.14.4").version == "v1.14.4"
     assert known_digest(queue_controller_manifest("volcano", "v1.15.1")[0]) is not None
+    with pytest.raises(ValidationError, match="Input should be 'kueue', 'volcano' or 'none'"):
+        BatchQueue.model_validate({"kind": {"volcano": 1}})  # no default is looked up for a non-name
 
 
 def test_volcano_and_the_network_operator_do_not_list_1_36_yet() -> None:
