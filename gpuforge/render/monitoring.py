@@ -21,15 +21,16 @@ from gpuforge.render.files import TEMPLATES_DIR, RenderedFile, Secrets, header, 
 from gpuforge.render.health import HEALTH_PROGRAM, wants_health
 from gpuforge.render.nvidia import dump_yaml, host_dcgm_exporter
 from gpuforge.spec.model import Role, Spec
+from gpuforge.spec.monitoring_packages import DEB_MONITORING
 from gpuforge.spec.nodes import Node, resolve_nodes
 from gpuforge.spec.redact import redact_webhook_urls
 
 PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
-PROMETHEUS_DEFAULTS = "/etc/default/prometheus"
+PROMETHEUS_DEFAULTS = DEB_MONITORING.prometheus.defaults  # every platform row's (monitoring_packages)
 PROMETHEUS_RULES = "/etc/prometheus/gpuforge-rules.yml"
 ALERTMANAGER_CONFIG = "/etc/prometheus/alertmanager.yml"
-ALERTMANAGER_DEFAULTS = "/etc/default/prometheus-alertmanager"
-NODE_EXPORTER_DEFAULTS = "/etc/default/prometheus-node-exporter"
+ALERTMANAGER_DEFAULTS = DEB_MONITORING.alertmanager.defaults
+NODE_EXPORTER_DEFAULTS = DEB_MONITORING.node_exporter.defaults
 TEXTFILE_DIR = "/var/lib/gpuforge/textfile"
 DASHBOARD_DIR = "/etc/gpuforge/dashboards"
 DASHBOARD_SOURCES = TEMPLATES_DIR / "monitoring" / "dashboards"

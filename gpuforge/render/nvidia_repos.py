@@ -85,6 +85,20 @@ def epel_slurm(spec: Spec, node: Node) -> bool:
     return on and spec.slurm is not None and spec.slurm.source is SlurmSource.DISTRO
 
 
+def epel_monitoring(spec: Spec, node: Node) -> bool:
+    """An EL node whose platform row takes its monitoring packages from EPEL (``monitoring_packages``)
+    and that installs one: node-exporter anywhere, Prometheus on a monitoring node."""
+    if not node.os.distribution.monitoring.epel or "monitoring" not in deploys_for(node):
+        return False
+    mon = spec.monitoring
+    return mon.node_exporter or (mon.prometheus and node.has(Role.MONITORING))
+
+
+def epel_wanted_early(spec: Spec, node: Node) -> bool:
+    """EPEL is enabled by the packages deploy, before munge, Slurm and monitoring install from it."""
+    return not node.os.is_deb and (epel_slurm(spec, node) or epel_monitoring(spec, node))
+
+
 def docker_repo_wanted(spec: Spec, node: Node) -> bool:
     """RHEL nodes running containerd or docker need Docker's repository (containerd.io, docker-ce)."""
     return not node.os.is_deb and engine_wanted(spec, node)
@@ -97,8 +111,8 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
     bundle's own repository contents are pushed by the deploy, not rendered here.
     """
     del secrets  # no secrets in this layer
-    slurm_epel = not node.os.is_deb and epel_slurm(spec, node)
-    if not gpu_node(spec, node) and not (epel_wanted(spec, node) or slurm_epel) and not docker_repo_wanted(spec, node):
+    early_epel = epel_wanted_early(spec, node)
+    if not gpu_node(spec, node) and not (epel_wanted(spec, node) or early_epel) and not docker_repo_wanted(spec, node):
         return []
     cuda = src.cuda_repo(spec, node.platform) if cuda_repo_wanted(spec, node) else None
     container = src.container_repo(spec, node.os) if toolkit_wanted(spec, node) else None
@@ -127,7 +141,7 @@ def nvidia_repo_files(spec: Spec, node: Node, secrets: Secrets | None = None) ->
         if docker is not None and docker.available:
             text = src.dnf_repo_file(docker, "gpuforge-docker-ce", "Docker CE stable (gpuforge)")
             files.append(RenderedFile(src.DOCKER_REPO_FILE, text))
-        epel = src.epel_repo(spec) if epel_wanted(spec, node) or slurm_epel else None
+        epel = src.epel_repo(spec) if epel_wanted(spec, node) or early_epel else None
         if epel is not None and epel.available and epel.url != src.EPEL_RELEASE_RPM:
             files.append(
                 RenderedFile(src.EPEL_REPO_FILE, src.dnf_repo_file(epel, "gpuforge-epel", "EPEL 9 (gpuforge)"))

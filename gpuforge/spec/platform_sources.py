@@ -178,6 +178,39 @@ SOURCES: dict[str, Citation] = {
         "'Ensure NFS utilities are installed.' 'package: name=nfs-utils state=present' (one package for server "
         "and client on RHEL and its rebuilds: 'dnf install nfs-utils', 'systemctl enable --now nfs-server')",
     ),
+    "epel-node-exporter": Citation(
+        "Fedora Packages: node-exporter; Fedora dist-git node-exporter.spec (as mirrored in "
+        "github.com/major/fedora-rpm-specs, commit 3224913fa5e3d1091af796ee8a614b3795b8617b, Version 1.7.0)",
+        "https://packages.fedoraproject.org/pkgs/node-exporter/node-exporter/ ; github.com/major/fedora-rpm-specs "
+        "node-exporter.spec",
+        "Releases Overview: 'Fedora EPEL 9 | 1.9.1-2.el9 | 1.10.2-3.el9'. The spec: 'Name: node-exporter', "
+        "'%global shortname prometheus-node-exporter', 'Obsoletes: golang-github-prometheus-node-exporter < "
+        "1.6.1-2', '# Replace defaults paths for config files / Patch: defaults-paths.patch'; installs "
+        "'%{_unitdir}/%{shortname}.service' (with a node_exporter.service link) and '%config(noreplace) "
+        "%{_sysconfdir}/default/%{shortname}'",
+    ),
+    "epel-prometheus": Citation(
+        "Fedora Packages: golang-github-prometheus; Fedora dist-git golang-github-prometheus.spec (as mirrored "
+        "in github.com/major/fedora-rpm-specs, commit 17751b455957fcf0f485364567de599a3b6be7a1, Version 2.32.1)",
+        "https://packages.fedoraproject.org/pkgs/golang-github-prometheus/golang-github-prometheus/ ; "
+        "github.com/major/fedora-rpm-specs golang-github-prometheus.spec",
+        "'Prometheus monitoring system and time series database': 'EPEL 9 | 2.32.1-3.el9'. The spec: 'Name: "
+        "%{goname}' (golang-github-prometheus), '%global shortname prometheus', '# Debian patch for default "
+        "settings / Patch0: defaults-paths.patch'; installs '%{_unitdir}/prometheus.service', "
+        "'%{_sysconfdir}/default/%{shortname}' and '%config(noreplace) %{_sysconfdir}/prometheus/prometheus.yml'",
+    ),
+    "epel-alertmanager": Citation(
+        "Fedora Packages: golang-github-prometheus-alertmanager; Fedora dist-git "
+        "golang-github-prometheus-alertmanager.spec (as mirrored in github.com/major/fedora-rpm-specs, commit "
+        "17751b455957fcf0f485364567de599a3b6be7a1, Version 0.23.0)",
+        "https://packages.fedoraproject.org/pkgs/golang-github-prometheus-alertmanager/"
+        "golang-github-prometheus-alertmanager ; github.com/major/fedora-rpm-specs "
+        "golang-github-prometheus-alertmanager.spec",
+        "Releases Overview: 'Fedora EPEL 9 | 0.23.0-6.el9'. The spec: 'Name: %{goname}', '%global shortname "
+        "prometheus-alertmanager', '# Replace defaults paths for config files'; installs "
+        "'%{_unitdir}/%{shortname}.service', '%config(noreplace) %{_sysconfdir}/prometheus/alertmanager.yml' and "
+        "'%config(noreplace) %{_sysconfdir}/default/%{shortname}'",
+    ),
     # --- per-architecture names outside the table (see OUTSIDE_ROWS) ----------------------------
     "container-toolkit-arch": Citation(
         "NVIDIA/libnvidia-container gh-pages (the NVIDIA Container Toolkit repositories)",

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpuforge.spec.monitoring_packages import DEB_MONITORING, EPEL9_MONITORING, MonitoringPackages
+
 
 class OsFamily(StrEnum):
     """A distribution release, as the spec names it (``cluster.os``, ``node_groups[].os``)."""
@@ -119,6 +121,8 @@ class Distribution:
     #: systemd mounts only the unified cgroup hierarchy (cgroup v2) by default: a Slurm older than 22.05
     #: (cgroup/v1 only) cannot run its cgroup plugins there. False: not claimed (no citation checked).
     cgroup_v2_only: bool = False
+    #: node-exporter, Prometheus and Alertmanager: their packages, units and argument files (``monitoring_packages``).
+    monitoring: MonitoringPackages = DEB_MONITORING
 
 
 # RHEL: subscription-manager on a registered system; an unregistered one (a cloud image with its own
@@ -139,7 +143,8 @@ _UBUNTU = (
     "deb-nfs",
     "ubuntu-cgroup-v2",
 )
-_EL9 = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins", "el-nfs")
+_EL9 = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins", "el-nfs",
+        *EPEL9_MONITORING.sources)
 _NFSD, _NFS_CLIENT = ("nfs-kernel-server",), ("nfs-common",)  # Debian and Ubuntu (deb-nfs)
 _REBUILD_CRB = "dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb"
 _DEBIAN_ARM = (
@@ -177,17 +182,17 @@ DISTRIBUTIONS: dict[OsFamily, Distribution] = {
         Distribution(
             OsFamily.RHEL9, "Red Hat Enterprise Linux 9", ("rhel", "9"), PackageFormat.RPM, "rhel9", _BOTH,
             "kernel-devel", (*_EL9, "rhel-crb"),
-            el_major=9, crb=_RHEL_CRB, docker_repo_distro="rhel",
+            monitoring=EPEL9_MONITORING, el_major=9, crb=_RHEL_CRB, docker_repo_distro="rhel",
         ),
         Distribution(
             OsFamily.ROCKY9, "Rocky Linux 9", ("rocky", "9"), PackageFormat.RPM, "rhel9", _BOTH,
             "kernel-devel", (*_EL9, "rebuild-crb", "docker-el-rebuilds"),
-            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
+            monitoring=EPEL9_MONITORING, el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
         ),
         Distribution(
             OsFamily.ALMA9, "AlmaLinux 9", ("almalinux", "9"), PackageFormat.RPM, "rhel9", _BOTH,
             "kernel-devel", (*_EL9, "rebuild-crb", "docker-el-rebuilds"),
-            el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
+            monitoring=EPEL9_MONITORING, el_major=9, crb=_REBUILD_CRB, docker_repo_distro="centos",
         ),
     )
 }  # fmt: skip

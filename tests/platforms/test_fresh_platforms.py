@@ -136,7 +136,46 @@ def test_el_slurm_nodes_enable_crb_and_epel_before_slurm(plans: dict[str, dict[s
         slurm = "slurm-accounting" if node == "db01" else "slurm-config"
         assert layers.index("el-repos") < layers.index("munge") < layers.index(slurm)
         assert installs(ops, "munge") == ["dnf -y install munge"]
-    assert "el-repos" not in [op["layer"] for op in plans[os]["mon01"]["operations"]]  # no Slurm there
+    mon = [op["layer"] for op in plans[os]["mon01"]["operations"]]  # no Slurm there: EPEL for monitoring
+    assert mon.index("el-repos") < mon.index("node-exporter") and "munge" not in mon
+
+
+def upstream_rows(name: str) -> dict[str, str]:
+    """package -> unit of an upstream excerpt whose lines read ``package unit``."""
+    lines = (UPSTREAM / name).read_text().splitlines()
+    return dict(line.split()[:2] for line in lines if line.strip() and not line.startswith("#"))
+
+
+#: os -> (node-exporter, prometheus, alertmanager) packages: EPEL 9's on EL 9, Ubuntu's archive names there.
+MONITORING = {os: ("node-exporter", "golang-github-prometheus", "golang-github-prometheus-alertmanager")
+              for os in ("rocky9", "alma9", "rhel9")} | {
+    os: ("prometheus-node-exporter", "prometheus", "prometheus-alertmanager") for os in ("ubuntu22.04", "ubuntu24.04")
+}  # fmt: skip
+
+
+def service_names(ops: list[dict[str, Any]], layer: str) -> set[str]:
+    steps = [s for op in ops if op["layer"] == layer for s in op["steps"] if s["kind"] in ("enable", "start")]
+    return {s["summary"].split()[-1].removesuffix(".service") for s in steps}
+
+
+@pytest.mark.parametrize("os", PLATFORMS)
+def test_monitoring_installs_the_platforms_package_names_and_units(plans: dict[str, dict[str, Any]], os: str) -> None:
+    exporter, prometheus, alertmanager = MONITORING[os]
+    _, _, prefix = PLATFORMS[os]
+    mon = plans[os]["mon01"]["operations"]
+    if prefix.startswith("dnf"):
+        cited = upstream_rows("epel9-monitoring-packages.txt")
+        assert {exporter, prometheus, alertmanager} <= set(cited), "not in the EPEL 9 excerpt"
+        assert installs(mon, "prometheus") == [f"dnf -y install {prometheus}"]
+        assert installs(mon, "alertmanager") == [f"dnf -y install {alertmanager}"]
+        for node in ("ctl01", "gpu001", "login01", "mon01"):
+            assert installs(plans[os][node]["operations"], "node-exporter") == [f"dnf -y install {exporter}"], node
+        units = {layer: service_names(mon, layer) for layer in ("node-exporter", "prometheus", "alertmanager")}
+        assert units == {"node-exporter": {cited[exporter]}, "prometheus": {cited[prometheus]},
+                         "alertmanager": {cited[alertmanager]}}, units  # fmt: skip
+    words = {w for host in plans[os].values() for cmd in installs(host["operations"]) for w in cmd.split()}
+    others = {p for names in MONITORING.values() for p in names} - {exporter, prometheus, alertmanager}
+    assert not words & others, (os, words & others)  # no other platform's names reach this one's tool
 
 
 def test_fresh_plan_of_ubuntu2204_with_its_own_slurm_exits_2_with_the_cgroup_reason(tmp_path: Path) -> None:

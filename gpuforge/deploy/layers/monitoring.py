@@ -1,5 +1,6 @@
 """Monitoring: node-exporter and collector timers on every node; Prometheus (+ rules),
-Alertmanager and dashboards on monitoring nodes (Debian packages).
+Alertmanager and dashboards on monitoring nodes: the packages and units of the node's platform row
+(``Distribution.monitoring``: Debian's archive names, or EPEL 9's on EL 9).
 
 A change of the scrape config or of the alert rules reloads Prometheus (SIGHUP through
 ``systemctl reload``), never restarts it; Alertmanager likewise reloads on its config.
@@ -15,6 +16,7 @@ from gpuforge.deploy.operations.layer import converge
 from gpuforge.render import monitoring as mon
 from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.spec import Role, Spec
+from gpuforge.spec.monitoring_packages import MonitoringPackage
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
 
@@ -29,13 +31,13 @@ def _of(files: list[RenderedFile], *paths: str) -> list[RenderedFile]:
     return [f for f in files if f.path in paths]
 
 
-def node_exporter_layer(files: list[RenderedFile]) -> Layer:
+def node_exporter_layer(files: list[RenderedFile], row: MonitoringPackage) -> Layer:
     return Layer(
         "node-exporter",
-        packages=("prometheus-node-exporter",),
+        packages=(row.package,),
         directories=(Directory("/var/lib/gpuforge", "0755"), Directory(TEXTFILE_DIR, "0755")),
-        files=_of(files, NODE_EXPORTER_DEFAULTS),
-        services=(Service("prometheus-node-exporter", restart_on=(NODE_EXPORTER_DEFAULTS,)),),
+        files=_of(files, row.defaults),
+        services=(Service(row.unit, restart_on=(row.defaults,)),),
     )
 
 
@@ -61,46 +63,50 @@ def collectors_layer(files: list[RenderedFile]) -> Layer:
     )
 
 
-def prometheus_layer(files: list[RenderedFile]) -> Layer:
+def prometheus_layer(files: list[RenderedFile], row: MonitoringPackage) -> Layer:
     return Layer(
         "prometheus",
-        packages=("prometheus",),
-        files=_of(files, PROMETHEUS_YML, PROMETHEUS_DEFAULTS, PROMETHEUS_RULES)
+        packages=(row.package,),
+        files=_of(files, PROMETHEUS_YML, row.defaults, PROMETHEUS_RULES)
         + [f for f in files if f.path.startswith(mon.DASHBOARD_DIR + "/")],
         services=(
             Service(
-                "prometheus",
-                restart_on=(PROMETHEUS_DEFAULTS,),
+                row.unit,
+                restart_on=(row.defaults,),
                 reload_on=(PROMETHEUS_YML, PROMETHEUS_RULES),
-                reload_command="systemctl reload prometheus",
+                reload_command=f"systemctl reload {row.unit}",
             ),
         ),
     )
 
 
-def alertmanager_layer(files: list[RenderedFile]) -> Layer:
+def alertmanager_layer(files: list[RenderedFile], row: MonitoringPackage) -> Layer:
     return Layer(
         "alertmanager",
-        packages=("prometheus-alertmanager",),
-        files=_of(files, mon.ALERTMANAGER_CONFIG, mon.ALERTMANAGER_DEFAULTS),
+        packages=(row.package,),
+        files=_of(files, mon.ALERTMANAGER_CONFIG, row.defaults),
         services=(
             Service(
-                "prometheus-alertmanager",
-                restart_on=(mon.ALERTMANAGER_DEFAULTS,),
+                row.unit,
+                restart_on=(row.defaults,),
                 reload_on=(mon.ALERTMANAGER_CONFIG,),
-                reload_command="systemctl reload prometheus-alertmanager",
+                reload_command=f"systemctl reload {row.unit}",
             ),
         ),
     )
 
 
 def monitoring_layers(s: Spec, n: Node, wanted: bool) -> tuple[Layer, Layer, Layer, Layer]:
-    """(node-exporter, collectors, prometheus, alertmanager); empty layers where off."""
+    """(node-exporter, collectors, prometheus, alertmanager); empty layers where off. Packages and units
+    are the node's platform row's (``Distribution.monitoring``)."""
     files = mon.monitoring_files(s, n, Secrets.redacted()) if wanted else []  # the layer has no secrets
-    exporter = node_exporter_layer(files) if wanted and s.monitoring.node_exporter else Layer.empty("node-exporter")
+    row = n.os.distribution.monitoring
+    on = wanted and s.monitoring.node_exporter
+    exporter = node_exporter_layer(files, row.node_exporter) if on else Layer.empty("node-exporter")
     prom_on = wanted and s.monitoring.prometheus and n.has(Role.MONITORING)
-    prometheus = prometheus_layer(files) if prom_on else Layer.empty("prometheus")
-    alertmanager = alertmanager_layer(files) if prom_on and s.monitoring.alertmanager else Layer.empty("alertmanager")
+    prometheus = prometheus_layer(files, row.prometheus) if prom_on else Layer.empty("prometheus")
+    am_on = prom_on and s.monitoring.alertmanager
+    alertmanager = alertmanager_layer(files, row.alertmanager) if am_on else Layer.empty("alertmanager")
     return exporter, collectors_layer(files), prometheus, alertmanager
 
 

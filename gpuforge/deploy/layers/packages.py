@@ -3,8 +3,8 @@
 Each layer still declares (and checks) its own packages; installing their union up front
 costs one dpkg run instead of one per layer, which is most of a first apply's time. It runs
 right after the base layer, which sets the package proxy and the fixed service accounts.
-On an rpm node each layer installs its own packages with dnf; an EL node whose Slurm is EPEL's
-gets CodeReady Builder and EPEL enabled here first (:func:`el_repos_layer`).
+On an rpm node each layer installs its own packages with dnf; an EL node whose Slurm or monitoring
+packages are EPEL's gets CodeReady Builder and EPEL enabled here first (:func:`el_repos_layer`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from gpuforge.deploy.operations.layer import converge, repair_packages
 from gpuforge.deploy.runstate import RunState
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
-from gpuforge.render.nvidia_repos import epel_slurm, nvidia_repo_files
+from gpuforge.render.nvidia_repos import epel_wanted_early, nvidia_repo_files
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
@@ -45,12 +45,13 @@ def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:
 
 
 def el_repos_layer(s: Spec, n: Node) -> Layer:
-    """CodeReady Builder and EPEL on an EL node whose Slurm is EPEL's, before munge and Slurm install
+    """CodeReady Builder and EPEL on an EL node whose Slurm or monitoring packages are EPEL's, before munge,
+    Slurm and monitoring install
     (the nvidia layers enable them later for what they need; an accounting-db node runs none of them).
     Upstream: Fedora's epel-release; mirror: the repo file and its checked key (the offline bundle's
     repository is pushed by the nvidia layers only)."""
     epel = src.epel_repo(s)
-    if n.os.is_deb or not epel_slurm(s, n) or epel.bundle is not None:
+    if not epel_wanted_early(s, n) or epel.bundle is not None:
         return Layer.empty("el-repos")
     files = [f for f in nvidia_repo_files(s, n) if f.path == src.EPEL_REPO_FILE]
     keyed = epel.available and bool(epel.key_url) and epel.url != src.EPEL_RELEASE_RPM
@@ -71,7 +72,7 @@ def el_repos_layer(s: Spec, n: Node) -> Layer:
 @deploy("gpuforge packages")
 def packages() -> None:
     s, n = spec(), node()
-    converge(name="packages: CodeReady Builder and EPEL (EPEL's Slurm)", layer=el_repos_layer(s, n))
+    converge(name="packages: CodeReady Builder and EPEL (EPEL's Slurm and monitoring)", layer=el_repos_layer(s, n))
     names = distro_packages(s, n, host.name) if n.os.is_deb else []
     repair_packages(name="packages: repair an interrupted package run", packages=tuple(names))
     converge(
