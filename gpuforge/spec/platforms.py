@@ -143,8 +143,15 @@ _UBUNTU = (
     "deb-nfs",
     "ubuntu-cgroup-v2",
 )
-_EL9 = ("cuda-repos-index", "os-release", "cuda-repos-sbsa", "guide-el-distributions", "epel-slurm-plugins", "el-nfs",
-        *EPEL9_MONITORING.sources)
+_EL9 = (
+    "cuda-repos-index",
+    "os-release",
+    "cuda-repos-sbsa",
+    "guide-el-distributions",
+    "epel-slurm-plugins",
+    "el-nfs",
+    *EPEL9_MONITORING.sources,
+)
 _NFSD, _NFS_CLIENT = ("nfs-kernel-server",), ("nfs-common",)  # Debian and Ubuntu (deb-nfs)
 _REBUILD_CRB = "dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb"
 _DEBIAN_ARM = (

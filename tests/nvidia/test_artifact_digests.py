@@ -103,7 +103,8 @@ def test_the_default_versions_of_published_files_are_in_the_table() -> None:
     ):
         assert artifact_digests.known_digest(name) is not None, name
     helm = artifact_digests.KNOWN["helm-v4.2.4-linux-amd64.tar.gz"]
-    assert helm.sha256 == "c306b46f719b0a4da32d0f78ee21bf90ce8d602f15b22ab753f0674d1670a7f3"  # helm 4.2.4 release notes, get.helm.sh
+    # helm 4.2.4 release notes, get.helm.sh
+    assert helm.sha256 == "c306b46f719b0a4da32d0f78ee21bf90ce8d602f15b22ab753f0674d1670a7f3"
 
 
 def test_every_upstream_url_is_https() -> None:
