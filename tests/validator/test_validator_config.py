@@ -102,7 +102,7 @@ def test_validate_cmd_unknown_check_and_limit(tmp_path: Path, capsys: pytest.Cap
     assert cli.validate_cmd(path, False, None, None, None, "nope.nothing") == 2
     assert "unknown check 'nope.nothing'" in capsys.readouterr().err
     assert cli.validate_cmd(path, False, None, None, "gpu[1-2]", None) == 2
-    assert "selects no node" in capsys.readouterr().err
+    assert "--limit: 'gpu[1-2]' matches no node of the spec; node groups: ctl, workers" in capsys.readouterr().err
 
 
 def test_validate_cmd_writes_every_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
