@@ -44,15 +44,22 @@ def test_an_hgx_node_as_the_spec_says_passes() -> None:
 @pytest.mark.parametrize(
     ("hw", "message"),
     [
-        ({"sockets": 1}, "sockets: the spec says 1, the node has 2"),
-        ({"threads_per_core": 1, "cores_per_socket": 64},
-         "cores_per_socket: the spec says 64, the node has 56; threads_per_core: the spec says 1, the node has 2"),
+        ({"sockets": 4}, "sockets: the spec says 4, the node has 2"),
+        ({"threads_per_core": 4, "cores_per_socket": 64},
+         "cores_per_socket: the spec says 64, the node has 56; threads_per_core: the spec says 4, the node has 2"),
         ({"real_memory_mb": 2100000}, "real_memory_mb: the spec says 2100000, the node has 2063760 MiB (Slurm marks"),
     ],
 )  # fmt: skip
 def test_the_figure_that_differs_is_named(hw: dict[str, int], message: str) -> None:
     status, text = figures_result(config("gpu1", **hw), hgx())
     assert status == FAIL and message in text and "gpuforge discover SPEC" in text
+
+
+def test_a_node_with_more_than_slurm_is_given_passes_naming_the_extra() -> None:
+    """Slurm runs a node with more than its NodeName line (the lab's 1-core line on a 2-core machine)."""
+    status, text = figures_result(config("gpu1", sockets=1, threads_per_core=1), hgx())
+    assert status == PASS
+    assert text.startswith("sockets: the node has 2, the spec gives Slurm 1; threads_per_core: the node has 2")
 
 
 def test_the_recorded_small_machine_is_not_an_hgx_node() -> None:

@@ -37,8 +37,11 @@ def _figures(ctx: NodeContext) -> Outcome:
     want, have = ctx.cfg["hardware"], ctx.read(HARDWARE)
     if have["errors"]:
         return FAIL, f"cannot read the node's hardware: {'; '.join(have['errors'])[:300]}"
-    differ = [f"{k}: the spec says {want[k]}, the node has {have[k]}"
-              for k in ("sockets", "cores_per_socket", "threads_per_core") if want.get(k) != have[k]]  # fmt: skip
+    # Slurm refuses a node with less than its NodeName line gives it (low socket*core*thread count,
+    # low RealMemory); a node with more runs, with the extra left unused: named, not failed.
+    figures = ("sockets", "cores_per_socket", "threads_per_core")
+    differ = [f"{k}: the spec says {want[k]}, the node has {have[k]}" for k in figures if want.get(k, 0) > have[k]]
+    more = [f"{k}: the node has {have[k]}, the spec gives Slurm {want[k]}" for k in figures if want.get(k, 0) < have[k]]
     if want.get("real_memory_mb", 0) > have["memory_mb"]:
         differ.append(
             f"real_memory_mb: the spec says {want['real_memory_mb']}, the node has {have['memory_mb']} MiB "
@@ -46,6 +49,8 @@ def _figures(ctx: NodeContext) -> Outcome:
         )
     if differ:
         return FAIL, "; ".join(differ) + " (gpuforge discover SPEC reads the node's figures)"
+    if more:
+        return PASS, "; ".join(more) + " (more than Slurm is given: gpuforge discover SPEC reads the node's figures)"
     return PASS, (
         f"{have['sockets']} x {have['cores_per_socket']} cores x {have['threads_per_core']} threads, "
         f"{have['memory_mb']} MiB (RealMemory {want['real_memory_mb']}), as the spec says"
