@@ -61,7 +61,6 @@ def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[s
     (``gpuforge.render.render_managed``), so the health check finds a hand edit without the spec.
     """
     gpu = node.hardware.gpu
-    model = node.gpu_model
     drv = spec.versions.driver
     cfg: dict[str, Any] = {
         "schema_version": 1,
@@ -80,28 +79,7 @@ def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[s
         "fabric": fabric_health_config(spec, node),
         "config_files": managed_manifest(managed),
     }
-    if gpu is not None and model is not None:
-        cfg["gpu"] = {
-            "count": gpu.count,
-            "model": gpu.model,
-            "gres_type": model.gres_type,
-            "pci_device_ids": [d.lower() for d in model.pci_device_ids],
-            "nvswitch": node.hardware.nvswitch,
-            # The catalog's MIG-capable models are data-center GPUs with ECC memory: ECC reported
-            # off or unreadable on them is a fault (gpu.ecc), not a reason to skip.
-            "ecc_expected": model.supports_mig,
-        }
-        if node.mig_config:
-            layout = spec.mig.configs.get(node.mig_config, [])
-            profiles = sorted({name for entry in layout for name in entry.mig_devices})
-            cfg["mig"] = {"config": node.mig_config, "file": MIG_CONFIG, "profiles": profiles}
-        cfg["dcgm"] = {
-            "enabled": spec.dcgm.enabled,
-            "diag_level": spec.dcgm.diag_level,
-            "exporter": host_dcgm_exporter(spec),
-            "exporter_port": spec.dcgm.exporter_port,
-            "counters": list(spec.dcgm.counters or DCGM_CORE_METRICS),
-        }
+    cfg.update(_gpu_config(spec, node))
     runs_containers = node.roles & {Role.COMPUTE, Role.K8S_WORKER, Role.K8S_CONTROL_PLANE}
     engine = spec.container_runtime.engine
     if runs_containers and engine is not ContainerEngine.NONE:
@@ -132,6 +110,36 @@ def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[s
             "worker": node.has(Role.K8S_WORKER),
         }
     cfg.update(_hardware_config(spec, node))
+    return cfg
+
+
+def _gpu_config(spec: Spec, node: Node) -> dict[str, Any]:
+    """The ``gpu``, ``mig`` and ``dcgm`` entries of a GPU node's health config (none for a CPU node)."""
+    gpu, model = node.hardware.gpu, node.gpu_model
+    if gpu is None or model is None:
+        return {}
+    cfg: dict[str, Any] = {}
+    cfg["gpu"] = {
+        "count": gpu.count,
+        "model": gpu.model,
+        "gres_type": model.gres_type,
+        "pci_device_ids": [d.lower() for d in model.pci_device_ids],
+        "nvswitch": node.hardware.nvswitch,
+        # The catalog's MIG-capable models are data-center GPUs with ECC memory: ECC reported
+        # off or unreadable on them is a fault (gpu.ecc), not a reason to skip.
+        "ecc_expected": model.supports_mig,
+    }
+    if node.mig_config:
+        layout = spec.mig.configs.get(node.mig_config, [])
+        profiles = sorted({name for entry in layout for name in entry.mig_devices})
+        cfg["mig"] = {"config": node.mig_config, "file": MIG_CONFIG, "profiles": profiles}
+    cfg["dcgm"] = {
+        "enabled": spec.dcgm.enabled,
+        "diag_level": spec.dcgm.diag_level,
+        "exporter": host_dcgm_exporter(spec),
+        "exporter_port": spec.dcgm.exporter_port,
+        "counters": list(spec.dcgm.counters or DCGM_CORE_METRICS),
+    }
     return cfg
 
 
