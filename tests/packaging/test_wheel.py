@@ -71,8 +71,11 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WheelEnv]:
 
 def test_the_wheel_holds_every_package_and_template() -> None:
     # pyproject lists packages explicitly (templates/ is mapped in): the list must match the tree.
-    packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "gpuforge").rglob("__init__.py")} | {
-        "gpuforge.templates"
+    packages = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "gpuforge").rglob("__init__.py")}
+    packages |= {
+        ".".join(("gpuforge", *d.relative_to(REPO).parts))
+        for d in [REPO / "templates", *(REPO / "templates").rglob("*")]
+        if d.is_dir() and "__pycache__" not in d.parts
     }
     import tomllib
 

@@ -39,9 +39,10 @@ def _figures(ctx: NodeContext) -> Outcome:
         return FAIL, f"cannot read the node's hardware: {'; '.join(have['errors'])[:300]}"
     # Slurm refuses a node with less than its NodeName line gives it (low socket*core*thread count,
     # low RealMemory); a node with more runs, with the extra left unused: named, not failed.
-    figures = ("sockets", "cores_per_socket", "threads_per_core")
-    differ = [f"{k}: the spec says {want[k]}, the node has {have[k]}" for k in figures if want.get(k, 0) > have[k]]
-    more = [f"{k}: the node has {have[k]}, the spec gives Slurm {want[k]}" for k in figures if want.get(k, 0) < have[k]]
+    figures = {"sockets": have["sockets"], "cores_per_socket": have["cores_per_socket"],
+               "threads_per_core": have["threads_per_core"]}  # fmt: skip
+    differ = [f"{k}: the spec says {want[k]}, the node has {n}" for k, n in figures.items() if want.get(k, 0) > n]
+    more = [f"{k}: the node has {n}, the spec gives Slurm {want[k]}" for k, n in figures.items() if want.get(k, 0) < n]
     if want.get("real_memory_mb", 0) > have["memory_mb"]:
         differ.append(
             f"real_memory_mb: the spec says {want['real_memory_mb']}, the node has {have['memory_mb']} MiB "
