@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from gpuforge.console import console
+from gpuforge.console import console, help_settings
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.layer_tags import TAGS
@@ -24,6 +24,8 @@ app = typer.Typer(
     help="Declarative provisioning and validation for GPU clusters.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's help: flags and counts show no type, paragraphs re-wrapped to the width
+    context_settings=help_settings(),
 )
 out = console()
 err = console(stderr=True)
