@@ -131,10 +131,13 @@ def check(
     ] = False,
     strict: StrictOpt = False,
 ) -> None:
-    """Validate a spec file; touch no host. Warnings (what could not be checked, what is outside upstream's
-    support) are printed and exit 0, or 2 with --strict."""
-    try:
-        s = load_spec(spec)
+    """Validate a spec file ('-': read it from stdin); touch no host. Warnings (what could not be checked,
+    what is outside upstream's support) are printed and exit 0, or 2 with --strict."""
+    from gpuforge.spec.load import STDIN_NAME, parse_spec_stream
+
+    from_stdin = str(spec) == "-"
+    try:  # from stdin: site paths are relative to the current folder; errors name <stdin>
+        s = parse_spec_stream(sys.stdin.buffer, Path.cwd()) if from_stdin else load_spec(spec)
     except SpecError as e:
         if json_out:
             print(
@@ -161,8 +164,9 @@ def check(
         if not ok:
             raise typer.Exit(2)
         return
-    _warnings(s, spec, strict)  # reported, not refused, unless --strict
-    out.print(f"{spec}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
+    shown = Path(STDIN_NAME) if from_stdin else spec
+    _warnings(s, shown, strict)  # reported, not refused, unless --strict
+    out.print(f"{shown}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
 
 
 @app.command()
