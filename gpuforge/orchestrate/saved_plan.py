@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,12 +94,16 @@ def write_plan(
 
 
 def is_plan_file(path: Path) -> bool:
-    """Whether ``path`` is a file ``plan --out`` wrote (it starts with the format line)."""
+    """Whether ``path`` is a regular file ``plan --out`` wrote (it starts with the format line);
+    a FIFO or a device is never waited on or read (it is not a plan: the spec loader says why)."""
     try:
-        with path.open("rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
         return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, len(MAGIC)) == MAGIC
+    finally:
+        os.close(fd)
 
 
 def read_plan(path: Path) -> SavedPlan:

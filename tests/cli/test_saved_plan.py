@@ -158,3 +158,13 @@ def test_a_plan_with_an_unreachable_node_is_not_saved(
     res = CliRunner().invoke(app, ["plan", str(spec_file), "--out", str(out)])
     assert res.exit_code == 1 and f"{out}: not saved: 1 node(s) could not be planned" in res.stderr
     assert not out.exists()
+
+
+def test_a_fifo_given_to_apply_is_not_waited_on(tmp_path: Path) -> None:
+    import os
+
+    from gpuforge.orchestrate.saved_plan import is_plan_file
+
+    fifo = tmp_path / "spec.fifo"
+    os.mkfifo(fifo)
+    assert is_plan_file(fifo) is False  # returns at once: no writer is waited for
