@@ -330,6 +330,7 @@ def plan(
     layers = _layer_selection(tags, skip_tags)
     if out_file is not None and fresh:
         _refuse("--out: a --fresh plan connects to no node, so there is nothing to apply it to; plan without --fresh")
+    planned_from = _spec_digest(spec) if out_file is not None else ""  # before planning: the file as planned
     _logging(verbose, log_file)
     try:
         if fresh:
@@ -347,12 +348,22 @@ def plan(
     else:
         result.print(out)
     if out_file is not None:
-        _save_plan(out_file, spec, result, (limit, tags, skip_tags))
+        _save_plan(out_file, (spec, planned_from), result, (limit, tags, skip_tags))
     raise typer.Exit(result.exit_code(detailed_exitcode))
 
 
+def _spec_digest(spec: Path) -> str:
+    """The spec file's sha256 for ``plan --out``, or exit 2 saying why it cannot be read."""
+    from gpuforge.orchestrate.saved_plan import PlanFileError, file_sha256
+
+    try:
+        return file_sha256(spec)
+    except PlanFileError as e:
+        _refuse(str(e))
+
+
 def _save_plan(
-    path: Path, spec: Path, result: PlanResult, made_with: tuple[str | None, str | None, str | None]
+    path: Path, spec: tuple[Path, str], result: PlanResult, made_with: tuple[str | None, str | None, str | None]
 ) -> None:
     """``plan --out``: the plan saved for ``apply FILE`` (not when a node could not be planned:
     such a plan cannot be applied as reviewed); exit 2 when the file cannot be written."""

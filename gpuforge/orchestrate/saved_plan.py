@@ -76,14 +76,18 @@ def file_sha256(path: Path) -> str:
 
 
 def write_plan(
-    out: Path, spec_path: Path, result: PlanResult, limit: str | None, tags: str | None, skip_tags: str | None
+    out: Path, spec: tuple[Path, str], result: PlanResult, limit: str | None, tags: str | None, skip_tags: str | None
 ) -> None:
-    """Save ``result`` (planned from ``spec_path``) to ``out``: 0600, atomically."""
+    """Save ``result`` to ``out``: 0600, atomically. ``spec`` is the spec file and its sha256 read
+    before planning; PlanFileError (nothing written) when the file changed while the plan was made."""
+    spec_path, sha256 = spec
+    if file_sha256(spec_path) != sha256:
+        raise PlanFileError(f"{spec_path} changed while the plan was made: not saved; plan again")
     cluster, nodes = digests(result)
     doc = {
         "format": FORMAT,
         "spec": str(spec_path.resolve()),
-        "spec_sha256": file_sha256(spec_path),
+        "spec_sha256": sha256,
         "limit": limit,
         "tags": tags,
         "skip_tags": skip_tags,

@@ -168,3 +168,22 @@ def test_a_fifo_given_to_apply_is_not_waited_on(tmp_path: Path) -> None:
     fifo = tmp_path / "spec.fifo"
     os.mkfifo(fifo)
     assert is_plan_file(fifo) is False  # returns at once: no writer is waited for
+
+
+def test_a_spec_changed_while_planning_is_not_saved(
+    spec_file: Path, cluster: SimulatedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuforge.orchestrate import plan as plan_module
+
+    real = plan_module.plan
+
+    def edited_meanwhile(*args: object, **kwargs: object) -> object:
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        spec_file.write_text(spec_file.read_text() + "# edited while the plan ran\n")
+        return result
+
+    monkeypatch.setattr(plan_module, "plan", edited_meanwhile)
+    out = tmp_path / "x.plan"
+    res = CliRunner().invoke(app, ["plan", str(spec_file), "--out", str(out)])
+    assert res.exit_code == 2 and f"{spec_file} changed while the plan was made: not saved; plan again" in res.stderr
+    assert not out.exists()
