@@ -6,7 +6,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -14,7 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from gpuforge.console import console
+from gpuforge.console import console, help_settings
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.layer_tags import TAGS
@@ -24,6 +25,8 @@ app = typer.Typer(
     help="Declarative provisioning and validation for GPU clusters.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's help: flags and counts show no type, paragraphs re-wrapped to the width
+    context_settings=help_settings(),
 )
 out = console()
 err = console(stderr=True)
@@ -65,6 +68,8 @@ if TYPE_CHECKING:
     from gpuforge.bundle.build import BundleResult
     from gpuforge.deploy.run import ApplyResult
     from gpuforge.orchestrate.apply import ApplyPreview
+    from gpuforge.orchestrate.plan import PlanResult
+    from gpuforge.orchestrate.saved_plan import SavedPlan
     from gpuforge.spec.layer_tags import LayerSelection
 
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
@@ -74,6 +79,7 @@ TAGS_HELP = f"Only these layers, comma-separated: {', '.join(TAGS)} (site: the s
 TagsOpt = Annotated[str | None, typer.Option("--tags", help=TAGS_HELP)]
 SkipTagsOpt = Annotated[str | None, typer.Option("--skip-tags", help="Leave these layers out (the names of --tags)")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Exit 2 when the spec has warnings (printed first): for CI")]
+OUT_HELP = "Also save the plan to FILE (0600) for 'gpuforge apply FILE', which applies exactly it or refuses"
 
 
 def _logging(verbose: int, log_file: Path | None) -> None:
@@ -129,10 +135,13 @@ def check(
     ] = False,
     strict: StrictOpt = False,
 ) -> None:
-    """Validate a spec file; touch no host. Warnings (what could not be checked, what is outside upstream's
-    support) are printed and exit 0, or 2 with --strict."""
-    try:
-        s = load_spec(spec)
+    """Validate a spec file ('-': read it from stdin); touch no host. Warnings (what could not be checked,
+    what is outside upstream's support) are printed and exit 0, or 2 with --strict."""
+    from gpuforge.spec.load import STDIN_NAME, parse_spec_stream
+
+    from_stdin = str(spec) == "-"
+    try:  # from stdin: site paths are relative to the current folder; errors name <stdin>
+        s = parse_spec_stream(sys.stdin.buffer, Path.cwd()) if from_stdin else load_spec(spec)
     except SpecError as e:
         if json_out:
             print(
@@ -159,8 +168,9 @@ def check(
         if not ok:
             raise typer.Exit(2)
         return
-    _warnings(s, spec, strict)  # reported, not refused, unless --strict
-    out.print(f"{spec}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
+    shown = Path(STDIN_NAME) if from_stdin else spec
+    _warnings(s, shown, strict)  # reported, not refused, unless --strict
+    out.print(f"{shown}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
 
 
 @app.command()
@@ -302,8 +312,13 @@ def plan(
             help="Connect to nothing: the commands and files a fresh node of each group's platform would get",
         ),
     ] = False,
+    out_file: Annotated[Path | None, typer.Option("--out", "-o", help=OUT_HELP, dir_okay=False)] = None,
 ) -> None:
-    """Show what apply would change on each host (nothing is changed; secrets redacted)."""
+    """Show what apply would change on each host (nothing is changed; secrets redacted).
+
+    With --out FILE the plan is also saved (0600): 'gpuforge apply FILE' applies exactly it, and
+    refuses (exit 2, nothing touched) when the spec file or a node's planned state moved since.
+    """
     from gpuforge.orchestrate.fresh import fresh_plan
     from gpuforge.orchestrate.plan import plan as make_plan
     from gpuforge.probes.vagrant import VagrantError
@@ -313,6 +328,9 @@ def plan(
     if strict:
         _warnings(loaded, spec, strict)
     layers = _layer_selection(tags, skip_tags)
+    if out_file is not None and fresh:
+        _refuse("--out: a --fresh plan connects to no node, so there is nothing to apply it to; plan without --fresh")
+    planned_from = _spec_digest(spec) if out_file is not None else ""  # before planning: the file as planned
     _logging(verbose, log_file)
     try:
         if fresh:
@@ -329,12 +347,45 @@ def plan(
         print(json.dumps(result.as_dict(), indent=2))
     else:
         result.print(out)
+    if out_file is not None:
+        _save_plan(out_file, (spec, planned_from), result, (limit, tags, skip_tags))
     raise typer.Exit(result.exit_code(detailed_exitcode))
+
+
+def _spec_digest(spec: Path) -> str:
+    """The spec file's sha256 for ``plan --out``, or exit 2 saying why it cannot be read."""
+    from gpuforge.orchestrate.saved_plan import PlanFileError, file_sha256
+
+    try:
+        return file_sha256(spec)
+    except PlanFileError as e:
+        _refuse(str(e))
+
+
+def _save_plan(
+    path: Path, spec: tuple[Path, str], result: PlanResult, made_with: tuple[str | None, str | None, str | None]
+) -> None:
+    """``plan --out``: the plan saved for ``apply FILE`` (not when a node could not be planned:
+    such a plan cannot be applied as reviewed); exit 2 when the file cannot be written."""
+    from gpuforge.orchestrate.saved_plan import PlanFileError, write_plan
+
+    if not result.ok:
+        err.print(f"{path}: not saved: {len(result.errors)} node(s) could not be planned", markup=False)
+        return
+    try:
+        write_plan(path, spec, result, *made_with)
+    except PlanFileError as e:
+        _refuse(str(e))
+    except OSError as e:
+        _refuse(f"--out {path}: cannot write it: {e.strerror or e}")
+    err.print(f"saved the plan to {path}: 'gpuforge apply {path}' applies exactly it", markup=False, highlight=False)
 
 
 @app.command()
 def apply(
-    spec: SpecArg,
+    spec: Annotated[
+        Path, typer.Argument(help="Cluster spec (YAML), or a plan file 'gpuforge plan --out' saved", exists=False)
+    ],
     limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="The result as one JSON document on stdout")] = False,
     force: Annotated[bool, typer.Option(help="Apply changes to rebuild-only fields anyway")] = False,
@@ -349,7 +400,9 @@ def apply(
     yes: Annotated[
         bool,
         typer.Option(
-            "--yes", "-y", help="Apply without showing the plan and asking first (needed when stdin is not a terminal)"
+            "--yes",
+            "-y",
+            help="Apply without asking (the plan is still shown first); needed when stdin is not a terminal",
         ),
     ] = False,
     strict: StrictOpt = False,
@@ -358,16 +411,18 @@ def apply(
 ) -> None:
     """Converge the nodes to the spec without disturbing running work (rolling changes drain first).
 
-    Shows the plan and asks first, unless --yes. Exit status: 0 converged; 1 a node failed; 2 bad
-    input, a refused change or a declined confirmation (nothing touched); 3 converged except nodes
-    left for an operator (a reboot is needed, an operator drained them, --tags left them alone).
+    Shows the plan and asks first; with --yes shows it and goes on. Given a plan file (plan --out),
+    applies exactly that plan without asking, with its --limit and --tags, and refuses (exit 2,
+    nothing touched) when the spec file or a planned node moved since it was made. Exit status: 0
+    converged; 1 a node failed; 2 bad input, a refused change or a declined confirmation (nothing
+    touched); 3 converged except nodes left for an operator (a reboot is needed, an operator
+    drained them, --tags left them alone).
     """
-    from gpuforge.deploy.runlog import RunLogUnwritable
-    from gpuforge.orchestrate.applied_record import ApplyLocked, RecordUnreadable
-    from gpuforge.orchestrate.apply import ApplyCancelled, ApplyRefused
     from gpuforge.orchestrate.apply import apply as run_apply
-    from gpuforge.probes.vagrant import VagrantError
 
+    saved = _saved_plan(spec, limit, tags, skip_tags)
+    if saved is not None:
+        spec, limit, tags, skip_tags = saved.spec_path, saved.limit, saved.tags, saved.skip_tags
     loaded = _load_known(spec)
     if strict:
         _warnings(loaded, spec, strict)
@@ -375,38 +430,65 @@ def apply(
     layers = _layer_selection(tags, skip_tags)
     if layers is not None and allow_reboot:
         _refuse("--allow-reboot: a run with --tags/--skip-tags never drains or reboots a node; apply without them")
-    if not yes and not stdin_is_terminal():
+    if not yes and saved is None and not stdin_is_terminal():
         _refuse(
             "apply shows the plan and asks before it changes anything, and stdin is not a terminal: "
             "pass --yes (-y) to apply without asking (scripts, CI), or run it on a terminal"
         )
     _logging(verbose, log_file)
+    with _apply_errors(), err.status("applying") as status:
+        result = run_apply(
+            spec,
+            limit=limit,
+            on_event=_without_credentials(status_printer(err, status)),
+            force=force,
+            allow_reboot=allow_reboot,
+            include_drained=include_drained,
+            layers=layers,
+            confirm=_confirmer(spec, limit, layers, status, ask=not yes and saved is None, saved=saved),
+        )
+    _print_apply(result, spec, json_out)
+    raise typer.Exit(apply_exit_code(result))
+
+
+def _saved_plan(path: Path, limit: str | None, tags: str | None, skip_tags: str | None) -> SavedPlan | None:
+    """``apply FILE`` with a plan file: the saved plan, its spec file checked unchanged; None for a
+    spec. Exit 2 when the plan cannot be used or --limit/--tags/--skip-tags try to change it."""
+    from gpuforge.orchestrate.saved_plan import PlanFileError, check_spec_unchanged, is_plan_file, read_plan
+
+    if not is_plan_file(path):
+        return None
+    if limit is not None or tags is not None or skip_tags is not None:
+        _refuse(f"{path} is a saved plan: it has its own --limit/--tags/--skip-tags; plan again to change them")
     try:
-        with err.status("applying") as status:
-            result = run_apply(
-                spec,
-                limit=limit,
-                on_event=_without_credentials(status_printer(err, status)),
-                force=force,
-                allow_reboot=allow_reboot,
-                include_drained=include_drained,
-                layers=layers,
-                confirm=None if yes else _confirmer(spec, limit, layers, status),
-            )
+        saved = read_plan(path)
+        check_spec_unchanged(saved)
+    except PlanFileError as e:
+        _refuse(str(e))
+    return saved
+
+
+@contextmanager
+def _apply_errors() -> Iterator[None]:
+    """apply's refusals as one message each and exit 2 (nothing touched); vagrant machines that are
+    not up: exit 1."""
+    from gpuforge.deploy.runlog import RunLogUnwritable
+    from gpuforge.orchestrate.applied_record import ApplyLocked, RecordUnreadable
+    from gpuforge.orchestrate.apply import ApplyCancelled, ApplyRefused
+    from gpuforge.orchestrate.saved_plan import PlanFileError
+    from gpuforge.probes.vagrant import VagrantError
+
+    try:
+        yield
     except ApplyCancelled:
-        err.print("apply cancelled: nothing was changed", markup=False, highlight=False)
-        raise typer.Exit(2) from None
-    except (ApplyRefused, ApplyLocked, RecordUnreadable, RunLogUnwritable) as e:
-        err.print(str(e), markup=False, highlight=False)
-        raise typer.Exit(2) from None
+        _refuse("apply cancelled: nothing was changed")
+    except (ApplyRefused, ApplyLocked, RecordUnreadable, RunLogUnwritable, PlanFileError) as e:
+        _refuse(str(e))
     except SpecError as e:
-        err.print(e.format(), markup=False, highlight=False)
-        raise typer.Exit(2) from None
+        _refuse(e.format())
     except VagrantError as e:  # the spec is fine; its vagrant machines are not up
         err.print(str(e), markup=False, highlight=False)
         raise typer.Exit(1) from None
-    _print_apply(result, spec, json_out)
-    raise typer.Exit(apply_exit_code(result))
 
 
 def _without_credentials(on_event: Callable[[str], None]) -> Callable[[str], None]:
@@ -462,25 +544,33 @@ def _layer_selection(tags: str | None, skip_tags: str | None) -> LayerSelection 
 
 
 def _confirmer(
-    spec: Path, limit: str | None, layers: LayerSelection | None, status: Status
+    spec: Path, limit: str | None, layers: LayerSelection | None, status: Status, ask: bool, saved: SavedPlan | None
 ) -> Callable[[ApplyPreview], bool]:
-    """apply's ``confirm``: the plan of the same nodes and layers, a summary, then "Apply these
-    changes? [y/N]" on the terminal (the status line paused meanwhile)."""
+    """apply's ``confirm``: the plan of the same nodes and layers and a summary (always shown, as
+    Terraform's -auto-approve does), then, when ``ask``, "Apply these changes? [y/N]" on the terminal
+    (the status line paused meanwhile). With a ``saved`` plan it first proves nothing moved since
+    (:mod:`gpuforge.orchestrate.saved_plan`), else raises PlanFileError naming what did."""
     from gpuforge.orchestrate.plan import confirmation_summary
     from gpuforge.orchestrate.plan import plan as make_plan
+    from gpuforge.orchestrate.saved_plan import PlanFileError, check_spec_unchanged, moved, refusal
 
     def confirm(preview: ApplyPreview) -> bool:
         status.update("planning (nothing is changed)")
         planned = make_plan(spec, limit=limit, layers=layers)
+        if saved is not None:
+            check_spec_unchanged(saved)
+            differs = moved(saved, planned)
+            if differs:
+                raise PlanFileError(refusal(spec, differs))
         status.stop()
         for line in confirmation_summary(preview, planned):
             err.print(line, markup=False, highlight=False)
-        err.print("Apply these changes? [y/N] ", end="", markup=False, highlight=False)
-        answer = sys.stdin.readline().strip().lower()
-        if answer in ("y", "yes"):
-            status.start()
-            return True
-        return False
+        if ask:
+            err.print("Apply these changes? [y/N] ", end="", markup=False, highlight=False)
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                return False
+        status.start()
+        return True
 
     return confirm
 

@@ -82,8 +82,8 @@ def command_section(name: str, cmd: Any) -> list[str]:
     args = " ".join(p.name.upper() if p.required else f"[{p.name.upper()}]" for p in shown if _is_argument(p))
     lines = [f"### `{name}`", "", f"`{name} [OPTIONS]{' ' + args if args else ''}`", ""]
     if cmd.help:
-        lines += [" ".join(paragraph.split()) for paragraph in cmd.help.strip().split("\n\n")]
-        lines.append("")
+        for paragraph in cmd.help.strip().split("\n\n"):  # one line each: the reader's screen wraps
+            lines += [" ".join(paragraph.split()), ""]
     if shown:
         lines += ["| argument or option | meaning | default |", "|---|---|---|"]
         lines += [param_row(p) for p in shown]

@@ -29,3 +29,10 @@ def console(stderr: bool = False) -> Console:
     """A console on stdout (or stderr) following the module's invariants."""
     width = None if _is_terminal(stderr) or os.environ.get("COLUMNS") else PIPE_WIDTH
     return Console(stderr=stderr, soft_wrap=True, emoji=False, width=width)
+
+
+def help_settings() -> dict[str, int | None]:
+    """Click context settings for ``--help``: wrapped at the terminal's width on a terminal, never
+    wrapped through a pipe (``PIPE_WIDTH``; the reader's pager or terminal wraps)."""
+    width = None if _is_terminal(False) or os.environ.get("COLUMNS") else PIPE_WIDTH
+    return {"terminal_width": width, "max_content_width": PIPE_WIDTH}

@@ -47,7 +47,8 @@ def plan_text(spec: Spec, names: list[str] | None) -> str:
         return "\n---\n".join(json.dumps(d, indent=2) for d in docs) + "\n"
     parts = []
     for g in batch.plan_groups(spec, nodes):
-        parts.append(f"# ---- job {g.name}: {len(g.nodes)} node(s), partition {g.partition}, leaf {g.leaf}\n")
+        leaf = f", leaf {g.leaf}" if g.leaf is not None else ""  # grouped by partition only: no leaf
+        parts.append(f"# ---- job {g.name}: {len(g.nodes)} node(s), partition {g.partition}{leaf}\n")
         parts.append(batch.batch_script(spec, g, camp))
     return "".join(parts)
 

@@ -80,6 +80,9 @@ class UpgradePlan:
     pending: list[str] = field(default_factory=list)
     """Slurm nodes not all of whose Slurm packages are at ``package`` yet (read with dpkg: a new
     build of the same release counts, as a Debian security update does); none: nothing to do."""
+    left_out: list[str] = field(default_factory=list)
+    """Slurm nodes ``--limit`` leaves at the running version: their steps are skipped
+    (:mod:`gpuforge.orchestrate.slurm_upgrade_limit` keeps SchedMD's order)."""
 
     @property
     def version(self) -> str:
@@ -109,8 +112,10 @@ def backup_dir(spec: Spec, dbd: Node | None) -> str:
     return f"{state}/gpuforge-backup" if on_node else "/var/lib/slurm/gpuforge-backup"
 
 
-def read_running(spec: Spec, io: UpgradeIO) -> str:
-    """The one Slurm version the daemons run now (refused when they differ: an upgrade half done)."""
+def read_running(spec: Spec, io: UpgradeIO, target: str | None = None) -> str:
+    """The one Slurm version the daemons run now; refused when they differ (an upgrade half done),
+    unless that is what ``slurm-upgrade --limit`` leaves: each node on the old version or the
+    ``target`` release, none above a node still on the old one in SchedMD's order (then: the old one)."""
     seen: dict[str, str] = {}
     for n in resolve_nodes(spec):
         if "slurm" in deploys_for(n):
@@ -120,10 +125,29 @@ def read_running(spec: Spec, io: UpgradeIO) -> str:
                 seen[f"{daemon} on {n.name}"] = upstream_of(version)
     if not seen:
         raise UpgradeRefused("no Slurm daemon answered -V on the Slurm nodes: is Slurm installed (apply first)?")
-    if len(set(seen.values())) > 1:
+    versions = set(seen.values())
+    if len(versions) > 1 and not (target is not None and limited_before(spec, seen, target)):
         listed = ", ".join(f"{k} {v}" for k, v in sorted(seen.items()))
         raise UpgradeRefused(f"the nodes run different Slurm versions ({listed}): finish that upgrade first")
-    return next(iter(seen.values()))
+    return next(v for v in sorted(versions) if v != target) if len(versions) > 1 else versions.pop()
+
+
+def limited_before(spec: Spec, seen: dict[str, str], target: str) -> bool:
+    """Whether the versions ``seen`` ("<daemon> on <node>" -> version) are what an upgrade to
+    ``target`` limited with ``--limit`` left: two versions, one of them ``target``, one per node,
+    and no node upgraded below one that is not (accounting-db, then controllers, then the rest)."""
+    per_node: dict[str, set[str]] = {}
+    for key, version in seen.items():
+        per_node.setdefault(key.rsplit(" on ", 1)[1], set()).add(version)
+    if len(set(seen.values())) != 2 or target not in seen.values() or any(len(v) > 1 for v in per_node.values()):
+        return False
+    dbd = {n.name for n in nodes_with(spec, Role.ACCOUNTING_DB)}
+    ctl = {n.name for n in nodes_with(spec, Role.CONTROLLER)}
+    rank = {n: 0 if n in dbd else 1 if n in ctl else 2 for n in per_node}
+    upgraded = [rank[n] for n, v in per_node.items() if target in v]
+    behind = [rank[n] for n, v in per_node.items() if target not in v]
+    controllers_split = any(rank[n] == 1 and target in v for n, v in per_node.items()) and 1 in behind
+    return not controllers_split and max(upgraded) <= min(behind)  # behind: not empty (two versions)
 
 
 def read_target(spec: Spec, io: UpgradeIO, probe: Node) -> str:
@@ -152,9 +176,9 @@ def plan_upgrade(spec: Spec, io: UpgradeIO) -> UpgradePlan:
         raise UpgradeRefused("the spec has no slurm section")
     dbd = next(iter(nodes_with(spec, Role.ACCOUNTING_DB)), None) if spec.slurm.accounting.enabled else None
     controllers = nodes_with(spec, Role.CONTROLLER)
-    running = read_running(spec, io)
     package = read_target(spec, io, dbd or controllers[0])
     target = upstream_of(package)
+    running = read_running(spec, io, target)
     if dbd is not None and dbd.has(Role.COMPUTE):
         raise UpgradeRefused(
             f"{dbd.name} runs slurmdbd and slurmd: its slurmd would stop for the whole database conversion (or "
@@ -281,9 +305,10 @@ def upgrade_batch(spec: Spec, io: UpgradeIO, plan: UpgradePlan, batch: list[str]
 def run_upgrade(spec: Spec, io: UpgradeIO, plan: UpgradePlan) -> UpgradePlan:
     """The whole flow in SchedMD's order; :class:`UpgradeFailed` names what was done before the failure."""
     try:
-        if plan.dbd is not None:
+        if plan.dbd is not None and plan.dbd not in plan.left_out:
             upgrade_dbd(spec, io, plan)
-        upgrade_controllers(spec, io, plan)
+        if not set(plan.controllers) & set(plan.left_out):  # all of them or none (--limit)
+            upgrade_controllers(spec, io, plan)
         for i, batch in enumerate(plan.batches, 1):
             io.say(f"compute batch {i}/{len(plan.batches)}: {', '.join(batch)}")
             upgrade_batch(spec, io, plan, batch)

@@ -1,7 +1,9 @@
 """``gpuforge slurm-upgrade SPEC``: the Slurm upgrade flow (``slurm_upgrade``) over SSH.
 
-Exit status: 0 upgraded; 1 a step failed (the message says what was done and where the backups
-are); 2 bad input, a refused jump, or a declined or impossible confirmation (nothing changed).
+``--plan`` prints the steps and changes nothing; ``--limit`` narrows the nodes without reordering
+them (:mod:`gpuforge.orchestrate.slurm_upgrade_limit`). Exit status: 0 upgraded; 1 a step failed
+(the message says what was done and where the backups are); 2 bad input, a refused jump or limit,
+or a declined or impossible confirmation (nothing changed).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.slurm_upgrade import (
     UpgradeFailed,
     UpgradeIO,
+    UpgradePlan,
     UpgradeRefused,
     plan_upgrade,
     run_upgrade,
 )
-from gpuforge.spec import Spec, SpecError, load_spec
+from gpuforge.orchestrate.slurm_upgrade_limit import limit_upgrade, upgrade_steps
+from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_spec, select_limit
 
 
 def io_for(spec: Spec, spec_path: Path) -> UpgradeIO:
@@ -43,28 +47,31 @@ def upgrade_typer(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Upgrade without asking (needed without a terminal)")
     ] = False,
+    show_plan: Annotated[
+        bool, typer.Option("--plan", help="Print the steps the upgrade would take and exit; change nothing")
+    ] = False,
+    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP + UPGRADE_LIMIT_HELP)] = None,
 ) -> None:
     """Upgrade Slurm to the spec's versions.slurm in SchedMD's order: database dump, slurmdbd (its
     conversion waited for), slurmctld, slurmd batch by batch with running jobs kept."""
-    try:
-        s = load_spec(spec)
-    except SpecError as e:
-        print(e.format(), file=sys.stderr)
-        raise typer.Exit(2) from None
+    s = _loaded(spec)
+    selected = _selected(s, limit)
     io = io_for(s, spec)
     try:
         plan = plan_upgrade(s, io)
+        notes: list[str] = []
+        if selected is not None:
+            plan, notes = limit_upgrade(plan, selected, s.rollout.batch_size)
     except UpgradeRefused as e:
         print(f"refused: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
     if not plan.pending:
-        print(f"nothing to upgrade: every Slurm node has Slurm {plan.package}")
+        where = "the selected Slurm nodes have" if selected is not None else "every Slurm node has"
+        print(f"nothing to upgrade: {where} Slurm {plan.package}")
         return
-    print(
-        f"Slurm {plan.running} -> {plan.package} ({', '.join(plan.pending)} not there yet): dump under "
-        f"{plan.backup_dir}; slurmdbd on {plan.dbd or '(none)'}; slurmctld on {', '.join(plan.controllers)}; "
-        f"slurmd in {len(plan.batches)} batch(es); jobs keep running"
-    )
+    _show(plan, notes, s)
+    if show_plan:
+        return
     if not yes:
         if not sys.stdin.isatty():
             print("pass --yes (-y) to upgrade without asking, or run it on a terminal", file=sys.stderr)
@@ -76,4 +83,41 @@ def upgrade_typer(
     except UpgradeFailed as e:
         print(f"upgrade failed: {e}", file=sys.stderr)
         raise typer.Exit(1) from None
-    print(f"Slurm {plan.version} on every node; run 'gpuforge validate' (sacct keeps the jobs from before)")
+    where = "on the selected nodes" if plan.left_out else "on every node"
+    print(f"Slurm {plan.version} {where}; run 'gpuforge validate' (sacct keeps the jobs from before)")
+
+
+UPGRADE_LIMIT_HELP = (
+    "; slurmdbd and slurmctld go first (SchedMD's order): a limit that would upgrade slurmd before them is refused"
+)
+
+
+def _loaded(spec: Path) -> Spec:
+    try:
+        return load_spec(spec)
+    except SpecError as e:
+        print(e.format(), file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+def _selected(spec: Spec, limit: str | None) -> list[str] | None:
+    """``--limit``'s nodes (the shared selector), or exit 2 with its message; None: every node."""
+    if not limit:
+        return None
+    try:
+        return select_limit(spec, limit)
+    except SpecError as e:
+        print(e.format(), file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+def _show(plan: UpgradePlan, notes: list[str], spec: Spec) -> None:
+    """The summary line, what ``--limit`` means, and the numbered steps."""
+    db = spec.slurm.accounting.database if spec.slurm is not None else None
+    print(
+        f"Slurm {plan.running} -> {plan.package} ({', '.join(plan.pending)} not there yet): dump under "
+        f"{plan.backup_dir}; slurmdbd on {plan.dbd or '(none)'}; slurmctld on {', '.join(plan.controllers)}; "
+        f"slurmd in {len(plan.batches)} batch(es); jobs keep running"
+    )
+    for line in [*notes, *upgrade_steps(plan, db)]:
+        print(line)

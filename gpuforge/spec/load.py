@@ -203,6 +203,23 @@ def read_spec_text(path: str | Path) -> str:
         raise SpecError([SpecIssue((), f"not a UTF-8 text file (byte {e.start}: {e.reason})")], str(path)) from None
 
 
+#: How a spec read from standard input is named in errors (``gpuforge check -``).
+STDIN_NAME = "<stdin>"
+
+
+def parse_spec_stream(stream: typing.BinaryIO, base_dir: Path) -> Spec:
+    """A spec read from ``stream`` (standard input), named ``<stdin>`` in every error; at most
+    the file limit is read (more is refused, not waited for). Site paths are relative to ``base_dir``."""
+    data = stream.read(FILE_BYTES.value + 1)
+    if len(data) > FILE_BYTES.value:
+        raise SpecError([SpecIssue((), FILE_BYTES.refusal())], STDIN_NAME)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError([SpecIssue((), f"not UTF-8 text (byte {e.start}: {e.reason})")], STDIN_NAME) from None
+    return parse_spec(text, STDIN_NAME, base_dir=base_dir)
+
+
 def spec_json_schema() -> dict[str, Any]:
     """The JSON Schema of spec files (with each field's x-update-policy)."""
     schema = Spec.model_json_schema(mode="validation")

@@ -135,3 +135,17 @@ def test_kubernetes_is_planned_as_pinned_jobs(tmp_path: Path) -> None:
     assert all(j["spec"]["backoffLimit"] == 0 and j["spec"]["ttlSecondsAfterFinished"] == 3600 for j in jobs)
     config = json.loads(base64.b64decode(jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"]))
     assert [s["name"] for s in config["steps"]][:2] == ["cpu", "memory"], "no health step in a Job (Slurm's program)"
+
+
+def test_plan_names_a_leaf_only_when_jobs_are_grouped_by_leaf(tmp_path: Path) -> None:
+    """By partition (the default) a job has no leaf: its header says none (it said ``leaf None``)."""
+    from tests.acceptance.conftest import lab_spec
+
+    by_partition = run_cli("accept", str(lab_spec(tmp_path)), "--plan")
+    assert by_partition.returncode == 0, by_partition.stderr
+    headers = [line for line in by_partition.stdout.splitlines() if line.startswith("# ---- job ")]
+    assert headers and "None" not in by_partition.stdout
+    assert all(", leaf " not in h and ", partition " in h for h in headers), headers
+    by_leaf = lab_spec(tmp_path, lambda d: d.update(acceptance={"group_by": "leaf_switch"}), name="leaf.yaml")
+    cp = run_cli("accept", str(by_leaf), "--plan")
+    assert "# ---- job leaf1: " in cp.stdout and ", leaf leaf1\n" in cp.stdout, cp.stdout

@@ -91,13 +91,15 @@ def test_end_of_input_is_a_no(spec_file: Path, cluster: SimulatedCluster, monkey
     assert not changed_anything(cluster)
 
 
-def test_yes_applies_without_asking(
+def test_yes_applies_without_asking_and_still_shows_the_plan(
     spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """As Terraform's -auto-approve: the plan is printed, then applied without a question."""
     on_a_terminal(monkeypatch)
-    res = CliRunner().invoke(app, ["apply", str(spec_file), "-y"])
+    res = CliRunner().invoke(app, ["apply", str(spec_file), "-y", "--limit", "node[2-3]"])
     assert res.exit_code == 0, res.output
-    assert QUESTION not in res.stderr and "Plan:" not in res.stderr
+    assert QUESTION not in res.stderr
+    assert "Plan: 2 of 2 node(s) to change" in res.stderr and "  node[2-3]: " in res.stderr
     assert changed_anything(cluster)
 
 
