@@ -402,7 +402,7 @@ def apply(
         typer.Option(
             "--yes",
             "-y",
-            help="Apply without asking (the plan is still shown first); needed when stdin is not a terminal",
+            help="Apply without asking (what it applies to is still shown first); needed when stdin is not a terminal",
         ),
     ] = False,
     strict: StrictOpt = False,
@@ -411,7 +411,8 @@ def apply(
 ) -> None:
     """Converge the nodes to the spec without disturbing running work (rolling changes drain first).
 
-    Shows the plan and asks first; with --yes shows it and goes on. Given a plan file (plan --out),
+    Shows the plan and asks first; with --yes shows the nodes, the rolling change and what --tags
+    leaves alone, and goes on. Given a plan file (plan --out),
     applies exactly that plan without asking, with its --limit and --tags, and refuses (exit 2,
     nothing touched) when the spec file or a planned node moved since it was made. Exit status: 0
     converged; 1 a node failed; 2 bad input, a refused change or a declined confirmation (nothing
@@ -546,15 +547,20 @@ def _layer_selection(tags: str | None, skip_tags: str | None) -> LayerSelection 
 def _confirmer(
     spec: Path, limit: str | None, layers: LayerSelection | None, status: Status, ask: bool, saved: SavedPlan | None
 ) -> Callable[[ApplyPreview], bool]:
-    """apply's ``confirm``: the plan of the same nodes and layers and a summary (always shown, as
-    Terraform's -auto-approve does), then, when ``ask``, "Apply these changes? [y/N]" on the terminal
-    (the status line paused meanwhile). With a ``saved`` plan it first proves nothing moved since
+    """apply's ``confirm``: when ``ask`` or with a ``saved`` plan, the plan of the same nodes and
+    layers and a summary, then, when ``ask``, "Apply these changes? [y/N]" on the terminal (the
+    status line paused meanwhile); with --yes the summary apply knows without reading a node again
+    (:func:`preview_summary`). With a ``saved`` plan it first proves nothing moved since
     (:mod:`gpuforge.orchestrate.saved_plan`), else raises PlanFileError naming what did."""
-    from gpuforge.orchestrate.plan import confirmation_summary
+    from gpuforge.orchestrate.plan import confirmation_summary, preview_summary
     from gpuforge.orchestrate.plan import plan as make_plan
     from gpuforge.orchestrate.saved_plan import PlanFileError, check_spec_unchanged, moved, refusal
 
     def confirm(preview: ApplyPreview) -> bool:
+        if not ask and saved is None:
+            for line in preview_summary(preview):
+                err.print(line, markup=False, highlight=False)
+            return True
         status.update("planning (nothing is changed)")
         planned = make_plan(spec, limit=limit, layers=layers)
         if saved is not None:

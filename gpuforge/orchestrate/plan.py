@@ -226,6 +226,23 @@ def confirmation_summary(preview: ApplyPreview, planned: PlanResult) -> list[str
     return lines
 
 
+def preview_summary(preview: ApplyPreview) -> list[str]:
+    """What ``apply --yes`` shows before it starts, from what apply knows without reading a node
+    (a second read of every node's facts would double the run): the nodes, the rolling change and
+    what ``--tags`` leaves alone; ``gpuforge plan`` shows the steps."""
+    lines = [f"Applying to {len(preview.nodes)} node(s): {hostlist.compress(preview.nodes)}" + _only(preview)]
+    if preview.to_roll:
+        size = preview.spec.rollout.batch_size
+        fields = ", ".join(preview.rolling_fields) or "nodes an interrupted rollout left drained"
+        lines.append(
+            f"Rolling change ({fields}) on {hostlist.compress(preview.to_roll)}: drained {size} at a time, "
+            "changed, validated, resumed"
+        )
+    for why, names in _grouped(preview.held_back).items():
+        lines.append(f"Left alone: {hostlist.compress(names)}: {why}")
+    return lines
+
+
 def _only(preview: ApplyPreview) -> str:
     return f" (only {preview.layers.describe()})" if preview.layers is not None else ""
 

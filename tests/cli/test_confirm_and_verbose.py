@@ -91,16 +91,26 @@ def test_end_of_input_is_a_no(spec_file: Path, cluster: SimulatedCluster, monkey
     assert not changed_anything(cluster)
 
 
-def test_yes_applies_without_asking_and_still_shows_the_plan(
+def test_yes_applies_without_asking_and_still_shows_what_it_applies(
     spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As Terraform's -auto-approve: the plan is printed, then applied without a question."""
+    """As Terraform's -auto-approve, a summary first, then no question; the summary is what apply
+    knows without reading the nodes twice (the rolling change, what --tags leaves alone)."""
     on_a_terminal(monkeypatch)
-    res = CliRunner().invoke(app, ["apply", str(spec_file), "-y", "--limit", "node[2-3]"])
+    runner = CliRunner()
+    res = runner.invoke(app, ["apply", str(spec_file), "-y", "--limit", "node[2-3]"])
     assert res.exit_code == 0, res.output
     assert QUESTION not in res.stderr
-    assert "Plan: 2 of 2 node(s) to change" in res.stderr and "  node[2-3]: " in res.stderr
+    assert "Applying to 2 node(s): node[2-3]" in res.stderr
     assert changed_anything(cluster)
+    data = yaml.safe_load(spec_file.read_text())
+    workers = data["node_groups"][1]
+    workers["hardware"] = {**workers["hardware"], "real_memory_mb": 2000}  # a rolling field of theirs
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = runner.invoke(app, ["apply", str(spec_file), "-y", "--tags", "slurm"])
+    text = " ".join(res.stderr.split())
+    assert "Applying to 3 node(s): node[1-3] (only slurm)" in text, text
+    assert "Left alone: node[2-3]: a rolling change (node_groups.workers.hardware.real_memory_mb) is pending" in text
 
 
 def test_the_question_shows_a_pending_rolling_change_and_what_tags_leave_alone(
