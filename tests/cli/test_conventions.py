@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -26,8 +27,13 @@ def test_version_names_the_package_and_python() -> None:
 
 
 def test_show_completion_prints_the_bash_script() -> None:
-    cp = run_cli("--show-completion", "bash")
-    assert cp.returncode == 0, cp.stderr
+    # typer names the shell from the parent processes (shellingham), not from an argument: run it
+    # under bash (the "; true" keeps bash from exec'ing it), as a user's shell would, wherever pytest runs.
+    cp = subprocess.run(
+        ["bash", "-c", f"{shlex.quote(sys.executable)} -m gpuforge --show-completion; true"],
+        capture_output=True, text=True, timeout=120, cwd=REPO, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert cp.returncode == 0 and not cp.stderr, cp.stderr
     assert "_gpuforge_completion()" in cp.stdout
     assert "complete -o default -F _gpuforge_completion gpuforge" in cp.stdout
     assert "_GPUFORGE_COMPLETE=complete_bash" in cp.stdout
