@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # Root is needed (network namespaces, systemd-nspawn, packages). As a user with sudo, the script
 # runs itself again under sudo; a root shell (a fresh machine has no sudo) runs it as it is.
 if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then exec sudo --preserve-env=CI,GPUFORGE_CPU_HOG,COLUMNS bash "$PWD/scripts/test.sh" "$@"; fi
+  if command -v sudo >/dev/null 2>&1; then exec sudo --preserve-env=CI,GPUFORGE_CPU_HOG,GPUFORGE_TEST_WORKERS,COLUMNS bash "$PWD/scripts/test.sh" "$@"; fi
   echo "test: run as root (there is no sudo here to become root with)" >&2
   exit 2
 fi
@@ -38,9 +38,14 @@ record=${GPUFORGE_TEST_TIMES:-/var/lib/gpuforge/test-times.json}
 [ "$cov_min" -eq 0 ] && record=$(mktemp -u)
 lab_junit=$(mktemp)
 trap '[ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit"' EXIT
+# The non-lab tests run on every core (pytest-xdist; a module's tests stay in one worker, so its
+# fixtures are made once); GPUFORGE_TEST_WORKERS=1 runs them in one process.
+workers=${GPUFORGE_TEST_WORKERS:-$(nproc)}
+parallel=()
+[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadscope)
 marks+=("not-lab=$(date +%s)")
-echo "== pytest (not lab; coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
-pytest -m "not lab" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term \
+echo "== pytest (not lab, $workers worker(s); coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
+pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term \
   --cov-fail-under="$cov_min" "$@"
 rc_unit=$?
 marks+=("lab=$(date +%s)")
