@@ -88,10 +88,11 @@ def _logging(verbose: int, log_file: Path | None) -> None:
 
 
 def _warnings(s: Spec, path: Path, strict: bool) -> None:
-    """Print the spec's warnings (spec_warnings.all_warnings); with ``strict``, exit 2 when there are any."""
-    from gpuforge.spec.spec_warnings import all_warnings, strict_failure
+    """Print the spec's warnings (digest_warnings.every_warning); with ``strict``, exit 2 when there are any."""
+    from gpuforge.bundle.digest_warnings import every_warning
+    from gpuforge.spec.spec_warnings import strict_failure
 
-    warnings = all_warnings(s)
+    warnings = every_warning(s)
     for w in warnings:
         err.print(f"{path}: warning: {w.format()}", markup=False, highlight=False)
     failure = strict_failure(warnings) if strict else None
@@ -151,9 +152,9 @@ def check(
         raise typer.Exit(2) from None
     nodes = resolve_nodes(s)
     if json_out:
-        from gpuforge.spec.spec_warnings import all_warnings
+        from gpuforge.bundle.digest_warnings import every_warning
 
-        found = [{"path": w.path, "message": w.message} for w in all_warnings(s)]
+        found = [{"path": w.path, "message": w.message} for w in every_warning(s)]
         ok = not (strict and found)
         print(json.dumps({"ok": ok, "cluster": s.cluster.name, "nodes": len(nodes), "warnings": found}))
         if not ok:
