@@ -101,10 +101,10 @@ def _warnings(s: Spec, path: Path, strict: bool) -> None:
         raise typer.Exit(2)
 
 
-def _load(path: Path) -> Spec:
-    """Load a spec or exit 2 with every problem listed (no traceback)."""
+def _load(path: Path, waive: frozenset[tuple[str | int, ...]] = frozenset()) -> Spec:
+    """Load a spec or exit 2 with every problem listed (no traceback); ``waive``: as ``load_spec``'s."""
     try:
-        return load_spec(path)
+        return load_spec(path, waive)
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -568,19 +568,21 @@ def bundle(
         bool, typer.Option("--json", help="The bundle's manifest (or the --verify result) as JSON on stdout")
     ] = False,
 ) -> None:
-    """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
+    """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle).
+    An offline SPEC need not pin sources.bundle_fingerprint yet: the build prints the key to pin."""
     from gpuforge.bundle.build import build_bundle
     from gpuforge.bundle.build import tools_missing as bundle_tools_missing
+    from gpuforge.spec.load import UNPINNED_BUNDLE
 
     pin = _fingerprint_option(fingerprint)
     if verify is not None:
         if pin is None and spec is not None:
-            pin = _load(spec).sources.bundle_fingerprint
+            pin = _load(spec, UNPINNED_BUNDLE).sources.bundle_fingerprint
         _verify_bundle(verify, pin, json_out)
     if spec is None or output is None:
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR --fingerprint FPR", markup=False)
         raise typer.Exit(2)
-    s = _load(spec)
+    s = _load(spec, UNPINNED_BUNDLE)
     missing_tools = bundle_tools_missing(s)
     if missing_tools:
         err.print(

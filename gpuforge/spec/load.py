@@ -125,8 +125,11 @@ def _shorten(message: str) -> str:
     return message if len(message) <= limit else f"{message[:limit]}... (cut: {len(message):,} characters)"
 
 
-def parse_spec(text: str, filename: str | None = None, base_dir: Path | None = None) -> Spec:
-    """Parse and check spec text; raise SpecError listing every problem.
+def parse_spec(
+    text: str, filename: str | None = None, base_dir: Path | None = None, waive: frozenset[Loc] = frozenset()
+) -> Spec:
+    """Parse and check spec text; raise SpecError listing every problem (but the cross-field rules'
+    problems at a path in ``waive``: ``UNPINNED_BUNDLE`` for ``gpuforge bundle``).
 
     Every limit (``gpuforge.spec.limits``) is checked before the work it bounds: the YAML while it
     is parsed, the counts of nodes, accounts and partitions before any field is validated. Site
@@ -144,7 +147,7 @@ def parse_spec(text: str, filename: str | None = None, base_dir: Path | None = N
     except ValidationError as e:
         issues = [_issue_from_pydantic(err, lines) for err in e.errors()]
         raise SpecError(_dedupe(issues), filename) from None
-    problems = check_rules(spec)
+    problems = [p for p in check_rules(spec) if p.loc not in waive]
     where = base_dir or (Path(filename).parent if filename else None)
     if where is not None:
         problems += [SpecIssue(loc, msg) for loc, msg in missing_site_files(spec.site, where)]
@@ -179,12 +182,18 @@ def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:
     return sorted(out, key=lambda i: (i.line or 0, i.path))
 
 
-def load_spec(path: str | Path) -> Spec:
+#: What ``gpuforge bundle`` waives: an offline spec's ``sources.bundle_fingerprint`` is the key the
+#: bundle build prints, so the build cannot need it (everything else is checked as always).
+UNPINNED_BUNDLE: frozenset[Loc] = frozenset({("sources", "bundle_fingerprint")})
+
+
+def load_spec(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Spec:
     """Load and check a spec file (a regular file within the size limit, read only then), with its
-    ``discover: true`` groups' figures from the facts file beside it (``gpuforge.spec.discovered``)."""
+    ``discover: true`` groups' figures from the facts file beside it (``gpuforge.spec.discovered``).
+    ``waive``: as ``parse_spec``'s."""
     from gpuforge.spec.discovered import apply_discovered
 
-    return apply_discovered(parse_spec(read_spec_text(path), str(path)), path)
+    return apply_discovered(parse_spec(read_spec_text(path), str(path), waive=waive), path)
 
 
 def read_spec_text(path: str | Path) -> str:

@@ -690,7 +690,8 @@ def source_rules(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(
             ("sources", "bundle_fingerprint"),
             "mode offline needs bundle_fingerprint: the signing key fingerprint 'gpuforge bundle' printed "
-            "(without it a changed bundle could re-sign itself)",
+            "(without it a changed bundle could re-sign itself); 'gpuforge bundle SPEC -o DIR' builds from this "
+            "spec without it and ends with the line to add: 'pin it: sources.bundle_fingerprint: <40 hex digits>'",
         )
     if src.mode is SourceMode.MIRROR and not (src.apt_proxy or any(src.mirrors.model_dump().values())):
         yield SpecIssue(("sources", "mirrors"), "mode mirror needs apt_proxy or at least one mirror URL")
