@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from datetime import date
 
-from gpuforge.bundle.downloads import ArtifactNeed, spec_needs
-from gpuforge.spec import Spec
+from gpuforge.bundle.downloads import spec_needs
+from gpuforge.render.kubeadm import first_control_plane
+from gpuforge.spec import Spec, resolve_nodes
 from gpuforge.spec.artifact_digests import pin_hint
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.hostlist import compress
+from gpuforge.spec.nodes import Node
 from gpuforge.spec.spec_warnings import all_warnings
 
 #: What is not installed when a release file has no known sha256, by the start of its file name.
@@ -42,21 +44,39 @@ def skipped(name: str) -> str:
     return next((what for prefix, what in SKIPPED if name.startswith(prefix)), name)
 
 
-def _warning(name: str, need: ArtifactNeed) -> SpecIssue:
-    nodes = compress(need.nodes)
+def _warning(name: str, nodes: list[str]) -> SpecIssue:
     message = (
-        f"no sha256 is known for {name}, so {skipped(name)} is not installed (needed on {len(need.nodes)} "
-        f"node(s): {nodes}); {pin_hint(name)}"
+        f"no sha256 is known for {name}, so {skipped(name)} is not installed (needed on {len(nodes)} "
+        f"node(s): {compress(nodes)}); {pin_hint(name)}"
     )
     return SpecIssue(PIN_FIELD, message)
+
+
+def representatives(spec: Spec) -> tuple[list[Node], dict[str, list[str]]]:
+    """One node per group (the first control plane on its own: it alone installs the add-ons), and
+    the nodes each stands for: what a node needs follows from its group, so ``check`` of a
+    10,000-node spec asks ``spec_needs`` about a few nodes, not all of them."""
+    first = first_control_plane(spec) if spec.kubernetes is not None else None
+    reps: list[Node] = []
+    members: dict[str, list[str]] = {}
+    by_key: dict[str, str] = {}
+    for n in resolve_nodes(spec):
+        key = f"node {n.name}" if first is not None and n.name == first.name else f"group {n.group}"
+        if key not in by_key:
+            by_key[key] = n.name
+            reps.append(n)
+            members[n.name] = []
+        members[by_key[key]].append(n.name)
+    return reps, members
 
 
 def artifact_warnings(spec: Spec) -> list[SpecIssue]:
     """One warning per release file the spec's nodes need whose sha256 is known neither from
     gpuforge's cited table nor from the spec's pins (nor checked otherwise), in the order found."""
-    needs = spec_needs(spec).artifacts
+    reps, members = representatives(spec)
+    needs = spec_needs(spec, reps).artifacts
     return [
-        _warning(name, need)
+        _warning(name, [m for rep in need.nodes for m in members[rep]])
         for name, need in needs.items()
         if need.artifact.sha256 is None and need.artifact.verified_by is None
     ]

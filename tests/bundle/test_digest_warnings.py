@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from gpuforge.bundle.digest_warnings import artifact_warnings
+from gpuforge.bundle.digest_warnings import artifact_warnings, representatives
+from gpuforge.bundle.downloads import spec_needs
+from gpuforge.spec import resolve_nodes
 from tests.helpers import INVENTORIES, variant
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,3 +83,14 @@ def test_check_prints_the_warning_and_strict_exits_2(tmp_path: Path) -> None:
     assert strict.returncode == 2 and strict.stderr.splitlines()[-1] == "error: --strict: 1 warning(s)"
     doc = json.loads(check(path, "--json").stdout)
     assert [w["path"] for w in doc["warnings"]] == ["sources.artifact_sha256"] and doc["ok"] is True
+
+
+@pytest.mark.parametrize("name", ["slurm-h100", "k8s-gpu-operator", "lab-k8s", "vagrant"])
+def test_one_node_per_group_finds_what_every_node_needs(name: str) -> None:
+    """The warnings ask spec_needs about one node per group (and the first control plane): the
+    files and the nodes they name are those of asking about every node."""
+    spec = variant(name, lambda d: None)
+    reps, members = representatives(spec)
+    every = {f: sorted(n.nodes) for f, n in spec_needs(spec).artifacts.items()}
+    few = {f: sorted(m for r in n.nodes for m in members[r]) for f, n in spec_needs(spec, reps).artifacts.items()}
+    assert few == every and len(reps) < len(resolve_nodes(spec))
