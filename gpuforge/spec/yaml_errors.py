@@ -50,7 +50,7 @@ def quoted_line(text: str, line: int) -> str:
 
 
 #: A plain value with brackets in it, as a hostlist is written (``gpu[01-04]``, ``gpu[01-02]-ib``).
-_BRACKETED = re.compile(r"[^\s,:{}\[\]]*(?:\[[^\]\s]*\][^\s,:{}\[\]]*)+")
+_BRACKETED = re.compile(r"[^\s,:{}\[\]]*(?:\[[^\s\[\]]*\][^\s,:{}\[\]]*)+")  # no nested '[': linear
 
 
 def _flow_bracket_hint(text: str, mark: Any) -> str:
@@ -62,8 +62,9 @@ def _flow_bracket_hint(text: str, mark: Any) -> str:
     if line[col : col + 1] != "[" or col == 0 or line[col - 1] in " \t,:{[":
         return ""
     start = max(line.rfind(c, 0, col) for c in " \t,{[") + 1
-    m = _BRACKETED.match(line, start)
-    value = m.group(0) if m else line[start : col + 1]
+    shown = line[start : start + QUOTED_CHARS]  # a hostile line may be megabytes long
+    m = _BRACKETED.match(shown)
+    value = m.group(0) if m else shown[: col + 1 - start]
     return (
         f"inside {{...}} or [...] an unquoted value ends at '[', so a hostlist there must be quoted: "
         f"{value!r} (or write the mapping in block style, one key per line)"

@@ -3,6 +3,8 @@ the mistake named first, then what to write."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gpuforge.spec import SpecError, parse_spec
@@ -125,3 +127,11 @@ def test_a_far_check_name_gets_no_guess() -> None:
     with pytest.raises(UnknownCheck) as info:
         match("zzzz")
     assert str(info.value).startswith("unknown check 'zzzz'; known: config.files, ")
+
+
+def test_the_flow_hint_on_a_hostile_line_is_quick_and_short() -> None:
+    """A value of 30,000 '[1]' after a name: the hint's value is cut to the quoted line's length."""
+    started = time.perf_counter()
+    (line,) = problems(SPEC.replace("{name: batch, nodes: ctl}", "{name: batch, nodes: x" + "[1]" * 30_000 + "}"))
+    assert time.perf_counter() - started < 1.0
+    assert "a hostlist there must be quoted: 'x" in line and len(line) < 1_000
