@@ -94,10 +94,11 @@ def _logging(verbose: int, log_file: Path | None) -> None:
 
 
 def _warnings(s: Spec, path: Path, strict: bool) -> None:
-    """Print the spec's warnings (spec_warnings.all_warnings); with ``strict``, exit 2 when there are any."""
-    from gpuforge.spec.spec_warnings import all_warnings, strict_failure
+    """Print the spec's warnings (digest_warnings.every_warning); with ``strict``, exit 2 when there are any."""
+    from gpuforge.bundle.digest_warnings import every_warning
+    from gpuforge.spec.spec_warnings import strict_failure
 
-    warnings = all_warnings(s)
+    warnings = every_warning(s)
     for w in warnings:
         err.print(f"{path}: warning: {w.format()}", markup=False, highlight=False)
     failure = strict_failure(warnings) if strict else None
@@ -106,10 +107,10 @@ def _warnings(s: Spec, path: Path, strict: bool) -> None:
         raise typer.Exit(2)
 
 
-def _load(path: Path) -> Spec:
-    """Load a spec or exit 2 with every problem listed (no traceback)."""
+def _load(path: Path, waive: frozenset[tuple[str | int, ...]] = frozenset()) -> Spec:
+    """Load a spec or exit 2 with every problem listed (no traceback); ``waive``: as ``load_spec``'s."""
     try:
-        return load_spec(path)
+        return load_spec(path, waive)
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -160,9 +161,9 @@ def check(
         raise typer.Exit(2) from None
     nodes = resolve_nodes(s)
     if json_out:
-        from gpuforge.spec.spec_warnings import all_warnings
+        from gpuforge.bundle.digest_warnings import every_warning
 
-        found = [{"path": w.path, "message": w.message} for w in all_warnings(s)]
+        found = [{"path": w.path, "message": w.message} for w in every_warning(s)]
         ok = not (strict and found)
         print(json.dumps({"ok": ok, "cluster": s.cluster.name, "nodes": len(nodes), "warnings": found}))
         if not ok:
@@ -663,19 +664,21 @@ def bundle(
         bool, typer.Option("--json", help="The bundle's manifest (or the --verify result) as JSON on stdout")
     ] = False,
 ) -> None:
-    """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle)."""
+    """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle).
+    An offline SPEC need not pin sources.bundle_fingerprint yet: the build prints the key to pin."""
     from gpuforge.bundle.build import build_bundle
     from gpuforge.bundle.build import tools_missing as bundle_tools_missing
+    from gpuforge.spec.load import UNPINNED_BUNDLE
 
     pin = _fingerprint_option(fingerprint)
     if verify is not None:
         if pin is None and spec is not None:
-            pin = _load(spec).sources.bundle_fingerprint
+            pin = _load(spec, UNPINNED_BUNDLE).sources.bundle_fingerprint
         _verify_bundle(verify, pin, json_out)
     if spec is None or output is None:
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR --fingerprint FPR", markup=False)
         raise typer.Exit(2)
-    s = _load(spec)
+    s = _load(spec, UNPINNED_BUNDLE)
     missing_tools = bundle_tools_missing(s)
     if missing_tools:
         err.print(

@@ -20,8 +20,6 @@ from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node
 
 HostEntry = tuple[str, dict[str, Any]]
-#: Tries of pyinfra's SSH connection after the first (``ssh_connect_retries``).
-CONNECT_RETRIES = 2
 
 
 def host_data(
@@ -37,11 +35,9 @@ def host_data(
         "ssh_user": spec.ssh.user,
         "ssh_port": spec.ssh.port,
         "ssh_strict_host_key_checking": "yes",
-        # A busy node's sshd may drop one connection (its node lock was taken a moment before, so
-        # it is up): two more tries, a second or two apart, before the node fails.
-        "ssh_connect_retries": CONNECT_RETRIES,
-        "ssh_connect_retry_min_delay": 1.0,
-        "ssh_connect_retry_max_delay": 2.0,
+        # No retries of pyinfra's: gpuforge.deploy.connect tries again only a connection the
+        # node's sshd dropped (a busy sshd), never a refusal, a timeout or a host-key failure.
+        "ssh_connect_retries": 0,
     }
     if node.connector is Connector.SSH:
         data["ssh_hostname"] = node.ssh_target

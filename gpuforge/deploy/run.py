@@ -7,7 +7,6 @@ and a re-run finishes it. The run's records (changed paths, plans, reports) live
 
 from __future__ import annotations
 
-import contextlib
 import io
 import logging
 import re
@@ -20,12 +19,11 @@ from typing import Any
 
 import gevent
 from pyinfra.api import Config, Inventory, State
-from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operations import run_ops
 from pyinfra.api.state import BaseStateCallback
 
+from gpuforge.deploy.connect import connect_nodes
 from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.inventory import inventory_groups
 from gpuforge.deploy.layer_progress import LayerProgress, ProgressCallback
@@ -165,8 +163,7 @@ def run_site(
     helpers = f" (and {', '.join(sorted(run.token_hosts))} for the join token only)" if run.token_hosts else ""
     say(f"connecting to {len(state.inventory) - len(run.token_hosts)} node(s){helpers}")
     t0 = time.monotonic()
-    with contextlib.suppress(PyinfraError):  # raised when no host could be reached; each is reported below
-        connect_all(state)
+    causes = connect_nodes(state)  # each unreachable node's cause, sanitized (gpuforge.deploy.connect)
     down = sorted(h.name for h in state.inventory if not h.connected)
     reached = sum(1 for h in state.inventory if h.connected and h.name not in run.token_hosts)
     say(
@@ -179,7 +176,7 @@ def run_site(
     for h in state.inventory:
         if not h.connected:
             results[h.name].connected = False
-            results[h.name].error = "unreachable over SSH (check the address, key and known_hosts)"
+            results[h.name].error = causes.get(h.name, "unreachable over SSH")
     if not reached:
         return ApplyResult(without_token_hosts(results, run))
     say("planning and converging")

@@ -17,6 +17,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.syntax import Syntax
+from rich.text import Text
 
 from gpuforge.deploy.image_mode import ImageCompare
 from gpuforge.deploy.runstate import PlannedOp, RunState
@@ -116,7 +117,8 @@ class PlanResult:
             if name in self.images:
                 console.print(f"{name}: {self.images[name]}", markup=False, highlight=False)
             if name in self.errors:
-                console.print(f"[red]{name}: {self.errors[name]}[/]")
+                # the error quotes node text (an SSH banner): printed as text, never as markup
+                console.print(Text(f"{name}: {self.errors[name]}", style="red"), highlight=False)
                 continue
             if not steps:
                 console.print(f"[green]{name}: no change[/]")

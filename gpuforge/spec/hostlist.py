@@ -18,6 +18,11 @@ _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 #: A host name is one RFC 1123 label: it becomes a file name under ``render -o``, an ssh
 #: argument and a Slurm NodeName, so no dots, no leading '-', nothing but letters, digits, '-'.
 _HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+#: Why a name is refused, as the messages say it (the rule of ``_HOST_NAME``).
+HOST_NAME_RULE = (
+    "a host name is one DNS label: letters, digits and inner '-' only (no '_', '.' or spaces), 63 characters "
+    "at most; it becomes a file name, an ssh argument and a Slurm NodeName"
+)
 #: The most names one expression may expand to, checked before anything is expanded: no more
 #: than a spec may have nodes (``gpuforge.spec.limits``).
 MAX_HOSTS = NODES.value
@@ -124,12 +129,12 @@ def _expand_one(pattern: str, expr: str) -> list[str]:
         end = rest.find("]", start)
         prefix = rest[:start]
         if prefix and not _NAME_CHARS.fullmatch(prefix):
-            raise HostlistError(f"invalid host name part {prefix!r} in hostlist {expr!r}")
+            raise HostlistError(f"invalid host name part {prefix!r} in hostlist {expr!r}: {HOST_NAME_RULE}")
         pieces.append([prefix + n for n in _expand_range(rest[start + 1 : end], expr)])
         rest = rest[end + 1 :]
     if rest or not pieces:
         if not rest or not _NAME_CHARS.fullmatch(rest):
-            raise HostlistError(f"invalid host name {rest!r} in hostlist {expr!r}")
+            raise HostlistError(f"invalid host name {rest!r} in hostlist {expr!r}: {HOST_NAME_RULE}")
         pieces.append([rest])
     names = [""]
     for piece in pieces:
@@ -154,10 +159,7 @@ def expand(expr: str) -> list[str]:
             raise HostlistError(f"empty item in hostlist {expr!r}")
         for name in _expand_one(part, expr):
             if not _HOST_NAME.fullmatch(name):
-                raise HostlistError(
-                    f"{name!r} in hostlist {expr!r} is not a host name "
-                    "(letters, digits and inner '-', 63 characters at most)"
-                )
+                raise HostlistError(f"{name!r} in hostlist {expr!r} is not a host name: {HOST_NAME_RULE}")
             if name not in seen:
                 seen.add(name)
                 names.append(name)

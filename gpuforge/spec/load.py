@@ -16,10 +16,10 @@ from gpuforge.spec.bounds import count_problems
 from gpuforge.spec.errors import Loc, SpecError, SpecIssue
 from gpuforge.spec.extensions import missing_site_files
 from gpuforge.spec.limits import FILE_BYTES
-from gpuforge.spec.model import DRIVER_VERSION, NAME, SLURM_TIME, VERSION, Spec
+from gpuforge.spec.model import DRIVER_VERSION, NAME, SCHEDULER_ROLES, SLURM_TIME, VERSION, Scheduler, Spec
 from gpuforge.spec.redact import redact_url_credentials
 from gpuforge.spec.rules import check_rules
-from gpuforge.spec.suggest import did_you_mean, enum_hint, expected_values
+from gpuforge.spec.suggest import did_you_mean, enum_hint, expected_values, role_hint
 
 #: How much of a refused value a problem repeats (the file has the rest, at the line given).
 SHOWN_CHARS = 120
@@ -80,7 +80,29 @@ PATTERN_HELP = {
 }
 
 
-def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
+def _scheduler_roles(data: dict[Any, Any]) -> tuple[str, list[str]] | None:
+    """The file's scheduler and its roles (None: no valid ``cluster.scheduler`` to go by)."""
+    cluster = data.get("cluster")
+    value = cluster.get("scheduler") if isinstance(cluster, dict) else None
+    if not isinstance(value, str) or value not in set(Scheduler):
+        return None
+    return value, [r.value for r in SCHEDULER_ROLES[Scheduler(value)]]
+
+
+def _is_role(loc: Loc) -> bool:
+    """``node_groups[i].roles[j]``."""
+    return len(loc) == 4 and loc[0] == "node_groups" and loc[2] == "roles"
+
+
+def _number_hint(value: object, shown: str | None) -> str:
+    """What to write for a number where text is wanted: YAML read the unquoted value as a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or shown is None:
+        return ""
+    lost = " (as a number, trailing zeros are lost: 12.10 reads as 12.1)" if isinstance(value, float) else ""
+    return f'YAML reads an unquoted {shown} as a number: quote it, "{shown}"{lost}'
+
+
+def _issue_from_pydantic(err: Any, lines: dict[Loc, int], scheduler: tuple[str, list[str]] | None = None) -> SpecIssue:
     kind = err["type"]
     raw: Loc = tuple(err["loc"])
     # Drop pydantic's union branch tags ("str", "function-after[...]"); an unknown key is the file's own.
@@ -105,7 +127,13 @@ def _issue_from_pydantic(err: Any, lines: dict[Loc, int]) -> SpecIssue:
     if kind not in ("extra_forbidden", "missing") and shown is not None and shown not in msg:
         msg = f"{msg} (got {shown})"
     if kind in ("enum", "literal_error"):
-        hint = enum_hint(err.get("input"), expected_values(str(err.get("ctx", {}).get("expected", ""))))
+        if scheduler is not None and _is_role(loc):
+            hint = role_hint(err.get("input"), *scheduler)
+        else:
+            hint = enum_hint(err.get("input"), expected_values(str(err.get("ctx", {}).get("expected", ""))))
+        msg = f"{msg}; {hint}" if hint else msg
+    elif kind == "string_type":
+        hint = _number_hint(err.get("input"), shown)
         msg = f"{msg}; {hint}" if hint else msg
     return SpecIssue(loc, _shorten(redact_url_credentials(msg)), line=_line_for(lines, loc))
 
@@ -125,8 +153,11 @@ def _shorten(message: str) -> str:
     return message if len(message) <= limit else f"{message[:limit]}... (cut: {len(message):,} characters)"
 
 
-def parse_spec(text: str, filename: str | None = None, base_dir: Path | None = None) -> Spec:
-    """Parse and check spec text; raise SpecError listing every problem.
+def parse_spec(
+    text: str, filename: str | None = None, base_dir: Path | None = None, waive: frozenset[Loc] = frozenset()
+) -> Spec:
+    """Parse and check spec text; raise SpecError listing every problem (but the cross-field rules'
+    problems at a path in ``waive``: ``UNPINNED_BUNDLE`` for ``gpuforge bundle``).
 
     Every limit (``gpuforge.spec.limits``) is checked before the work it bounds: the YAML while it
     is parsed, the counts of nodes, accounts and partitions before any field is validated. Site
@@ -142,9 +173,9 @@ def parse_spec(text: str, filename: str | None = None, base_dir: Path | None = N
     try:
         spec = Spec.model_validate(data)
     except ValidationError as e:
-        issues = [_issue_from_pydantic(err, lines) for err in e.errors()]
+        issues = [_issue_from_pydantic(err, lines, _scheduler_roles(data)) for err in e.errors()]
         raise SpecError(_dedupe(issues), filename) from None
-    problems = check_rules(spec)
+    problems = [p for p in check_rules(spec) if p.loc not in waive]
     where = base_dir or (Path(filename).parent if filename else None)
     if where is not None:
         problems += [SpecIssue(loc, msg) for loc, msg in missing_site_files(spec.site, where)]
@@ -179,12 +210,18 @@ def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:
     return sorted(out, key=lambda i: (i.line or 0, i.path))
 
 
-def load_spec(path: str | Path) -> Spec:
+#: What ``gpuforge bundle`` waives: an offline spec's ``sources.bundle_fingerprint`` is the key the
+#: bundle build prints, so the build cannot need it (everything else is checked as always).
+UNPINNED_BUNDLE: frozenset[Loc] = frozenset({("sources", "bundle_fingerprint")})
+
+
+def load_spec(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Spec:
     """Load and check a spec file (a regular file within the size limit, read only then), with its
-    ``discover: true`` groups' figures from the facts file beside it (``gpuforge.spec.discovered``)."""
+    ``discover: true`` groups' figures from the facts file beside it (``gpuforge.spec.discovered``).
+    ``waive``: as ``parse_spec``'s."""
     from gpuforge.spec.discovered import apply_discovered
 
-    return apply_discovered(parse_spec(read_spec_text(path), str(path)), path)
+    return apply_discovered(parse_spec(read_spec_text(path), str(path), waive=waive), path)
 
 
 def read_spec_text(path: str | Path) -> str:

@@ -140,6 +140,11 @@ class Role(StrEnum):
 
 SLURM_ROLES = frozenset({Role.CONTROLLER, Role.COMPUTE, Role.LOGIN, Role.ACCOUNTING_DB})
 K8S_ROLES = frozenset({Role.K8S_CONTROL_PLANE, Role.K8S_WORKER})
+#: The roles a node may have under each scheduler (the other scheduler's roles are refused).
+SCHEDULER_ROLES: dict[Scheduler, tuple[Role, ...]] = {
+    Scheduler.SLURM: tuple(r for r in Role if r not in K8S_ROLES),
+    Scheduler.KUBERNETES: tuple(r for r in Role if r not in SLURM_ROLES),
+}
 
 
 class SourceMode(StrEnum):

@@ -27,6 +27,7 @@ from gpuforge.spec.k8s_model import operator_dcgm_exporter
 from gpuforge.spec.mig import mig_layout
 from gpuforge.spec.model import (
     K8S_ROLES,
+    SCHEDULER_ROLES,
     SLURM_ROLES,
     Account,
     Connector,
@@ -144,6 +145,12 @@ def unique_names_and_addresses(spec: Spec) -> Iterator[SpecIssue]:
             yield SpecIssue(("node_groups", gi, "address_start"), problem)
 
 
+def no_mig_message(model: str, group: str) -> str:
+    """The refusal of a MIG layout on a GPU without MIG: that first, then the fix and the GPUs that have it."""
+    mig_models = ", ".join(name for name, m in GPU_MODELS.items() if m.supports_mig)
+    return f"{model} does not support MIG: drop mig_config from group {group!r} (GPUs with MIG: {mig_models})"
+
+
 def _role_nodes(spec: Spec, role: Role) -> list[str]:
     return [name for g in spec.node_groups if role in g.roles for name in g.hostnames]
 
@@ -179,7 +186,8 @@ def scheduler_sections_and_roles(spec: Spec) -> Iterator[SpecIssue]:
         if bad:
             yield SpecIssue(
                 ("node_groups", gi, "roles"),
-                f"role(s) {', '.join(bad)} do not fit scheduler {sched.value}",
+                f"role(s) {', '.join(bad)} do not fit scheduler {sched.value}; its roles: "
+                f"{', '.join(r.value for r in SCHEDULER_ROLES[sched])}",
             )
     if spec.monitoring.prometheus and not _role_nodes(spec, Role.MONITORING):
         yield SpecIssue(
@@ -292,7 +300,12 @@ def slurm_rules(spec: Spec) -> Iterator[SpecIssue]:
     if s.accounting.enabled and len(db_nodes) != 1:
         yield SpecIssue(
             ("slurm", "accounting", "enabled"),
-            f"accounting needs exactly one node with role accounting-db; found {len(db_nodes)}",
+            f"accounting needs exactly one node with role accounting-db; found {len(db_nodes)}"
+            + (
+                f": {hostlist.compress(db_nodes)}"
+                if db_nodes
+                else ": give one node that role, or turn accounting off: slurm: {accounting: {enabled: false}}"
+            ),
         )
     if not s.accounting.enabled:
         if db_nodes:
@@ -341,6 +354,8 @@ def slurm_gpu_rules(spec: Spec) -> Iterator[SpecIssue]:
     for gi, group in enumerate(spec.node_groups):
         if group.hardware.gpu is None or Role.COMPUTE not in group.roles or not group.mig_config:
             continue
+        if not GPU_MODELS[group.hardware.gpu.model].supports_mig:
+            continue  # mig_rules: the GPU has no MIG at all, which is what to fix first
         if not slurm_gpu.uses_nvml(spec, group):
             yield SpecIssue(
                 ("node_groups", gi, "mig_config"),
@@ -473,7 +488,7 @@ def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
             continue
         model = GPU_MODELS[group.hardware.gpu.model]
         if not model.supports_mig:
-            yield SpecIssue(loc, f"{model.name} does not support MIG")
+            yield SpecIssue(loc, no_mig_message(model.name, group.name))
             continue
         claimed: dict[int, int] = {}
         for ei, entry in enumerate(entries):
@@ -540,6 +555,8 @@ def _single_strategy_layouts(spec: Spec) -> Iterator[SpecIssue]:
         entries = spec.mig.configs.get(group.mig_config or "")
         if not entries or group.hardware.gpu is None or Role.K8S_WORKER not in group.roles:
             continue
+        if not GPU_MODELS[group.hardware.gpu.model].supports_mig:
+            continue  # mig_rules says so first
         layout = mig_layout(entries, group.hardware.gpu.count)
         if layout.full_gpus or len(layout.devices) != 1:
             profiles = ", ".join(sorted(layout.devices)) or "none"
@@ -690,7 +707,8 @@ def source_rules(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(
             ("sources", "bundle_fingerprint"),
             "mode offline needs bundle_fingerprint: the signing key fingerprint 'gpuforge bundle' printed "
-            "(without it a changed bundle could re-sign itself)",
+            "(without it a changed bundle could re-sign itself); 'gpuforge bundle SPEC -o DIR' builds from this "
+            "spec without it and ends with the line to add: 'pin it: sources.bundle_fingerprint: <40 hex digits>'",
         )
     if src.mode is SourceMode.MIRROR and not (src.apt_proxy or any(src.mirrors.model_dump().values())):
         yield SpecIssue(("sources", "mirrors"), "mode mirror needs apt_proxy or at least one mirror URL")

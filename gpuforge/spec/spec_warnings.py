@@ -1,6 +1,8 @@
 """Every warning about a spec in one list: what gpuforge could not check, and what lies outside
 upstream's published support. A warning never refuses a spec (``gpuforge check`` exits 0);
-``check/plan/apply --strict`` turn any warning into exit 2, for CI."""
+``check/plan/apply --strict`` turn any warning into exit 2, for CI. The CLI adds the release files
+whose sha256 nobody knows (``gpuforge.bundle.digest_warnings.every_warning``: what a spec installs is
+known on the deploy side, which this layer does not import)."""
 
 from __future__ import annotations
 

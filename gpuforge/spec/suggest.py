@@ -49,3 +49,24 @@ def enum_hint(value: object, allowed: list[str]) -> str:
     if isinstance(value, str):
         return did_you_mean(value, allowed)
     return ""
+
+
+#: Other tools' words for a node's job, and the role each scheduler calls it.
+ROLE_WORDS: dict[str, dict[str, str]] = {
+    "worker": {"slurm": "compute", "kubernetes": "k8s-worker"},
+    "node": {"slurm": "compute", "kubernetes": "k8s-worker"},
+    "gpu": {"slurm": "compute", "kubernetes": "k8s-worker"},
+    "master": {"slurm": "controller", "kubernetes": "k8s-control-plane"},
+    "head": {"slurm": "controller", "kubernetes": "k8s-control-plane"},
+    "control-plane": {"slurm": "controller", "kubernetes": "k8s-control-plane"},
+    "controlplane": {"slurm": "controller", "kubernetes": "k8s-control-plane"},
+}
+
+
+def role_hint(value: object, scheduler: str, roles: list[str]) -> str:
+    """A hint for a role that is not one, among the ``roles`` of ``scheduler`` only (``worker`` on
+    Slurm is ``compute``, never ``k8s-worker``); without a close one, that scheduler's roles."""
+    word = str(value).casefold()
+    meant = ROLE_WORDS.get(word, {}).get(scheduler)
+    guess = f"did you mean {meant!r}?" if meant in roles else did_you_mean(word, roles)
+    return guess or f"scheduler {scheduler}'s roles: {', '.join(roles)}"

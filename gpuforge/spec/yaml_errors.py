@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,33 @@ def quoted_line(text: str, line: int) -> str:
     return repr(redact_webhook_urls(redact_url_credentials(shown)))
 
 
+#: A plain value with brackets in it, as a hostlist is written (``gpu[01-04]``, ``gpu[01-02]-ib``).
+_BRACKETED = re.compile(r"[^\s,:{}\[\]]*(?:\[[^\s\[\]]*\][^\s,:{}\[\]]*)+")  # no nested '[': linear
+
+
+def _flow_bracket_hint(text: str, mark: Any) -> str:
+    """Inside ``{...}`` or ``[...]`` an unquoted value ends at a '[': a hostlist there must be quoted
+    (the parser then reports a '{' or '[' that is not closed, which is not the mistake)."""
+    lines = text.splitlines()
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    col = mark.column
+    if line[col : col + 1] != "[" or col == 0 or line[col - 1] in " \t,:{[":
+        return ""
+    start = max(line.rfind(c, 0, col) for c in " \t,{[") + 1
+    shown = line[start : start + QUOTED_CHARS]  # a hostile line may be megabytes long
+    m = _BRACKETED.match(shown)
+    value = m.group(0) if m else shown[: col + 1 - start]
+    return (
+        f"inside {{...}} or [...] an unquoted value ends at '[', so a hostlist there must be quoted: "
+        f"{value!r} (or write the mapping in block style, one key per line)"
+    )
+
+
 def _hint(problem: str, context: str, text: str, mark: Any) -> str:
+    if "flow" in context and mark is not None:
+        flow = _flow_bracket_hint(text, mark)
+        if flow:
+            return flow
     if "cannot start any token" in problem and mark is not None:
         lines = text.splitlines()
         char = lines[mark.line][mark.column : mark.column + 1] if mark.line < len(lines) else ""

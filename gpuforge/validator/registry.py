@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from gpuforge.spec.suggest import did_you_mean
 from gpuforge.validator import (
     cluster_config,
     cluster_fabric,
@@ -103,8 +104,15 @@ def match(token: str) -> list[str]:
         if not (token in LAYERS and c.id in OPT_IN)
     ]
     if not hits:
-        raise UnknownCheck(f"unknown check {token!r}; known: {', '.join(sorted(BY_ID))}")
+        raise UnknownCheck(f"unknown check {token!r}; {_guess(token)}known: {', '.join(sorted(BY_ID))}")
     return hits
+
+
+def _guess(token: str) -> str:
+    """``did you mean 'driver'? `` for a near miss of an id, an id's prefix or a layer; "" for none."""
+    names = {*BY_ID, *(i.split(".")[0] for i in BY_ID), *LAYERS}
+    guess = did_you_mean(token.removesuffix(".*"), sorted(names))
+    return f"{guess} " if guess else ""
 
 
 def resolve(tokens: str | Iterable[str] | None, exclude: str | Iterable[str] | None = None) -> list[Check]:

@@ -26,12 +26,13 @@ def run_block(block: Block, workdir: Path, env: dict[str, str]) -> None:
             ["bash", "-c", f"set -o pipefail\n{command.text}"],
             cwd=workdir,
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # one stream, in the order a terminal shows it
             text=True,
             timeout=300,
             stdin=subprocess.DEVNULL,
         )
-        out = cp.stdout + cp.stderr
+        out = cp.stdout
         where = f"{block.id}: $ {command.text.splitlines()[0]}\n{out}"
         assert cp.returncode == command.exit_code, f"exit {cp.returncode}, want {command.exit_code}: {where}"
         check_expected(command, out, where)
