@@ -34,6 +34,7 @@ from gpuforge.render.files import RenderedFile, Secrets
 from gpuforge.render.health import (
     HEALTH_CONFIG,
     HEALTH_KEY,
+    HEALTH_PROGRAM,
     HMAC_REDACTED,
     SLURMDBD_CONF,
     holds_credentials,
@@ -151,18 +152,25 @@ def _materialise(root: Path, rendered: dict[str, RenderedFile], doc: dict[str, A
     return doc | {"config_files": listed, "hmac_key": str(key)}
 
 
-def test_a_changed_debuglevel_in_slurmdbd_conf_drains_the_node(tmp_path: Path) -> None:
-    """The reproducer, with the health program itself: slurmdbd.conf as apply wrote it passes; one
-    changed line fails with "content differs", no digest and no diff; the key gone fails too."""
+@pytest.mark.parametrize("program", ["module", "built"])
+def test_a_changed_debuglevel_in_slurmdbd_conf_drains_the_node(tmp_path: Path, program: str) -> None:
+    """The reproducer, with the health program itself (the module, and the one file the node gets):
+    slurmdbd.conf as apply wrote it passes; one changed line fails with "content differs", no digest
+    and no diff; the key gone fails too."""
     spec, _ = lab_spec(tmp_path)
     rendered = {f.path: f for f in render_node(spec, _node(spec, "node1"), SECRETS)}
     cfg = _materialise(tmp_path / "node", rendered, json.loads(rendered[HEALTH_CONFIG].data))
     cfg_path = tmp_path / "health.json"
     cfg_path.write_text(json.dumps(cfg))
-    cmd = [sys.executable, "-I", nl.__file__, "--config", str(cfg_path), "--checks", "config.files_intact", "--json"]
+    path = nl.__file__
+    if program == "built":
+        path = str(tmp_path / "gpuforge-health")
+        Path(path).write_bytes(rendered[HEALTH_PROGRAM].data)
+    cmd = [sys.executable, "-I", path, "--config", str(cfg_path), "--checks", "config.files_intact", "--json"]
 
     def run() -> dict[str, Any]:
-        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        env = {**os.environ, "GPUFORGE_NODE_PROGRAM_CACHE": "off"}  # no compiled-module cache on this machine
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
         (result,) = [r for r in json.loads(cp.stdout)["results"] if r["id"] == "config.files_intact"]
         return result  # type: ignore[no-any-return]
 
