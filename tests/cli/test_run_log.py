@@ -18,6 +18,7 @@ from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.runlog import BadSince, RunLog, parse_since, run_files, select_entries, step_lines
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.apply import apply
+from gpuforge.render.health import node_health_key
 from tests.converge.simulated import SimulatedCluster
 
 
@@ -58,10 +59,17 @@ def test_an_apply_logs_every_step_on_every_node(spec_file: Path, cluster: Simula
     assert logged and logged <= set(cluster.commands["node3"])
     assert [e["node"] for e in log if e["event"] == "node"] == ["node1", "node3"]
     assert log[-1]["event"] == "end" and log[-1]["ok"] is True and log[-1]["changes"] > 0
-    # No secret: not the munge key (uploaded as a file), in any form.
+    # No secret: not the munge key (uploaded as a file), in any form; not the health key nor a
+    # keyed digest health.json carries (its upload's summary is the path, size and mode).
     key = SecretStore("gflab").munge_key()
     text = path.read_text()
     assert key.hex() not in text and base64.b64encode(key).decode() not in text
+    health_key = node_health_key(SecretStore("gflab").health_key(), "node1")
+    sent = dict(cluster.uploads["node1"])
+    (health_json,) = [data for data in sent.values() if b'"hmac_key"' in data]
+    macs = [e["hmac"] for e in json.loads(health_json)["config_files"] if e["hmac"]]
+    assert health_key in sent.values() and macs, "node1 was sent its key and keyed digests"
+    assert health_key.decode().strip() not in text and not [m for m in macs if m in text]
 
 
 def test_a_failed_step_is_logged_with_why_and_the_rest_not_run(spec_file: Path, cluster: SimulatedCluster) -> None:
