@@ -260,3 +260,23 @@ def test_no_image_keeps_the_health_key(tmp_path: Path, monkeypatch: pytest.Monke
     strip.strip_tree(str(tree))
     assert not (tree / "etc/gpuforge/health.key").exists()
     assert os.path.exists(tree / "etc/gpuforge/copy")  # not a rule's path: the build's check refuses it
+
+
+def test_validate_compares_health_json_with_the_stored_secrets_and_never_shows_its_digests(tmp_path: Path) -> None:
+    """``validate``'s config layer: health.json is compared with its rendering under the secrets
+    apply stored (a diff of it shows its keyed digests hidden), or by owner and mode without them."""
+    from gpuforge.validator.config_drift import expected_files, shown_text
+
+    spec, _ = lab_spec(tmp_path)
+    node = _node(spec, "node1")
+    real = {f.path: f for f in render_node(spec, node, SECRETS)}
+    (health,) = [e for e in expected_files(spec, node, SECRETS) if e.path == HEALTH_CONFIG]
+    assert health.sha256 == hashlib.sha256(real[HEALTH_CONFIG].data).hexdigest()
+    macs = [e["hmac"] for e in json.loads(real[HEALTH_CONFIG].data)["config_files"] if e["hmac"]]
+    assert health.text is not None and HMAC_REDACTED in health.text and not any(m in health.text for m in macs)
+    node_copy = real[HEALTH_CONFIG].data.decode()
+    assert macs and not any(m in shown_text(node_copy, health.redact) for m in macs), "the node's side hidden too"
+    older = Secrets(SECRETS.slurmdbd_db_password, SECRETS.munge_key)  # stored by a gpuforge without a health key
+    for secrets in (older, None):
+        (health,) = [e for e in expected_files(spec, node, secrets) if e.path == HEALTH_CONFIG]
+        assert (health.sha256, health.text) == (None, None)
