@@ -13,7 +13,6 @@ import json
 import re
 from typing import Any
 
-from gpuforge.probes.files import keyed_digest
 from gpuforge.render.files import REDACTED, LocalSource, RenderedFile, Secrets
 from gpuforge.render.health_fabric import fabric_health_config
 from gpuforge.render.node_program import node_program
@@ -55,6 +54,13 @@ def node_health_key(cluster_key: bytes, node: str) -> bytes:
     they are; one node's key says nothing of another's (or of the cluster's)."""
     mac = hmac.new(cluster_key, b"gpuforge-health-key\0" + node.encode(), hashlib.sha256)
     return (mac.hexdigest() + "\n").encode()
+
+
+def keyed_digest(key: bytes, data: bytes) -> str:
+    """HMAC-SHA256 of ``data`` under the node's ``key``, in hex: what the node's probe computes
+    (``gpuforge.probes.files.keyed_digest``, which render may not import: the reproducer in
+    tests/security/test_health_keyed_digest.py holds the two to the same digest)."""
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def hide_hmacs(text: str) -> str:
