@@ -96,7 +96,7 @@ def test_sed_metacharacters_reach_the_manifest_literally(tmp_path: Path, value: 
 
 def test_a_line_break_is_refused_at_the_sink(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="sed replacement"):
-        cni_addon(_with_pod_cidr(_spec(), "10.0.0.0/8\nw /tmp/x"))
+        cni_addon(_with_pod_cidr(_spec(), "10.0.0.0/8\nw written-by-sed"))
 
 
 @pytest.mark.parametrize("value", ["10.0.0.0/8&x", "10.0.0.0/8#x", "10.0.0.0/8\nw x", "10.244.0.0/16\\"])
