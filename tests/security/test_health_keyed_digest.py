@@ -225,6 +225,11 @@ def test_a_plan_never_shows_the_key_or_a_keyed_digest(tmp_path: Path, cluster: S
 
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
     spec_file = write_simulated_spec(data, tmp_path, "h100.yaml")
+    from gpuforge.deploy import context
+
+    context._secrets.cache_clear()  # the deploys' secrets of this test's state folder, not an earlier test's
+    old_mac = "ab" * 32  # the node's copy from an earlier apply: its digests hidden in the diff too
+    cluster.respond(r"cat .*/etc/gpuforge/health\.json", ["{", f'  "hmac": "{old_mac}",', "}"])
     result = plan(spec_file, limit="ctl01")
     console = Console(file=io.StringIO(), width=200, color_system=None)
     result.print(console)
@@ -238,8 +243,8 @@ def test_a_plan_never_shows_the_key_or_a_keyed_digest(tmp_path: Path, cluster: S
     real = {f.path: f for f in render_node(spec, node, sec)}
     key = node_health_key(sec.health_key, "ctl01")
     macs = [e["hmac"] for e in json.loads(real[HEALTH_CONFIG].data)["config_files"] if e["hmac"]]
-    assert macs and HEALTH_KEY in shown
-    for hidden in (key.decode().strip(), sec.health_key.hex(), *macs):
+    assert macs and HEALTH_KEY in shown and HMAC_REDACTED in shown, "the config's diff is shown, its digests hidden"
+    for hidden in (key.decode().strip(), sec.health_key.hex(), old_mac, *macs):
         assert hidden not in shown
 
 
