@@ -1,4 +1,4 @@
-"""Secrets kept on the control host: the munge key and database passwords.
+"""Secrets kept on the control host: the munge key, database passwords and the health key.
 
 They live in a private directory (0700; files 0600), are generated once, and are only
 ever written to nodes as files with tight modes. Plans, diffs and logs see
@@ -15,11 +15,13 @@ from pathlib import Path
 
 from gpuforge.deploy.k8s_pki import generate_pki
 from gpuforge.render.files import Secrets
-from gpuforge.spec.state_dir import DB_PASSWORD_FILE, MUNGE_KEY_FILE, secrets_dir, state_root
+from gpuforge.spec.state_dir import DB_PASSWORD_FILE, HEALTH_KEY_FILE, MUNGE_KEY_FILE, secrets_dir, state_root
 
 __all__ = ["SecretStore", "state_root"]
 
 MUNGE_KEY_BYTES = 1024
+#: The cluster's health key: HMAC-SHA256's block is 64 bytes, and a key of 32 random bytes is its full strength.
+HEALTH_KEY_BYTES = 32
 
 
 class SecretStore:
@@ -64,6 +66,10 @@ class SecretStore:
     def db_password(self) -> str:
         return self._read_or_create(DB_PASSWORD_FILE, pysecrets.token_urlsafe(24).encode()).decode()
 
+    def health_key(self) -> bytes:
+        """The key each node's HMAC key is derived from (``gpuforge.render.health.node_health_key``)."""
+        return self._read_or_create(HEALTH_KEY_FILE, pysecrets.token_bytes(HEALTH_KEY_BYTES))
+
     def kubernetes_pki(self) -> dict[str, bytes]:
         """The Kubernetes cluster's shared keys (``gpuforge.deploy.k8s_pki``), made once, as a whole:
         generated in a private temporary directory that is renamed into place (of two processes,
@@ -92,4 +98,6 @@ class SecretStore:
 
     def load(self) -> Secrets:
         """The real secrets (generated on first use)."""
-        return Secrets(slurmdbd_db_password=self.db_password(), munge_key=self.munge_key())
+        return Secrets(
+            slurmdbd_db_password=self.db_password(), munge_key=self.munge_key(), health_key=self.health_key()
+        )

@@ -15,7 +15,7 @@ import datetime
 import hashlib
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +32,9 @@ from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, 
 from gpuforge.lab import core
 from gpuforge.lab.lab_record import LabPaths, LabState
 from gpuforge.lab.node import stop
+from gpuforge.render.health import node_health_key
 from gpuforge.spec import Spec, load_spec
+from gpuforge.spec.nodes import Node
 
 BUILD_LAB = "gfimg"
 BUILD_SUBNET = "10.213.21.0/24"
@@ -63,11 +65,14 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return tuple(f for f in FORMATS if f in names)
 
 
-def secret_values(spec: Spec) -> list[bytes]:
-    """Every secret of the cluster, as bytes (what the image must not hold anywhere)."""
+def secret_values(spec: Spec, nodes: Sequence[Node] = ()) -> list[bytes]:
+    """Every secret of the cluster, as bytes (what the image must not hold anywhere), with the
+    health HMAC keys of ``nodes`` (the node the build runs as)."""
     store = SecretStore(spec.cluster.name)
     sec = store.load()
     values = [sec.munge_key, sec.slurmdbd_db_password.encode()]
+    if sec.health_key is not None:
+        values += [sec.health_key, *(node_health_key(sec.health_key, n.name).strip() for n in nodes)]
     if spec.kubernetes is not None:
         values += list(store.kubernetes_pki().values())
     return values
@@ -104,7 +109,7 @@ def build_image(
     """Bake ``group``'s image of the spec at ``spec_path`` into ``out`` (see the module)."""
     spec = load_spec(spec_path)
     nodes = group_nodes(spec, group)
-    secrets = secret_values(spec)
+    secrets = secret_values(spec, nodes[:1])
     hook = ImageBuild(common_files(spec, nodes))
     t0 = time.monotonic()
     result = BuildResult(out)

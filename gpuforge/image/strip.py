@@ -2,7 +2,7 @@
 then checked absent (:func:`findings`).
 
 Invariants: after :func:`strip_tree` the tree has no SSH host key, an empty machine-id, no munge
-key or seed, no DKMS module-signing key, no authorized key of the build, no apt proxy of the
+key or seed, no health HMAC key, no DKMS module-signing key, no authorized key of the build, no apt proxy of the
 build, no gpuforge run state
 (``/var/lib/gpuforge``, ``/etc/gpuforge/k8s``), no package lists or downloaded packages; each node
 makes its own identity at boot (the lab writes it; elsewhere systemd makes the machine-id and
@@ -38,6 +38,7 @@ IDENTITY: tuple[str, ...] = (
     "etc/ssh/sshd_config.d/gpuforge-lab.conf",
     "etc/munge/munge.key",
     "var/lib/munge/munge.seed",
+    "etc/gpuforge/health.key",
     "root/.ssh/authorized_keys",
     "etc/apt/apt.conf.d/01gpuforge-proxy",
     "etc/gpuforge/k8s",

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
+import os
 import re
 import shlex
+import stat
 from collections.abc import Sequence
 from typing import TypedDict
 
@@ -208,3 +212,126 @@ def parse_managed_files(lines: list[str]) -> ManagedFiles:
 
 
 MANAGED_FILES: Reading[ManagedFiles] = Reading("files.managed", managed_files_command, parse_managed_files)
+
+
+#: What a keyed digest reads of one file at most: a rendered secret-bearing file is far smaller
+#: (a munge key is 1 KiB), so a larger file on the node differs anyway, and is never read whole.
+KEYED_READ_LIMIT = 4 << 20
+#: The most of the key file read: gpuforge writes 65 bytes (hex and a newline).
+KEY_READ_LIMIT = 4096
+
+
+def keyed_digest(key: bytes, data: bytes) -> str:
+    """HMAC-SHA256 of ``data`` under ``key``, in hex: the health config's ``hmac`` of a file holding
+    credentials (no word list reverses it without the node's key)."""
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def _read_limited(path: str, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of the regular file ``path`` (a final symlink not followed); None when unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = b""
+        while len(data) < limit and (chunk := os.read(fd, min(limit - len(data), 1 << 20))):
+            data += chunk
+        return data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_keyed_digests(paths: Sequence[str] | str, key_path: str) -> list[str]:
+    """``__hmac=<path>|<hex>`` per path (``|`` and nothing: not a readable regular file), keyed by the
+    bytes of ``key_path``; only ``__nokey=<key_path>`` when the key cannot be read. In-process: the
+    key is never on a command line, in the environment or in the output."""
+    checked = as_list(paths)
+    if checked:
+        _absolute([*checked, key_path])
+    key = _read_limited(key_path, KEY_READ_LIMIT)
+    if not key:
+        return [f"__nokey={key_path}"]
+    out = []
+    for path in checked:
+        data = _read_limited(path, KEYED_READ_LIMIT + 1)
+        out.append(f"__hmac={path}|{keyed_digest(key, data) if data is not None else ''}")
+    return out
+
+
+#: :func:`read_keyed_digests` for ``python3`` on a node without gpuforge (the deploy's facts over
+#: SSH); a test holds it to the same lines as the in-process reader.
+_KEYED_SCRIPT = """
+import hashlib, hmac, os, stat, sys
+def rd(p, n):
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        d = b""
+        while len(d) < n:
+            c = os.read(fd, min(n - len(d), 1048576))
+            if not c:
+                break
+            d += c
+        return d
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+k = rd(sys.argv[1], KEY_LIMIT)
+if not k:
+    print("__nokey=" + sys.argv[1])
+    sys.exit(0)
+for p in sys.argv[2:]:
+    d = rd(p, DATA_LIMIT)
+    print("__hmac=" + p + "|" + (hmac.new(k, d, hashlib.sha256).hexdigest() if d is not None else ""))
+""".replace("KEY_LIMIT", str(KEY_READ_LIMIT)).replace("DATA_LIMIT", str(KEYED_READ_LIMIT + 1))
+
+
+def keyed_digests_command(paths: Sequence[str] | str, key_path: str) -> str:
+    """The shell command printing what :func:`read_keyed_digests` returns (``python3``, the key by path only)."""
+    checked = as_list(paths)
+    if not checked:
+        return "true"
+    quoted = " ".join(shlex.quote(p) for p in _absolute([key_path, *checked]))
+    return f"python3 -I -c {shlex.quote(_KEYED_SCRIPT)} {quoted} 2>/dev/null || true"
+
+
+class KeyedDigests(TypedDict):
+    """Keyed digests by path (None: not a readable file); ``read`` False: none computed (the key
+    unreadable, or the reader failed)."""
+
+    read: bool
+    digests: dict[str, str | None]
+
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def parse_keyed_digests(lines: list[str]) -> KeyedDigests:
+    """Total: a line that is no ``__hmac=`` record with a 64-hex digest or nothing maps its path to None."""
+    digests: dict[str, str | None] = {}
+    readable = True
+    for line in lines:
+        marker = parse_marker(line)
+        if marker is None:
+            continue
+        if marker[0] == "nokey":
+            readable = False
+        elif marker[0] == "hmac" and "|" in marker[1]:
+            path, digest = marker[1].rsplit("|", 1)
+            digests[path] = digest if _HEX64.match(digest) else None
+    return KeyedDigests(read=readable and bool(digests), digests=digests)
+
+
+KEYED_DIGESTS: Reading[KeyedDigests] = Reading(
+    "files.keyed", keyed_digests_command, parse_keyed_digests, local=read_keyed_digests
+)

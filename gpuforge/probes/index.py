@@ -55,6 +55,7 @@ READINGS: dict[str, Reading[Any]] = {
         files.FILE_TEXT,
         files.FILE_TEXTS,
         files.MANAGED_FILES,
+        files.KEYED_DIGESTS,
         image.IMAGE_RECORD_READING,
         packages.DEB_VERSIONS,
         systemd.UNIT_STATES,

@@ -64,6 +64,9 @@ class RenderedFile:
     """How the text is shown (plan diffs, ``render -o``) when it holds credentials from the spec:
     a function that hides them (:mod:`gpuforge.spec.redact`), applied to the node's old copy too.
     None: shown as it is. Never changes what is written to the node."""
+    keyed: bool = False
+    """Carries keyed digests of secret-bearing files (the health config): its bytes depend on the
+    real secrets, so it is compared only with a rendering made with them (never the redacted one)."""
 
     @property
     def data(self) -> bytes:
@@ -108,6 +111,9 @@ class Secrets:
     munge_key: bytes
     k8s_pki: Mapping[str, bytes] = field(default_factory=dict)
     """The Kubernetes cluster's shared keys by name under /etc/kubernetes/pki (empty: redacted)."""
+    health_key: bytes | None = None
+    """The cluster's health key, from which each node's HMAC key is derived
+    (``gpuforge.render.health.node_health_key``); None: redacted (no keyed digest is computed)."""
 
     @classmethod
     def redacted(cls) -> Secrets:

@@ -8,10 +8,12 @@ else, so the same dict drives ``gpuforge health`` on the node and the node part 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import re
 from typing import Any
 
-from gpuforge.render.files import LocalSource, RenderedFile, Secrets
+from gpuforge.render.files import REDACTED, LocalSource, RenderedFile, Secrets
 from gpuforge.render.health_fabric import fabric_health_config
 from gpuforge.render.node_program import node_program
 from gpuforge.render.nvidia import (
@@ -29,6 +31,11 @@ from gpuforge.spec.roles import ROLE_DEPLOYS
 
 HEALTH_PROGRAM = "/usr/local/sbin/gpuforge-health"
 HEALTH_CONFIG = "/etc/gpuforge/health.json"
+#: The node's own HMAC key (0600 root): the health check's keyed digests of files holding credentials.
+HEALTH_KEY = "/etc/gpuforge/health.key"
+#: What a rendering without the real secrets (plans' and ``render``'s) holds where a keyed digest goes.
+HMAC_REDACTED = "<redacted: HMAC-SHA256 under the node's health key>"
+_HMAC_VALUE = re.compile(r'("hmac": )"[0-9a-f]{64}"')
 MUNGE_KEY = "/etc/munge/munge.key"
 SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 #: Core dcgm-exporter metrics (all in its default counters) expected when the spec lists none.
@@ -41,24 +48,47 @@ def holds_credentials(f: RenderedFile) -> bool:
     return f.secret or f.redact is not None
 
 
-def managed_manifest(files: list[RenderedFile]) -> list[dict[str, Any]]:
+def node_health_key(cluster_key: bytes, node: str) -> bytes:
+    """``node``'s HMAC key, derived from the cluster's stored health key: the hex HMAC-SHA256 of the
+    node's name and a newline. These are the key file's exact bytes, and the node keys with them as
+    they are; one node's key says nothing of another's (or of the cluster's)."""
+    mac = hmac.new(cluster_key, b"gpuforge-health-key\0" + node.encode(), hashlib.sha256)
+    return (mac.hexdigest() + "\n").encode()
+
+
+def keyed_digest(key: bytes, data: bytes) -> str:
+    """HMAC-SHA256 of ``data`` under the node's ``key``, in hex: what the node's probe computes
+    (``gpuforge.probes.files.keyed_digest``, which render may not import: the reproducer in
+    tests/security/test_health_keyed_digest.py holds the two to the same digest)."""
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def hide_hmacs(text: str) -> str:
+    """The health config as plans and diffs show it: every keyed digest replaced by a placeholder."""
+    return _HMAC_VALUE.sub(rf'\1"{HMAC_REDACTED}"', text)
+
+
+def managed_manifest(files: list[RenderedFile], key: bytes | None = None) -> list[dict[str, Any]]:
     """What the health check compares the node's managed files with: path, owner, group, mode and,
-    for a rendered text without credentials, its sha256 (None for a file holding credentials or
-    copied from the control host: compared by owner and mode only, so no digest a word list could
-    reverse to a password is ever written)."""
+    for a rendered text without credentials, its ``sha256``; for one holding credentials its
+    ``hmac`` under the node's ``key`` (a placeholder without the key), never a plain digest a word
+    list could reverse to a password. A file copied from the control host: owner and mode only."""
     out = []
     for f in sorted(files, key=lambda f: f.path):
-        plain = not holds_credentials(f) and not isinstance(f.content, LocalSource)
-        sha = hashlib.sha256(f.data).hexdigest() if plain else None
-        out.append({"path": f.path, "sha256": sha, "mode": f.mode.zfill(4), "owner": f.owner, "group": f.group})
+        local, creds = isinstance(f.content, LocalSource), holds_credentials(f)
+        sha = hashlib.sha256(f.data).hexdigest() if not (local or creds) else None
+        mac = (keyed_digest(key, f.data) if key else HMAC_REDACTED) if creds and not local else None
+        entry = {"path": f.path, "sha256": sha, "hmac": mac}
+        out.append(entry | {"mode": f.mode.zfill(4), "owner": f.owner, "group": f.group})
     return out
 
 
-def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[str, Any]:
+def health_config(spec: Spec, node: Node, managed: list[RenderedFile], key: bytes | None = None) -> dict[str, Any]:
     """The node-local check configuration of ``node`` (JSON-serialisable, stable key order).
 
     ``config_files`` lists ``managed``: every other file gpuforge writes on the node
-    (``gpuforge.render.render_managed``), so the health check finds a hand edit without the spec.
+    (``gpuforge.render.render_managed``), so the health check finds a hand edit without the spec;
+    ``key``: the node's HMAC key (:func:`node_health_key`; None: keyed digests are placeholders).
     """
     gpu = node.hardware.gpu
     drv = spec.versions.driver
@@ -77,7 +107,8 @@ def health_config(spec: Spec, node: Node, managed: list[RenderedFile]) -> dict[s
         "node_exporter": {"enabled": spec.monitoring.node_exporter, "port": spec.monitoring.node_exporter_port},
         "platform": _platform_config(node),
         "fabric": fabric_health_config(spec, node),
-        "config_files": managed_manifest(managed),
+        "config_files": managed_manifest(managed, key),
+        "hmac_key": HEALTH_KEY,
     }
     cfg.update(_gpu_config(spec, node))
     runs_containers = node.roles & {Role.COMPUTE, Role.K8S_WORKER, Role.K8S_CONTROL_PLANE}
@@ -156,18 +187,23 @@ def wants_health(spec: Spec, node: Node) -> bool:
     return spec.slurm is not None and any("health" in ROLE_DEPLOYS[r] for r in node.roles)
 
 
-def health_config_text(spec: Spec, node: Node, managed: list[RenderedFile]) -> str:
-    return json.dumps(health_config(spec, node, managed), indent=2, sort_keys=True) + "\n"
+def health_config_text(spec: Spec, node: Node, managed: list[RenderedFile], key: bytes | None = None) -> str:
+    return json.dumps(health_config(spec, node, managed, key), indent=2, sort_keys=True) + "\n"
 
 
 def health_files(spec: Spec, node: Node, secrets: Secrets | None, managed: list[RenderedFile]) -> list[RenderedFile]:
-    """The health check's program and config (none on nodes without the health layer); ``managed``:
-    the node's other files, as ``gpuforge.render.render_managed`` gives them."""
+    """The health check's program, config and HMAC key (none on nodes without the health layer);
+    ``managed``: the node's other files as ``gpuforge.render.render_managed`` gives them with the same
+    ``secrets`` (real ones: the keyed digests are of what the node really gets). The config and the
+    key are root's only; the config shows its digests hidden, the key is a secret (never shown)."""
     if not wants_health(spec, node):
         return []
+    key = node_health_key(secrets.health_key, node.name) if secrets is not None and secrets.health_key else None
+    config = health_config_text(spec, node, managed, key)
     return [
         RenderedFile(HEALTH_PROGRAM, node_program(), mode="0755"),
-        RenderedFile(HEALTH_CONFIG, health_config_text(spec, node, managed), mode="0600"),  # root's checker only
+        RenderedFile(HEALTH_CONFIG, config, mode="0600", redact=hide_hmacs, keyed=True),
+        RenderedFile(HEALTH_KEY, key or REDACTED.encode(), mode="0600", secret=True),
     ]
 
 

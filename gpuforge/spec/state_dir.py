@@ -16,6 +16,7 @@ from gpuforge.spec.limits import Limit
 #: File names of the secrets in a cluster's ``secrets`` folder.
 MUNGE_KEY_FILE = "munge.key"
 DB_PASSWORD_FILE = "slurmdbd-db-password"
+HEALTH_KEY_FILE = "health-hmac-key"
 SECRET_BYTES = Limit("bytes in a stored secret", 64 * 1024, "a munge key is 1 KiB, a password a few dozen bytes")
 
 

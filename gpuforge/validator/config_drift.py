@@ -7,7 +7,9 @@ diff. Secret files (the munge key, slurmdbd.conf) are compared by content too wh
 host holds the secrets apply wrote (``spec.state_dir``: read, never created): their digests are
 compared here, in memory, never printed or stored, and a difference is "content differs", never
 a diff. A secret file whose rendering does not hold a stored secret (Kubernetes keys, or no store
-here) is compared by owner and mode only.
+here) is compared by owner and mode only. The health config carries keyed digests made with the
+real secrets (``RenderedFile.keyed``): compared with its rendering under the stored secrets (its
+digests hidden in any diff), or by owner and mode where they are not all here.
 
 Invariant: a diff shows both sides redacted the same way (the file's own ``redact``, then
 credentials in any URL): the node's copy of a file holding credentials (an Alertmanager webhook
@@ -28,7 +30,7 @@ from gpuforge.render.files import LocalSource, RenderedFile, Secrets
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.redact import redact_url_credentials
-from gpuforge.spec.state_dir import DB_PASSWORD_FILE, MUNGE_KEY_FILE, stored_secret
+from gpuforge.spec.state_dir import DB_PASSWORD_FILE, HEALTH_KEY_FILE, MUNGE_KEY_FILE, stored_secret
 
 #: Lines of a unified diff shown per file (the rest is counted, not shown).
 DIFF_LINES = 40
@@ -73,7 +75,8 @@ def stored_secrets(spec: Spec) -> Secrets | None:
     key, password = (stored_secret(spec.cluster.name, n) for n in (MUNGE_KEY_FILE, DB_PASSWORD_FILE))
     if key is None or password is None:
         return None
-    return Secrets(slurmdbd_db_password=password.decode("utf-8", "replace"), munge_key=key)
+    health = stored_secret(spec.cluster.name, HEALTH_KEY_FILE)  # None: stored by an older gpuforge
+    return Secrets(slurmdbd_db_password=password.decode("utf-8", "replace"), munge_key=key, health_key=health)
 
 
 def expected_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> list[Expected]:
@@ -81,12 +84,20 @@ def expected_files(spec: Spec, node: Node, secrets: Secrets | None = None) -> li
     ``secrets`` when that rendering holds them (differs from the redacted one), else None (owner
     and mode only); its text is never kept."""
     real = {f.path: f for f in render_node(spec, node, secrets)} if secrets is not None else {}
-    out = []
-    for f in render_node(spec, node):
-        text = None if f.secret or isinstance(f.content, LocalSource) else f.shown.decode("utf-8", "replace")
-        sha = _secret_sha256(f, real.get(f.path)) if f.secret else _sha256(f)
-        out.append(Expected(f.path, sha, f.mode.zfill(4), f.owner, f.group, text, f.redact))
-    return out
+    keyed = secrets is not None and secrets.health_key is not None
+    return [_expected(f, real.get(f.path), keyed) for f in render_node(spec, node)]
+
+
+def _expected(f: RenderedFile, real: RenderedFile | None, keyed: bool) -> Expected:
+    """``f`` (redacted rendering) as compared; ``real``: its rendering with the stored secrets, which
+    hold the health key when ``keyed`` (a ``keyed`` file is compared with that rendering, or not at all)."""
+    if f.keyed:
+        f, sha = (real, _sha256(real)) if keyed and real is not None else (f, None)
+    else:
+        sha = _secret_sha256(f, real) if f.secret else _sha256(f)
+    hidden = f.secret or isinstance(f.content, LocalSource) or (f.keyed and sha is None)
+    text = None if hidden else f.shown.decode("utf-8", "replace")
+    return Expected(f.path, sha, f.mode.zfill(4), f.owner, f.group, text, f.redact)
 
 
 def _secret_sha256(redacted: RenderedFile, real: RenderedFile | None) -> str | None:

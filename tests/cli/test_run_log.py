@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.runlog import BadSince, RunLog, parse_since, run_files, select_entries, step_lines
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.apply import apply
+from gpuforge.render.health import HEALTH_CONFIG, HEALTH_KEY
 from tests.converge.simulated import SimulatedCluster
 
 
@@ -58,10 +60,18 @@ def test_an_apply_logs_every_step_on_every_node(spec_file: Path, cluster: Simula
     assert logged and logged <= set(cluster.commands["node3"])
     assert [e["node"] for e in log if e["event"] == "node"] == ["node1", "node3"]
     assert log[-1]["event"] == "end" and log[-1]["ok"] is True and log[-1]["changes"] > 0
-    # No secret: not the munge key (uploaded as a file), in any form.
+    # No secret: not the munge key (uploaded as a file), in any form; not the health key nor a
+    # keyed digest health.json carries (its upload's summary is the path, size and mode).
     key = SecretStore("gflab").munge_key()
     text = path.read_text()
     assert key.hex() not in text and base64.b64encode(key).decode() not in text
+    sent = dict(cluster.uploads["node1"])  # staged path -> bytes; the install command names the target
+    install = re.compile(r"install -D -m \S+ -o \S+ -g \S+ (\S+) (\S+)\.gpuforge-new")
+    staged = {t: s for c in cluster.commands["node1"] for s, t in install.findall(c)}
+    health_key, health_json = sent[staged[HEALTH_KEY]], sent[staged[HEALTH_CONFIG]]
+    macs = [e["hmac"] for e in json.loads(health_json)["config_files"] if e["hmac"]]
+    assert re.fullmatch(rb"[0-9a-f]{64}\n", health_key) and macs, "node1 was sent its key and keyed digests"
+    assert health_key.decode().strip() not in text and not [m for m in macs if m in text]
 
 
 def test_a_failed_step_is_logged_with_why_and_the_rest_not_run(spec_file: Path, cluster: SimulatedCluster) -> None:

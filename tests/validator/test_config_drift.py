@@ -137,8 +137,8 @@ def test_a_secret_bearing_file_edited_on_the_node_is_content_differs_without_a_d
     fake = FakeCluster(spec)
     node1 = node_named(spec, "node1")
     files = fake.node_files(node1)
-    real = {f.path: f for f in render_node(spec, node1, secrets) if f.secret}
-    for p, f in real.items():  # the node as apply left it: the real secrets in its files
+    real = {f.path: f for f in render_node(spec, node1, secrets) if f.secret or f.keyed}
+    for p, f in real.items():  # the node as apply left it: the real secrets in its files (and health.json's HMACs)
         files[p] = (hashlib.sha256(f.data).hexdigest(), *files[p][1:4], None)
     assert config_result(fake, spec, path, "node1")[0] == PASS
     dbd = real[SLURMDBD_CONF].data.decode()

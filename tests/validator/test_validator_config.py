@@ -10,7 +10,7 @@ import pytest
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.layers.health import health_layer
 from gpuforge.render import node_health_config
-from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM, wants_health
+from gpuforge.render.health import HEALTH_CONFIG, HEALTH_KEY, HEALTH_PROGRAM, wants_health
 from gpuforge.render.node_program import node_program as health_program
 from gpuforge.spec import resolve_nodes
 from gpuforge.validator import cli
@@ -74,8 +74,9 @@ def test_health_layer_installs_program_and_config(tmp_path: Path) -> None:
     assert files[HEALTH_PROGRAM].data.startswith(b"#!/usr/bin/env python3\n")
     assert json.loads(files[HEALTH_CONFIG].data) == node_health_config(spec, n2)
     steps, changed = plan_layer(layer, LayerFacts())
-    assert changed == {HEALTH_PROGRAM, HEALTH_CONFIG}
-    assert [s.kind for s in steps] == ["directory", "upload", "upload"]
+    assert changed == {HEALTH_PROGRAM, HEALTH_CONFIG, HEALTH_KEY}
+    assert [s.kind for s in steps] == ["directory", "upload", "upload", "upload"]
+    assert files[HEALTH_KEY].secret and files[HEALTH_KEY].mode == "0600"
     k8s = spec_from(INVENTORIES / "k8s-gpu-operator.yaml")
     assert not any(wants_health(k8s, n) for n in resolve_nodes(k8s))
 

@@ -119,6 +119,13 @@ def _managed_paths(cfg: Config) -> tuple[Any, ...]:
     return ([str(e["path"]) for e in entries if isinstance(e, dict) and e.get("path")] or ["/"],)
 
 
+def _keyed_paths(cfg: Config) -> tuple[Any, ...]:
+    """The listed files with an ``hmac`` (files holding credentials), and the node's health key file."""
+    entries = cfg.get("config_files") or []
+    paths = [str(e["path"]) for e in entries if isinstance(e, dict) and e.get("path") and e.get("hmac")]
+    return paths, str(cfg.get("hmac_key") or "/")
+
+
 NODE_EXPORTER_TARGET = f"/metrics{metrics.NODE_EXPORTER_QUERY}"
 
 LSPCI = Input("lspci", pci.NVIDIA_PCI)
@@ -152,6 +159,7 @@ CONTAINERD_DROPIN = Input("containerd_dropin", files.FILE_TEXT, _one(_field("con
 RUNTIME_CONFIG = Input("runtime_config", files.FILE_TEXT, _one(_field("container", "config_file")))
 RUNTIME_BINARY = Input("runtime_binary", files.FILE_DIGESTS, _file("container", "runtime_bin"))
 MANAGED_FILES = Input("managed_files", files.MANAGED_FILES, _managed_paths)
+KEYED_FILES = Input("keyed_files", files.KEYED_DIGESTS, _keyed_paths)
 #: Config key: the node program returns the managed files' digests in its data (validate's config layer).
 READ_MANAGED = "read_managed_files"
 NODE_EXPORTER = Input(
@@ -164,7 +172,7 @@ INPUTS: dict[str, Input[Any]] = {
     for i in (
         OS_RELEASE, HARDWARE, LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE,
         SRUN_HELP, MIG, MIG_PROFILES, DCGM_DIAG, CONTAINER, MUNGE_KEY, SLURMDBD_CONF, CONTAINERD_DROPIN, RUNTIME_CONFIG,
-        RUNTIME_BINARY, MANAGED_FILES, NODE_EXPORTER, DCGM_EXPORTER, RDMA,
+        RUNTIME_BINARY, MANAGED_FILES, KEYED_FILES, NODE_EXPORTER, DCGM_EXPORTER, RDMA,
     )
 }  # fmt: skip
 
