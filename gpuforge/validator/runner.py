@@ -43,7 +43,6 @@ from gpuforge.validator.node.inputs import INPUTS, READ_MANAGED
 from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 
-NODELOCAL_SOURCE = node_program()
 NODE_TIMEOUT_S = 60.0
 #: Cluster checks that need sinfo/scontrol/sacctmgr from the controller.
 SLURM_QUERY_CHECKS = frozenset(
@@ -269,7 +268,7 @@ def run_node(
         args += ["--checks", ",".join(c.id for c in node_checks)]
     else:
         args += ["--checks", "connection.none"]
-    done = transport.run(node, remote_python(spec, args), NODELOCAL_SOURCE, timeout + _slow_budget(cfg, node_checks))
+    done = transport.run(node, remote_python(spec, args), node_program(), timeout + _slow_budget(cfg, node_checks))
 
     def conn(status: str, message: str) -> Result:
         return Result(CONNECTION.id, CONNECTION.layer, CONNECTION.severity, status, message, round(done.duration_s, 4))
