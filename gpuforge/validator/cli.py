@@ -12,11 +12,10 @@ from gpuforge.console import console
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import LIMIT_HELP, SpecError, load_spec
 from gpuforge.spec.redact import redact_url_credentials
-from gpuforge.validator import nodelocal
 from gpuforge.validator.node import base
-from gpuforge.validator.registry import UnknownCheck
-from gpuforge.validator.report import write_atomic
-from gpuforge.validator.runner import validate
+
+# The validator itself (checks, runner, node program) is imported by the commands that run it, so
+# that every other gpuforge command starts without it.
 
 
 def validate_cmd(
@@ -28,6 +27,10 @@ def validate_cmd(
     checks: str | None = None,
 ) -> int:
     """Validate a running cluster against SPEC; 0 all passed, 1 a check failed, 2 could not run."""
+    from gpuforge.validator.registry import UnknownCheck
+    from gpuforge.validator.report import write_atomic
+    from gpuforge.validator.runner import validate
+
     err = console(stderr=True)
     try:
         s = load_spec(spec)
@@ -65,6 +68,8 @@ def health_cmd(config: Path = Path(base.DEFAULT_CONFIG), slurm: bool = False, js
     argv += ["--slurm"] if slurm else ["--no-slurm"]
     argv += ["--json"] if json_out else []
     argv += ["--prom", str(prom)] if prom else []
+    from gpuforge.validator import nodelocal
+
     return nodelocal.main(argv)
 
 
