@@ -216,16 +216,7 @@ def confirmation_summary(preview: ApplyPreview, planned: PlanResult) -> list[str
     if planned.fields:
         lines.append("Spec fields changed since the last apply: " + ", ".join(
             f"{f.path} ({f.policy.value})" for f in planned.fields))  # fmt: skip
-    if preview.to_roll:
-        size = preview.spec.rollout.batch_size
-        fields = ", ".join(preview.rolling_fields) or "nodes an interrupted rollout left drained"
-        lines.append(
-            f"Rolling change ({fields}) on {hostlist.compress(preview.to_roll)}: drained {size} at a time, "
-            "changed, validated, resumed"
-        )
-    for why, names in _grouped(preview.held_back).items():
-        lines.append(f"Left alone: {hostlist.compress(names)}: {why}")
-    return lines
+    return lines + _rolling_and_held(preview)
 
 
 def preview_summary(preview: ApplyPreview) -> list[str]:
@@ -233,6 +224,12 @@ def preview_summary(preview: ApplyPreview) -> list[str]:
     (a second read of every node's facts would double the run): the nodes, the rolling change and
     what ``--tags`` leaves alone; ``gpuforge plan`` shows the steps."""
     lines = [f"Applying to {len(preview.nodes)} node(s): {hostlist.compress(preview.nodes)}" + _only(preview)]
+    return lines + _rolling_and_held(preview)
+
+
+def _rolling_and_held(preview: ApplyPreview) -> list[str]:
+    """The rolling change apply will make and the nodes ``--tags`` leaves alone, with why."""
+    lines = []
     if preview.to_roll:
         size = preview.spec.rollout.batch_size
         fields = ", ".join(preview.rolling_fields) or "nodes an interrupted rollout left drained"
