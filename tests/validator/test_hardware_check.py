@@ -44,9 +44,9 @@ def test_an_hgx_node_as_the_spec_says_passes() -> None:
 @pytest.mark.parametrize(
     ("hw", "message"),
     [
-        ({"sockets": 4}, "sockets: the spec says 4, the node has 2"),
+        ({"sockets": 4}, "sockets x cores x threads: 448 > 224 (4 x 56 x 2 in the spec, 2 x 56 x 2 on the node)"),
         ({"threads_per_core": 4, "cores_per_socket": 64},
-         "cores_per_socket: the spec says 64, the node has 56; threads_per_core: the spec says 4, the node has 2"),
+         "sockets x cores x threads: 512 > 224 (2 x 64 x 4 in the spec, 2 x 56 x 2 on the node)"),
         ({"real_memory_mb": 2100000}, "real_memory_mb: the spec says 2100000, the node has 2063760 MiB (Slurm marks"),
     ],
 )  # fmt: skip
@@ -58,13 +58,25 @@ def test_the_figure_that_differs_is_named(hw: dict[str, int], message: str) -> N
 def test_a_node_with_more_than_slurm_is_given_passes_naming_the_extra() -> None:
     """Slurm runs a node with more than its NodeName line (the lab's 1-core line on a 2-core machine)."""
     status, text = figures_result(config("gpu1", sockets=1, threads_per_core=1), hgx())
-    assert status == PASS
-    assert text.startswith("sockets: the node has 2, the spec gives Slurm 1; threads_per_core: the node has 2")
+    assert (status, text) == (
+        PASS,
+        "sockets x cores x threads: 1 x 56 x 1 in the spec, 2 x 56 x 2 on the node "
+        "(more than Slurm is given: gpuforge discover SPEC reads the node's figures)",
+    )
+
+
+def test_the_same_count_in_another_layout_passes_as_slurm_accepts_it() -> None:
+    """slurmctld compares sockets*cores*threads (a libvirt VM's 2 sockets x 1 core serve a 1 x 2 line);
+    one fewer in the product fails."""
+    status, text = figures_result(config("gpu1", sockets=4, cores_per_socket=28), hgx())
+    assert status == PASS and "4 x 28 x 2 in the spec, 2 x 56 x 2 on the node (the same count, which Slurm" in text
+    status, text = figures_result(config("gpu1", sockets=4, cores_per_socket=29), hgx())
+    assert status == FAIL and "sockets x cores x threads: 232 > 224" in text
 
 
 def test_the_recorded_small_machine_is_not_an_hgx_node() -> None:
     status, text = figures_result(config("gpu1"), json.loads(RECORDED.read_text())["output"])
-    assert status == FAIL and text.startswith("sockets: the spec says 2, the node has 1")
+    assert status == FAIL and text.startswith("sockets x cores x threads: 224 > ")
 
 
 def test_unreadable_hardware_fails_and_other_nodes_skip() -> None:

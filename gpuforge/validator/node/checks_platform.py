@@ -3,6 +3,8 @@ and systemd runs its managed units as their files are on disk."""
 
 from __future__ import annotations
 
+import math
+
 from gpuforge.probes.platform import runs
 from gpuforge.validator.node.base import CRITICAL, FAIL, PASS, SKIP, WARNING, Config, Outcome
 from gpuforge.validator.node.framework import NodeContext, check
@@ -37,12 +39,17 @@ def _figures(ctx: NodeContext) -> Outcome:
     want, have = ctx.cfg["hardware"], ctx.read(HARDWARE)
     if have["errors"]:
         return FAIL, f"cannot read the node's hardware: {'; '.join(have['errors'])[:300]}"
-    # Slurm refuses a node with less than its NodeName line gives it (low socket*core*thread count,
-    # low RealMemory); a node with more runs, with the extra left unused: named, not failed.
-    figures = {"sockets": have["sockets"], "cores_per_socket": have["cores_per_socket"],
-               "threads_per_core": have["threads_per_core"]}  # fmt: skip
-    differ = [f"{k}: the spec says {want[k]}, the node has {n}" for k, n in figures.items() if want.get(k, 0) > n]
-    more = [f"{k}: the node has {n}, the spec gives Slurm {want[k]}" for k, n in figures.items() if want.get(k, 0) < n]
+    # slurmctld marks a node INVALID when sockets*cores*threads is lower than its NodeName line's
+    # ("Node %s has low socket*core*thread count (%d < %d)", src/slurmctld/node_mgr.c) or its memory
+    # is below RealMemory; the product counts, not each figure (a VM's 2 sockets x 1 core serve a
+    # 1 x 2 line). More than the line gives is left unused: named, not failed.
+    layout = ("sockets", "cores_per_socket", "threads_per_core")
+    spec_layout = tuple(int(want.get(k, 1)) for k in layout)
+    node_layout = (have["sockets"], have["cores_per_socket"], have["threads_per_core"])
+    spec_total, node_total = math.prod(spec_layout), math.prod(node_layout)
+    shown = f"{' x '.join(map(str, spec_layout))} in the spec, {' x '.join(map(str, node_layout))} on the node"
+    differ = [f"sockets x cores x threads: {spec_total} > {node_total} ({shown})"] if spec_total > node_total else []
+    more = [] if spec_layout == node_layout else [f"sockets x cores x threads: {shown}"]
     if want.get("real_memory_mb", 0) > have["memory_mb"]:
         differ.append(
             f"real_memory_mb: the spec says {want['real_memory_mb']}, the node has {have['memory_mb']} MiB "
@@ -51,7 +58,8 @@ def _figures(ctx: NodeContext) -> Outcome:
     if differ:
         return FAIL, "; ".join(differ) + " (gpuforge discover SPEC reads the node's figures)"
     if more:
-        return PASS, "; ".join(more) + " (more than Slurm is given: gpuforge discover SPEC reads the node's figures)"
+        why = "more than Slurm is given" if node_total > spec_total else "the same count, which Slurm accepts"
+        return PASS, "; ".join(more) + f" ({why}: gpuforge discover SPEC reads the node's figures)"
     return PASS, (
         f"{have['sockets']} x {have['cores_per_socket']} cores x {have['threads_per_core']} threads, "
         f"{have['memory_mb']} MiB (RealMemory {want['real_memory_mb']}), as the spec says"
