@@ -73,4 +73,8 @@ def test_discover_then_apply_agrees_with_slurmd(lab_cluster: Any) -> None:
             assert int(line["RealMemory"]) == slurm_real_memory(smallest) < have["RealMemory"]
         no_node_invalid(c)
     finally:
-        c.apply()
+        restored = c.apply()
+    # The lab as it was (the tests after this one take it so): converged, no node left drained.
+    assert restored["returncode"] == 0 and restored["ok"], json.dumps(restored, indent=2)
+    drained = c.ssh("node1", "sinfo -h -R -o '%N %E'")
+    assert drained.strip() == "", drained

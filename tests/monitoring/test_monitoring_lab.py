@@ -260,7 +260,7 @@ def dashboards_answer_in_the_lab(cluster: LabCluster) -> None:
         wait_for("a held job, a running job and a drained node in the Slurm collector's series", queue_seen, 120)
     except AssertionError as e:  # say what was missing and what Slurm itself said
         jobs = query(cluster, "/api/v1/query", query="gpuforge_slurm_jobs")["result"]
-        squeue = cluster.ssh("node1", "squeue -h -o '%i %T %r %N'; sinfo -h -N -o '%N %T'", check=False)
+        squeue = cluster.ssh("node1", "squeue -h -o '%i %T %r %N'; sinfo -h -N -o '%N %T %E'", check=False)
         raise AssertionError(f"{e}\nmissing: {missing}\ngpuforge_slurm_jobs: {jobs}\nslurm:\n{squeue}") from None
     queries = dashboard_queries(load_spec(REPO / "inventories" / "lab.yaml"))
     assert len(queries) >= 20
