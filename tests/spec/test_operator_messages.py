@@ -9,18 +9,8 @@ import pytest
 
 from gpuforge.spec import SpecError, parse_spec
 from gpuforge.validator.registry import UnknownCheck, match
+from tests.spec.test_messages import SPEC
 
-SPEC = """\
-cluster: {name: t, scheduler: slurm}
-node_groups:
-  - name: ctl
-    hosts: ctl1
-    roles: [controller, accounting-db, compute]
-    hardware: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, real_memory_mb: 8000}
-slurm:
-  partitions:
-    - {name: batch, nodes: ctl}
-"""
 SLURM_ROLES = "controller, compute, login, accounting-db, monitoring, storage"
 MIG = """\
 mig:
