@@ -30,6 +30,7 @@ APT_PACKAGES=(
   prometheus prometheus-alertmanager
   rpm createrepo-c dnf
   chromium
+  etcd-server etcd-client
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -51,6 +52,8 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl disable --now apt-cacher-ng >/dev/null 2>&1 || true
   # promtool/amtool are what the tests need; the lab's Prometheus runs inside its nodes.
   systemctl disable --now prometheus prometheus-alertmanager prometheus-node-exporter >/dev/null 2>&1 || true
+  # etcd and etcdctl are what the etcd snapshot test needs; it starts its own etcd on its own port.
+  systemctl disable --now etcd >/dev/null 2>&1 || true
   # The Vagrant test runs its own libvirtd inside a network namespace and will not start beside
   # the machine's. A libvirt this run installed (Debian starts it) is stopped and disabled; one the
   # machine had before is a workstation's and is left alone (the test then says how to stop it).
