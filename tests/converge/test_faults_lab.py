@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from gpuforge.deploy.converge import STAGING_DIR
+from gpuforge.deploy.secrets import SecretStore
 from gpuforge.lab import ssh_command
 from gpuforge.render import render_node
-from gpuforge.render.files import Secrets
 from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM
 from gpuforge.spec import load_spec, resolve_nodes
 from tests.conftest import REPO
@@ -41,11 +41,13 @@ def remove_managed_files(c: Any, nodes: tuple[str, ...] = NODES) -> None:
         c.ssh(node, "rm -f " + " ".join(REMOVED))
 
 
-def expected(spec_path: Path) -> dict[str, dict[str, str]]:
-    """sha256 of each non-secret rendered file, by node."""
-    spec = load_spec(spec_path)
+def expected(c: Any) -> dict[str, dict[str, str]]:
+    """sha256 of each rendered file, by node, rendered with the secrets apply stored (health.json
+    carries keyed digests made with them)."""
+    spec = load_spec(c.spec_path)
+    secrets = SecretStore(spec.cluster.name, c.state_dir).load()
     return {
-        n.name: {f.path: hashlib.sha256(f.data).hexdigest() for f in render_node(spec, n, Secrets.redacted())}
+        n.name: {f.path: hashlib.sha256(f.data).hexdigest() for f in render_node(spec, n, secrets)}
         for n in resolve_nodes(spec)
     }
 
@@ -79,7 +81,7 @@ def test_a_changed_host_key_is_refused_and_the_node_left_alone(lab_cluster: Any,
 def test_an_interrupted_apply_leaves_nothing_half_written(lab_cluster: Any, sig: signal.Signals) -> None:
     c = lab_cluster
     remove_managed_files(c)
-    want = expected(c.spec_path)
+    want = expected(c)
     # The trigger: node2's staging directory is made anew by the first upload of the run.
     c.ssh("node2", f"rm -rf {STAGING_DIR}")
     wait = f"while [ ! -d {STAGING_DIR} ]; do sleep 0.01; done; echo seen"
