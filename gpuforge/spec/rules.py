@@ -21,7 +21,7 @@ from gpuforge.spec import (
 from gpuforge.spec.acceptance_rules import acceptance_rules
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.fabric_rules import fabric_rules
-from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES
+from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES, GpuModel
 from gpuforge.spec.hardware_rules import hardware_issues
 from gpuforge.spec.k8s_model import operator_dcgm_exporter
 from gpuforge.spec.mig import mig_layout
@@ -34,7 +34,9 @@ from gpuforge.spec.model import (
     ContainerEngine,
     DriverFlavor,
     DriverSource,
+    MigDevices,
     MigStrategy,
+    NodeGroup,
     PreemptMode,
     Role,
     Scheduler,
@@ -473,70 +475,9 @@ def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
                 )
     used: set[str] = set()
     for gi, group in enumerate(spec.node_groups):
-        if group.mig_config is None:
-            continue
-        used.add(group.mig_config)
-        loc = ("node_groups", gi, "mig_config")
-        found = spec.mig.configs.get(group.mig_config)
-        if found is None:
-            known = ", ".join(spec.mig.configs) or "none defined"
-            yield SpecIssue(loc, f"MIG config {group.mig_config!r} is not in mig.configs ({known})")
-            continue
-        entries = found
-        if group.hardware.gpu is None:
-            yield SpecIssue(loc, f"group {group.name!r} has no GPUs, so no MIG config applies")
-            continue
-        model = GPU_MODELS[group.hardware.gpu.model]
-        if not model.supports_mig:
-            yield SpecIssue(loc, no_mig_message(model.name, group.name))
-            continue
-        claimed: dict[int, int] = {}
-        for ei, entry in enumerate(entries):
-            eloc = ("mig", "configs", group.mig_config, ei)
-            indices = list(range(group.hardware.gpu.count)) if entry.devices == "all" else entry.devices
-            repeated = sorted(d for d, n in Counter(indices).items() if n > 1)
-            if repeated:
-                yield SpecIssue((*eloc, "devices"), f"GPU index(es) {repeated} listed more than once")
-            overlap = sorted({d for d in indices if d in claimed})
-            if overlap:
-                yield SpecIssue(
-                    (*eloc, "devices"),
-                    f"GPU index(es) {overlap} already laid out by entry {claimed[overlap[0]]} of this config",
-                )
-            for d in indices:
-                claimed.setdefault(d, ei)
-            if isinstance(entry.devices, list):
-                out = [d for d in entry.devices if d >= group.hardware.gpu.count or d < 0]
-                if out:
-                    yield SpecIssue(
-                        (*eloc, "devices"),
-                        f"GPU index(es) {out} out of range for group {group.name!r} "
-                        f"({group.hardware.gpu.count} GPUs: 0-{group.hardware.gpu.count - 1})",
-                    )
-            compute = memory = 0
-            for profile_name, count in entry.mig_devices.items():
-                profile = model.profile(profile_name)
-                if profile is None:
-                    allowed = ", ".join(p.name for p in model.mig_profiles)
-                    yield SpecIssue(
-                        (*eloc, "mig_devices", profile_name),
-                        f"{profile_name!r} is not a MIG profile of {model.name} (group {group.name!r}); "
-                        f"allowed: {allowed}",
-                    )
-                    continue
-                if count < 1 or count > profile.max_count:
-                    yield SpecIssue(
-                        (*eloc, "mig_devices", profile_name),
-                        f"{count} x {profile_name} on one {model.name}: allowed 1..{profile.max_count}",
-                    )
-                compute += profile.compute * count
-                memory += profile.memory * count
-            if compute > model.compute_slices or memory > MEMORY_SLICES:
-                yield SpecIssue(
-                    (*eloc, "mig_devices"),
-                    f"layout needs {compute} compute / {memory} memory slices; one {model.name} has "
-                    f"{model.compute_slices} / {MEMORY_SLICES}",
-                )
+        if group.mig_config is not None:
+            used.add(group.mig_config)
+            yield from _group_mig_config(spec, gi, group)
     if spec.kubernetes and used and spec.kubernetes.gpu_operator.mig_strategy is MigStrategy.NONE:
         yield SpecIssue(
             ("kubernetes", "gpu_operator", "mig_strategy"),
@@ -544,6 +485,85 @@ def mig_rules(spec: Spec) -> Iterator[SpecIssue]:
         )
     if spec.kubernetes and spec.kubernetes.gpu_operator.mig_strategy is MigStrategy.SINGLE:
         yield from _single_strategy_layouts(spec)
+
+
+def _group_mig_config(spec: Spec, gi: int, group: NodeGroup) -> Iterator[SpecIssue]:
+    """The group's MIG config exists, fits a GPU that has MIG, and each entry lays out its GPUs once."""
+    assert group.mig_config is not None
+    loc = ("node_groups", gi, "mig_config")
+    entries = spec.mig.configs.get(group.mig_config)
+    if entries is None:
+        known = ", ".join(spec.mig.configs) or "none defined"
+        yield SpecIssue(loc, f"MIG config {group.mig_config!r} is not in mig.configs ({known})")
+        return
+    if group.hardware.gpu is None:
+        yield SpecIssue(loc, f"group {group.name!r} has no GPUs, so no MIG config applies")
+        return
+    model = GPU_MODELS[group.hardware.gpu.model]
+    if not model.supports_mig:
+        yield SpecIssue(loc, no_mig_message(model.name, group.name))
+        return
+    claimed: dict[int, int] = {}
+    for ei, entry in enumerate(entries):
+        eloc = ("mig", "configs", group.mig_config, ei)
+        yield from _entry_devices(group, eloc, ei, entry, claimed)
+        yield from _entry_layout(group, model, eloc, entry)
+
+
+def _entry_devices(
+    group: NodeGroup, eloc: tuple[str | int, ...], ei: int, entry: MigDevices, claimed: dict[int, int]
+) -> Iterator[SpecIssue]:
+    """The entry's GPU indices: each once, not laid out by an earlier entry, within the group's GPUs."""
+    assert group.hardware.gpu is not None
+    count = group.hardware.gpu.count
+    indices = list(range(count)) if entry.devices == "all" else entry.devices
+    repeated = sorted(d for d, n in Counter(indices).items() if n > 1)
+    if repeated:
+        yield SpecIssue((*eloc, "devices"), f"GPU index(es) {repeated} listed more than once")
+    overlap = sorted({d for d in indices if d in claimed})
+    if overlap:
+        yield SpecIssue(
+            (*eloc, "devices"),
+            f"GPU index(es) {overlap} already laid out by entry {claimed[overlap[0]]} of this config",
+        )
+    for d in indices:
+        claimed.setdefault(d, ei)
+    if isinstance(entry.devices, list):
+        out = [d for d in entry.devices if d >= count or d < 0]
+        if out:
+            yield SpecIssue(
+                (*eloc, "devices"),
+                f"GPU index(es) {out} out of range for group {group.name!r} ({count} GPUs: 0-{count - 1})",
+            )
+
+
+def _entry_layout(
+    group: NodeGroup, model: GpuModel, eloc: tuple[str | int, ...], entry: MigDevices
+) -> Iterator[SpecIssue]:
+    """The entry's profiles are the model's, in allowed counts, and fit one GPU's slices."""
+    compute = memory = 0
+    for profile_name, count in entry.mig_devices.items():
+        profile = model.profile(profile_name)
+        if profile is None:
+            allowed = ", ".join(p.name for p in model.mig_profiles)
+            yield SpecIssue(
+                (*eloc, "mig_devices", profile_name),
+                f"{profile_name!r} is not a MIG profile of {model.name} (group {group.name!r}); allowed: {allowed}",
+            )
+            continue
+        if count < 1 or count > profile.max_count:
+            yield SpecIssue(
+                (*eloc, "mig_devices", profile_name),
+                f"{count} x {profile_name} on one {model.name}: allowed 1..{profile.max_count}",
+            )
+        compute += profile.compute * count
+        memory += profile.memory * count
+    if compute > model.compute_slices or memory > MEMORY_SLICES:
+        yield SpecIssue(
+            (*eloc, "mig_devices"),
+            f"layout needs {compute} compute / {memory} memory slices; one {model.name} has "
+            f"{model.compute_slices} / {MEMORY_SLICES}",
+        )
 
 
 def _single_strategy_layouts(spec: Spec) -> Iterator[SpecIssue]:
