@@ -181,6 +181,37 @@ def _json_messages(result: dict[str, Any], key: str) -> list[str]:
     return texts
 
 
+def _diag_test(category: Any, test: dict[str, Any]) -> DiagTest:
+    """One test of ``dcgmi diag -j``: its verdict (the ``test_summary``'s, else the worst entity's),
+    each entity's status and the messages of its results and summary."""
+    per_gpu: dict[str, str] = {}
+    messages: list[DiagMessage] = []
+    results = test.get("results") or []
+    for result in results if isinstance(results, list) else []:
+        if not isinstance(result, dict):
+            continue
+        gpu = result.get("gpu_ids", result.get("gpu_id", result.get("entity_id")))
+        group = str(result.get("entity_group", "GPU"))
+        status = diag_status(str(result.get("status", "")))
+        if gpu is not None:
+            for gpu_id in str(gpu).split(","):  # other entities (CPU) keep their group's name
+                per_gpu[gpu_id.strip() if group == "GPU" else f"{group}{gpu_id.strip()}"] = status
+        for kind, key in (("warning", "warnings"), ("info", "info"), ("error", "errors")):
+            messages.extend(DiagMessage(kind=kind, text=text) for text in _json_messages(result, key))
+    summary = test.get("test_summary")
+    if isinstance(summary, dict) and summary.get("status"):
+        overall = diag_status(str(summary["status"]))
+        for kind, key in (("warning", "warnings"), ("info", "info")):
+            known = {m["text"] for m in messages}
+            texts = _json_messages(summary, key)
+            messages.extend(DiagMessage(kind=kind, text=t) for t in texts if t not in known)
+    else:
+        statuses = set(per_gpu.values())
+        overall = next((s for s in ("fail", "warn", "pass", "skip", "not_run") if s in statuses), "unknown")
+    name = str(test.get("name") or test.get("test_name") or "unknown")
+    return DiagTest(category=category, name=name, result=overall, status=overall, per_gpu=per_gpu, messages=messages)
+
+
 def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
     """Parse ``dcgmi diag -r N -j``.
 
@@ -223,42 +254,8 @@ def parse_dcgmi_diag_json(lines: list[str]) -> DcgmiDiagInfo:
         if not isinstance(category, dict):
             continue
         for test in category.get("tests") or []:
-            if not isinstance(test, dict):
-                continue
-            per_gpu: dict[str, str] = {}
-            messages: list[DiagMessage] = []
-            results = test.get("results") or []
-            for result in results if isinstance(results, list) else []:
-                if not isinstance(result, dict):
-                    continue
-                gpu = result.get("gpu_ids", result.get("gpu_id", result.get("entity_id")))
-                group = str(result.get("entity_group", "GPU"))
-                status = diag_status(str(result.get("status", "")))
-                if gpu is not None:
-                    for gpu_id in str(gpu).split(","):  # other entities (CPU) keep their group's name
-                        per_gpu[gpu_id.strip() if group == "GPU" else f"{group}{gpu_id.strip()}"] = status
-                for kind, key in (("warning", "warnings"), ("info", "info"), ("error", "errors")):
-                    messages.extend(DiagMessage(kind=kind, text=text) for text in _json_messages(result, key))
-            summary = test.get("test_summary")
-            if isinstance(summary, dict) and summary.get("status"):
-                overall = diag_status(str(summary["status"]))
-                for kind, key in (("warning", "warnings"), ("info", "info")):
-                    known = {m["text"] for m in messages}
-                    texts = _json_messages(summary, key)
-                    messages.extend(DiagMessage(kind=kind, text=t) for t in texts if t not in known)
-            else:
-                statuses = set(per_gpu.values())
-                overall = next((s for s in ("fail", "warn", "pass", "skip", "not_run") if s in statuses), "unknown")
-            info["tests"].append(
-                DiagTest(
-                    category=category.get("category"),
-                    name=str(test.get("name") or test.get("test_name") or "unknown"),
-                    result=overall,
-                    status=overall,
-                    per_gpu=per_gpu,
-                    messages=messages,
-                )
-            )
+            if isinstance(test, dict):
+                info["tests"].append(_diag_test(category.get("category"), test))
     _summarise(info)
     return info
 
