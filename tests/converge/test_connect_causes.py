@@ -8,7 +8,7 @@ import io
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paramiko
@@ -67,9 +67,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def closing_port() -> Iterator[int]:
-    """A port that accepts every connection and closes it at once."""
+def serve_loopback(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A listening port on 127.0.0.1 whose every connection goes to ``handle``; yields the port and
+    stops the server after."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(16)
@@ -82,7 +82,7 @@ def closing_port() -> Iterator[int]:
                 conn, _ = srv.accept()
             except OSError:
                 continue
-            conn.close()
+            handle(conn)
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
@@ -90,6 +90,12 @@ def closing_port() -> Iterator[int]:
     stop.set()
     t.join()
     srv.close()
+
+
+@pytest.fixture
+def closing_port() -> Iterator[int]:
+    """A port that accepts every connection and closes it at once."""
+    yield from serve_loopback(lambda conn: conn.close())
 
 
 class _Server(paramiko.ServerInterface):
@@ -108,35 +114,20 @@ def host_key() -> paramiko.RSAKey:
 @pytest.fixture
 def ssh_server(host_key: paramiko.RSAKey) -> Iterator[int]:
     """A real SSH server on 127.0.0.1 (paramiko's): it shows ``host_key`` and refuses every login."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.2)
-    stop = threading.Event()
     transports: list[paramiko.Transport] = []
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            tr = paramiko.Transport(conn)
-            tr.add_server_key(host_key)
-            transports.append(tr)
-            try:
-                tr.start_server(server=_Server())
-            except (paramiko.SSHException, EOFError, OSError):
-                tr.close()
+    def handle(conn: socket.socket) -> None:
+        tr = paramiko.Transport(conn)
+        tr.add_server_key(host_key)
+        transports.append(tr)
+        try:
+            tr.start_server(server=_Server())
+        except (paramiko.SSHException, EOFError, OSError):
+            tr.close()
 
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield int(srv.getsockname()[1])
-    stop.set()
-    t.join()
+    yield from serve_loopback(handle)
     for tr in transports:
         tr.close()
-    srv.close()
 
 
 def known_hosts_with(path: Path, port: int, key: paramiko.PKey) -> Path:
