@@ -169,11 +169,14 @@ def failover_and_back(c: LabCluster) -> None:
     print(f"\nslurmctld.service Restart={restart}")
 
     running, queued = submit(c, "sleep 90"), submit(c, "hostname")
-    since = float(c.ssh("node1", "date +%s.%N").strip())
     wait_for("one job running, one queued", lambda: job_states(c, [running, queued]) == {
         running: "RUNNING", queued: "PENDING"}, timeout=120)  # fmt: skip
-    # slurmctld writes its job state to StateSaveLocation shortly after a change: the backup
-    # recovers from there, so the kill waits until that file is newer than both submissions.
+    # The backup recovers from the job state that slurmctld saved to StateSaveLocation. A job
+    # update schedules a save (schedule_job_save in the update RPC) holding the running job's
+    # start, so the kill waits until job_state is newer than that update. (Waiting only for a
+    # save after the submissions raced the job's start: the backup then read it PENDING.)
+    since = float(c.ssh("node1", "date +%s.%N").strip())
+    c.ssh("node1", f"scontrol update JobId={queued} Comment=failover-test")
     saved = f"stat -c %.3Y {STATE_DIR}/job_state"
     wait_for("job_state saved", lambda: float(c.ssh("node1", saved).strip()) > since, timeout=60)
 
