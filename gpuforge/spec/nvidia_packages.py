@@ -435,39 +435,13 @@ def driver_install(
     arch: Arch = Arch.X86_64,
 ) -> DriverInstall:
     """The row of the table for one combination; ``UnsupportedDriver`` when nobody ships it."""
-    headers = kernel_headers_package(os, kernel_release, arch)
     fm = _fabric_manager(os, source, branch)
     is_open = flavor is DriverFlavor.OPEN
     if os.distribution.distro_driver == "debian-nonfree" and source is DriverSource.DISTRO:
-        if branch != DEBIAN12_ARCHIVE_BRANCH:
-            raise UnsupportedDriver(
-                f"Debian 12's archive ships only driver branch {DEBIAN12_ARCHIVE_BRANCH}; "
-                f"for {branch} set versions.driver.source: nvidia (NVIDIA's CUDA repository)"
-            )
-        if is_open:  # contrib: the open module package, its GSP firmware, the compute libraries
-            packages: tuple[str, ...] = (
-                "nvidia-open-kernel-dkms", "nvidia-smi", "nvidia-persistenced", "libcuda1", "firmware-nvidia-gsp",
-            )  # fmt: skip
-        else:  # the lab-tested set: the metapackage pulls nvidia-kernel-dkms; the GSP firmware is a Recommends
-            packages = ("nvidia-driver", "nvidia-smi", "nvidia-persistenced", "firmware-nvidia-gsp")
-        return DriverInstall(
-            os, source, branch, flavor, (*packages, kernel_headers_package(os, None, arch)), packages[0], fm, (),
-            "debian-nonfree", ("debian-nvidia-open-kernel-dkms", "guide-pre-install"),
-        )  # fmt: skip
+        return _debian_archive_driver(os, source, branch, flavor, fm, arch)
+    headers = kernel_headers_package(os, kernel_release, arch)
     if os.is_rpm:
-        if source is DriverSource.DISTRO:
-            raise UnsupportedDriver(
-                "RHEL 9 has no NVIDIA driver in its own repositories; set versions.driver.source: nvidia"
-            )
-        stream = f"{branch}-open" if is_open else f"{branch}-dkms"
-        meta = "nvidia-open" if is_open else "cuda-drivers"
-        return DriverInstall(
-            os, source, branch, flavor, (meta,), "nvidia-driver", fm,
-            ("dkms", headers, headers.replace("kernel-devel", "kernel-headers", 1)),
-            "nvidia-cuda", ("guide-kernel-modules", "cuda-dnf-streams", "guide-version-locking",
-                            "ansible-role-nvidia-driver", "azhpc-fabricmanager"),
-            dnf_stream=stream, needs_epel=True,
-        )  # fmt: skip
+        return _rpm_driver(os, source, branch, flavor, fm, headers)
     # The running kernel's headers and dkms are named; the compilers come with dkms as hard
     # dependencies, which --no-install-recommends keeps (Debian 12's dkms 3.0.10: "Depends: kmod,
     # gcc | c-compiler, dpkg-dev, make | build-essential, patch"; the headers are only its Recommends,
@@ -490,7 +464,56 @@ def driver_install(
             ("guide-flavors", "nvidia-forum-cuda-drivers-580", "guide-590-renames", "cns-fabricmanager"),
             pinning_package=pinning,
         )  # fmt: skip
-    # Ubuntu with NVIDIA's CUDA repository
+    return _ubuntu_cuda_driver(os, source, branch, flavor, fm, prereq, pinning)
+
+
+def _debian_archive_driver(
+    os: OsFamily, source: DriverSource, branch: int, flavor: DriverFlavor, fm: tuple[str, ...], arch: Arch
+) -> DriverInstall:
+    """Debian's own archive (non-free, contrib): one branch only."""
+    if branch != DEBIAN12_ARCHIVE_BRANCH:
+        raise UnsupportedDriver(
+            f"Debian 12's archive ships only driver branch {DEBIAN12_ARCHIVE_BRANCH}; "
+            f"for {branch} set versions.driver.source: nvidia (NVIDIA's CUDA repository)"
+        )
+    if flavor is DriverFlavor.OPEN:  # contrib: the open module package, its GSP firmware, the compute libraries
+        packages: tuple[str, ...] = (
+            "nvidia-open-kernel-dkms", "nvidia-smi", "nvidia-persistenced", "libcuda1", "firmware-nvidia-gsp",
+        )  # fmt: skip
+    else:  # the lab-tested set: the metapackage pulls nvidia-kernel-dkms; the GSP firmware is a Recommends
+        packages = ("nvidia-driver", "nvidia-smi", "nvidia-persistenced", "firmware-nvidia-gsp")
+    return DriverInstall(
+        os, source, branch, flavor, (*packages, kernel_headers_package(os, None, arch)), packages[0], fm, (),
+        "debian-nonfree", ("debian-nvidia-open-kernel-dkms", "guide-pre-install"),
+    )  # fmt: skip
+
+
+def _rpm_driver(
+    os: OsFamily, source: DriverSource, branch: int, flavor: DriverFlavor, fm: tuple[str, ...], headers: str
+) -> DriverInstall:
+    """EL: NVIDIA's CUDA repository only, through its dnf module streams."""
+    if source is DriverSource.DISTRO:
+        raise UnsupportedDriver(
+            "RHEL 9 has no NVIDIA driver in its own repositories; set versions.driver.source: nvidia"
+        )
+    is_open = flavor is DriverFlavor.OPEN
+    stream = f"{branch}-open" if is_open else f"{branch}-dkms"
+    meta = "nvidia-open" if is_open else "cuda-drivers"
+    return DriverInstall(
+        os, source, branch, flavor, (meta,), "nvidia-driver", fm,
+        ("dkms", headers, headers.replace("kernel-devel", "kernel-headers", 1)),
+        "nvidia-cuda", ("guide-kernel-modules", "cuda-dnf-streams", "guide-version-locking",
+                        "ansible-role-nvidia-driver", "azhpc-fabricmanager"),
+        dnf_stream=stream, needs_epel=True,
+    )  # fmt: skip
+
+
+def _ubuntu_cuda_driver(
+    os: OsFamily, source: DriverSource, branch: int, flavor: DriverFlavor, fm: tuple[str, ...],
+    prereq: tuple[str, ...], pinning: str | None,
+) -> DriverInstall:  # fmt: skip
+    """Ubuntu with NVIDIA's CUDA repository: unversioned names from 590, branch names below."""
+    is_open = flavor is DriverFlavor.OPEN
     if branch >= UNVERSIONED_NAMES_FROM:
         module = "nvidia-dkms-open" if is_open else "nvidia-dkms"
         metas: tuple[str, ...] = ("nvidia-open", "nvidia-driver-open") if is_open else ("cuda-drivers", "nvidia-driver")
