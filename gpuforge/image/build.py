@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import hashlib
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -30,14 +32,15 @@ from gpuforge.image.record import image_record, record_text
 from gpuforge.image.safe_files import private_temp, write_in_tree
 from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, group_nodes
 from gpuforge.lab import core
-from gpuforge.lab.lab_record import LabPaths, LabState
+from gpuforge.lab.lab_record import STATE_ROOT, LabPaths, LabState
 from gpuforge.lab.node import stop
 from gpuforge.render.health import node_health_key
 from gpuforge.spec import Spec, load_spec
 from gpuforge.spec.nodes import Node
 
-BUILD_LAB = "gfimg"
-BUILD_SUBNET = "10.213.21.0/24"
+#: The build labs, one per image build running at once on this host (name, subnet): a build takes the
+#: first one free and holds its lock until its lab is down; when every one is in use, it is refused.
+BUILD_LABS = (("gfimg", "10.213.21.0/24"), ("gfimg2", "10.213.25.0/24"), ("gfimg3", "10.213.26.0/24"))
 FORMATS = ("rootfs", "oci", "qcow2", "vagrant")
 BASE_OS = "debian12"
 Log = Callable[[str], None]
@@ -79,8 +82,25 @@ def secret_values(spec: Spec, nodes: Sequence[Node] = ()) -> list[bytes]:
 
 
 @contextlib.contextmanager
+def free_build_lab(labs: Sequence[tuple[str, str]] = BUILD_LABS, root: str = STATE_ROOT) -> Iterator[tuple[str, str]]:
+    """The first build lab no other build holds (its ``flock`` held for the block): two builds at once
+    never tear down each other's lab. :class:`ImageBuildError` when every one is in use."""
+    os.makedirs(root, exist_ok=True)
+    for name, subnet in labs:
+        with open(os.path.join(root, f".{name}.build.lock"), "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            yield name, subnet
+            return
+    names = ", ".join(name for name, _ in labs)
+    raise ImageBuildError(f"{len(labs)} image builds run on this host already (build labs {names}): wait for one")
+
+
+@contextlib.contextmanager
 def build_lab(name: str, subnet: str, log: Log) -> Iterator[LabState]:
-    """A one-container lab, torn down whatever happens."""
+    """A one-container lab, torn down whatever happens (the caller holds its build lock)."""
     core.down(name, log=lambda m: None)
     try:
         yield core.up(name, 1, subnet, log=log)
@@ -102,10 +122,7 @@ def build_spec_file(spec_path: Path, lab: LabState) -> Iterator[Path]:
         path.unlink(missing_ok=True)
 
 
-def build_image(
-    spec_path: Path, group: str, out: Path, formats: tuple[str, ...], log: Log,
-    lab_name: str = BUILD_LAB, subnet: str = BUILD_SUBNET,
-) -> BuildResult:  # fmt: skip
+def build_image(spec_path: Path, group: str, out: Path, formats: tuple[str, ...], log: Log) -> BuildResult:
     """Bake ``group``'s image of the spec at ``spec_path`` into ``out`` (see the module)."""
     spec = load_spec(spec_path)
     nodes = group_nodes(spec, group)
@@ -113,7 +130,8 @@ def build_image(
     hook = ImageBuild(common_files(spec, nodes))
     t0 = time.monotonic()
     result = BuildResult(out)
-    with build_lab(lab_name, subnet, log) as lab, build_spec_file(spec_path, lab) as fitted:
+    with free_build_lab() as (lab_name, subnet), build_lab(lab_name, subnet, log) as lab, \
+            build_spec_file(spec_path, lab) as fitted:  # fmt: skip
         built_as = load_spec(fitted)  # its nodes are reached as the build container is (``build_spec_data``)
         node = group_nodes(built_as, group)[0]
         applied = run_image_build(built_as, fitted, node, lab.nodes[0].address, hook, log)

@@ -367,3 +367,17 @@ def test_a_folder_qemu_cannot_enter_is_named() -> None:
         assert bootable.closed_folder(inner) == (top / "middle").resolve()
     finally:
         shutil.rmtree(top)
+
+
+def test_builds_at_once_take_their_own_build_labs_and_a_build_past_the_last_is_refused(tmp_path: Path) -> None:
+    from gpuforge.image.build import BUILD_LABS, ImageBuildError, free_build_lab
+
+    assert len({name for name, _ in BUILD_LABS}) == len({subnet for _, subnet in BUILD_LABS}) == len(BUILD_LABS)
+    labs = (("a", "10.0.0.0/24"), ("b", "10.0.1.0/24"))
+    with free_build_lab(labs, str(tmp_path)) as first, free_build_lab(labs, str(tmp_path)) as second:
+        assert (first, second) == (labs[0], labs[1])
+        with pytest.raises(ImageBuildError, match=r"2 image builds run on this host already \(build labs a, b\)"):
+            with free_build_lab(labs, str(tmp_path)):
+                pass
+    with free_build_lab(labs, str(tmp_path)) as again:  # both released
+        assert again == labs[0]
