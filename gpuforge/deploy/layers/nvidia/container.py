@@ -20,6 +20,7 @@ from gpuforge.deploy.nvidia_needs import (
 )
 from gpuforge.probes.toolkit_config import differing
 from gpuforge.render import nvidia_sources as src
+from gpuforge.render.files import RenderedFile
 from gpuforge.render.nvidia import (
     CDI_SPEC,
     CONTAINERD_CONFIG,
@@ -47,18 +48,10 @@ def engine_layer(ctx: Ctx) -> Layer:
     ``docker-ce``; ``nvidia_packages.SOURCES['docker-rhel']``), installed when missing.
     """
     engine = ctx.spec.container_runtime.engine
-    if engine is ContainerEngine.CONTAINERD:
-        files = ctx.file(CONTAINERD_CONFIG) + ctx.file(CONTAINERD_NVIDIA_DROPIN)
-        unit = "containerd"
-        dirs: tuple[Directory, ...] = (Directory("/etc/containerd"), Directory(CONTAINERD_DROPIN_DIR))
-    elif engine is ContainerEngine.DOCKER:
-        files = ctx.file(DOCKER_DAEMON_JSON)
-        unit = "docker"
-        dirs = (Directory("/etc/docker"),)
-    else:
+    chosen = _engine_files(ctx, engine)
+    if chosen is None:
         return Layer.empty("container-engine")
-    if not files:
-        return Layer.empty("container-engine")
+    files, unit, dirs = chosen
     pkg = table.ENGINE_PACKAGES[(engine.value, ctx.deb)]
     repo = None if ctx.deb else src.docker_repo(ctx.spec, ctx.os)
     paths = tuple(f.path for f in files)
@@ -86,27 +79,7 @@ def engine_layer(ctx: Ctx) -> Layer:
         return [Step(StepKind.INSTALL, f"install {pkg} from Docker's RHEL repository", dnf_install([pkg]))]
 
     def after(facts: LayerFacts, changed: set[str]) -> list[Step]:
-        steps: list[Step] = []
-        running = (facts.units.get(unit) or {}).get("ActiveState") == "active"
-        if docker and running and DOCKER_DAEMON_JSON in changed and facts.files.get(DOCKER_DAEMON_JSON) is None:
-            # A dockerd that ran without our daemon.json: its exec-opts (cgroup driver) apply only at start.
-            steps.append(
-                Step(
-                    StepKind.RESTART,
-                    f"restart docker (its first {DOCKER_DAEMON_JSON}: exec-opts apply only when it starts)",
-                    f"systemctl restart docker{clear_pending(unit)}",
-                )
-            )
-        if nvidia_runtime and nvidia_default_runtime(ctx.spec, ctx.node):
-            tk_repo = src.container_repo(ctx.spec, ctx.os)
-            if not tk_repo.available:
-                steps.append(
-                    Step(
-                        StepKind.WARNING,
-                        f"nvidia is the default runtime but the container toolkit has no source ({tk_repo.reason})",
-                    )
-                )
-        return keep_reports(ctx, "container-engine", steps)
+        return keep_reports(ctx, "container-engine", _engine_after(ctx, unit, nvidia_runtime, facts, changed))
 
     return Layer(
         "container-engine",
@@ -117,6 +90,45 @@ def engine_layer(ctx: Ctx) -> Layer:
         before_services=before,
         after=after,
     )
+
+
+def _engine_files(ctx: Ctx, engine: ContainerEngine) -> tuple[list[RenderedFile], str, tuple[Directory, ...]] | None:
+    """The engine's rendered files, its unit and its folders (None: no engine, or nothing rendered)."""
+    chosen: tuple[list[RenderedFile], str, tuple[Directory, ...]]
+    if engine is ContainerEngine.CONTAINERD:
+        files = ctx.file(CONTAINERD_CONFIG) + ctx.file(CONTAINERD_NVIDIA_DROPIN)
+        chosen = (files, "containerd", (Directory("/etc/containerd"), Directory(CONTAINERD_DROPIN_DIR)))
+    elif engine is ContainerEngine.DOCKER:
+        chosen = (ctx.file(DOCKER_DAEMON_JSON), "docker", (Directory("/etc/docker"),))
+    else:
+        return None
+    return chosen if chosen[0] else None
+
+
+def _engine_after(ctx: Ctx, unit: str, nvidia_runtime: bool, facts: LayerFacts, changed: set[str]) -> list[Step]:
+    """After the files: docker's first daemon.json needs a restart; a default nvidia runtime without
+    a toolkit source is a warning."""
+    steps: list[Step] = []
+    running = (facts.units.get(unit) or {}).get("ActiveState") == "active"
+    if unit == "docker" and running and DOCKER_DAEMON_JSON in changed and facts.files.get(DOCKER_DAEMON_JSON) is None:
+        # A dockerd that ran without our daemon.json: its exec-opts (cgroup driver) apply only at start.
+        steps.append(
+            Step(
+                StepKind.RESTART,
+                f"restart docker (its first {DOCKER_DAEMON_JSON}: exec-opts apply only when it starts)",
+                f"systemctl restart docker{clear_pending(unit)}",
+            )
+        )
+    if nvidia_runtime and nvidia_default_runtime(ctx.spec, ctx.node):
+        tk_repo = src.container_repo(ctx.spec, ctx.os)
+        if not tk_repo.available:
+            steps.append(
+                Step(
+                    StepKind.WARNING,
+                    f"nvidia is the default runtime but the container toolkit has no source ({tk_repo.reason})",
+                )
+            )
+    return steps
 
 
 def toolkit_config_step(current: str | None) -> Step | None:
