@@ -109,8 +109,8 @@ def _health_rules(spec: Spec) -> list[dict[str, Any]]:
 
 
 def _gpu_rules(spec: Spec) -> list[dict[str, Any]]:
-    lim = spec.monitoring.alerts
-    rules = [
+    """One rule per Xid the spec alerts on, then the memory, thermal, power and NVLink rules."""
+    xids = [
         _rule(
             "GpuXidError",
             f"DCGM_FI_DEV_XID_ERRORS == {xid}",
@@ -123,11 +123,16 @@ def _gpu_rules(spec: Spec) -> list[dict[str, Any]]:
         )
         for xid in alert_xids(spec)
     ]
+    return xids + _gpu_health_rules(spec)
+
+
+def _gpu_health_rules(spec: Spec) -> list[dict[str, Any]]:
+    lim = spec.monitoring.alerts
     nvlink = " or ".join(
         f"increase(DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL[10m]) > 0"
         for kind in ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
     )
-    rules += [
+    return [
         _rule(
             "GpuUncorrectableEcc",
             "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
@@ -185,7 +190,6 @@ def _gpu_rules(spec: Spec) -> list[dict[str, Any]]:
             "Needs the DCGM_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL fields in dcgm.counters.",
         ),
     ]
-    return rules
 
 
 def _slurm_rules(spec: Spec) -> list[dict[str, Any]]:
