@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # Root is needed (network namespaces, systemd-nspawn, packages). As a user with sudo, the script
 # runs itself again under sudo; a root shell (a fresh machine has no sudo) runs it as it is.
 if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then exec sudo --preserve-env=CI,GPUFORGE_CPU_HOG,GPUFORGE_TEST_WORKERS,COLUMNS bash "$PWD/scripts/test.sh" "$@"; fi
+  if command -v sudo >/dev/null 2>&1; then exec sudo --preserve-env=CI,GPUFORGE_CPU_HOG,GPUFORGE_TEST_WORKERS,GPUFORGE_LAB_WORKERS,COLUMNS bash "$PWD/scripts/test.sh" "$@"; fi
   echo "test: run as root (there is no sudo here to become root with)" >&2
   exit 2
 fi
@@ -49,8 +49,14 @@ pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orches
   --cov-fail-under="$cov_min" "$@"
 rc_unit=$?
 marks+=("lab=$(date +%s)")
-echo "== pytest (lab: real nodes)"
-pytest -m lab --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
+# Lab tests wait on nodes and VMs more than they compute: two groups run side by side (a group is
+# what shares a lab: the session lab's tests, the Vagrant VMs, each module's own labs; see
+# gpuforge/lab/pytest_plugin.py), the longest first. GPUFORGE_LAB_WORKERS=1 runs them one at a time.
+lab_workers=${GPUFORGE_LAB_WORKERS:-2}
+lab_parallel=()
+[ "$lab_workers" -gt 1 ] && lab_parallel=(-n "$lab_workers" --dist loadgroup --no-loadscope-reorder)
+echo "== pytest (lab: real nodes, $lab_workers worker(s))"
+pytest -m lab "${lab_parallel[@]}" --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
 rc_lab=$?
 marks+=("end=$(date +%s)")
 echo "test: pytest took $(( $(date +%s) - start )) s (not lab: exit $rc_unit, lab: exit $rc_lab)"

@@ -1,6 +1,6 @@
 """Kubernetes node prerequisites on real nodes (issue 12, the part the lab can run).
 
-Its own 3-node lab (``gflab-k8s``, 10.213.22.0/24), always torn down; spec
+Its own 3-node lab (``gflab-k8s``, 10.213.24.0/24), always torn down; spec
 ``inventories/lab-k8s.yaml``: containerd with the systemd cgroup driver on every node (the control
 plane too), swap off, the queue manifests on the control plane; a re-apply changes nothing. No
 kubelet, kubeadm or CNI can run here (no Kubernetes packages reachable, a shared kernel).
@@ -20,7 +20,7 @@ from gpuforge.render.kubernetes import KUEUE_MANIFESTS
 from gpuforge.spec import k8s_upstream, load_spec
 from tests.conftest import REPO, run_cli
 
-NAME, SUBNET, NODES = "gflab-k8s", "10.213.22.0/24", 3
+NAME, SUBNET, NODES = "gflab-k8s", "10.213.24.0/24", 3
 SPEC = REPO / "inventories" / "lab-k8s.yaml"
 
 
@@ -102,6 +102,6 @@ def test_a_plan_against_lab_nodes_lists_the_kubernetes_steps(k8s_lab: Lab, tmp_p
     assert summaries("node1", "kubernetes-control-plane")[-1] == f"kubeadm init of cluster gfk8s (v{version})"
     assert summaries("node1", "kubernetes-join-token")[0].endswith("for node2, node3 (secret)")
     for node in ("node2", "node3"):
-        assert summaries(node, "kubernetes-join")[-1].startswith("kubeadm join as a worker via 10.213.22.")
+        assert summaries(node, "kubernetes-join")[-1].startswith("kubeadm join as a worker via 10.213.24.")
     addons = summaries("node1", "kubernetes-addons")
     assert addons[0].startswith("apply pod network: flannel") and "apply kueue v0.19.2" in addons

@@ -1,6 +1,6 @@
 """24 lab nodes converge in one apply (issue: a first apply at 24 nodes used to need three runs).
 
-Its own lab (``gflab-t24``, 10.213.21.0/24) beside the session lab, always torn down. The spec is
+Its own lab (``gflab-t24``, 10.213.23.0/24) beside the session lab, always torn down. The spec is
 ``inventories/lab-slurm-minimal.yaml``: munge and slurmctld on node1, slurmd on node2..node24, all
 24 nodes installing through the one site mirror at once.
 """
@@ -18,7 +18,7 @@ from gpuforge.lab.pytest_plugin import Lab, own_lab
 from gpuforge.lab.spec import write_lab_spec
 from tests.conftest import REPO, run_cli
 
-NAME, SUBNET, NODES = "gflab-t24", "10.213.21.0/24", 24
+NAME, SUBNET, NODES = "gflab-t24", "10.213.23.0/24", 24
 MINIMAL = REPO / "inventories" / "lab-slurm-minimal.yaml"
 
 
