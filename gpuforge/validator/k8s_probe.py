@@ -43,6 +43,47 @@ ADMISSION_PROBES = {
 }
 
 
+#: The CUDA sample pod, named by the script's probe id.
+CUDA_POD = f"""apiVersion: v1
+kind: Pod
+metadata: {{name: "$id-cuda", namespace: default, labels: {{app.kubernetes.io/managed-by: gpuforge}}}}
+spec:
+  restartPolicy: Never
+  tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
+  containers:
+  - name: cuda-vectoradd
+    image: {CUDA_SAMPLE_IMAGE}
+    resources: {{limits: {{nvidia.com/gpu: 1}}}}"""
+
+
+def _admission_probe(kind: str) -> tuple[str, str, str, str]:
+    """(manifest, read of its state, the loop's exit test, delete option) of one tenant's probe."""
+    if kind == "volcano":
+        manifest = """apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: "$id-admit", namespace: "$ns", labels: {app.kubernetes.io/managed-by: gpuforge}}
+spec: {queue: "$q", minMember: 1, minResources: {cpu: 10m}}"""
+        read = '$K get podgroups.scheduling.volcano.sh -n "$ns" "$id-admit" -o jsonpath=\'{.status.phase}\''
+        return manifest, read, '[ -n "$a" ] && [ "$a" != Pending ] && break', ""
+    manifest = """apiVersion: batch/v1
+kind: Job
+metadata: {name: "$id-admit", namespace: "$ns", labels: {kueue.x-k8s.io/queue-name: default}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: probe, image: PAUSE, resources: {requests: {cpu: 10m}}}""".replace("PAUSE", PAUSE_IMAGE)
+    # the Admitted condition of the Workload Kueue made for this job (its owner)
+    admitted = (
+        "{range .items[?(@.metadata.ownerReferences[0].name=='$id-admit')]}"
+        "{.status.conditions[?(@.type=='Admitted')].status}{end}"
+    )
+    read = f'$K get workloads.kueue.x-k8s.io -n "$ns" -o jsonpath="{admitted}"'
+    return manifest, read, '[ "$a" = True ] && break', " --cascade=foreground"
+
+
 def probe_query(spec: Spec) -> str:
     """One script on the first control plane: a CUDA sample pod asking for one GPU, and an admission
     probe per tenant (Kueue: a suspended one-pod Job in its LocalQueue; Volcano: a PodGroup in its
@@ -53,47 +94,11 @@ def probe_query(spec: Spec) -> str:
     tenants = spec.kubernetes.batch_queue.tenants if spec.kubernetes is not None and kind in ADMISSION_PROBES else []
     # "namespace:queue" pairs (neither can hold a colon: both are Kubernetes names)
     pairs = " ".join(shlex.quote(f"{t.namespace}:{k8s_name(t.name)}") for t in tenants)
-    pod = f"""apiVersion: v1
-kind: Pod
-metadata: {{name: "$id-cuda", namespace: default, labels: {{app.kubernetes.io/managed-by: gpuforge}}}}
-spec:
-  restartPolicy: Never
-  tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
-  containers:
-  - name: cuda-vectoradd
-    image: {CUDA_SAMPLE_IMAGE}
-    resources: {{limits: {{nvidia.com/gpu: 1}}}}"""
     wait_pod = (
         f"then $K wait -n default --for=jsonpath='{{.status.phase}}'=Succeeded \"pod/$id-cuda\" "
         f"--timeout={PROBE_WAIT_S}s >/dev/null 2>&1"
     )
-    if kind == "volcano":
-        manifest = """apiVersion: scheduling.volcano.sh/v1beta1
-kind: PodGroup
-metadata: {name: "$id-admit", namespace: "$ns", labels: {app.kubernetes.io/managed-by: gpuforge}}
-spec: {queue: "$q", minMember: 1, minResources: {cpu: 10m}}"""
-        read = '$K get podgroups.scheduling.volcano.sh -n "$ns" "$id-admit" -o jsonpath=\'{.status.phase}\''
-        done = '[ -n "$a" ] && [ "$a" != Pending ] && break'
-        cascade = ""
-    else:
-        manifest = """apiVersion: batch/v1
-kind: Job
-metadata: {name: "$id-admit", namespace: "$ns", labels: {kueue.x-k8s.io/queue-name: default}}
-spec:
-  suspend: true
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - {name: probe, image: PAUSE, resources: {requests: {cpu: 10m}}}""".replace("PAUSE", PAUSE_IMAGE)
-        # the Admitted condition of the Workload Kueue made for this job (its owner)
-        admitted = (
-            "{range .items[?(@.metadata.ownerReferences[0].name=='$id-admit')]}"
-            "{.status.conditions[?(@.type=='Admitted')].status}{end}"
-        )
-        read = f'$K get workloads.kueue.x-k8s.io -n "$ns" -o jsonpath="{admitted}"'
-        done = '[ "$a" = True ] && break'
-        cascade = " --cascade=foreground"
+    manifest, read, done, cascade = _admission_probe(kind)
     resource = ADMISSION_PROBES.get(kind, ADMISSION_PROBES["kueue"])[0]
     cleanup = (
         'cleanup() { $K delete pod -n default "$id-cuda" --ignore-not-found --wait=false >/dev/null 2>&1; '
@@ -105,7 +110,7 @@ spec:
         cleanup,
         "trap cleanup EXIT",
         "echo __section=cuda",
-        f"if $K create -f - >/dev/null <<EOF\n{pod}\nEOF",
+        f"if $K create -f - >/dev/null <<EOF\n{CUDA_POD}\nEOF",
         wait_pod,
         "echo \"__phase=$($K get -n default \"pod/$id-cuda\" -o jsonpath='{.status.phase}' 2>&1)\"",
         "$K logs -n default \"$id-cuda\" --tail=5 2>&1",
