@@ -407,11 +407,7 @@ def validate(
     want_site = want_site and bool(spec.site.testinfra)
     selected = resolve(checks, exclude)
     selected_ids = {c.id for c in selected}
-    all_nodes = resolve_nodes(spec)
-    nodes = all_nodes
-    if limit:
-        names = set(select_limit(spec, limit))  # SpecError naming --limit when it names no node
-        nodes = [n for n in all_nodes if n.name in names]
+    nodes = _limited_nodes(spec, limit)
     tr = transport or SshTransport(spec, spec_path, options=NO_SECRET_KEX_OPTION)
     node_checks = [c for c in selected if c.scope == "node"]
     cluster_checks = [c for c in selected if c.scope in ("cluster", "control") and c is not CONNECTION]
@@ -431,10 +427,7 @@ def validate(
         read_managed = cluster_config.CONFIG_FILES in selected_ids
         futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks, NODE_TIMEOUT_S, read_managed) for n in nodes}
         slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
-        kube_ns = spec.kubernetes.gpu_operator.namespace if spec.kubernetes else "gpu-operator"
-        queue_kind = spec.kubernetes.batch_queue.kind if spec.kubernetes else "none"
-        kube_cmd = cluster_k8s.kube_query(kube_ns, queue_kind)
-        kube_f = pool.submit(tr.run, planes[0], kube_cmd) if want_kube and planes else None
+        kube_f = pool.submit(tr.run, planes[0], _kube_command(spec)) if want_kube and planes else None
         site_f = _start_site_checks(pool, spec, spec_path, tr, nodes, say) if want_site else {}
         reader = _config_reader(spec, tr)
         gathered = {g.key: pool.submit(g.fn, data, reader) for g in cluster.GATHERERS if g.checks & selected_ids}
@@ -462,6 +455,22 @@ def validate(
     _judge_cluster_checks(data, tr, cluster_checks, controllers, say)
     reports = _node_reports(data, nodes, runs, site_runs, selected_ids)
     return Report(spec.cluster.name, str(spec_path), reports, started, time.monotonic() - t_start)
+
+
+def _limited_nodes(spec: Spec, limit: str | None) -> list[Node]:
+    """The spec's nodes, or those ``limit`` selects (SpecError naming --limit when it names no node)."""
+    nodes = resolve_nodes(spec)
+    if not limit:
+        return nodes
+    names = set(select_limit(spec, limit))
+    return [n for n in nodes if n.name in names]
+
+
+def _kube_command(spec: Spec) -> str:
+    """The control plane's one Kubernetes query for the operator's namespace and the queue kind."""
+    kube_ns = spec.kubernetes.gpu_operator.namespace if spec.kubernetes else "gpu-operator"
+    queue_kind = spec.kubernetes.batch_queue.kind if spec.kubernetes else "none"
+    return cluster_k8s.kube_query(kube_ns, queue_kind)
 
 
 def _read_slurm(data: ClusterData, done: Any) -> None:
