@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from gpuforge.console import console, help_settings
+from gpuforge.console import console, help_settings, load_or_exit
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.layer_tags import TAGS
@@ -107,20 +107,12 @@ def _warnings(s: Spec, path: Path, strict: bool) -> None:
         raise typer.Exit(2)
 
 
-def _load(path: Path, waive: frozenset[tuple[str | int, ...]] = frozenset()) -> Spec:
-    """Load a spec or exit 2 with every problem listed (no traceback); ``waive``: as ``load_spec``'s."""
-    try:
-        return load_spec(path, waive)
-    except SpecError as e:
-        err.print(e.format(), markup=False, highlight=False)
-        raise typer.Exit(2) from None
-
-
 def _load_known(path: Path) -> Spec:
-    """:func:`_load`, and exit 2 while a ``discover: true`` group has no figures yet (render, plan, apply)."""
+    """:func:`~gpuforge.console.load_or_exit`, and exit 2 while a ``discover: true`` group has no figures
+    yet (render, plan, apply)."""
     from gpuforge.spec.hardware_rules import DISCOVER_FIRST, unknown_hardware
 
-    s = _load(path)
+    s = load_or_exit(path)
     unknown = unknown_hardware(s)
     if unknown:
         _refuse(f"{path}: node group(s) {', '.join(unknown)} have discover: true and no discovered figures: "
@@ -183,7 +175,7 @@ def inventory(
     """Print the spec's nodes as an inventory, to run your own playbooks against the spec."""
     from gpuforge.extensions.ansible_inventory import ansible_inventory, vagrant_hosts
 
-    s = _load(spec)
+    s = load_or_exit(spec)
     if fmt != "ansible":
         err.print(f"--format {fmt!r}: the formats are: ansible", markup=False, highlight=False)
         raise typer.Exit(2)
@@ -636,7 +628,7 @@ def kubeconfig(
     """Copy the cluster's admin kubeconfig from the first control plane to this machine (0600)."""
     from gpuforge.orchestrate.kubeconfig import KubeconfigError, fetch
 
-    loaded = _load(spec)
+    loaded = load_or_exit(spec)
     try:
         path = fetch(loaded, spec, output)
     except KubeconfigError as e:
@@ -673,12 +665,12 @@ def bundle(
     pin = _fingerprint_option(fingerprint)
     if verify is not None:
         if pin is None and spec is not None:
-            pin = _load(spec, UNPINNED_BUNDLE).sources.bundle_fingerprint
+            pin = load_or_exit(spec, UNPINNED_BUNDLE).sources.bundle_fingerprint
         _verify_bundle(verify, pin, json_out)
     if spec is None or output is None:
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR --fingerprint FPR", markup=False)
         raise typer.Exit(2)
-    s = _load(spec, UNPINNED_BUNDLE)
+    s = load_or_exit(spec, UNPINNED_BUNDLE)
     missing_tools = bundle_tools_missing(s)
     if missing_tools:
         err.print(

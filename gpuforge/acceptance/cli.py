@@ -14,18 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuforge.console import console
-from gpuforge.spec import LIMIT_HELP, Scheduler, Spec, SpecError, load_spec, select_limit
+from gpuforge.console import console, load_or_exit
+from gpuforge.spec import LIMIT_HELP, Scheduler, Spec, SpecError, select_limit
 
 err = console(stderr=True)
-
-
-def _load(path: Path) -> Spec:
-    try:
-        return load_spec(path)
-    except SpecError as e:
-        print(e.format(), file=sys.stderr)
-        raise typer.Exit(2) from None
 
 
 def _refuse(message: str) -> typer.Exit:
@@ -106,7 +98,7 @@ def accept_typer(
     from gpuforge.acceptance.campaign import Cluster, run_campaign
     from gpuforge.acceptance.results import campaigns_dir
 
-    s = _load(spec)
+    s = load_or_exit(spec)
     try:
         names = select_limit(s, limit) if limit else None
     except SpecError as e:
@@ -157,7 +149,7 @@ def replace_typer(
     from gpuforge.acceptance import replace
     from gpuforge.acceptance.campaign import Cluster
 
-    s = _load(spec)
+    s = load_or_exit(spec)
     if not s.acceptance.spares:
         raise _refuse("acceptance.spares is empty in the spec: there is no spare pool")
     kube = s.cluster.scheduler is Scheduler.KUBERNETES

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from gpuforge.console import load_or_exit
 from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.slurm_upgrade import (
     UpgradeFailed,
@@ -25,7 +26,7 @@ from gpuforge.orchestrate.slurm_upgrade import (
     run_upgrade,
 )
 from gpuforge.orchestrate.slurm_upgrade_limit import limit_upgrade, upgrade_steps
-from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_spec, select_limit
+from gpuforge.spec import LIMIT_HELP, Spec, SpecError, select_limit
 
 
 def io_for(spec: Spec, spec_path: Path) -> UpgradeIO:
@@ -54,7 +55,7 @@ def upgrade_typer(
 ) -> None:
     """Upgrade Slurm to the spec's versions.slurm in SchedMD's order: database dump, slurmdbd (its
     conversion waited for), slurmctld, slurmd batch by batch with running jobs kept."""
-    s = _loaded(spec)
+    s = load_or_exit(spec)
     selected = _selected(s, limit)
     io = io_for(s, spec)
     try:
@@ -90,14 +91,6 @@ def upgrade_typer(
 UPGRADE_LIMIT_HELP = (
     "; slurmdbd and slurmctld go first (SchedMD's order): a limit that would upgrade slurmd before them is refused"
 )
-
-
-def _loaded(spec: Path) -> Spec:
-    try:
-        return load_spec(spec)
-    except SpecError as e:
-        print(e.format(), file=sys.stderr)
-        raise typer.Exit(2) from None
 
 
 def _selected(spec: Spec, limit: str | None) -> list[str] | None:
