@@ -49,18 +49,38 @@ pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orches
   --cov-fail-under="$cov_min" "$@"
 rc_unit=$?
 marks+=("lab=$(date +%s)")
-# Lab tests wait on nodes and VMs more than they compute: two groups run side by side (a group is
-# what shares a lab: the session lab's tests, the Vagrant VMs, each module's own labs; see
-# gpuforge/lab/pytest_plugin.py), the longest first. GPUFORGE_LAB_WORKERS=1 runs them one at a time.
-lab_workers=${GPUFORGE_LAB_WORKERS:-2}
-lab_parallel=()
-[ "$lab_workers" -gt 1 ] && lab_parallel=(-n "$lab_workers" --dist loadgroup --no-loadscope-reorder)
-echo "== pytest (lab: real nodes, $lab_workers worker(s))"
-pytest -m lab "${lab_parallel[@]}" --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
-rc_lab=$?
+# Lab tests wait on nodes and VMs more than they compute, so two pytest runs go side by side: the
+# tests that use the session lab (marked session_lab by gpuforge/lab/pytest_plugin.py) here, and
+# beside them those that bring up labs and VMs of their own (other names and subnets), its output
+# printed when both are done. GPUFORGE_LAB_WORKERS=1 runs every lab test in one pytest.
+if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
+  own_log=$(mktemp); own_junit=$(mktemp)
+  echo "== pytest (lab: the session lab's tests; the tests with labs and VMs of their own run beside them)"
+  pytest -m "lab and not session_lab" --durations=10 --junitxml="$own_junit" "$@" >"$own_log" 2>&1 &
+  own_pid=$!
+  # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
+  trap 'kill -TERM "$own_pid" 2>/dev/null; wait "$own_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$own_log" "$own_junit"' EXIT
+  trap 'exit 130' INT TERM
+  pytest -m "lab and session_lab" --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
+  rc_session=$?
+  wait "$own_pid"
+  rc_own=$?
+  echo "== pytest (lab: the tests with labs and VMs of their own, run beside the session lab's)"
+  cat "$own_log"
+  # The lab's status: the first failure of either run; 5 (no test collected) only when both had none.
+  rc_lab=0
+  for rc in "$rc_session" "$rc_own"; do [ "$rc_lab" -eq 0 ] && [ "$rc" -ne 5 ] && rc_lab=$rc; done
+  [ "$rc_session" -eq 5 ] && [ "$rc_own" -eq 5 ] && rc_lab=5
+  lab_junits=("$lab_junit" "$own_junit")
+else
+  echo "== pytest (lab: real nodes)"
+  pytest -m lab --durations=15 --junitxml="$lab_junit" "$@"
+  rc_lab=$?
+  lab_junits=("$lab_junit")
+fi
 marks+=("end=$(date +%s)")
 echo "test: pytest took $(( $(date +%s) - start )) s (not lab: exit $rc_unit, lab: exit $rc_lab)"
-python3 scripts/test_times.py --record "$record" --lab-junit "$lab_junit" "${marks[@]}"
+python3 scripts/test_times.py --record "$record" --lab-junit "${lab_junits[@]}" -- "${marks[@]}"
 if [ $rc_unit -eq 5 ] && [ $rc_lab -eq 5 ]; then
   echo "test: pytest collected no tests: that is a broken suite, not a pass" >&2
   exit 1

@@ -1,8 +1,8 @@
 """The test command's phase times: printed at the end of a run, kept for the next run to compare.
 
 ``scripts/test.sh`` passes the start of each phase (``name=epoch``, in order, then ``end=epoch``)
-and the lab run's JUnit XML file. This prints each phase's seconds and the lab's seconds per test
-file, names every phase or lab file that took more than ``REGRESSION_S`` longer than in the
+and the lab runs' JUnit XML files (two runs side by side). This prints each phase's seconds and
+the lab's seconds per test file, names every phase or lab file that took more than ``REGRESSION_S`` longer than in the
 record of the previous run, and writes this run's figures as the new record. It never changes the
 run's exit status: a slower run is named, not failed (a busy machine is slower, not broken).
 
@@ -47,6 +47,15 @@ def lab_file_seconds(junit_xml: Path) -> dict[str, float]:
             totals[module] += float(case.get("time") or 0)
         except ValueError:
             continue
+    return dict(totals)
+
+
+def lab_files_seconds(junits: list[Path]) -> dict[str, float]:
+    """:func:`lab_file_seconds` of several runs added up (a file's tests may be split between them)."""
+    totals: dict[str, float] = defaultdict(float)
+    for junit in junits:
+        for module, seconds in lab_file_seconds(junit).items():
+            totals[module] += seconds
     return dict(totals)
 
 
@@ -114,7 +123,7 @@ def write_record(path: Path, now: dict[str, dict[str, float]]) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--record", type=Path, required=True, help="the previous run's record; replaced by this run's")
-    ap.add_argument("--lab-junit", type=Path, help="the lab run's JUnit XML")
+    ap.add_argument("--lab-junit", type=Path, nargs="*", default=[], help="the lab runs' JUnit XML files")
     ap.add_argument("marks", nargs="+", help="phase=epoch in order, the last one 'end=epoch'")
     args = ap.parse_args(argv)
     marks = []
@@ -126,7 +135,7 @@ def main(argv: list[str]) -> int:
         marks.append((name, int(epoch)))
     now: dict[str, dict[str, float]] = {
         "phases": {k: float(v) for k, v in phase_seconds(marks).items()},
-        "lab_files": lab_file_seconds(args.lab_junit) if args.lab_junit else {},
+        "lab_files": lab_files_seconds(args.lab_junit),
     }
     print(report(now, read_record(args.record)))
     try:

@@ -10,8 +10,8 @@ Enable it with ``pytest_plugins = ["gpuforge.lab.pytest_plugin"]`` in ``tests/co
 The lab (``gflab-test``, 10.213.9.0/24, 3 nodes) comes up once per session and is always torn
 down at the end, also when a test fails, ``up`` fails or the run is interrupted (Ctrl-C, SIGTERM).
 Two test sessions on one machine take turns (a file lock) instead of tearing down each other's lab.
-Under ``pytest -n N --dist loadgroup`` the tests that share a lab (or another host resource) stay in
-one worker, and independent groups run side by side (:func:`lab_group`).
+The tests that use the session lab are marked ``session_lab``: the others (own labs, VMs) can run in
+a second pytest beside them (``scripts/test.sh``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import IO
@@ -53,43 +54,27 @@ def lab_unavailable_reason() -> str | None:
     return None
 
 
-SESSION_GROUP = "session-lab"
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM ends the run as Ctrl-C does (every lab's ``finally`` runs: nothing left up), also in a
+    run that has no session lab (``scripts/test.sh`` stops its second lab run this way)."""
+    config.addinivalue_line("markers", "session_lab: uses the session lab (added to every test that does)")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def lab_group(item: pytest.Item) -> str:
-    """What a lab test shares and so must run beside nothing else that shares it: the session lab
-    (every test using the ``lab`` fixture), else its module's ``LAB_GROUP`` (host resources that
-    several modules use, e.g. libvirt's pool), else its own module (its own labs and their subnets)."""
-    if "lab" in getattr(item, "fixturenames", ()):
-        return SESSION_GROUP
-    module = getattr(item, "module", None)
-    return str(getattr(module, "LAB_GROUP", None) or item.nodeid.split("::")[0])
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the marker added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip tests marked ``lab`` with the reason when this machine cannot run the lab; else put each
-    in its :func:`lab_group` (``pytest -n 2 --dist loadgroup`` runs two groups side by side), the
-    longest groups first (:func:`_start_rank`), each group's tests in their order."""
+    """Mark the tests that use the session lab ``session_lab`` (``-m "lab and not session_lab"`` runs
+    the others, which bring up labs and VMs of their own, beside them); skip tests marked ``lab``
+    with the reason when this machine cannot run the lab."""
     lab_items = [i for i in items if i.get_closest_marker("lab") is not None]
-    if not lab_items:
-        return
-    reason = lab_unavailable_reason()
+    for item in lab_items:
+        if "lab" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.session_lab)
+    reason = lab_unavailable_reason() if lab_items else None
     if reason:
         for item in lab_items:
             item.add_marker(pytest.mark.skip(reason=reason))
-        return
-    for item in lab_items:
-        item.add_marker(pytest.mark.xdist_group(lab_group(item)))
-    rank = {id(i): _start_rank(i) for i in lab_items}
-    items.sort(key=lambda i: rank.get(id(i), 2))
-
-
-def _start_rank(item: pytest.Item) -> int:
-    """0: the session lab's tests, 1: modules with a ``LAB_GROUP`` (the long VM tests), 2: the rest."""
-    if lab_group(item) == SESSION_GROUP:
-        return 0
-    return 1 if getattr(getattr(item, "module", None), "LAB_GROUP", None) else 2
 
 
 class Lab:
@@ -142,7 +127,6 @@ def lab() -> Iterator[Lab]:
     if reason:
         pytest.skip(reason)
     lock = _session_lock()
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)  # so SIGTERM also tears down
     try:
         core.down(LAB_NAME, log=lambda m: None)  # leftovers of a crashed earlier run
         state = core.up(LAB_NAME, LAB_NODES, LAB_SUBNET)
@@ -152,7 +136,6 @@ def lab() -> Iterator[Lab]:
             core.down(LAB_NAME, log=lambda m: None)
         finally:
             lock.close()
-            signal.signal(signal.SIGTERM, old_term)
 
 
 def _session_lock() -> IO[str]:

@@ -17,7 +17,6 @@ from gpuforge.lab.system import remove_tree, run, stop_processes
 from gpuforge.lab.vagrant_ci import POOL, _ours, _start_libvirt, _virsh, clear_libvirt_objects
 
 NETNS = "gf-vagrant-t"
-LAB_GROUP = "vagrant"  # libvirt's pool folder and the box cache, shared by the Vagrant lab tests
 
 
 @pytest.mark.lab

@@ -55,7 +55,6 @@ from gpuforge.probes.vagrant import parse_ssh_config
 from tests.conftest import REPO
 
 SPEC = REPO / "inventories" / "vagrant.yaml"
-LAB_GROUP = "vagrant"  # libvirt's pool folder and the box cache, shared by the Vagrant lab tests
 PINGPONG = Path(__file__).with_name("mpi_pingpong.c")
 # Under TCG a Soft-RoCE link is slow and uneven: ib_write_bw's duration mode (-D) measured 0.03 to 0.24 Gb/s
 # in some runs and 0 Gb/s (no write completed inside its measuring window, the middle half of -D) in others.

@@ -23,7 +23,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 def run(tmp_path: Path, marks: list[str], junit: str = JUNIT) -> subprocess.CompletedProcess[str]:
     (tmp_path / "lab.xml").write_text(junit)
     args = [sys.executable, str(SCRIPT), "--record", str(tmp_path / "state" / "times.json")]
-    args += ["--lab-junit", str(tmp_path / "lab.xml"), *marks]
+    args += ["--lab-junit", str(tmp_path / "lab.xml"), "--", *marks]
     return subprocess.run(args, capture_output=True, text=True, timeout=30)
 
 
@@ -68,3 +68,16 @@ def test_a_malformed_mark_is_refused(tmp_path: Path) -> None:
     got = run(tmp_path, ["setup=soon", "end=5"])
     assert got.returncode == 2
     assert "'setup=soon' is not name=epoch" in got.stderr
+
+
+def test_the_two_lab_runs_junit_files_add_up_per_file(tmp_path: Path) -> None:
+    """test.sh's two lab runs side by side: a file's tests may be in both, its time is their sum."""
+    session, own = tmp_path / "session.xml", tmp_path / "own.xml"
+    session.write_text(JUNIT.replace('<testcase classname="tests.lab.test_vm"', '<x classname="x"'))
+    case = '<testcase classname="tests.lab.test_vm" time="30"/>'
+    own.write_text(f"<testsuites><testsuite>{case}</testsuite></testsuites>")
+    args = [sys.executable, str(SCRIPT), "--record", str(tmp_path / "t.json"), "--lab-junit", str(session), str(own)]
+    got = subprocess.run([*args, "--", "lab=0", "end=100"], capture_output=True, text=True, timeout=30)
+    assert got.returncode == 0, got.stderr
+    record = json.loads((tmp_path / "t.json").read_text())
+    assert record["lab_files"] == {"tests/lab/test_vm.py": 90.0, "tests/converge/test_faults_lab.py": 12.25}
