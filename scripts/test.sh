@@ -50,22 +50,22 @@ pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orches
 rc_unit=$?
 marks+=("lab=$(date +%s)")
 # Lab tests wait on nodes and VMs more than they compute, so two pytest runs go side by side: the
-# tests that use the session lab (marked session_lab by gpuforge/lab/pytest_plugin.py) here, and
-# beside them those that bring up labs and VMs of their own (other names and subnets), its output
-# printed when both are done. GPUFORGE_LAB_WORKERS=1 runs every lab test in one pytest.
+# tests marked lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm
+# upgrade) in the background, its output printed when both are done, and every other lab test here.
+# GPUFORGE_LAB_WORKERS=1 runs every lab test in one pytest.
 if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
   own_log=$(mktemp); own_junit=$(mktemp)
-  echo "== pytest (lab: the session lab's tests; the tests with labs and VMs of their own run beside them)"
-  pytest -m "lab and not session_lab" --durations=10 --junitxml="$own_junit" "$@" >"$own_log" 2>&1 &
+  echo "== pytest (lab: every lab test but those marked lab_beside, which run beside them)"
+  pytest -m "lab and lab_beside" --durations=10 --junitxml="$own_junit" "$@" >"$own_log" 2>&1 &
   own_pid=$!
   # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
   trap 'kill -TERM "$own_pid" 2>/dev/null; wait "$own_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$own_log" "$own_junit"' EXIT
   trap 'exit 130' INT TERM
-  pytest -m "lab and session_lab" --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
+  pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
   rc_session=$?
   wait "$own_pid"
   rc_own=$?
-  echo "== pytest (lab: the tests with labs and VMs of their own, run beside the session lab's)"
+  echo "== pytest (lab: the tests marked lab_beside, run beside the others)"
   cat "$own_log"
   # The lab's status: the first failure of either run; 5 (no test collected) only when both had none.
   rc_lab=0

@@ -10,8 +10,8 @@ Enable it with ``pytest_plugins = ["gpuforge.lab.pytest_plugin"]`` in ``tests/co
 The lab (``gflab-test``, 10.213.9.0/24, 3 nodes) comes up once per session and is always torn
 down at the end, also when a test fails, ``up`` fails or the run is interrupted (Ctrl-C, SIGTERM).
 Two test sessions on one machine take turns (a file lock) instead of tearing down each other's lab.
-The tests that use the session lab are marked ``session_lab``: the others (own labs, VMs) can run in
-a second pytest beside them (``scripts/test.sh``).
+Lab tests with labs or VMs of their own that mostly wait (the VMs, HA, the Slurm upgrade) are marked
+``lab_beside``: ``scripts/test.sh`` runs them in a second pytest beside the others.
 """
 
 from __future__ import annotations
@@ -57,20 +57,19 @@ def lab_unavailable_reason() -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM ends the run as Ctrl-C does (every lab's ``finally`` runs: nothing left up), also in a
     run that has no session lab (``scripts/test.sh`` stops its second lab run this way)."""
-    config.addinivalue_line("markers", "session_lab: uses the session lab (added to every test that does)")
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the marker added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests that use the session lab ``session_lab`` (``-m "lab and not session_lab"`` runs
-    the others, which bring up labs and VMs of their own, beside them); skip tests marked ``lab``
-    with the reason when this machine cannot run the lab."""
+    """Skip tests marked ``lab`` with the reason when this machine cannot run the lab. A test marked
+    ``lab_beside`` (run beside the others by ``scripts/test.sh``) must not use the session lab."""
     lab_items = [i for i in items if i.get_closest_marker("lab") is not None]
-    for item in lab_items:
-        if "lab" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.session_lab)
+    sharing = [
+        i.nodeid for i in lab_items if i.get_closest_marker("lab_beside") and "lab" in getattr(i, "fixturenames", ())
+    ]
+    if sharing:
+        raise pytest.UsageError(f"marked lab_beside but uses the session lab (fixture 'lab'): {', '.join(sharing)}")
     reason = lab_unavailable_reason() if lab_items else None
     if reason:
         for item in lab_items:

@@ -43,7 +43,7 @@ from gpuforge.lab.pytest_plugin import Lab, own_lab
 from tests.conftest import LAB_SPEC, LabCluster, run_cli
 from tests.helpers import wait_until
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.lab_beside]  # its own lab; mostly waits on Slurm
 
 NAME, SUBNET, NODES = "gflab-ha", "10.213.12.0/24", 3
 SHARED = SharedFolder("slurm-state", "/shared", ("node1", "node2"))

@@ -29,7 +29,7 @@ from gpuforge.lab.pytest_plugin import own_lab
 from tests.conftest import LAB_SPEC, LabCluster, run_cli
 from tests.helpers import wait_until
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.lab_beside]  # its own lab; mostly waits on Slurm
 
 NAME, SUBNET, NODES = "gflab-up", "10.213.13.0/24", 3
 REPO = "/srv/gpuforge-test-repo"
