@@ -90,6 +90,14 @@ def query(cluster: LabCluster, path: str, **params: str) -> Any:
     return doc["data"]
 
 
+#: The Slurm collector on the controller as it is: its series, its timer and service, its last log lines.
+COLLECTOR_STATE = (
+    "grep -E '^gpuforge_slurm_(node_state.* 1$|collector)' /var/lib/gpuforge/textfile/slurm.prom; "
+    "systemctl list-timers --all 'gpuforge-slurm-metrics*' --no-pager; "
+    "systemctl status gpuforge-slurm-metrics.service --no-pager -n 15; sinfo -h -N -o '%N %T %E'"
+)
+
+
 def wait_for(what: str, probe: Callable[[], Any], timeout: float) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -159,10 +167,18 @@ def test_monitoring_in_the_lab(lab_cluster: LabCluster, webhook: Webhook) -> Non
     wait_for("gpuforge_check_status from every node", health_series, 120)
 
     def slurm_series() -> list[dict[str, Any]]:
-        res = query(lab_cluster, "/api/v1/query", query="gpuforge_slurm_node_state == 1")["result"]
-        return res if len(res) == 3 else []
+        # Only series scraped within the last minute: a Prometheus restarted by an apply writes no
+        # staleness markers, so a state an earlier test left (a drained node) stays in instant
+        # queries for the 5 min lookback. timestamp() is the sample's time, value[0] the query's.
+        res = query(lab_cluster, "/api/v1/query", query="timestamp(gpuforge_slurm_node_state == 1)")["result"]
+        fresh = [s for s in res if float(s["value"][0]) - float(s["value"][1]) < 60]
+        return fresh if len(fresh) == 3 else []
 
-    states = wait_for("gpuforge_slurm_node_state of 3 nodes", slurm_series, 120)
+    try:
+        states = wait_for("gpuforge_slurm_node_state of 3 nodes", slurm_series, 120)
+    except AssertionError:  # what the collector wrote and why: its unit, its last runs, sinfo
+        print(lab_cluster.ssh("node1", COLLECTOR_STATE, check=False))
+        raise
     assert sorted(s["metric"]["slurm_node"] for s in states) == ["node1", "node2", "node3"]
     daemons = query(lab_cluster, "/api/v1/query", query="gpuforge_slurm_daemon_up")["result"]
     assert {s["metric"]["daemon"]: s["value"][1] for s in daemons} == {"slurmctld": "1", "slurmdbd": "1"}

@@ -17,7 +17,18 @@ from tests.conftest import run_cli
 
 pytestmark = pytest.mark.lab
 
+
 #: node -> (shell edit, the file it changes, what the check must say about it)
+def ctld_log_tail(c: Any) -> str:
+    """slurmctld's hash records and (re)starts, and each slurmd's start time: why a check saw a mismatch."""
+    return c.ssh(
+        "node1",
+        "grep -E 'different slurm.conf|Reconfigure|slurmctld version|Running as primary' /var/log/slurm/slurmctld.log"
+        " | tail -n 12; scontrol show node -o | grep -o 'NodeName=[^ ]*\\|SlurmdStartTime=[^ ]*'",
+        check=False,
+    )
+
+
 EDITS = {
     "node1": [
         ("sed -i 's/^ReturnToService=2/ReturnToService=1/' /etc/slurm/slurm.conf", "/etc/slurm/slurm.conf",
@@ -97,7 +108,8 @@ def test_drift_is_named_per_node_and_file_and_apply_repairs_it(lab_cluster: Any)
         assert hashed["status"] == "fail" and "node1 appears to have a different slurm.conf" in hashed["message"], (
             hashed
         )
-        assert after["node2"]["config.slurm_conf_hash"]["status"] == "pass", after["node2"]
+        node2_hash = after["node2"]["config.slurm_conf_hash"]
+        assert node2_hash["status"] == "pass", (node2_hash["message"], ctld_log_tail(c))
     finally:
         result = c.apply()  # repairs every file (and reloads systemd), whatever the assertions found
         for node in EDITS:  # the health check resumes the nodes it drained (slurmd would, within its interval)
