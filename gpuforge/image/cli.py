@@ -26,7 +26,8 @@ def build_cmd(
     ] = "rootfs,oci,qcow2",
 ) -> None:
     """Bake GROUP's image: the same layers as apply, run in image mode in a throwaway container
-    (build lab gfimg, 10.213.21.0/24, or the next free one: gfimg2, gfimg3), nothing per node or secret; checked, then written to --output."""
+    (build lab gfimg, 10.213.21.0/24, or the next free one: gfimg2, gfimg3), nothing per node or
+    secret; checked, then written to --output."""
     from gpuforge.image.build import ImageBuildError, build_image, parse_formats
     from gpuforge.image.scope import ImageSpecError
     from gpuforge.lab.plan import PlanError

@@ -376,8 +376,8 @@ def test_builds_at_once_take_their_own_build_labs_and_a_build_past_the_last_is_r
     labs = (("a", "10.0.0.0/24"), ("b", "10.0.1.0/24"))
     with free_build_lab(labs, str(tmp_path)) as first, free_build_lab(labs, str(tmp_path)) as second:
         assert (first, second) == (labs[0], labs[1])
-        with pytest.raises(ImageBuildError, match=r"2 image builds run on this host already \(build labs a, b\)"):
-            with free_build_lab(labs, str(tmp_path)):
-                pass
+        busy = r"2 image builds run on this host already \(build labs a, b\)"
+        with pytest.raises(ImageBuildError, match=busy), free_build_lab(labs, str(tmp_path)):
+            pass
     with free_build_lab(labs, str(tmp_path)) as again:  # both released
         assert again == labs[0]
