@@ -15,9 +15,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from gpuforge.console import console, help_settings, load_or_exit
+from gpuforge.console import console, help_settings
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
-from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_spec, resolve_nodes, spec_json_schema
+from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_or_exit, load_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.layer_tags import TAGS
 
 app = typer.Typer(
@@ -108,7 +108,7 @@ def _warnings(s: Spec, path: Path, strict: bool) -> None:
 
 
 def _load_known(path: Path) -> Spec:
-    """:func:`~gpuforge.console.load_or_exit`, and exit 2 while a ``discover: true`` group has no figures
+    """:func:`~gpuforge.spec.load_or_exit`, and exit 2 while a ``discover: true`` group has no figures
     yet (render, plan, apply)."""
     from gpuforge.spec.hardware_rules import DISCOVER_FIRST, unknown_hardware
 

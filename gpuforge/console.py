@@ -10,13 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
-
-if TYPE_CHECKING:
-    from gpuforge.spec import Spec
 
 #: Columns when the stream is not a terminal: wide enough for any table gpuforge prints.
 PIPE_WIDTH = 1000
@@ -41,17 +36,3 @@ def help_settings() -> dict[str, int | None]:
     wrapped through a pipe (``PIPE_WIDTH``; the reader's pager or terminal wraps)."""
     width = None if _is_terminal(False) or os.environ.get("COLUMNS") else PIPE_WIDTH
     return {"terminal_width": width, "max_content_width": PIPE_WIDTH}
-
-
-def load_or_exit(path: Path, waive: frozenset[tuple[str | int, ...]] = frozenset()) -> Spec:
-    """The spec at ``path``, or exit 2 with every problem listed on stderr (no traceback): what every
-    command does first. ``waive``: as :func:`gpuforge.spec.load_spec`'s."""
-    import typer
-
-    from gpuforge.spec import SpecError, load_spec
-
-    try:
-        return load_spec(path, waive)
-    except SpecError as e:
-        print(e.format(), file=sys.stderr)
-        raise typer.Exit(2) from None

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuforge.console import console, load_or_exit
-from gpuforge.spec import LIMIT_HELP, Scheduler, Spec, SpecError, select_limit
+from gpuforge.console import console
+from gpuforge.spec import LIMIT_HELP, Scheduler, Spec, SpecError, load_or_exit, select_limit
 
 err = console(stderr=True)
 

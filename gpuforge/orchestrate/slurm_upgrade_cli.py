@@ -15,7 +15,6 @@ from typing import Annotated
 
 import typer
 
-from gpuforge.console import load_or_exit
 from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.slurm_upgrade import (
     UpgradeFailed,
@@ -26,7 +25,7 @@ from gpuforge.orchestrate.slurm_upgrade import (
     run_upgrade,
 )
 from gpuforge.orchestrate.slurm_upgrade_limit import limit_upgrade, upgrade_steps
-from gpuforge.spec import LIMIT_HELP, Spec, SpecError, select_limit
+from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_or_exit, select_limit
 
 
 def io_for(spec: Spec, spec_path: Path) -> UpgradeIO:

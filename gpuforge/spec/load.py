@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from pathlib import Path
@@ -222,6 +223,18 @@ def load_spec(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Spec:
     from gpuforge.spec.discovered import apply_discovered
 
     return apply_discovered(parse_spec(read_spec_text(path), str(path), waive=waive), path)
+
+
+def load_or_exit(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Spec:
+    """:func:`load_spec` for a command: on a bad spec, every problem on stderr (no traceback) and
+    exit 2, before anything is touched."""
+    import typer
+
+    try:
+        return load_spec(path, waive)
+    except SpecError as e:
+        print(e.format(), file=sys.stderr)
+        raise typer.Exit(2) from None
 
 
 def read_spec_text(path: str | Path) -> str:
