@@ -271,11 +271,18 @@ def srun(data: ClusterData, node: Node) -> Outcome:
         return FAIL, f"srun -w {node.name} hostname did not finish within {SRUN_TIMEOUT_S} s"
     if rc != 0:
         return FAIL, f"srun -w {node.name} hostname failed (exit {rc}): {' | '.join(lines[-2:]) or 'no output'}"
-    first = lines[0] if lines else ""
+    # srun's own notes on stderr ("srun: job 2 queued and waiting for resources", "... has been
+    # allocated resources": the node still completing the job before) come before the step's output.
+    printed = [line for line in lines if not SRUN_NOTE.match(line)]
+    first = printed[0] if printed else ""
     if first == node.name or first.startswith(node.name + "."):
         return PASS, f"srun -w {node.name} hostname printed {first}"
     return FAIL, f"srun -w {node.name} hostname printed {first or 'nothing'!r}"
 
+
+#: srun's informational lines about its job's allocation, printed before the step's output when the
+#: job waited (as srun prints them: "srun: job 2 queued and waiting for resources", seen in this lab).
+SRUN_NOTE = re.compile(r"srun: job \d+ (queued and waiting for resources|has been allocated resources)$")
 
 #: Each line of a successful step that is a hostname (a short name, or a name with a domain):
 #: ``<d>/<short name>`` gets that line and ``__rc=0``, once. Names are host labels only, so no line

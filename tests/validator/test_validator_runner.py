@@ -312,6 +312,16 @@ def test_srun_command_and_output_round_trip() -> None:
     assert parsed == {"node1": (0, "node1"), "node2": (1, "srun: error: x")}
 
 
+def test_a_job_that_waited_for_its_node_passes_on_the_hostname_after_sruns_notes(tmp_path: Path) -> None:
+    """The node was still completing the job before (a fresh run in the lab): srun printed its notes first."""
+    spec, path = lab_spec(tmp_path)
+    data = cluster.ClusterData(spec, path, resolve_nodes(spec))
+    notes = "srun: job 2 queued and waiting for resources\nsrun: job 2 has been allocated resources\n"
+    data.srun = {"node3": (0, notes + "node3"), "node2": (0, notes)}
+    assert cluster.srun(data, node(spec, "node3")) == (PASS, "srun -w node3 hostname printed node3")
+    assert cluster.srun(data, node(spec, "node2")) == (FAIL, "srun -w node2 hostname printed 'nothing'")
+
+
 #: A stand-in for srun: every node in ``-w`` prints its hostname (node3 its FQDN), except the nodes
 #: listed in $BROKEN, which fail the whole step; every call is logged to $SRUN_LOG.
 FAKE_SRUN = """#!/bin/sh
