@@ -54,24 +54,24 @@ marks+=("lab=$(date +%s)")
 # upgrade) in the background, its output printed when both are done, and every other lab test here.
 # GPUFORGE_LAB_WORKERS=1 runs every lab test in one pytest.
 if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
-  own_log=$(mktemp); own_junit=$(mktemp)
+  beside_log=$(mktemp); beside_junit=$(mktemp)
   echo "== pytest (lab: every lab test but those marked lab_beside, which run beside them)"
-  pytest -m "lab and lab_beside" --durations=10 --junitxml="$own_junit" "$@" >"$own_log" 2>&1 &
-  own_pid=$!
+  pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" "$@" >"$beside_log" 2>&1 &
+  beside_pid=$!
   # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
-  trap 'kill -TERM "$own_pid" 2>/dev/null; wait "$own_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$own_log" "$own_junit"' EXIT
+  trap 'kill -TERM "$beside_pid" 2>/dev/null; wait "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$beside_log" "$beside_junit"' EXIT
   trap 'exit 130' INT TERM
   pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
-  rc_session=$?
-  wait "$own_pid"
-  rc_own=$?
+  rc_others=$?
+  wait "$beside_pid"
+  rc_beside=$?
   echo "== pytest (lab: the tests marked lab_beside, run beside the others)"
-  cat "$own_log"
+  cat "$beside_log"
   # The lab's status: the first failure of either run; 5 (no test collected) only when both had none.
   rc_lab=0
-  for rc in "$rc_session" "$rc_own"; do [ "$rc_lab" -eq 0 ] && [ "$rc" -ne 5 ] && rc_lab=$rc; done
-  [ "$rc_session" -eq 5 ] && [ "$rc_own" -eq 5 ] && rc_lab=5
-  lab_junits=("$lab_junit" "$own_junit")
+  for rc in "$rc_others" "$rc_beside"; do [ "$rc_lab" -eq 0 ] && [ "$rc" -ne 5 ] && rc_lab=$rc; done
+  [ "$rc_others" -eq 5 ] && [ "$rc_beside" -eq 5 ] && rc_lab=5
+  lab_junits=("$lab_junit" "$beside_junit")
 else
   echo "== pytest (lab: real nodes)"
   pytest -m lab --durations=15 --junitxml="$lab_junit" "$@"
