@@ -52,16 +52,18 @@ marks+=("lab=$(date +%s)")
 # Lab tests wait on nodes and VMs more than they compute, so two pytest runs go side by side: the
 # tests marked lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm
 # upgrade) in the background, its output printed when both are done, and every other lab test here.
-# GPUFORGE_LAB_WORKERS=1 runs every lab test in one pytest.
+# GPUFORGE_LAB_WORKERS=1 runs every lab test in one pytest. A failed test's printed output goes
+# into the JUnit file too: the digest at the end repeats it where a reader of the log's tail sees it.
+junit_opts=(-o junit_logging=system-out -o junit_log_passing_tests=false)
 if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
   beside_log=$(mktemp); beside_junit=$(mktemp)
   echo "== pytest (lab: every lab test but those marked lab_beside, which run beside them)"
-  pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" "$@" >"$beside_log" 2>&1 &
+  pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" "${junit_opts[@]}" "$@" >"$beside_log" 2>&1 &
   beside_pid=$!
   # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
   trap 'kill -TERM "$beside_pid" 2>/dev/null; wait "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$beside_log" "$beside_junit"' EXIT
   trap 'exit 130' INT TERM
-  pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "$@"  # the slowest lab tests, to keep the run inside CI's limit
+  pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"  # the slowest lab tests, to keep the run inside CI's limit
   rc_others=$?
   wait "$beside_pid"
   rc_beside=$?
@@ -74,13 +76,14 @@ if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
   lab_junits=("$lab_junit" "$beside_junit")
 else
   echo "== pytest (lab: real nodes)"
-  pytest -m lab --durations=15 --junitxml="$lab_junit" "$@"
+  pytest -m lab --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"
   rc_lab=$?
   lab_junits=("$lab_junit")
 fi
 marks+=("end=$(date +%s)")
 echo "test: pytest took $(( $(date +%s) - start )) s (not lab: exit $rc_unit, lab: exit $rc_lab)"
 python3 scripts/test_times.py --record "$record" --lab-junit "${lab_junits[@]}" -- "${marks[@]}"
+python3 scripts/failure_digest.py "${lab_junits[@]}"
 if [ $rc_unit -eq 5 ] && [ $rc_lab -eq 5 ]; then
   echo "test: pytest collected no tests: that is a broken suite, not a pass" >&2
   exit 1

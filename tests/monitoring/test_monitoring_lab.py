@@ -166,19 +166,23 @@ def test_monitoring_in_the_lab(lab_cluster: LabCluster, webhook: Webhook) -> Non
 
     wait_for("gpuforge_check_status from every node", health_series, 120)
 
+    seen: list[str] = []
+
     def slurm_series() -> list[dict[str, Any]]:
-        # Only series scraped within the last minute: a Prometheus restarted by an apply writes no
-        # staleness markers, so a state an earlier test left (a drained node) stays in instant
-        # queries for the 5 min lookback. timestamp() is the sample's time, value[0] the query's.
+        # Only the series of the latest scrape (all come from node1's one textfile, so they share its
+        # timestamp): a Prometheus restarted by an apply writes no staleness markers, so a state an
+        # earlier test left (a drained node) stays in instant queries for the 5 min lookback.
         res = query(lab_cluster, "/api/v1/query", query="timestamp(gpuforge_slurm_node_state == 1)")["result"]
-        fresh = [s for s in res if float(s["value"][0]) - float(s["value"][1]) < 60]
+        latest = max((float(s["value"][1]) for s in res), default=0.0)
+        fresh = [s for s in res if float(s["value"][1]) == latest]
+        seen[:] = [f"{s['metric'].get('slurm_node')}={s['metric'].get('state')}" for s in fresh]
         return fresh if len(fresh) == 3 else []
 
     try:
         states = wait_for("gpuforge_slurm_node_state of 3 nodes", slurm_series, 120)
-    except AssertionError:  # what the collector wrote and why: its unit, its last runs, sinfo
+    except AssertionError as e:  # what the collector wrote and why: its unit, its last runs, sinfo
         print(lab_cluster.ssh("node1", COLLECTOR_STATE, check=False))
-        raise
+        raise AssertionError(f"{e}; the latest scrape's states: {seen}") from None
     assert sorted(s["metric"]["slurm_node"] for s in states) == ["node1", "node2", "node3"]
     daemons = query(lab_cluster, "/api/v1/query", query="gpuforge_slurm_daemon_up")["result"]
     assert {s["metric"]["daemon"]: s["value"][1] for s in daemons} == {"slurmctld": "1", "slurmdbd": "1"}
