@@ -8,13 +8,17 @@ Each corpus file starts with comment lines:
 ``# xfail: REASON``  a known gpuforge bug: the case is expected to fail (strictly, so that
                      the marker must be removed when the bug is fixed).
 
-``gpuforge check FILE`` runs as a subprocess (``python -m gpuforge``), all files at once
-in a thread pool, and must exit 2 with every problem on stderr: the file name, the line
-number, the field path and the message on one line, and never a traceback.
+``gpuforge check FILE`` runs through the command's own function in this process (the output
+captured as the CLI prints it), and must exit 2 with every problem on stderr: the file name, the
+line number, the field path and the message on one line, and never a traceback. A sample of the
+corpus also runs as a subprocess (``python -m gpuforge check``) and must print byte for byte the
+same: what the in-process run proves is what the real command does.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -26,7 +30,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import typer
 
+from gpuforge.cli import check
 from gpuforge.spec import SpecError, load_spec, parse_spec
 
 HERE = Path(__file__).resolve().parent
@@ -91,12 +97,49 @@ def run_check(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
+def check_in_process(name: str) -> subprocess.CompletedProcess[str]:
+    """``gpuforge check NAME`` (relative to the repository) through the command's function: its exit
+    code and what it printed on stdout and stderr. An exception the CLI would not have handled is
+    reported as a traceback in stderr and exit -1 (the corpus test then fails naming it)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.chdir(REPO), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            check(Path(name))
+        except typer.Exit as e:
+            code = e.exit_code
+        except Exception as e:  # the corpus test names it
+            code = -1
+            print(f"Traceback (in process): {type(e).__name__}: {e}", file=sys.stderr)
+    return subprocess.CompletedProcess(["gpuforge", "check", name], code, out.getvalue(), err.getvalue())
+
+
 @cache
 def corpus_results() -> dict[Path, subprocess.CompletedProcess[str]]:
-    """``gpuforge check`` on every corpus file, run in parallel once per session."""
-    with ThreadPoolExecutor(max_workers=min(16, (os.cpu_count() or 2) * 2)) as pool:
-        results = pool.map(lambda c: run_check(rel(c.path)), CASES)
-        return dict(zip((c.path for c in CASES), results, strict=True))
+    """``gpuforge check`` on every corpus file, once per session, in this process."""
+    return {c.path: check_in_process(rel(c.path)) for c in CASES}
+
+
+#: Corpus files that also run through the real command: field errors, rule errors, YAML that does
+#: not parse, a file that is not UTF-8, an empty one (the sample covers each way a check can fail).
+REAL_CLI_SAMPLE = (
+    "many_field_problems.yaml",
+    "many_rule_problems.yaml",
+    "yaml_syntax_error.yaml",
+    "not_utf8.yaml",
+    "empty_file.yaml",
+    "switch_cycle.yaml",
+)
+
+
+def test_the_real_command_prints_what_the_in_process_check_printed() -> None:
+    names = [rel(BAD / n) for n in REAL_CLI_SAMPLE]
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        real = dict(zip(names, pool.map(lambda n: run_check(n), names), strict=True))
+    for name in names:
+        in_process = corpus_results()[REPO / name]
+        got = (real[name].returncode, real[name].stdout, real[name].stderr)
+        assert got == (in_process.returncode, in_process.stdout, in_process.stderr), name
 
 
 ISSUE_LINE = re.compile(r"^  (?P<file>\S+?)(?::(?P<line>\d+))?: (?P<rest>.*)$")
