@@ -10,13 +10,16 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "test: run as root (there is no sudo here to become root with)" >&2
   exit 2
 fi
-# Phase start times (epoch seconds), printed and compared with the previous run at the end.
-marks=("setup=$(date +%s)")
+# Phase start times (epoch seconds) with the machine's CPU time so far (busy and all, in clock ticks
+# from /proc/stat), printed and compared with the previous run at the end: a phase's seconds and how
+# busy the cores were in it (a phase near 100% is bound by CPU; one far below it waits).
+stamp() { echo "$1=$(date +%s):$(awk '/^cpu /{b=$2+$3+$4+$7+$8+$9; print b":"b+$5+$6}' /proc/stat)"; }
+marks=("$(stamp setup)")
 bash scripts/setup.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 
-marks+=("ruff=$(date +%s)"); echo "== ruff"; ruff check . || exit 1
-marks+=("mypy=$(date +%s)"); echo "== mypy"; mypy || exit 1
+marks+=("$(stamp ruff)"); echo "== ruff"; ruff check . || exit 1
+marks+=("$(stamp mypy)"); echo "== mypy"; mypy || exit 1
 echo "== pytest"
 # GPUFORGE_CPU_HOG=1: run the suite with both cores busy (stress-ng beside it, bounded, always stopped),
 # as on a shared CI machine.
@@ -43,12 +46,12 @@ trap '[ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit"' EXIT
 workers=${GPUFORGE_TEST_WORKERS:-$(nproc)}
 parallel=()
 [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadscope)
-marks+=("not-lab=$(date +%s)")
+marks+=("$(stamp not-lab)")
 echo "== pytest (not lab, $workers worker(s); coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
 pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term \
   --cov-fail-under="$cov_min" "$@"
 rc_unit=$?
-marks+=("lab=$(date +%s)")
+marks+=("$(stamp lab)")
 # Lab tests wait on nodes and VMs more than they compute, so two pytest runs go side by side: the
 # tests marked lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm
 # upgrade) in the background, its output printed when both are done, and every other lab test here.
@@ -80,7 +83,7 @@ else
   rc_lab=$?
   lab_junits=("$lab_junit")
 fi
-marks+=("end=$(date +%s)")
+marks+=("$(stamp end)")
 echo "test: pytest took $(( $(date +%s) - start )) s (not lab: exit $rc_unit, lab: exit $rc_lab)"
 python3 scripts/test_times.py --record "$record" --lab-junit "${lab_junits[@]}" -- "${marks[@]}"
 python3 scripts/failure_digest.py "${lab_junits[@]}"

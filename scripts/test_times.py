@@ -1,6 +1,7 @@
 """The test command's phase times: printed at the end of a run, kept for the next run to compare.
 
-``scripts/test.sh`` passes the start of each phase (``name=epoch``, in order, then ``end=epoch``)
+``scripts/test.sh`` passes the start of each phase (``name=epoch:busy:total``, in order, then ``end=...``;
+busy and total are the machine's CPU clock ticks from ``/proc/stat``, so each phase's CPU load is printed too)
 and the lab runs' JUnit XML files (two runs side by side). This prints each phase's seconds and
 the lab's seconds per test file, names every phase or lab file that took more than ``REGRESSION_S`` longer than in the
 record of the previous run, and writes this run's figures as the new record. It never changes the
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 #: A phase or lab file this many seconds slower than in the previous record is named as a regression.
@@ -26,11 +28,36 @@ REGRESSION_S = 120
 RECORD_VERSION = 1
 
 
-def phase_seconds(marks: list[tuple[str, int]]) -> dict[str, int]:
-    """``[(setup, t0), (ruff, t1), ..., (end, tn)]`` -> seconds of each phase (the last mark ends them)."""
-    out: dict[str, int] = {}
-    for (name, start), (_, stop) in itertools.pairwise(marks):
-        out[name] = max(0, stop - start)
+@dataclass(frozen=True)
+class Mark:
+    """A phase's start: its name, the epoch second, and the CPU clock ticks so far (busy, all; None: not given)."""
+
+    name: str
+    epoch: int
+    cpu: tuple[int, int] | None = None
+
+
+def parse_mark(text: str) -> Mark | None:
+    """``name=epoch`` or ``name=epoch:busy:total`` (``/proc/stat`` ticks) -> a :class:`Mark`; None if malformed."""
+    name, _, value = text.partition("=")
+    fields = value.split(":")
+    if not name or not all(f.isdigit() for f in fields) or len(fields) not in (1, 3):
+        return None
+    cpu = (int(fields[1]), int(fields[2])) if len(fields) == 3 else None
+    return Mark(name, int(fields[0]), cpu)
+
+
+def phase_seconds(marks: list[Mark]) -> dict[str, int]:
+    """``[setup@t0, ruff@t1, ..., end@tn]`` -> seconds of each phase (the last mark ends them)."""
+    return {a.name: max(0, b.epoch - a.epoch) for a, b in itertools.pairwise(marks)}
+
+
+def phase_cpu_busy(marks: list[Mark]) -> dict[str, float]:
+    """Each phase's share of CPU time the machine spent busy (0..1), where both of its marks carry ticks."""
+    out: dict[str, float] = {}
+    for a, b in itertools.pairwise(marks):
+        if a.cpu and b.cpu and b.cpu[1] > a.cpu[1]:
+            out[a.name] = max(0.0, min(1.0, (b.cpu[0] - a.cpu[0]) / (b.cpu[1] - a.cpu[1])))
     return out
 
 
@@ -78,12 +105,17 @@ def regressions(now: dict[str, dict[str, float]], before: dict[str, dict[str, fl
     return lines
 
 
-def report(now: dict[str, dict[str, float]], before: dict[str, dict[str, float]] | None) -> str:
-    """The table printed at the end of the run."""
-    phases = now["phases"]
+def report(
+    now: dict[str, dict[str, float]], before: dict[str, dict[str, float]] | None, busy: dict[str, float] | None = None
+) -> str:
+    """The table printed at the end of the run (``busy``: each phase's CPU busy share, where known)."""
+    phases, busy = now["phases"], busy or {}
     total = sum(phases.values())
-    out = ["== test times (s)"]
-    out += [f"  {name:<10} {seconds:>6.0f}" for name, seconds in phases.items()]
+    out = ["== test times (s)" + ("  and how busy the CPUs were" if busy else "")]
+    out += [
+        f"  {name:<10} {seconds:>6.0f}" + (f"  cpu {busy[name]:4.0%}" if name in busy else "")
+        for name, seconds in phases.items()
+    ]
     out.append(f"  {'total':<10} {total:>6.0f}  ({total / 60:.1f} min)")
     files = sorted(now["lab_files"].items(), key=lambda kv: -kv[1])
     if files:
@@ -124,20 +156,20 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--record", type=Path, required=True, help="the previous run's record; replaced by this run's")
     ap.add_argument("--lab-junit", type=Path, nargs="*", default=[], help="the lab runs' JUnit XML files")
-    ap.add_argument("marks", nargs="+", help="phase=epoch in order, the last one 'end=epoch'")
+    ap.add_argument("marks", nargs="+", help="phase=epoch[:busy:total] in order, the last one 'end=...'")
     args = ap.parse_args(argv)
     marks = []
-    for mark in args.marks:
-        name, _, epoch = mark.partition("=")
-        if not epoch.isdigit():
-            print(f"test_times: {mark!r} is not name=epoch", file=sys.stderr)
+    for text in args.marks:
+        mark = parse_mark(text)
+        if mark is None:
+            print(f"test_times: {text!r} is not name=epoch or name=epoch:busy:total", file=sys.stderr)
             return 2
-        marks.append((name, int(epoch)))
+        marks.append(mark)
     now: dict[str, dict[str, float]] = {
         "phases": {k: float(v) for k, v in phase_seconds(marks).items()},
         "lab_files": lab_files_seconds(args.lab_junit),
     }
-    print(report(now, read_record(args.record)))
+    print(report(now, read_record(args.record), phase_cpu_busy(marks)))
     try:
         write_record(args.record, now)
     except OSError as exc:

@@ -65,9 +65,22 @@ def test_an_unreadable_record_or_junit_is_no_crash(tmp_path: Path) -> None:
 
 
 def test_a_malformed_mark_is_refused(tmp_path: Path) -> None:
-    got = run(tmp_path, ["setup=soon", "end=5"])
-    assert got.returncode == 2
-    assert "'setup=soon' is not name=epoch" in got.stderr
+    for bad in ("setup=soon", "setup=5:1", "=5", "setup=5:1:x"):
+        got = run(tmp_path, [bad, "end=5"])
+        assert got.returncode == 2, bad
+        assert f"{bad!r} is not name=epoch or name=epoch:busy:total" in got.stderr
+
+
+def test_each_phase_says_how_busy_the_cpus_were_when_the_ticks_are_given(tmp_path: Path) -> None:
+    """busy/total CPU ticks at each mark (as test.sh reads /proc/stat): the phase's share of busy time."""
+    marks = ["setup=0:100:1000", "not-lab=60:1000:2000", "lab=660:2500:4000", "end=1000"]
+    got = run(tmp_path, marks)
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert lines[0] == "== test times (s)  and how busy the CPUs were"
+    assert "  setup          60  cpu  90%" in lines
+    assert "  not-lab       600  cpu  75%" in lines
+    assert "  lab           340" in lines  # the end mark carries no ticks: no share for the last phase
 
 
 def test_the_two_lab_runs_junit_files_add_up_per_file(tmp_path: Path) -> None:
