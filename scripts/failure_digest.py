@@ -1,6 +1,6 @@
-"""The lab runs' failures, printed last: what a reader of only the end of a long log needs.
+"""The test runs' failures, printed last: what a reader of only the end of a long log needs.
 
-``scripts/test.sh`` runs the lab tests in two pytest runs side by side and prints one run's log
+``scripts/test.sh`` runs the tests in three pytest runs side by side and prints one run's log
 after the other's, so a failure's traceback can sit thousands of lines above the end. This prints,
 for every failed or errored test case in the JUnit XML files given, its id, the failure's message
 and the last lines of what the test printed (``junit_logging=system-out``). Every text is bounded
@@ -85,11 +85,11 @@ def render(failure: Failure) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("junit", nargs="*", type=Path, help="JUnit XML files of the lab runs")
+    ap.add_argument("junit", nargs="*", type=Path, help="JUnit XML files of the test runs")
     args = ap.parse_args(argv)
     found = [f for path in args.junit for f in failures(path)]
     if found:
-        print(f"== lab failures ({len(found)}), repeated here from the logs above")
+        print(f"== failures ({len(found)}), repeated here from the logs above")
         for failure in found:
             print(render(failure))
     return 0

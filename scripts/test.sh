@@ -31,53 +31,72 @@ if [ -n "${GPUFORGE_CPU_HOG:-}" ]; then
   echo "test: CPU hog running beside the suite (stress-ng pid $hog)"
 fi
 start=$(date +%s)
-# Two runs: everything but the lab first, with line coverage of the deploy side and the
-# orchestration (what non-lab tests must cover: at least 85%, or this run fails), then the lab
-# tests on real nodes. A path given on the command line narrows both (and drops the bound).
+# The tests that need no lab, with line coverage of the deploy side and the orchestration (what
+# they must cover: at least 85%, or this run fails), and the lab tests on real nodes. A path given
+# on the command line narrows every run (and drops the bound).
 cov_min=85
 for a in "$@"; do case "$a" in -*) ;; *) cov_min=0 ;; esac; done
 # Only a whole run is kept as the record the next run compares with (a part would read as a speed-up).
 record=${GPUFORGE_TEST_TIMES:-/var/lib/gpuforge/test-times.json}
 [ "$cov_min" -eq 0 ] && record=$(mktemp -u)
-lab_junit=$(mktemp)
-trap '[ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit"' EXIT
+lab_junit=$(mktemp); unit_junit=$(mktemp)
+trap '[ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$unit_junit"' EXIT
 # The non-lab tests run on every core (pytest-xdist; a module's tests stay in one worker, so its
 # fixtures are made once); GPUFORGE_TEST_WORKERS=1 runs them in one process.
 workers=${GPUFORGE_TEST_WORKERS:-$(nproc)}
 parallel=()
 [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadscope)
-marks+=("$(stamp not-lab)")
-echo "== pytest (not lab, $workers worker(s); coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
-pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term \
-  --cov-fail-under="$cov_min" "$@"
-rc_unit=$?
-marks+=("$(stamp lab)")
-# Lab tests wait on nodes and VMs more than they compute, so two pytest runs go side by side: the
-# tests marked lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm
-# upgrade) in the background, its output printed when both are done, and every other lab test here.
-# GPUFORGE_LAB_WORKERS=1 runs every lab test in one pytest. A failed test's printed output goes
-# into the JUnit file too: the digest at the end repeats it where a reader of the log's tail sees it.
+# A failed test's printed output goes into the JUnit files too: the digest at the end repeats it
+# where a reader of the log's tail sees it.
 junit_opts=(-o junit_logging=system-out -o junit_log_passing_tests=false)
+unit=(pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term
+      --cov-fail-under="$cov_min" --junitxml="$unit_junit" "${junit_opts[@]}" "$@")
+unit_title="== pytest (not lab, $workers worker(s); coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
+lab_title="== pytest (lab: every lab test but those marked lab_beside)"
+beside_title="== pytest (lab: the tests marked lab_beside, labs and VMs of their own)"
+runs=()
 if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
-  beside_log=$(mktemp); beside_junit=$(mktemp)
-  echo "== pytest (lab: every lab test but those marked lab_beside, which run beside them)"
-  pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" "${junit_opts[@]}" "$@" >"$beside_log" 2>&1 &
+  # Lab tests wait on nodes and VMs more than they compute (a lab run leaves the cores idle about a
+  # third of the time), so three pytest runs go side by side: the non-lab tests, the tests marked
+  # lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm upgrade)
+  # and every other lab test. The last prints as it goes; the other two are printed when all are done.
+  marks+=("$(stamp tests)")
+  unit_log=$(mktemp); beside_log=$(mktemp); beside_junit=$(mktemp)
+  # run_beside NAME LOG COMMAND...: the command in the background; NAME's exit code and seconds in LOG.done.
+  run_beside() {
+    local name=$1 log=$2; shift 2
+    ( t0=$(date +%s); "$@" >"$log" 2>&1; rc=$?; echo "$rc $(( $(date +%s) - t0 ))" >"$log.done"; exit $rc ) &
+  }
+  run_beside not-lab "$unit_log" "${unit[@]}"; unit_pid=$!
+  run_beside lab-beside "$beside_log" pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" \
+    "${junit_opts[@]}" "$@"
   beside_pid=$!
-  # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
-  trap 'kill -TERM "$beside_pid" 2>/dev/null; wait "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$beside_log" "$beside_junit"' EXIT
+  # Ctrl-C or a stop of this script stops the other runs too (SIGTERM: their labs are taken down).
+  trap 'kill -TERM "$unit_pid" "$beside_pid" 2>/dev/null; wait "$unit_pid" "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$unit_junit" "$unit_log"* "$beside_log"* "$beside_junit"' EXIT
   trap 'exit 130' INT TERM
+  echo "$lab_title; beside it the non-lab tests and the lab_beside tests, printed when all are done"
+  t0=$(date +%s)
   pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"  # the slowest lab tests, to keep the run inside CI's limit
   rc_others=$?
-  wait "$beside_pid"
-  rc_beside=$?
-  echo "== pytest (lab: the tests marked lab_beside, run beside the others)"
-  cat "$beside_log"
+  runs+=("lab=$(( $(date +%s) - t0 ))")
+  wait "$unit_pid"; wait "$beside_pid"
+  echo "$unit_title"; cat "$unit_log"
+  echo "$beside_title"; cat "$beside_log"
+  read -r rc_unit unit_s <"$unit_log.done" || rc_unit=1
+  read -r rc_beside beside_s <"$beside_log.done" || rc_beside=1
+  runs+=("not-lab=${unit_s:-0}" "lab-beside=${beside_s:-0}")
   # The lab's status: the first failure of either run; 5 (no test collected) only when both had none.
   rc_lab=0
   for rc in "$rc_others" "$rc_beside"; do [ "$rc_lab" -eq 0 ] && [ "$rc" -ne 5 ] && rc_lab=$rc; done
   [ "$rc_others" -eq 5 ] && [ "$rc_beside" -eq 5 ] && rc_lab=5
   lab_junits=("$lab_junit" "$beside_junit")
 else
+  # GPUFORGE_LAB_WORKERS=1: one run after the other, every lab test in one pytest.
+  marks+=("$(stamp not-lab)")
+  echo "$unit_title"
+  "${unit[@]}"
+  rc_unit=$?
+  marks+=("$(stamp lab)")
   echo "== pytest (lab: real nodes)"
   pytest -m lab --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"
   rc_lab=$?
@@ -85,8 +104,8 @@ else
 fi
 marks+=("$(stamp end)")
 echo "test: pytest took $(( $(date +%s) - start )) s (not lab: exit $rc_unit, lab: exit $rc_lab)"
-python3 scripts/test_times.py --record "$record" --lab-junit "${lab_junits[@]}" -- "${marks[@]}"
-python3 scripts/failure_digest.py "${lab_junits[@]}"
+python3 scripts/test_times.py --record "$record" --lab-junit "${lab_junits[@]}" --runs "${runs[@]}" -- "${marks[@]}"
+python3 scripts/failure_digest.py "$unit_junit" "${lab_junits[@]}"
 if [ $rc_unit -eq 5 ] && [ $rc_lab -eq 5 ]; then
   echo "test: pytest collected no tests: that is a broken suite, not a pass" >&2
   exit 1

@@ -97,7 +97,7 @@ def _module_of(classname: str) -> str:
 def regressions(now: dict[str, dict[str, float]], before: dict[str, dict[str, float]]) -> list[str]:
     """Lines naming each phase or lab file more than ``REGRESSION_S`` slower than in ``before``."""
     lines = []
-    for section in ("phases", "lab_files"):
+    for section in ("phases", "runs", "lab_files"):
         old = before.get(section, {})
         for name, seconds in now.get(section, {}).items():
             if name in old and seconds - old[name] > REGRESSION_S:
@@ -117,6 +117,9 @@ def report(
         for name, seconds in phases.items()
     ]
     out.append(f"  {'total':<10} {total:>6.0f}  ({total / 60:.1f} min)")
+    if now.get("runs"):
+        out.append("== the runs side by side in the tests phase (s)")
+        out += [f"  {name:<10} {seconds:>6.0f}" for name, seconds in now["runs"].items()]
     files = sorted(now["lab_files"].items(), key=lambda kv: -kv[1])
     if files:
         out.append("== lab time per test file (s)")
@@ -140,7 +143,7 @@ def read_record(path: Path) -> dict[str, dict[str, float]] | None:
         return None
     if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
         return None
-    return {k: dict(data.get(k) or {}) for k in ("phases", "lab_files")}
+    return {k: dict(data.get(k) or {}) for k in ("phases", "runs", "lab_files")}
 
 
 def write_record(path: Path, now: dict[str, dict[str, float]]) -> None:
@@ -156,6 +159,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--record", type=Path, required=True, help="the previous run's record; replaced by this run's")
     ap.add_argument("--lab-junit", type=Path, nargs="*", default=[], help="the lab runs' JUnit XML files")
+    ap.add_argument("--runs", nargs="*", default=[], help="name=seconds of each run side by side in a phase")
     ap.add_argument("marks", nargs="+", help="phase=epoch[:busy:total] in order, the last one 'end=...'")
     args = ap.parse_args(argv)
     marks = []
@@ -165,8 +169,16 @@ def main(argv: list[str]) -> int:
             print(f"test_times: {text!r} is not name=epoch or name=epoch:busy:total", file=sys.stderr)
             return 2
         marks.append(mark)
+    runs = {}
+    for text in args.runs:
+        name, _, seconds = text.partition("=")
+        if not name or not seconds.isdigit():
+            print(f"test_times: {text!r} is not name=seconds", file=sys.stderr)
+            return 2
+        runs[name] = float(seconds)
     now: dict[str, dict[str, float]] = {
         "phases": {k: float(v) for k, v in phase_seconds(marks).items()},
+        "runs": runs,
         "lab_files": lab_files_seconds(args.lab_junit),
     }
     print(report(now, read_record(args.record), phase_cpu_busy(marks)))

@@ -38,7 +38,7 @@ def test_each_failure_with_its_message_and_what_it_printed(tmp_path: Path) -> No
     got = digest(tmp_path / "lab.xml", tmp_path / "missing.xml")
     assert got.returncode == 0, got.stderr
     assert got.stdout.splitlines() == [
-        "== lab failures (2), repeated here from the logs above",
+        "== failures (2), repeated here from the logs above",
         "FAILURE tests/monitoring/test_monitoring_lab.py::test_monitoring_in_the_lab",
         "  AssertionError: timed out after 120s waiting for gpuforge_slurm_node_state of 3 nodes",
         "  the test printed (last 2 of 2 lines):",  # pytest's section line left out
