@@ -32,6 +32,22 @@ APT_PACKAGES=(
   chromium
   etcd-server etcd-client
 )
+# The virtualenv: gpuforge and its development tools from PyPI.
+setup_venv() {
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev,ansible,testinfra]'
+}
+# Where Python can already make a virtualenv, it is made while apt installs the Debian packages
+# (two downloads at once instead of one after the other); otherwise after them (python3-venv).
+venv_log=$(mktemp)
+venv_pid=
+trap '[ -n "$venv_pid" ] && kill "$venv_pid" 2>/dev/null; rm -f "$venv_log"' EXIT
+if python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  setup_venv >"$venv_log" 2>&1 &
+  venv_pid=$!
+fi
+
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -64,9 +80,13 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   fi
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
+if [ -n "$venv_pid" ]; then
+  venv_rc=0
+  wait "$venv_pid" || venv_rc=$?
+  venv_pid=
+  cat "$venv_log"
+  [ "$venv_rc" -eq 0 ] || { echo "setup: the virtualenv could not be made (pip exited $venv_rc)" >&2; exit 1; }
+else
+  setup_venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev,ansible,testinfra]'
 echo "setup: done (.venv/bin/gpuforge)"
