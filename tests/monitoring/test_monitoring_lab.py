@@ -90,6 +90,9 @@ def query(cluster: LabCluster, path: str, **params: str) -> Any:
     return doc["data"]
 
 
+#: Each Slurm node's state class now: the series with value 1, of those scraped in the last 20 s.
+SLURM_NODE_STATES = "last_over_time(gpuforge_slurm_node_state[20s]) == 1"
+
 #: The Slurm collector on the controller as it is: its series, its timer and service, its last log lines.
 COLLECTOR_STATE = (
     "grep -E '^gpuforge_slurm_(node_state.* 1$|collector)' /var/lib/gpuforge/textfile/slurm.prom; "
@@ -169,12 +172,11 @@ def test_monitoring_in_the_lab(lab_cluster: LabCluster, webhook: Webhook) -> Non
     seen: list[str] = []
 
     def slurm_series() -> list[dict[str, Any]]:
-        # Only the series of the latest scrape (all come from node1's one textfile, so they share its
-        # timestamp): a Prometheus restarted by an apply writes no staleness markers, so a state an
-        # earlier test left (a drained node) stays in instant queries for the 5 min lookback.
-        res = query(lab_cluster, "/api/v1/query", query="timestamp(gpuforge_slurm_node_state == 1)")["result"]
-        latest = max((float(s["value"][1]) for s in res), default=0.0)
-        fresh = [s for s in res if float(s["value"][1]) == latest]
+        # Only series scraped in the last 20 s (the scrape interval is 5 s): a Prometheus restarted by
+        # an apply writes no staleness markers, so a state an earlier test left (a drained node) stays
+        # in plain instant queries for the 5 min lookback. (timestamp() of "x == 1" cannot tell: a
+        # comparison's samples carry the query's time, not the scrape's; a range selector can.)
+        fresh = query(lab_cluster, "/api/v1/query", query=SLURM_NODE_STATES)["result"]
         seen[:] = [f"{s['metric'].get('slurm_node')}={s['metric'].get('state')}" for s in fresh]
         return fresh if len(fresh) == 3 else []
 
