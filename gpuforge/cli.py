@@ -6,15 +6,22 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
+from gpuforge.cli_apply import (
+    apply_errors,
+    apply_exit_code,
+    confirmer,
+    print_apply,
+    saved_plan_of,
+    stdin_is_terminal,
+    without_credentials,
+)
+from gpuforge.cli_args import check_limit, layer_selection, limited, refuse
+from gpuforge.cli_bundle import fingerprint_option, print_bundle, say, verify_bundle_dir
 from gpuforge.console import console, help_settings
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_or_exit, load_spec, resolve_nodes, spec_json_schema
@@ -63,14 +70,7 @@ def _main(
 
 
 if TYPE_CHECKING:
-    from rich.status import Status
-
-    from gpuforge.bundle.build import BundleResult
-    from gpuforge.deploy.run import ApplyResult
-    from gpuforge.orchestrate.apply import ApplyPreview
     from gpuforge.orchestrate.plan import PlanResult
-    from gpuforge.orchestrate.saved_plan import SavedPlan
-    from gpuforge.spec.layer_tags import LayerSelection
 
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
 VerboseOpt = Annotated[int, typer.Option("-v", "--verbose", count=True, help=VERBOSE_HELP)]
@@ -115,7 +115,7 @@ def _load_known(path: Path) -> Spec:
     s = load_or_exit(path)
     unknown = unknown_hardware(s)
     if unknown:
-        _refuse(f"{path}: node group(s) {', '.join(unknown)} have discover: true and no discovered figures: "
+        refuse(f"{path}: node group(s) {', '.join(unknown)} have discover: true and no discovered figures: "
                 f"{DISCOVER_FIRST.replace('SPEC', str(path))}")  # fmt: skip
     return s
 
@@ -179,7 +179,7 @@ def inventory(
     if fmt != "ansible":
         err.print(f"--format {fmt!r}: the formats are: ansible", markup=False, highlight=False)
         raise typer.Exit(2)
-    names = _limited(s, limit)
+    names = limited(s, limit)
     try:
         doc = ansible_inventory(s, names, vagrant_hosts(s, str(spec.resolve().parent)))
     except (ValueError, LookupError, RuntimeError, OSError) as e:
@@ -221,12 +221,12 @@ def discover(
 
     try:  # the spec as written: a facts file that no longer fits is what discover rewrites
         s = parse_spec(read_spec_text(spec), str(spec))
-        _check_limit(s, limit)
+        check_limit(s, limit)
         result = run_discover(s, spec, limit)
     except SpecError as e:
-        _refuse(e.format())
+        refuse(e.format())
     except OSError as e:
-        _refuse(f"cannot write the facts file beside {spec}: {e.strerror or e}")
+        refuse(f"cannot write the facts file beside {spec}: {e.strerror or e}")
     if json_out:
         print(json.dumps({"ok": result.ok, "file": str(result.path), "facts": result.facts,
                           "errors": result.errors, "changes": result.changes}, indent=2))  # fmt: skip
@@ -258,7 +258,7 @@ def render(
     from gpuforge.render import render_cluster
 
     s = _load_known(spec)
-    names = _limited(s, limit)
+    names = limited(s, limit)
     wanted = set(names) if names is not None else None
     rendered = {n: fs for n, fs in render_cluster(s).items() if wanted is None or n in wanted}
     total = sum(len(f.data) for files in rendered.values() for f in files)
@@ -320,16 +320,16 @@ def plan(
     loaded = _load_known(spec)
     if strict:
         _warnings(loaded, spec, strict)
-    layers = _layer_selection(tags, skip_tags)
+    layers = layer_selection(tags, skip_tags)
     if out_file is not None and fresh:
-        _refuse("--out: a --fresh plan connects to no node, so there is nothing to apply it to; plan without --fresh")
+        refuse("--out: a --fresh plan connects to no node, so there is nothing to apply it to; plan without --fresh")
     planned_from = _spec_digest(spec) if out_file is not None else ""  # before planning: the file as planned
     _logging(verbose, log_file)
     try:
         if fresh:
-            result = fresh_plan(spec, on_event=_without_credentials(progress_log.info))
+            result = fresh_plan(spec, on_event=without_credentials(progress_log.info))
         else:
-            result = make_plan(spec, limit=limit, layers=layers, on_event=_without_credentials(progress_log.info))
+            result = make_plan(spec, limit=limit, layers=layers, on_event=without_credentials(progress_log.info))
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -352,7 +352,7 @@ def _spec_digest(spec: Path) -> str:
     try:
         return file_sha256(spec)
     except PlanFileError as e:
-        _refuse(str(e))
+        refuse(str(e))
 
 
 def _save_plan(
@@ -368,9 +368,9 @@ def _save_plan(
     try:
         write_plan(path, spec, result, *made_with)
     except PlanFileError as e:
-        _refuse(str(e))
+        refuse(str(e))
     except OSError as e:
-        _refuse(f"--out {path}: cannot write it: {e.strerror or e}")
+        refuse(f"--out {path}: cannot write it: {e.strerror or e}")
     err.print(f"saved the plan to {path}: 'gpuforge apply {path}' applies exactly it", markup=False, highlight=False)
 
 
@@ -414,210 +414,35 @@ def apply(
     """
     from gpuforge.orchestrate.apply import apply as run_apply
 
-    saved = _saved_plan(spec, limit, tags, skip_tags)
+    saved = saved_plan_of(spec, limit, tags, skip_tags)
     if saved is not None:
         spec, limit, tags, skip_tags = saved.spec_path, saved.limit, saved.tags, saved.skip_tags
     loaded = _load_known(spec)
     if strict:
         _warnings(loaded, spec, strict)
-    _check_limit(loaded, limit)
-    layers = _layer_selection(tags, skip_tags)
+    check_limit(loaded, limit)
+    layers = layer_selection(tags, skip_tags)
     if layers is not None and allow_reboot:
-        _refuse("--allow-reboot: a run with --tags/--skip-tags never drains or reboots a node; apply without them")
+        refuse("--allow-reboot: a run with --tags/--skip-tags never drains or reboots a node; apply without them")
     if not yes and saved is None and not stdin_is_terminal():
-        _refuse(
+        refuse(
             "apply shows the plan and asks before it changes anything, and stdin is not a terminal: "
             "pass --yes (-y) to apply without asking (scripts, CI), or run it on a terminal"
         )
     _logging(verbose, log_file)
-    with _apply_errors(), err.status("applying") as status:
+    with apply_errors(), err.status("applying") as status:
         result = run_apply(
             spec,
             limit=limit,
-            on_event=_without_credentials(status_printer(err, status)),
+            on_event=without_credentials(status_printer(err, status)),
             force=force,
             allow_reboot=allow_reboot,
             include_drained=include_drained,
             layers=layers,
-            confirm=_confirmer(spec, limit, layers, status, ask=not yes and saved is None, saved=saved),
+            confirm=confirmer(spec, limit, layers, status, ask=not yes and saved is None, saved=saved),
         )
-    _print_apply(result, spec, json_out)
+    print_apply(result, spec, json_out)
     raise typer.Exit(apply_exit_code(result))
-
-
-def _saved_plan(path: Path, limit: str | None, tags: str | None, skip_tags: str | None) -> SavedPlan | None:
-    """``apply FILE`` with a plan file: the saved plan, its spec file checked unchanged; None for a
-    spec. Exit 2 when the plan cannot be used or --limit/--tags/--skip-tags try to change it."""
-    from gpuforge.orchestrate.saved_plan import PlanFileError, check_spec_unchanged, is_plan_file, read_plan
-
-    if not is_plan_file(path):
-        return None
-    if limit is not None or tags is not None or skip_tags is not None:
-        _refuse(f"{path} is a saved plan: it has its own --limit/--tags/--skip-tags; plan again to change them")
-    try:
-        saved = read_plan(path)
-        check_spec_unchanged(saved)
-    except PlanFileError as e:
-        _refuse(str(e))
-    return saved
-
-
-@contextmanager
-def _apply_errors() -> Iterator[None]:
-    """apply's refusals as one message each and exit 2 (nothing touched); vagrant machines that are
-    not up: exit 1."""
-    from gpuforge.deploy.runlog import RunLogUnwritable
-    from gpuforge.orchestrate.applied_record import ApplyLocked, RecordUnreadable
-    from gpuforge.orchestrate.apply import ApplyCancelled, ApplyRefused
-    from gpuforge.orchestrate.saved_plan import PlanFileError
-    from gpuforge.probes.vagrant import VagrantError
-
-    try:
-        yield
-    except ApplyCancelled:
-        _refuse("apply cancelled: nothing was changed")
-    except (ApplyRefused, ApplyLocked, RecordUnreadable, RunLogUnwritable, PlanFileError) as e:
-        _refuse(str(e))
-    except SpecError as e:
-        _refuse(e.format())
-    except VagrantError as e:  # the spec is fine; its vagrant machines are not up
-        err.print(str(e), markup=False, highlight=False)
-        raise typer.Exit(1) from None
-
-
-def _without_credentials(on_event: Callable[[str], None]) -> Callable[[str], None]:
-    """``on_event`` for messages with URL credentials hidden (a command's output quoting a webhook);
-    a :class:`~gpuforge.progress.Milestone` stays one."""
-    from gpuforge.progress import Milestone
-    from gpuforge.spec.redact import redact_url_credentials
-
-    def shown(message: str) -> None:
-        text = redact_url_credentials(message)
-        on_event(Milestone(text) if isinstance(message, Milestone) else text)
-
-    return shown
-
-
-def stdin_is_terminal() -> bool:
-    """Whether a person can answer apply's question (stdin is a terminal)."""
-    return sys.stdin.isatty()
-
-
-def _refuse(message: str) -> NoReturn:
-    """Exit 2 with ``message`` (bad input: nothing was touched)."""
-    err.print(message, markup=False, highlight=False)
-    raise typer.Exit(2)
-
-
-def _check_limit(loaded: Spec, limit: str | None) -> None:
-    """A ``--limit`` that names no node: exit 2 now, before anything else is asked or touched."""
-    _limited(loaded, limit)
-
-
-def _limited(loaded: Spec, limit: str | None) -> list[str] | None:
-    """The nodes ``--limit`` selects (None: no limit, every node); exit 2 naming what is known when it
-    names no node of the spec or leaves none (one parser and one error for every command)."""
-    from gpuforge.spec import select_limit
-
-    if not limit:
-        return None
-    try:
-        return select_limit(loaded, limit)
-    except SpecError as e:
-        _refuse(e.format())
-
-
-def _layer_selection(tags: str | None, skip_tags: str | None) -> LayerSelection | None:
-    """``--tags``/``--skip-tags`` as a selection (None: every layer), or exit 2 naming the bad tag."""
-    from gpuforge.spec.layer_tags import TagError, select_layers
-
-    try:
-        return select_layers(tags, skip_tags)
-    except TagError as e:
-        _refuse(str(e))
-
-
-def _confirmer(
-    spec: Path, limit: str | None, layers: LayerSelection | None, status: Status, ask: bool, saved: SavedPlan | None
-) -> Callable[[ApplyPreview], bool]:
-    """apply's ``confirm``: when ``ask`` or with a ``saved`` plan, the plan of the same nodes and
-    layers and a summary, then, when ``ask``, "Apply these changes? [y/N]" on the terminal (the
-    status line paused meanwhile); with --yes the summary apply knows without reading a node again
-    (:func:`preview_summary`). With a ``saved`` plan it first proves nothing moved since
-    (:mod:`gpuforge.orchestrate.saved_plan`), else raises PlanFileError naming what did."""
-    from gpuforge.orchestrate.plan import confirmation_summary, preview_summary
-    from gpuforge.orchestrate.plan import plan as make_plan
-    from gpuforge.orchestrate.saved_plan import PlanFileError, check_spec_unchanged, moved, refusal
-
-    def confirm(preview: ApplyPreview) -> bool:
-        if not ask and saved is None:
-            for line in preview_summary(preview):
-                err.print(line, markup=False, highlight=False)
-            return True
-        status.update("planning (nothing is changed)")
-        planned = make_plan(spec, limit=limit, layers=layers)
-        if saved is not None:
-            check_spec_unchanged(saved)
-            differs = moved(saved, planned)
-            if differs:
-                raise PlanFileError(refusal(spec, differs))
-        status.stop()
-        for line in confirmation_summary(preview, planned):
-            err.print(line, markup=False, highlight=False)
-        if ask:
-            err.print("Apply these changes? [y/N] ", end="", markup=False, highlight=False)
-            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-                return False
-        status.start()
-        return True
-
-    return confirm
-
-
-def apply_exit_code(result: ApplyResult) -> int:
-    """0 converged; 1 a node failed; 3 nodes wait for an operator (reboot, operator's drain)."""
-    if not result.ok:
-        return 1
-    return 3 if result.waiting else 0
-
-
-def _print_apply(result: ApplyResult, spec: Path, json_out: bool) -> None:
-    """The result as a table or JSON; errors and notes (a command's output) with URL credentials hidden."""
-    from gpuforge.spec.redact import redact_url_credentials as shown
-    from gpuforge.validator.report import terminal_safe
-
-    if json_out:
-        hosts = {
-            n: {
-                "ok": h.ok,
-                "changed": h.changed,
-                "unchanged": h.unchanged,
-                "error": shown(h.error) if h.error else h.error,
-                "notes": [shown(note) for note in h.notes],
-            }
-            for n, h in result.hosts.items()
-        }
-        doc = {"ok": result.ok, "changes": result.changes, "hosts": hosts, "waiting": result.waiting}
-        print(json.dumps(doc, indent=2))
-        return
-    table = Table(title=f"apply {spec}")
-    for col in ("node", "result", "changed operations"):
-        table.add_column(col)
-    for name, h in result.hosts.items():
-        state = "[red]FAILED[/]" if not h.ok else ("[yellow]changed[/]" if h.changed else "[green]ok[/]")
-        detail = h.error if h.error else (", ".join(h.changed) or f"no change ({h.unchanged} checked)")
-        if name in result.waiting:
-            state, detail = "[magenta]WAITING[/]", f"{result.waiting[name]}\n{detail}"
-        if h.notes:
-            detail += "\n" + "\n".join(h.notes)
-        table.add_row(name, state, Text(terminal_safe(shown(detail))))  # node text: no markup, no escapes
-    for name, why in result.waiting.items():
-        if name not in result.hosts:
-            table.add_row(name, "[magenta]WAITING[/]", Text(terminal_safe(why)))
-    out.print(table)
-    out.print(f"{result.changes} change(s)")
-    if result.waiting:
-        out.print(f"{len(result.waiting)} node(s) wait for an operator (exit 3)")
 
 
 @app.command()
@@ -662,11 +487,11 @@ def bundle(
     from gpuforge.bundle.build import tools_missing as bundle_tools_missing
     from gpuforge.spec.load import UNPINNED_BUNDLE
 
-    pin = _fingerprint_option(fingerprint)
+    pin = fingerprint_option(fingerprint)
     if verify is not None:
         if pin is None and spec is not None:
             pin = load_or_exit(spec, UNPINNED_BUNDLE).sources.bundle_fingerprint
-        _verify_bundle(verify, pin, json_out)
+        verify_bundle_dir(verify, pin, json_out)
     if spec is None or output is None:
         err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR --fingerprint FPR", markup=False)
         raise typer.Exit(2)
@@ -681,92 +506,15 @@ def bundle(
         )
         raise typer.Exit(2)
     try:
-        result = build_bundle(s, spec, output, log=_say, fingerprint=pin)
+        result = build_bundle(s, spec, output, log=say, fingerprint=pin)
     except OSError as e:
         err.print(f"cannot write the bundle in {output}: {e}", markup=False, highlight=False)
         raise typer.Exit(2) from None
     if json_out:
         print(json.dumps(result.manifest, indent=2))
     else:
-        _print_bundle(result, output, pin or s.sources.bundle_fingerprint)
+        print_bundle(result, output, pin or s.sources.bundle_fingerprint)
     raise typer.Exit(0 if result.complete else 1)
-
-
-def _say(message: str) -> None:
-    err.print(message, markup=False, highlight=False)
-
-
-def _fingerprint_option(value: str | None) -> str | None:
-    """``--fingerprint`` as the one form comparisons use, or exit 2 naming what is wrong."""
-    from gpuforge.spec.openpgp import openpgp_fingerprint
-
-    if value is None:
-        return None
-    try:
-        return openpgp_fingerprint(value)
-    except ValueError as e:
-        err.print(f"--fingerprint: {e}", markup=False, highlight=False)
-        raise typer.Exit(2) from None
-
-
-def _verify_bundle(bundle_dir: Path, pin: str | None, json_out: bool) -> None:
-    """``bundle --verify``: exit 0 when the bundle checks out against the pinned key, 1 when it
-    does not, 2 when no key is pinned (nothing is checked: the bundle cannot vouch for itself)."""
-    from gpuforge.bundle.verify import verify_bundle
-
-    if pin is None:
-        err.print(
-            f"{bundle_dir}: not verified: --verify needs --fingerprint FPR, the bundle key fingerprint "
-            "'gpuforge bundle' printed (or SPEC with sources.bundle_fingerprint); a bundle's own manifest "
-            "and key cannot vouch for it",
-            markup=False,
-            highlight=False,
-        )
-        raise typer.Exit(2)
-    problems = verify_bundle(bundle_dir, pin)
-    if json_out:
-        print(json.dumps({"ok": not problems, "fingerprint": pin, "problems": problems}, indent=2))
-    else:
-        for p in problems:
-            err.print(f"{bundle_dir}: {p}", markup=False, highlight=False)
-        summary = f"{bundle_dir}: {f'OK (signed by {pin})' if not problems else f'{len(problems)} problem(s)'}"
-        out.print(summary, markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(1 if problems else 0)
-
-
-def _print_bundle(result: BundleResult, output: Path, pinned: str | None) -> None:
-    """What a build did, the bundle key's fingerprint to pin, and whether the spec's pin still holds."""
-    m = result.manifest
-    size = sum(f["size"] for f in m["files"])
-    out.print(
-        f"{output}: {len(m['files'])} files ({size / 2**20:.1f} MiB): {result.downloaded} downloaded, "
-        f"{result.reused} reused, {result.removed} stale removed",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    for r in m["repositories"]:
-        ext = len(r["external"])
-        signers = sorted({src["signed_by"] for src in r["sources"] if src.get("signed_by")})
-        checked = sorted({src["checked"] for src in r["sources"] if src.get("checked") and not src.get("signed_by")})
-        signed = f", index signed by {', '.join(signers)}" if signers else ""
-        signed += f", checked: {', '.join(checked)}" if checked else ""
-        line = f"  {r['path']}/: {len(r['packages'])} packages, {ext} external dependencies{signed}"
-        out.print(line, soft_wrap=True, markup=False, highlight=False)
-    key = m["signing"].get("fingerprint") if m["signing"] else None
-    if key:
-        out.print(f"  signed with bundle key {key} ({m['signing']['key']}, manifest.json.asc)", soft_wrap=True)
-        out.print(f"  pin it: sources.bundle_fingerprint: {key}", soft_wrap=True, markup=False, highlight=False)
-        if pinned is not None and pinned != key:
-            err.print(
-                f"the bundle key changed: sources.bundle_fingerprint is {pinned}, this bundle is signed by {key} "
-                "(a build that changes the bundle signs it with a new key): pin the new one",
-                markup=False,
-                highlight=False,
-            )
-    for miss in m["missing"]:
-        err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
-    out.print("complete" if result.complete else "INCOMPLETE: see manifest.json (missing)", soft_wrap=True)
 
 
 def _register_subcommands() -> None:

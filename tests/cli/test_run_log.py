@@ -199,14 +199,14 @@ def test_apply_table_shows_node_text_as_text(monkeypatch: pytest.MonkeyPatch) ->
 
     from rich.console import Console
 
-    from gpuforge import cli
+    from gpuforge import cli_apply
     from gpuforge.deploy.run import HostResult
     from gpuforge.orchestrate.apply import ApplyResult
 
     buf = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=buf, force_terminal=True, width=400))
+    monkeypatch.setattr(cli_apply, "out", Console(file=buf, force_terminal=True, width=400))
     result = ApplyResult({"n1": HostResult("n1", error=HOSTILE)}, waiting={"n2": HOSTILE})
-    cli._print_apply(result, Path("s.yaml"), json_out=False)
+    cli_apply.print_apply(result, Path("s.yaml"), json_out=False)
     text = buf.getvalue()
     assert "[/x] [bold]done[/bold]" in text and "\\x1b]52;c;cm0gLXJmIH4=\\x07" in text
     assert "\x1b]52" not in text and "\x07" not in text

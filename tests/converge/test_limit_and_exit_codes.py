@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuforge.cli import apply_exit_code
+from gpuforge.cli_apply import apply_exit_code
 from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.deploy.runstate import PlannedOp

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuforge.cli import apply_exit_code
+from gpuforge.cli_apply import apply_exit_code
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import apply as apply_mod
 from gpuforge.orchestrate import remote

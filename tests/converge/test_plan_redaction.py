@@ -145,13 +145,13 @@ def test_apply_output_hides_credentials_a_command_quoted(
     json_out: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failing command's stderr (and a note) quoting a webhook URL is shown without its secrets."""
-    from gpuforge import cli
+    from gpuforge import cli_apply
     from gpuforge.deploy.run import ApplyResult, HostResult
 
-    monkeypatch.setattr(cli, "out", Console(width=400, color_system=None))
+    monkeypatch.setattr(cli_apply, "out", Console(width=400, color_system=None))
     quoted = f"alertmanager: cannot reach {WITH_PASSWORD} nor {WITH_TOKENS}"
     host = HostResult("mon01", error=quoted, notes=[quoted])
-    cli._print_apply(ApplyResult({"mon01": host}), Path("hopper.yaml"), json_out)
+    cli_apply.print_apply(ApplyResult({"mon01": host}), Path("hopper.yaml"), json_out)
     shown = capsys.readouterr().out
     assert "alertmanager: cannot reach" in shown
     for secret in (PASSWORD, QUERY_TOKEN):
@@ -159,11 +159,11 @@ def test_apply_output_hides_credentials_a_command_quoted(
 
 
 def test_apply_progress_hides_credentials() -> None:
-    from gpuforge.cli import _without_credentials
+    from gpuforge.cli_apply import without_credentials
     from gpuforge.progress import Milestone
 
     seen: list[str] = []
-    on_event = _without_credentials(seen.append)
+    on_event = without_credentials(seen.append)
     on_event(Milestone(f"mon01: {WITH_PASSWORD}"))
     on_event(f"running {WITH_TOKENS}")
     assert isinstance(seen[0], Milestone) and PASSWORD not in seen[0] and QUERY_TOKEN not in seen[1]
