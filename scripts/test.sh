@@ -55,49 +55,40 @@ unit_title="== pytest (not lab, $workers worker(s); coverage of gpuforge/deploy 
 lab_title="== pytest (lab: every lab test but those marked lab_beside)"
 beside_title="== pytest (lab: the tests marked lab_beside, labs and VMs of their own)"
 runs=()
+# Not beside the lab: run so, the non-lab tests took 28 min instead of 12 and failed where they read
+# the machine's own processes (a lab node's apt-get is one of them, seen by the apt repair's check).
+marks+=("$(stamp not-lab)")
+echo "$unit_title"
+"${unit[@]}"
+rc_unit=$?
+marks+=("$(stamp lab)")
 if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
-  # Lab tests wait on nodes and VMs more than they compute (a lab run leaves the cores idle about a
-  # third of the time), so three pytest runs go side by side: the non-lab tests, the tests marked
-  # lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm upgrade)
-  # and every other lab test. The last prints as it goes; the other two are printed when all are done.
-  marks+=("$(stamp tests)")
-  unit_log=$(mktemp); beside_log=$(mktemp); beside_junit=$(mktemp)
-  # run_beside NAME LOG COMMAND...: the command in the background; NAME's exit code and seconds in LOG.done.
-  run_beside() {
-    local name=$1 log=$2; shift 2
-    ( t0=$(date +%s); "$@" >"$log" 2>&1; rc=$?; echo "$rc $(( $(date +%s) - t0 ))" >"$log.done"; exit $rc ) &
-  }
-  run_beside not-lab "$unit_log" "${unit[@]}"; unit_pid=$!
-  run_beside lab-beside "$beside_log" pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" \
-    "${junit_opts[@]}" "$@"
-  beside_pid=$!
-  # Ctrl-C or a stop of this script stops the other runs too (SIGTERM: their labs are taken down).
-  trap 'kill -TERM "$unit_pid" "$beside_pid" 2>/dev/null; wait "$unit_pid" "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$unit_junit" "$unit_log"* "$beside_log"* "$beside_junit"' EXIT
-  trap 'exit 130' INT TERM
-  echo "$lab_title; beside it the non-lab tests and the lab_beside tests, printed when all are done"
+  # Lab tests wait on nodes and VMs more than they compute, so two pytest runs go side by side: the
+  # tests marked lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm
+  # upgrade) in the background, its output printed when both are done, and every other lab test here.
+  beside_log=$(mktemp); beside_junit=$(mktemp)
   t0=$(date +%s)
+  ( pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" "${junit_opts[@]}" "$@" >"$beside_log" 2>&1
+    rc=$?; echo "$rc $(( $(date +%s) - t0 ))" >"$beside_log.done"; exit $rc ) &
+  beside_pid=$!
+  # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
+  trap 'kill -TERM "$beside_pid" 2>/dev/null; wait "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$unit_junit" "$beside_log"* "$beside_junit"' EXIT
+  trap 'exit 130' INT TERM
+  echo "$lab_title, beside it the lab_beside tests (printed when both are done)"
   pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"  # the slowest lab tests, to keep the run inside CI's limit
   rc_others=$?
   runs+=("lab=$(( $(date +%s) - t0 ))")
-  wait "$unit_pid"; wait "$beside_pid"
-  echo "$unit_title"; cat "$unit_log"
+  wait "$beside_pid"
   echo "$beside_title"; cat "$beside_log"
-  read -r rc_unit unit_s <"$unit_log.done" || rc_unit=1
   read -r rc_beside beside_s <"$beside_log.done" || rc_beside=1
-  runs+=("not-lab=${unit_s:-0}" "lab-beside=${beside_s:-0}")
+  runs+=("lab-beside=${beside_s:-0}")
   # The lab's status: the first failure of either run; 5 (no test collected) only when both had none.
   rc_lab=0
   for rc in "$rc_others" "$rc_beside"; do [ "$rc_lab" -eq 0 ] && [ "$rc" -ne 5 ] && rc_lab=$rc; done
   [ "$rc_others" -eq 5 ] && [ "$rc_beside" -eq 5 ] && rc_lab=5
   lab_junits=("$lab_junit" "$beside_junit")
 else
-  # GPUFORGE_LAB_WORKERS=1: one run after the other, every lab test in one pytest.
-  marks+=("$(stamp not-lab)")
-  echo "$unit_title"
-  "${unit[@]}"
-  rc_unit=$?
-  marks+=("$(stamp lab)")
-  echo "== pytest (lab: real nodes)"
+  echo "== pytest (lab: real nodes, GPUFORGE_LAB_WORKERS=1: one run)"
   pytest -m lab --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"
   rc_lab=$?
   lab_junits=("$lab_junit")

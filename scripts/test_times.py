@@ -118,7 +118,7 @@ def report(
     ]
     out.append(f"  {'total':<10} {total:>6.0f}  ({total / 60:.1f} min)")
     if now.get("runs"):
-        out.append("== the runs side by side in the tests phase (s)")
+        out.append("== the runs side by side in the lab phase (s)")
         out += [f"  {name:<10} {seconds:>6.0f}" for name, seconds in now["runs"].items()]
     files = sorted(now["lab_files"].items(), key=lambda kv: -kv[1])
     if files:

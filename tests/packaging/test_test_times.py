@@ -97,8 +97,8 @@ def test_the_two_lab_runs_junit_files_add_up_per_file(tmp_path: Path) -> None:
 
 
 def test_the_runs_side_by_side_are_printed_kept_and_compared(tmp_path: Path) -> None:
-    """test.sh's tests phase: three pytest runs at once, each one's own seconds beside the phase's."""
-    marks = ["setup=0", "ruff=90", "mypy=91", "tests=100", "end=1900"]
+    """test.sh's lab phase: two pytest runs at once, each one's own seconds beside the phase's."""
+    marks = ["setup=0", "ruff=90", "mypy=91", "not-lab=100", "lab=700", "end=1900"]
 
     def times(*runs: str) -> subprocess.CompletedProcess[str]:
         (tmp_path / "lab.xml").write_text(JUNIT)
@@ -106,13 +106,13 @@ def test_the_runs_side_by_side_are_printed_kept_and_compared(tmp_path: Path) -> 
         args += [str(tmp_path / "lab.xml"), "--runs", *runs, "--", *marks]
         return subprocess.run(args, capture_output=True, text=True, timeout=30)
 
-    first = times("lab=1800", "not-lab=900", "lab-beside=1750")
+    first = times("lab=1200", "lab-beside=1150")
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    assert "  tests        1800" in lines and "  total        1900  (31.7 min)" in lines
-    at = lines.index("== the runs side by side in the tests phase (s)")
-    assert lines[at + 1 : at + 4] == ["  lab          1800", "  not-lab       900", "  lab-beside   1750"]
-    assert json.loads((tmp_path / "times.json").read_text())["runs"]["not-lab"] == 900
-    second = times("lab=1800", "not-lab=1100", "lab-beside=1750")
-    assert "  run not-lab: 1100 s, was 900 s" in second.stdout
+    assert "  lab          1200" in lines and "  total        1900  (31.7 min)" in lines
+    at = lines.index("== the runs side by side in the lab phase (s)")
+    assert lines[at + 1 : at + 3] == ["  lab          1200", "  lab-beside   1150"]
+    assert json.loads((tmp_path / "times.json").read_text())["runs"]["lab-beside"] == 1150
+    second = times("lab=1200", "lab-beside=1400")
+    assert "  run lab-beside: 1400 s, was 1150 s" in second.stdout
     assert times("lab=soon").returncode == 2
