@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuforge.render.health import HEALTH_PROGRAM
+
 pytest_plugins = ["gpuforge.lab.pytest_plugin"]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +67,20 @@ class LabCluster:
         assert cp.stdout.strip(), f"apply printed nothing; stderr:\n{cp.stderr}"
         result: dict[str, Any] = json.loads(cp.stdout)
         result["returncode"] = cp.returncode
+        self._rerun_health_where_it_drained()
         return result
+
+    def _rerun_health_where_it_drained(self) -> None:
+        """Run the health check now on each node it drained. A lab repair (``lab up`` after a test
+        killed a node) rewrites /etc/hosts and apt's proxy file with the lab's own content; the health
+        check then drains the nodes for files "changed by hand", and after apply restored them they
+        stay drained until its next run (HealthCheckInterval): a validate right after the apply
+        would find them drained. Run as slurmd runs it; only its own drains are lifted."""
+        nodes = self.lab.ssh("node1", "sinfo -h -N -o '%N|%E' 2>/dev/null")
+        for line in nodes.stdout.splitlines() if nodes.returncode == 0 else []:
+            name, _, reason = line.partition("|")
+            if reason.startswith("gpuforge: health:") and name in {n.name for n in self.lab.state.nodes}:
+                self.lab.ssh(name, f"{HEALTH_PROGRAM} >/dev/null 2>&1")
 
     def plan(self, spec: Path | None = None) -> dict[str, Any]:
         cp = run_cli("plan", str(spec or self.spec_path), "--json", env=self.env)
