@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuforge.probes.slurm_metrics import SINFO, parse_sinfo
 from gpuforge.render.health import HEALTH_PROGRAM
 
 pytest_plugins = ["gpuforge.lab.pytest_plugin"]
@@ -75,12 +77,16 @@ class LabCluster:
         killed a node) rewrites /etc/hosts and apt's proxy file with the lab's own content; the health
         check then drains the nodes for files "changed by hand", and after apply restored them they
         stay drained until its next run (HealthCheckInterval): a validate right after the apply
-        would find them drained. Run as slurmd runs it; only its own drains are lifted."""
-        nodes = self.lab.ssh("node1", "sinfo -h -N -o '%N|%E' 2>/dev/null")
-        for line in nodes.stdout.splitlines() if nodes.returncode == 0 else []:
-            name, _, reason = line.partition("|")
-            if reason.startswith("gpuforge: health:") and name in {n.name for n in self.lab.state.nodes}:
-                self.lab.ssh(name, f"{HEALTH_PROGRAM} >/dev/null 2>&1")
+        would find them drained. Run as slurmd runs it (``--slurm``); only its own drains are lifted."""
+        cp = self.lab.ssh("node1", shlex.join(SINFO) + " 2>/dev/null")
+        try:
+            states = parse_sinfo(cp.stdout) if cp.returncode == 0 else {}
+        except ValueError:  # not sinfo's node lines: nothing to lift
+            states = {}
+        lab_nodes = {n.name for n in self.lab.state.nodes}
+        for name, (_, reason) in states.items():
+            if reason.startswith("gpuforge: health:") and name in lab_nodes:
+                self.lab.ssh(name, f"{HEALTH_PROGRAM} --slurm >/dev/null 2>&1")
 
     def plan(self, spec: Path | None = None) -> dict[str, Any]:
         cp = run_cli("plan", str(spec or self.spec_path), "--json", env=self.env)
