@@ -49,17 +49,13 @@ parallel=()
 # A failed test's printed output goes into the JUnit files too: the digest at the end repeats it
 # where a reader of the log's tail sees it.
 junit_opts=(-o junit_logging=system-out -o junit_log_passing_tests=false)
-unit=(pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term
-      --cov-fail-under="$cov_min" --junitxml="$unit_junit" "${junit_opts[@]}" "$@")
-unit_title="== pytest (not lab, $workers worker(s); coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
-lab_title="== pytest (lab: every lab test but those marked lab_beside)"
-beside_title="== pytest (lab: the tests marked lab_beside, labs and VMs of their own)"
 runs=()
 # Not beside the lab: run so, the non-lab tests took 28 min instead of 12 and failed where they read
 # the machine's own processes (a lab node's apt-get is one of them, seen by the apt repair's check).
 marks+=("$(stamp not-lab)")
-echo "$unit_title"
-"${unit[@]}"
+echo "== pytest (not lab, $workers worker(s); coverage of gpuforge/deploy and gpuforge/orchestrate, at least ${cov_min}%)"
+pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orchestrate --cov-report=term \
+  --cov-fail-under="$cov_min" --junitxml="$unit_junit" "${junit_opts[@]}" "$@"
 rc_unit=$?
 marks+=("$(stamp lab)")
 if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
@@ -74,12 +70,12 @@ if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
   # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
   trap 'kill -TERM "$beside_pid" 2>/dev/null; wait "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$unit_junit" "$beside_log"* "$beside_junit"' EXIT
   trap 'exit 130' INT TERM
-  echo "$lab_title, beside it the lab_beside tests (printed when both are done)"
+  echo "== pytest (lab: every lab test but those marked lab_beside; beside it the lab_beside tests, printed when both are done)"
   pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"  # the slowest lab tests, to keep the run inside CI's limit
   rc_others=$?
   runs+=("lab=$(( $(date +%s) - t0 ))")
   wait "$beside_pid"
-  echo "$beside_title"; cat "$beside_log"
+  echo "== pytest (lab: the tests marked lab_beside, labs and VMs of their own)"; cat "$beside_log"
   read -r rc_beside beside_s <"$beside_log.done" || rc_beside=1
   runs+=("lab-beside=${beside_s:-0}")
   # The lab's status: the first failure of either run; 5 (no test collected) only when both had none.
