@@ -59,30 +59,49 @@ pytest -m "not lab" "${parallel[@]}" --cov=gpuforge/deploy --cov=gpuforge/orches
 rc_unit=$?
 marks+=("$(stamp lab)")
 if [ "${GPUFORGE_LAB_WORKERS:-2}" -gt 1 ]; then
-  # Lab tests wait on nodes and VMs more than they compute, so two pytest runs go side by side: the
-  # tests marked lab_beside (labs and VMs of their own, never the session lab: the VMs, HA, the Slurm
-  # upgrade) in the background, its output printed when both are done, and every other lab test here.
-  beside_log=$(mktemp); beside_junit=$(mktemp)
+  # Lab tests wait on nodes and VMs more than they compute, so three pytest runs go side by side: the
+  # tests marked lab_vm (qemu VMs), the tests marked lab_beside (labs of their own, never the session
+  # lab: HA, the Slurm upgrade, 24 nodes, the baked image, Kubernetes), both in the background with
+  # their output printed when all are done, and every other lab test (the session lab) here.
   t0=$(date +%s)
-  ( pytest -m "lab and lab_beside" --durations=10 --junitxml="$beside_junit" "${junit_opts[@]}" "$@" >"$beside_log" 2>&1
-    rc=$?; echo "$rc $(( $(date +%s) - t0 ))" >"$beside_log.done"; exit $rc ) &
-  beside_pid=$!
-  # Ctrl-C or a stop of this script stops the second run too (SIGTERM: its labs are taken down).
-  trap 'kill -TERM "$beside_pid" 2>/dev/null; wait "$beside_pid"; [ -n "$hog" ] && kill "$hog" 2>/dev/null; rm -f "$lab_junit" "$unit_junit" "$beside_log"* "$beside_junit"' EXIT
+  beside_names=(lab-vm lab-beside)
+  declare -A beside_mark=([lab-vm]="lab and lab_vm" [lab-beside]="lab and lab_beside and not lab_vm")
+  declare -A beside_pid beside_log beside_junit
+  for name in "${beside_names[@]}"; do
+    beside_log[$name]=$(mktemp); beside_junit[$name]=$(mktemp)
+    ( pytest -m "${beside_mark[$name]}" --durations=10 --junitxml="${beside_junit[$name]}" "${junit_opts[@]}" "$@" \
+        >"${beside_log[$name]}" 2>&1
+      rc=$?; echo "$rc $(( $(date +%s) - t0 ))" >"${beside_log[$name]}.done"; exit $rc ) &
+    beside_pid[$name]=$!
+  done
+  # Ctrl-C or a stop of this script stops the other runs too (SIGTERM: their labs are taken down).
+  stop_beside() {
+    for pid in "${beside_pid[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+    for pid in "${beside_pid[@]}"; do wait "$pid"; done
+    [ -n "$hog" ] && kill "$hog" 2>/dev/null
+    rm -f "$lab_junit" "$unit_junit" "${beside_log[@]}" "${beside_junit[@]}"
+    for f in "${beside_log[@]}"; do rm -f "$f.done"; done
+  }
+  trap stop_beside EXIT
   trap 'exit 130' INT TERM
-  echo "== pytest (lab: every lab test but those marked lab_beside; beside it the lab_beside tests, printed when both are done)"
-  pytest -m "lab and not lab_beside" --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"  # the slowest lab tests, to keep the run inside CI's limit
+  echo "== pytest (lab: every lab test on the session lab; beside it the lab_vm and the lab_beside tests, printed when all are done)"
+  pytest -m "lab and not lab_beside and not lab_vm" --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"  # the slowest lab tests, to keep the run inside CI's limit
   rc_others=$?
   runs+=("lab=$(( $(date +%s) - t0 ))")
-  wait "$beside_pid"
-  echo "== pytest (lab: the tests marked lab_beside, labs and VMs of their own)"; cat "$beside_log"
-  read -r rc_beside beside_s <"$beside_log.done" || rc_beside=1
-  runs+=("lab-beside=${beside_s:-0}")
-  # The lab's status: the first failure of either run; 5 (no test collected) only when both had none.
-  rc_lab=0
-  for rc in "$rc_others" "$rc_beside"; do [ "$rc_lab" -eq 0 ] && [ "$rc" -ne 5 ] && rc_lab=$rc; done
-  [ "$rc_others" -eq 5 ] && [ "$rc_beside" -eq 5 ] && rc_lab=5
-  lab_junits=("$lab_junit" "$beside_junit")
+  # The lab's status: the first failure of any run; 5 (no test collected) only when all had none.
+  rc_lab=0; [ "$rc_others" -ne 5 ] && rc_lab=$rc_others
+  all_empty=$(( rc_others == 5 ))
+  lab_junits=("$lab_junit")
+  for name in "${beside_names[@]}"; do
+    wait "${beside_pid[$name]}"; unset "beside_pid[$name]"  # done: the trap signals it no more
+    echo "== pytest ($name: the tests marked ${beside_mark[$name]#lab and })"; cat "${beside_log[$name]}"
+    read -r rc seconds <"${beside_log[$name]}.done" || rc=1
+    runs+=("$name=${seconds:-0}")
+    [ "$rc_lab" -eq 0 ] && [ "$rc" -ne 5 ] && rc_lab=$rc
+    [ "$rc" -ne 5 ] && all_empty=0
+    lab_junits+=("${beside_junit[$name]}")
+  done
+  [ "$all_empty" -eq 1 ] && rc_lab=5
 else
   echo "== pytest (lab: real nodes, GPUFORGE_LAB_WORKERS=1: one run)"
   pytest -m lab --durations=15 --junitxml="$lab_junit" "${junit_opts[@]}" "$@"

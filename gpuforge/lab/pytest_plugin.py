@@ -10,8 +10,9 @@ Enable it with ``pytest_plugins = ["gpuforge.lab.pytest_plugin"]`` in ``tests/co
 The lab (``gflab-test``, 10.213.9.0/24, 3 nodes) comes up once per session and is always torn
 down at the end, also when a test fails, ``up`` fails or the run is interrupted (Ctrl-C, SIGTERM).
 Two test sessions on one machine take turns (a file lock) instead of tearing down each other's lab.
-Lab tests with labs or VMs of their own that mostly wait (the VMs, HA, the Slurm upgrade) are marked
-``lab_beside``: ``scripts/test.sh`` runs them in a second pytest beside the others.
+Lab tests with labs of their own (HA, the Slurm upgrade, 24 nodes, the baked image, Kubernetes) are
+marked ``lab_beside``, the VM tests ``lab_vm``: ``scripts/test.sh`` runs each set in a pytest of its own
+beside the session lab's.
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip tests marked ``lab`` with the reason when this machine cannot run the lab. A test marked
-    ``lab_beside`` (run beside the others by ``scripts/test.sh``) must not use the session lab."""
+    ``lab_beside`` or ``lab_vm`` (run beside the others by ``scripts/test.sh``) must not use the session lab."""
     lab_items = [i for i in items if i.get_closest_marker("lab") is not None]
-    sharing = [
-        i.nodeid for i in lab_items if i.get_closest_marker("lab_beside") and "lab" in getattr(i, "fixturenames", ())
-    ]
-    if sharing:
-        raise pytest.UsageError(f"marked lab_beside but uses the session lab (fixture 'lab'): {', '.join(sharing)}")
+    for marker in ("lab_beside", "lab_vm"):
+        sharing = [
+            i.nodeid for i in lab_items if i.get_closest_marker(marker) and "lab" in getattr(i, "fixturenames", ())
+        ]
+        if sharing:
+            raise pytest.UsageError(f"marked {marker} but uses the session lab (fixture 'lab'): {', '.join(sharing)}")
     reason = lab_unavailable_reason() if lab_items else None
     if reason:
         for item in lab_items:

@@ -31,6 +31,7 @@ def k8s_lab() -> Iterator[Lab]:
 
 
 @pytest.mark.lab
+@pytest.mark.lab_beside  # a lab of its own: beside the session lab's tests
 def test_kubernetes_nodes_get_containerd_with_systemd_cgroups_and_no_swap(k8s_lab: Lab, tmp_path: Path) -> None:
     spec = write_lab_spec(SPEC, k8s_lab.state, tmp_path / "spec.yaml")
     env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state")}
@@ -73,6 +74,7 @@ def test_kubernetes_nodes_get_containerd_with_systemd_cgroups_and_no_swap(k8s_la
 
 
 @pytest.mark.lab
+@pytest.mark.lab_beside  # a lab of its own: beside the session lab's tests
 def test_a_plan_against_lab_nodes_lists_the_kubernetes_steps(k8s_lab: Lab, tmp_path: Path) -> None:
     """With a site mirror of pkgs.k8s.io and of the add-ons' files named (a plan contacts only the
     nodes, never a mirror), the plan of the real lab nodes lists what a real run would do."""

@@ -36,6 +36,7 @@ def _sinfo(lab: Lab) -> dict[str, str]:
 
 
 @pytest.mark.lab
+@pytest.mark.lab_beside  # a lab of its own: beside the session lab's tests
 @pytest.mark.slow
 def test_24_nodes_converge_in_one_apply(lab24: Lab, tmp_path: Path) -> None:
     spec = write_lab_spec(MINIMAL, lab24.state, tmp_path / "spec.yaml", {"workers": f"node[2-{NODES}]"})

@@ -27,7 +27,7 @@ from gpuforge.lab.image_base import image_rootfs
 from gpuforge.lab.pytest_plugin import Lab
 from tests.conftest import LabCluster, run_cli
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.lab_beside]  # labs of its own: beside the session lab's tests
 
 NAME, SUBNET, NODES = "gfimgt", "10.213.22.0/24", 3
 WORKERS = ("node2", "node3")

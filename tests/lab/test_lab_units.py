@@ -244,16 +244,17 @@ def test_lab_spec_fits_the_base_spec_to_a_lab() -> None:
         lab_spec_data(base, state, {"workers": "node[2-5]"})
 
 
-def test_a_lab_beside_test_that_uses_the_session_lab_is_refused_at_collection(tmp_path: Path) -> None:
-    """scripts/test.sh runs lab_beside tests beside the session lab's: one that took it would fight over it."""
+@pytest.mark.parametrize("marker", ["lab_beside", "lab_vm"])
+def test_a_lab_beside_test_that_uses_the_session_lab_is_refused_at_collection(tmp_path: Path, marker: str) -> None:
+    """scripts/test.sh runs lab_beside and lab_vm tests beside the session lab's: one that took it would fight."""
     (tmp_path / "test_x.py").write_text(
-        "import pytest\n\n@pytest.mark.lab\n@pytest.mark.lab_beside\ndef test_x(lab):\n    pass\n\n"
-        "@pytest.mark.lab\n@pytest.mark.lab_beside\ndef test_fine():\n    pass\n"
+        f"import pytest\n\n@pytest.mark.lab\n@pytest.mark.{marker}\ndef test_x(lab):\n    pass\n\n"
+        f"@pytest.mark.lab\n@pytest.mark.{marker}\ndef test_fine():\n    pass\n"
     )
-    markers = ["-o", "markers=lab\nlab_beside", "-p", "gpuforge.lab.pytest_plugin", "-p", "no:cacheprovider"]
+    markers = ["-o", "markers=lab\nlab_beside\nlab_vm", "-p", "gpuforge.lab.pytest_plugin", "-p", "no:cacheprovider"]
     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", *markers, str(tmp_path)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cp = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert cp.returncode == 4, cp.stdout + cp.stderr  # pytest's usage error
-    assert "marked lab_beside but uses the session lab (fixture 'lab'): test_x.py::test_x" in cp.stdout + cp.stderr
+    assert f"marked {marker} but uses the session lab (fixture 'lab'): test_x.py::test_x" in cp.stdout + cp.stderr
     assert "test_fine" not in cp.stderr

@@ -20,7 +20,7 @@ NETNS = "gf-vagrant-t"
 
 
 @pytest.mark.lab
-@pytest.mark.lab_beside  # libvirt in a namespace of its own; mostly waits on qemu
+@pytest.mark.lab_vm  # the pool the VM test uses: in its run, never beside it
 def test_a_pool_restored_from_a_killed_run_is_cleared_before_the_next_is_made(tmp_path: Path) -> None:
     pool_dir = tmp_path / "pool"
     pool_dir.mkdir()

@@ -180,7 +180,7 @@ def _changed(result: dict[str, Any], node: str) -> list[str]:
 
 
 @pytest.mark.lab
-@pytest.mark.lab_beside  # libvirt in a namespace of its own; mostly waits on qemu
+@pytest.mark.lab_vm  # libvirt in a namespace of its own: a pytest of its own beside the others
 @pytest.mark.slow
 def test_two_vagrant_vms_soft_roce_nfs_and_mpi(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
