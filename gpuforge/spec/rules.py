@@ -46,6 +46,7 @@ from gpuforge.spec.model import (
 from gpuforge.spec.network_operator_rules import network_operator_rules
 from gpuforge.spec.nodes import address_range_problem, group_addresses, resolve_nodes
 from gpuforge.spec.platforms import Arch, UnsupportedPlatform, platform_for
+from gpuforge.spec.slurm_mix_rules import slurm_release_rules
 from gpuforge.spec.slurm_model import ProcessTracking
 from gpuforge.spec.slurm_packages import CGROUP_V2_SINCE, SlurmSource
 from gpuforge.spec.types import k8s_name
@@ -779,6 +780,7 @@ RULES.append(k8s_rules.kubernetes_day2_rules)
 RULES.append(fabric_rules)
 RULES.append(network_operator_rules)
 RULES.append(hardware_issues)
+RULES.append(slurm_release_rules)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:
