@@ -33,7 +33,10 @@ NameOpt = Annotated[str, typer.Option("--name", help="Lab name (bridge gf-<name>
 def _guard(fn: Callable[[], T]) -> T:
     try:
         return fn()
-    except (LabError, PlanError) as exc:
+    except PlanError as exc:  # bad input (a name, subnet, option): nothing was touched
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except LabError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
@@ -67,12 +70,23 @@ def up(
             "folder, instead of the stock rootfs (a new lab; `lab down` one made from another base first).",
         ),
     ] = None,
+    releases: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--os",
+            metavar="[NODE=]RELEASE",
+            help=f"Debian release of the nodes ({', '.join(plan.LAB_RELEASES)}): RELEASE for every node, "
+            "NODE=RELEASE for one (repeat). Unnamed nodes keep theirs (new ones: debian12); a node whose "
+            "release changes is re-imaged.",
+        ),
+    ] = None,
 ) -> None:
     """Create, repair or resize the lab; a healthy lab of the right size is left as it is."""
     folders = _guard(lambda: [_shared_folder(x) for x in shared]) if shared else None
+    chosen = _guard(lambda: plan.parse_releases(releases or [], nodes))
     log = lambda m: err.print(m, highlight=False)  # noqa: E731
-    state = _guard(lambda: core.up(name, nodes, subnet, log=log, shared=folders, image=image))
-    out.print(f"lab {state.name} is up: " + ", ".join(f"{n.name}={n.address}" for n in state.nodes))
+    state = _guard(lambda: core.up(name, nodes, subnet, log=log, shared=folders, image=image, releases=chosen))
+    out.print(f"lab {state.name} is up: " + ", ".join(f"{n.name}={n.address} ({n.os})" for n in state.nodes))
     out.print(f"  ssh: gpuforge lab ssh --name {state.name} node1   mirror: {state.mirror_url}")
 
 

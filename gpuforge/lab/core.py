@@ -7,14 +7,14 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import hostlimits, mirror, network, node, plan
 from .image_base import image_rootfs
 from .lab_record import LabPaths, LabState, NodeState, SharedFolder, load_state, save_state
 from .rootfs import ensure_rootfs
-from .sources import SUITE, HostMirrors, host_mirrors
+from .sources import HostMirrors, host_mirrors
 from .system import (
     REQUIRED_TOOLS,
     LabError,
@@ -48,14 +48,31 @@ def ssh_options(key: str, known_hosts: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _new_state(name: str, subnet: str, nodes: int, paths: LabPaths, mode: str) -> LabState:
+def _node_releases(
+    old: LabState | None, plans: list[plan.NodePlan], releases: tuple[str | None, Mapping[str, str]]
+) -> dict[str, str]:
+    """Each node's release: named, else every node's, else what it runs, else Debian 12."""
+    every, named = releases
+    before = {n.name: n.os for n in old.nodes} if old else {}
+    return {n.name: named.get(n.name) or every or before.get(n.name) or plan.DEFAULT_OS for n in plans}
+
+
+def _bases(image: str | None, releases: set[str], mirrors: HostMirrors, log: Log) -> dict[str, str]:
+    """The base root filesystem of each release in use (a baked ``image`` serves them all)."""
+    if image:
+        base = image_rootfs(image)
+        return {r: base for r in releases}
+    return {r: ensure_rootfs(plan.LAB_RELEASES[r], mirrors, log=log) for r in sorted(releases)}
+
+
+def _new_state(name: str, subnet: str, nodes: int, paths: LabPaths, mode: str, os_of: Mapping[str, str]) -> LabState:
     br_addr = plan.bridge_address(subnet)
     return LabState(
         name=name,
         subnet=subnet,
         bridge=plan.bridge_name(name),
         bridge_address=br_addr,
-        nodes=[NodeState(n.name, n.address) for n in plan.node_plan(subnet, nodes)],
+        nodes=[NodeState(n.name, n.address, os_of[n.name]) for n in plan.node_plan(subnet, nodes)],
         ssh_key=paths.key,
         known_hosts=paths.known_hosts,
         mirror_url=f"http://{br_addr}:{plan.MIRROR_PORT}",
@@ -73,6 +90,7 @@ def up(
     log: Log = _stderr,
     shared: Sequence[SharedFolder] | None = None,
     image: str | None = None,
+    releases: tuple[str | None, Mapping[str, str]] = (None, {}),
 ) -> LabState:
     """Bring lab ``name`` to ``nodes`` running nodes: create, repair, grow or shrink as needed.
 
@@ -80,6 +98,8 @@ def up(
     stand-in for shared storage (:class:`SharedFolder`); None keeps what the lab has; a node whose
     shared folders change restarts (a bind mount is made when its container starts). ``image``: boot
     from a baked image (a rootfs tarball or an OCI layout, :mod:`gpuforge.lab.image_base`).
+    ``releases``: each node's Debian release (:func:`plan.parse_releases`; unnamed nodes keep theirs, new
+    ones get Debian 12); a node whose release changes is re-imaged (its name, address and host key stay).
     """
     plan.validate_name(name)
     plan.parse_subnet(subnet, nodes)
@@ -100,14 +120,16 @@ def up(
             if gone:
                 log(f"removed stale objects of lab {name}: {', '.join(gone)}")
         mirrors = host_mirrors()
-        base = image_rootfs(image) if image else ensure_rootfs(SUITE, mirrors, log=log)
+        os_of = _node_releases(old, plan.node_plan(subnet, nodes), releases)
+        bases = _bases(image, set(os_of.values()), mirrors, log)
         os.makedirs(paths.dir, mode=0o755, exist_ok=True)
+        base = next(iter(bases.values()))
         mode = (
             old.rootfs_mode
             if old and old.rootfs_mode
             else ("overlay" if node.overlay_works(base, paths.dir) else "copy")
         )
-        state = _new_state(name, subnet, nodes, paths, mode)
+        state = _new_state(name, subnet, nodes, paths, mode, os_of)
         state.shared = list(shared) if shared is not None else (old.shared if old else [])
         rebound = _rebound(old.shared if old else [], state.shared, paths)
         client_pub = node.ensure_keypair(paths.key, f"gpuforge-lab-{name}")
@@ -115,7 +137,8 @@ def up(
         restart_all = _ensure_network(state, paths, mirrors, log)
         _shrink(state, paths, log)
         plans = plan.node_plan(subnet, nodes)
-        to_start = _prepare_nodes(state, paths, plans, base, mirrors, client_pub, restart_all, rebound)
+        reimaged = {n.name for n in (old.nodes if old else []) if n.name in os_of and os_of[n.name] != n.os}
+        to_start = _prepare_nodes(state, paths, plans, bases, mirrors, client_pub, restart_all, rebound | reimaged)
         save_state(state, paths.state_file)
         t0 = time.monotonic()
         _boot(state, paths, plans, to_start, fresh=old is None, boot_timeout=boot_timeout, log=log)
@@ -173,7 +196,7 @@ def _prepare_nodes(
     state: LabState,
     paths: LabPaths,
     plans: list[plan.NodePlan],
-    base: str,
+    bases: Mapping[str, str],
     mirrors: HostMirrors,
     client_pub: str,
     restart_all: bool,
@@ -202,8 +225,10 @@ def _prepare_nodes(
             if n.name in running or n.name in orphaned:
                 node.stop(name, [n.name])
             to_start.append(n)
-        rootfs = node.prepare_rootfs(paths, n.name, base, mode)
-        node.write_identity(paths, n.name, rootfs, hosts, client_pub, mirrors, state.mirror_url)
+        release = state.node(n.name).os
+        rootfs = node.prepare_rootfs(paths, n.name, bases[release], mode, release)
+        suite = plan.LAB_RELEASES[release]
+        node.write_identity(paths, n.name, rootfs, hosts, client_pub, mirrors, state.mirror_url, suite)
     keys = [(n, node.host_key(paths, n.name)) for n in plans]
     write_file(paths.known_hosts, plan.known_hosts(keys))
     return to_start

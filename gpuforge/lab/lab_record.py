@@ -92,10 +92,11 @@ class SharedFolder:
 
 @dataclass
 class NodeState:
-    """A node's name and address."""
+    """A node's name, address and release (``plan.LAB_RELEASES``; a lab saved before releases: Debian 12)."""
 
     name: str
     address: str
+    os: str = "debian12"
 
 
 @dataclass

@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import plan
 from .lab_record import LabPaths
-from .sources import HostMirrors, node_sources
+from .sources import SUITE, HostMirrors, node_sources
 from .system import (
     LabError,
     Proc,
     environ,
     mounts_under,
     processes,
+    remove_tree,
     run,
     spawn_detached,
     stop_processes,
@@ -79,9 +80,14 @@ def rootfs_mode(paths: LabPaths, node: str) -> str | None:
         return None
 
 
-def prepare_rootfs(paths: LabPaths, node: str, base: str, mode: str) -> str:
-    """Make (or re-mount) the node's root filesystem; return its path."""
+def prepare_rootfs(paths: LabPaths, node: str, base: str, mode: str, release: str = plan.DEFAULT_OS) -> str:
+    """Make (or re-mount) the node's root filesystem of ``release`` from ``base``; return its path.
+
+    A stopped node whose recorded release differs is re-imaged first (:func:`reimage_rootfs`)."""
     ndir, merged = paths.node_dir(node), paths.node_rootfs(node)
+    recorded = os.path.join(ndir, "release")
+    if os.path.exists(os.path.join(ndir, "mode")) and (_read(recorded).strip() or plan.DEFAULT_OS) != release:
+        reimage_rootfs(paths, node)
     have = rootfs_mode(paths, node)
     if have is not None:
         mode = have
@@ -99,6 +105,7 @@ def prepare_rootfs(paths: LabPaths, node: str, base: str, mode: str) -> str:
         shutil.rmtree(merged, ignore_errors=True)
         os.rename(tmp, merged)
     write_file(os.path.join(ndir, "mode"), mode + "\n")
+    write_file(recorded, release + "\n")
     return merged
 
 
@@ -107,6 +114,19 @@ def release_rootfs(paths: LabPaths, node: str) -> None:
     for mp in mounts_under(paths.node_dir(node)):
         if run(["umount", mp], check=False).returncode != 0:
             run(["umount", "-l", mp], check=False)
+
+
+def reimage_rootfs(paths: LabPaths, node: str) -> None:
+    """Drop the node's root filesystem (unmounted first) so that the next :func:`prepare_rootfs` makes
+    it anew from another base: a re-imaged node keeps its name, address and host key, nothing else."""
+    release_rootfs(paths, node)
+    ndir = paths.node_dir(node)
+    for part in ("upper", "work", "rootfs", "rootfs.partial", "mode"):
+        path = os.path.join(ndir, part)
+        if os.path.isdir(path) and not os.path.islink(path):
+            remove_tree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
 
 
 # --- identity --------------------------------------------------------------------------------
@@ -130,9 +150,16 @@ def host_key(paths: LabPaths, node: str) -> str:
 
 
 def write_identity(
-    paths: LabPaths, node: str, rootfs: str, hosts: str, client_pub: str, mirrors: HostMirrors, proxy: str
+    paths: LabPaths,
+    node: str,
+    rootfs: str,
+    hosts: str,
+    client_pub: str,
+    mirrors: HostMirrors,
+    proxy: str,
+    suite: str = SUITE,
 ) -> bool:
-    """Write hostname, hosts, machine-id, ssh keys, apt proxy/sources into the rootfs."""
+    """Write hostname, hosts, machine-id, ssh keys, apt proxy/sources (Debian ``suite``) into the rootfs."""
     changed = False
 
     def put(rel: str, text: str, mode: int = 0o644) -> None:
@@ -155,7 +182,7 @@ def write_identity(
     os.chmod(os.path.join(rootfs, "root/.ssh"), 0o700)
     put("root/.ssh/authorized_keys", client_pub + "\n", 0o600)
     put("etc/apt/apt.conf.d/01gpuforge-proxy", f'Acquire::http::Proxy "{proxy}";\n')
-    put("etc/apt/sources.list.d/debian.sources", node_sources(mirrors))
+    put("etc/apt/sources.list.d/debian.sources", node_sources(mirrors, suite))
     legacy = os.path.join(rootfs, "etc/apt/sources.list")
     if os.path.exists(legacy):
         os.unlink(legacy)

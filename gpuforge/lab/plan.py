@@ -158,6 +158,31 @@ def node_plan(subnet: str, nodes: int) -> list[NodePlan]:
     return [NodePlan(node_name(i), node_address(subnet, i)) for i in range(1, nodes + 1)]
 
 
+#: The releases a lab node can run (the spec's ``os`` name -> the Debian suite its rootfs is built from,
+#: through the site mirror); ``tests/lab/test_lab_units.py`` keeps them equal to the platform table's codenames.
+LAB_RELEASES: dict[str, str] = {"debian12": "bookworm", "debian13": "trixie"}
+DEFAULT_OS = "debian12"
+
+
+def parse_releases(values: Iterable[str], nodes: int) -> tuple[str | None, dict[str, str]]:
+    """``--os`` values: ``debian13`` (every node) or ``node3=debian12`` (one node; a later value wins).
+
+    Returns (the release for every node not named, or None: keep each node's), node -> release."""
+    every: str | None = None
+    named: dict[str, str] = {}
+    for text in values:
+        node, _, release = text.rpartition("=")
+        if release not in LAB_RELEASES:
+            raise PlanError(f"--os {text!r}: the lab runs {', '.join(LAB_RELEASES)} (give one, or NODE=RELEASE)")
+        if not node:
+            every, named = release, {}
+            continue
+        if _NODE_RE.match(node) is None or node_index(node) > nodes:
+            raise PlanError(f"--os {text!r}: the lab has node1..node{nodes}")
+        named[node] = release
+    return every, named
+
+
 def hosts_file(nodes: Iterable[NodePlan]) -> str:
     """``/etc/hosts`` of every node: localhost plus all nodes (each node's own name included)."""
     lines = [

@@ -30,6 +30,7 @@ def lab_spec_data(base: dict[str, Any], state: LabState, hosts: dict[str, str] |
     data["sources"]["mode"] = "mirror"
     data["sources"]["apt_proxy"] = state.mirror_url
     addresses = {n.name: n.address for n in state.nodes}
+    members: list[tuple[dict[str, Any], list[str]]] = []
     for group in data.get("node_groups", []):
         if hosts and group.get("name") in hosts:
             group["hosts"] = hosts[group["name"]]
@@ -42,7 +43,30 @@ def lab_spec_data(base: dict[str, Any], state: LabState, hosts: dict[str, str] |
             )
         group.pop("address_start", None)
         group["addresses"] = [addresses[n] for n in names]
+        members.append((group, names))
+    _fit_releases(data, {n.name: n.os for n in state.nodes}, members)
     return data
+
+
+def _fit_releases(data: dict[str, Any], os_of: dict[str, str], members: list[tuple[dict[str, Any], list[str]]]) -> None:
+    """The spec's ``os`` follows the nodes' releases: ``cluster.os`` when they run one, else each group's
+    (a group whose nodes run different releases cannot be fitted: ValueError naming it)."""
+    used = {os_of[n] for _, names in members for n in names}
+    if not used:
+        return
+    if len(used) == 1:
+        data.setdefault("cluster", {})["os"] = used.pop()
+        for group, _ in members:
+            group.pop("os", None)
+        return
+    for group, names in members:
+        releases = sorted({os_of[n] for n in names})
+        if len(releases) > 1:
+            raise ValueError(
+                f"node group {group.get('name')!r} has nodes on {' and '.join(releases)} "
+                f"({', '.join(f'{n}={os_of[n]}' for n in names)}): split it into one group per release"
+            )
+        group["os"] = releases[0]
 
 
 def write_lab_spec(

@@ -77,4 +77,4 @@ def test_the_cli_reads_name_path_and_a_hostlist() -> None:
         with pytest.raises(PlanError, match="--shared"):
             cli._shared_folder(bad)
     res = CliRunner().invoke(cli.app, ["up", "--name", "gfha", "--shared", "x:/etc:node1"])
-    assert res.exit_code == 1 and "/etc" in res.output and "outside the system" in res.output
+    assert res.exit_code == 2 and "/etc" in res.output and "outside the system" in res.output

@@ -155,7 +155,7 @@ def test_lab_state_json_roundtrip(tmp_path):
     path = str(tmp_path / "lab.json")
     save_state(st, path)
     with open(path) as f:
-        assert json.load(f)["nodes"] == [{"name": "node1", "address": "10.213.0.11"}]
+        assert json.load(f)["nodes"] == [{"name": "node1", "address": "10.213.0.11", "os": "debian12"}]
     assert load_state(path) == st
     assert load_state(str(tmp_path / "none.json")) is None
     assert st.node("node1").address == "10.213.0.11"
@@ -180,7 +180,7 @@ def test_missing_tools_name_the_package(monkeypatch):
 
 def test_cli_rejects_bad_name():
     res = CliRunner().invoke(cli.app, ["status", "--name", "Bad_Name"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "invalid lab name" in res.output
 
 
