@@ -30,7 +30,7 @@ from typing import IO
 
 import pytest
 
-from . import core
+from . import core, plan
 from .lab_record import STATE_ROOT, LabState, SharedFolder
 from .rootfs import cached_rootfs
 from .sources import SUITE
@@ -107,12 +107,16 @@ class Lab:
 
 
 @contextlib.contextmanager
-def own_lab(name: str, nodes: int, subnet: str, shared: Sequence[SharedFolder] = ()) -> Iterator[Lab]:
+def own_lab(
+    name: str, nodes: int, subnet: str, shared: Sequence[SharedFolder] = (), releases: Sequence[str] = ()
+) -> Iterator[Lab]:
     """A test's own lab beside the session's (another name and subnet), taken down whatever happens;
-    ``shared``: host folders bind-mounted into some nodes, the lab's stand-in for shared storage."""
+    ``shared``: host folders bind-mounted into some nodes, the lab's stand-in for shared storage;
+    ``releases``: ``lab up --os`` values (``debian13``, ``node2=debian12``)."""
     core.down(name, log=lambda m: None)
     try:
-        yield Lab(name, nodes, subnet, core.up(name, nodes, subnet, log=print, shared=shared))
+        chosen = plan.parse_releases(releases, nodes)
+        yield Lab(name, nodes, subnet, core.up(name, nodes, subnet, log=print, shared=shared, releases=chosen))
     finally:
         core.down(name, log=lambda m: None)
 

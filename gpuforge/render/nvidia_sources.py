@@ -60,7 +60,6 @@ CONTAINER_REPO_FILE = "/etc/yum.repos.d/gpuforge-nvidia-container.repo"
 DEBIAN_NONFREE_SOURCES = "/etc/apt/sources.list.d/gpuforge-debian-nonfree.sources"
 NODE_APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
-DEBIAN_SUITE = "bookworm"
 NONFREE_COMPONENTS = ("contrib", "non-free", "non-free-firmware")
 
 BUNDLE_ON_NODE = "/var/lib/gpuforge/bundle"
@@ -122,6 +121,8 @@ def cuda_repo(spec: Spec, platform: Platform) -> Repo:
     ``sbsa``) so that one setting serves clusters with several OS families and architectures.
     """
     distro = platform.distribution.cuda_repo_distro
+    if platform.distribution.cuda_repo_refused:
+        return Repo(CUDA_REPO, reason=f"{platform.distribution.title}: {platform.distribution.cuda_repo_refused}")
     mode = spec.sources.mode
     if mode is SourceMode.OFFLINE:
         return bundle_repo(spec, CUDA_REPO, platform.os)
@@ -306,7 +307,7 @@ def bundle_files_single(path: str | None) -> LocalSource:
 # --------------------------------------------------------------------------- Debian non-free
 
 
-def debian_nonfree_sources(node_sources: list[str], mirror: str | None = None, suite: str = DEBIAN_SUITE) -> str | None:
+def debian_nonfree_sources(node_sources: list[str], suite: str, mirror: str | None = None) -> str | None:
     """deb822 text enabling ``contrib non-free non-free-firmware``, or None when not needed.
 
     The node keeps its own Debian archive (``mirror`` overrides it): the file repeats each

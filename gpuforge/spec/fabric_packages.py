@@ -256,6 +256,16 @@ SOURCES: dict[str, Citation] = {
         "[Match] Name= ; [Network] Address= 'A static IPv4 or IPv6 address and its prefix length, separated by "
         'a "/" character\'; [Link] RequiredForOnline=no',
     ),
+    "debian13-fabric": Citation(
+        "Debian 13 archive (trixie; Release 13.8, 2026-11-21), read with apt from Debian's archive (2026-11-29)",
+        "https://packages.debian.org/trixie/rdma-core ; https://packages.debian.org/trixie/perftest ; "
+        "https://packages.debian.org/trixie/openmpi-bin ; https://packages.debian.org/trixie/libpmix-dev ; "
+        "https://packages.debian.org/trixie/ucx-utils",
+        "rdma-core, ibverbs-providers, ibverbs-utils, infiniband-diags, rdmacm-utils 56.1-1; perftest "
+        "25.01.0+0.80-1; openmpi-bin and libopenmpi-dev 5.0.7-1 (library libopenmpi40); ucx-utils 1.18.1+ds-2+b1; "
+        "libpmix-dev 5.0.7-1 ('Depends: libpmix2t64 (= 5.0.7-1)'); slurm-wlm-basic-plugins 24.11.5-4+deb13u1 "
+        "'Depends: ... libpmix2t64' with mpi_pmix.so -> mpi_pmix_v5.so (the names Debian 12's rows use)",
+    ),
 }
 
 
@@ -299,6 +309,7 @@ _EL9 = DistroStack(
 
 DISTRO_STACKS: dict[OsFamily, DistroStack] = {
     OsFamily.DEBIAN12: _DEB,
+    OsFamily.DEBIAN13: DistroStack(**{**_DEB.__dict__, "cites": ("debian13-fabric", "debian12-slurm-pmix-dlopen")}),
     OsFamily.UBUNTU2204: DistroStack(**{**_DEB.__dict__, "cites": (*_DEB.cites, "ubuntu-same-sources")}),
     OsFamily.UBUNTU2404: DistroStack(**{**_DEB.__dict__, "cites": (*_DEB.cites, "ubuntu-same-sources")}),
     OsFamily.RHEL9: _EL9,
@@ -326,6 +337,7 @@ DOCA_PACKAGES = ("doca-ofed",)
 #: DOCA's directory per distribution (doca-repo); None: no DOCA repository is cited for it.
 DOCA_DISTRO: dict[OsFamily, str | None] = {
     OsFamily.DEBIAN12: None,
+    OsFamily.DEBIAN13: None,
     OsFamily.UBUNTU2204: "ubuntu22.04",
     OsFamily.UBUNTU2404: "ubuntu24.04",
     OsFamily.RHEL9: "rhel9",

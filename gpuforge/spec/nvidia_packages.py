@@ -390,8 +390,6 @@ class DriverInstall:
     pinning_package: str | None = None
 
 
-#: Debian 12's own archive (non-free/contrib) carries one branch.
-DEBIAN12_ARCHIVE_BRANCH = 535
 #: From this branch the Ubuntu CUDA-repository packages lose the branch in their names.
 UNVERSIONED_NAMES_FROM = 590
 #: From this branch NVIDIA's Ubuntu repositories name the open flavor ``nvidia-open`` (guide-open-default-560);
@@ -439,6 +437,8 @@ def driver_install(
     is_open = flavor is DriverFlavor.OPEN
     if os.distribution.distro_driver == "debian-nonfree" and source is DriverSource.DISTRO:
         return _debian_archive_driver(os, source, branch, flavor, fm, arch)
+    if source is DriverSource.NVIDIA and os.distribution.cuda_repo_refused:
+        raise UnsupportedDriver(f"{os.distribution.title}: {os.distribution.cuda_repo_refused}")
     headers = kernel_headers_package(os, kernel_release, arch)
     if os.is_rpm:
         return _rpm_driver(os, source, branch, flavor, fm, headers)
@@ -470,11 +470,17 @@ def driver_install(
 def _debian_archive_driver(
     os: OsFamily, source: DriverSource, branch: int, flavor: DriverFlavor, fm: tuple[str, ...], arch: Arch
 ) -> DriverInstall:
-    """Debian's own archive (non-free, contrib): one branch only."""
-    if branch != DEBIAN12_ARCHIVE_BRANCH:
+    """Debian's own archive (non-free, contrib): one branch only (``Distribution.archive_driver_branch``)."""
+    dist = os.distribution
+    if branch != dist.archive_driver_branch:
+        other = (
+            "set versions.driver.source: nvidia (NVIDIA's CUDA repository)"
+            if not dist.cuda_repo_refused
+            else f"NVIDIA's repository is not used there either ({dist.cuda_repo_refused})"
+        )
         raise UnsupportedDriver(
-            f"Debian 12's archive ships only driver branch {DEBIAN12_ARCHIVE_BRANCH}; "
-            f"for {branch} set versions.driver.source: nvidia (NVIDIA's CUDA repository)"
+            f"{dist.title.split(' (')[0]}'s archive ships only driver branch {dist.archive_driver_branch}; "
+            f"for {branch} {other}"
         )
     if flavor is DriverFlavor.OPEN:  # contrib: the open module package, its GSP firmware, the compute libraries
         packages: tuple[str, ...] = (

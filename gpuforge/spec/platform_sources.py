@@ -18,6 +18,9 @@ CUDA_REPOS = "https://developer.download.nvidia.com/compute/cuda/repos"
 GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide"
 LIBNVIDIA_CONTAINER = "https://nvidia.github.io/libnvidia-container"
 
+#: How the Debian 13 facts below were read (Release 13.8 of 2026-11-21).
+_TRIXIE = "Debian 13 archive (trixie, trixie-security; Release 13.8), read with apt from Debian's archive (2026-11-29)"
+
 SOURCES: dict[str, Citation] = {
     # --- CPU architecture names (ArchNames) ---------------------------------------------------
     "debian-ports": Citation(
@@ -117,6 +120,66 @@ SOURCES: dict[str, Citation] = {
         "'VERSION_ID=\"12\"'; Ubuntu: 'ID=ubuntu', 'VERSION_ID=\"22.04\"'; RHEL: 'ID=\"rhel\"', 'VERSION_ID=\"7.5\"' "
         "(the point release after the major); Rocky: 'ID=\"rocky\"'; AlmaLinux 9.2: 'ID=\"almalinux\"', "
         "'VERSION_ID=\"9.2\"'",
+    ),
+    # --- Debian 13 (trixie): read with apt from Debian's archive on 2026-11-29 (Release 13.8) ----------
+    "debian13-release": Citation(
+        "Debian 13: os-release (base-files 13.8+deb13u8), Installation Guide (trixie) 2.1.1, distro-info-data",
+        "https://packages.debian.org/trixie/base-files ; "
+        "https://www.debian.org/releases/trixie/amd64/ch02s01.en.html ; "
+        "https://salsa.debian.org/debian/distro-info-data (debian.csv)",
+        "os-release: 'PRETTY_NAME=\"Debian GNU/Linux 13 (trixie)\"', 'VERSION_ID=\"13\"', 'VERSION_CODENAME=trixie', "
+        "'ID=debian'; Installation Guide: 'Debian GNU/Linux 13 supports 6 major architectures': 'AMD64 & Intel 64 | "
+        "amd64', '64bit ARM | arm64', ...; debian.csv: '13,Trixie,trixie,2023-06-10,2025-08-09,2028-08-09,2030-06-30'",
+    ),
+    "debian13-headers": Citation(
+        "Debian packages linux-headers-amd64 and linux-headers-arm64 (trixie, trixie-security)",
+        "https://packages.debian.org/trixie/linux-headers-amd64 ; https://packages.debian.org/trixie/linux-headers-arm64",
+        "'Package: linux-headers-amd64 / Source: linux-signed-amd64 (6.12.117+1) / Version: 6.12.117-1 / Provides: "
+        "linux-headers-generic / Depends: linux-headers-6.12.117+deb13-amd64 (= 6.12.117-1)'; trixie-security: "
+        "6.12.118-1; arm64 alike ('linux-headers-arm64 ... 6.12.118-1'). " + _TRIXIE,
+    ),
+    "debian13-slurm-plugins": Citation(
+        "Debian package slurm-wlm-basic-plugins 24.11.5-4+deb13u1 (trixie, trixie-security), file lists",
+        "https://packages.debian.org/trixie/amd64/slurm-wlm-basic-plugins/filelist ; "
+        "https://packages.debian.org/trixie/arm64/slurm-wlm-basic-plugins/filelist",
+        "dpkg -c slurm-wlm-basic-plugins_24.11.5-4+deb13u1_amd64.deb: './usr/lib/x86_64-linux-gnu/slurm-wlm/"
+        "auth_munge.so', '.../slurm-wlm/cgroup_v2.so', '.../slurm-wlm/mpi_pmix.so -> mpi_pmix_v5.so'; arm64: "
+        "'./usr/lib/aarch64-linux-gnu/slurm-wlm/auth_munge.so' (the plugin directory as on Debian 12). " + _TRIXIE,
+    ),
+    "debian13-nfs": Citation(
+        "Debian packages nfs-kernel-server and nfs-common (trixie)",
+        "https://packages.debian.org/trixie/nfs-kernel-server ; https://packages.debian.org/trixie/nfs-common",
+        "'Package: nfs-kernel-server / Version: 1:2.8.3-1', 'Package: nfs-common / Version: 1:2.8.3-1' (the names "
+        "Debian 12 uses). " + _TRIXIE,
+    ),
+    "debian13-nvidia": Citation(
+        "Debian 13 archive: nvidia-driver, nvidia-open-kernel-dkms, nvidia-persistenced (non-free, contrib)",
+        "https://packages.debian.org/trixie/nvidia-driver ; https://packages.debian.org/trixie/nvidia-open-kernel-dkms "
+        "; https://packages.debian.org/trixie/amd64/nvidia-persistenced/filelist",
+        "'Package: nvidia-driver / Source: nvidia-graphics-drivers / Version: 550.163.01-2' (non-free, amd64 and "
+        "arm64; the archive's one branch of the main driver); 'Package: nvidia-open-kernel-dkms / Version: "
+        "550.163.01-2' (contrib); nvidia-persistenced 550.163.01-1's unit: '[Unit] Description=NVIDIA Persistence "
+        "Daemon / Wants=syslog.target / [Service] Type=forking / ExecStart=/usr/bin/nvidia-persistenced --user nvpd' "
+        "(no StopWhenUnneeded, no --no-persistence-mode; WantedBy=multi-user.target). " + _TRIXIE,
+    ),
+    "debian13-cuda-repo": Citation(
+        "NVIDIA/cuda-repo-management issues #39, #34, #38, #41 (NVIDIA maintainer kmittman); CUDA Installation "
+        "Guide for Linux 13.2, Tables 1 and 2",
+        "https://github.com/NVIDIA/cuda-repo-management/issues/39 ; .../issues/34 ; .../issues/38 ; "
+        ".../issues/41 ; https://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html",
+        "#39: 'Debian 13 is signed with the new key (8793F200)'; kmittman: 'we try to avoid rotating GPG keys for "
+        "existing repos; as such only a new key for Debian 13'. #34: 'Debian 13 (Trixie) uses Sequoia-PGP which "
+        "will reject SHA1 signatures after 2026-02-01'. #38 'Debian 13 Repository Missing Older Drivers' (open). "
+        "#41: DCGM 'currently provides packages in the following CUDA repos * amzn2023 * azl3 * debian12 * rhel8 "
+        "* rhel9 * rhel10 * sles15 * ubuntu2204 * ubuntu2404'. Guide Table 1: 'Debian 13 | debian13 | amd64' "
+        "(no Debian row under arm64 systems (SBSA)); Table 2: Debian 13 under 'GRACE only arm64 systems (sbsa)'",
+    ),
+    "debian13-cgroup-v2": Citation(
+        "systemd NEWS, 'CHANGES WITH 257', as shipped in Debian 13's systemd 257.13-1~deb13u1",
+        "https://github.com/systemd/systemd/blob/v257/NEWS ; https://packages.debian.org/trixie/systemd",
+        "'Support for cgroup v1 ('legacy' and 'hybrid' hierarchies) is now considered obsolete and systemd by "
+        "default will ignore configuration that enables them. To forcibly reenable cgroup v1 support, "
+        "SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE=1 must additionally be set on the kernel command line.'",
     ),
     "rhel-crb": Citation(
         "Fedora EPEL documentation, Getting started: RHEL 9",

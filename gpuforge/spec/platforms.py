@@ -27,6 +27,7 @@ class OsFamily(StrEnum):
     """A distribution release, as the spec names it (``cluster.os``, ``node_groups[].os``)."""
 
     DEBIAN12 = "debian12"
+    DEBIAN13 = "debian13"
     UBUNTU2204 = "ubuntu22.04"
     UBUNTU2404 = "ubuntu24.04"
     RHEL9 = "rhel9"
@@ -123,6 +124,12 @@ class Distribution:
     cgroup_v2_only: bool = False
     #: node-exporter, Prometheus and Alertmanager: their packages, units and argument files (``monitoring_packages``).
     monitoring: MonitoringPackages = DEB_MONITORING
+    #: The archive's suite name (Debian: the non-free sources gpuforge adds, the lab's rootfs); None: not used.
+    codename: str | None = None
+    #: The one NVIDIA driver branch the distribution's own archive carries (``distro_driver`` "debian-nonfree").
+    archive_driver_branch: int | None = None
+    #: Why NVIDIA's CUDA repository is not used on this release (None: it is): every step that needs it says so.
+    cuda_repo_refused: str | None = None
 
 
 # RHEL: subscription-manager on a registered system; an unregistered one (a cloud image with its own
@@ -154,6 +161,16 @@ _EL9 = (
 )
 _NFSD, _NFS_CLIENT = ("nfs-kernel-server",), ("nfs-common",)  # Debian and Ubuntu (deb-nfs)
 _REBUILD_CRB = "dnf -y install dnf-plugins-core && dnf config-manager --set-enabled crb"
+_DEBIAN13_ARM = (
+    "gpuforge does not serve it: NVIDIA validates Debian 13 on arm64 for Grace systems only (CUDA 13.2 guide: "
+    "'GRACE only arm64 systems (sbsa)', not the generic arm64 table); use ubuntu24.04 or rhel9 on aarch64"
+)
+_DEBIAN13_CUDA = (
+    "NVIDIA's debian13 CUDA repository is signed with a new key (8793F200) whose fingerprint gpuforge has not "
+    "verified from NVIDIA (only third-party pins), and it carries driver branches from 590 only and no DCGM "
+    "(NVIDIA/cuda-repo-management #38, #41); the debian12 repository's SHA1-bound key is rejected by Debian 13's "
+    "apt: set versions.driver.source: distro (Debian's own driver, branch 550)"
+)
 _DEBIAN_ARM = (
     "gpuforge does not serve it: NVIDIA's driver guide documents no debian12 arm64 (sbsa) repository (third-party "
     "reports say debian12/sbsa carries only CUDA 13 / driver 590 and later); use ubuntu24.04, ubuntu22.04 or "
@@ -170,7 +187,17 @@ DISTRIBUTIONS: dict[OsFamily, Distribution] = {
             unsupported=((Arch.AARCH64, _DEBIAN_ARM),), distro_driver="debian-nonfree",
             driver_from_distro_by_default=True, persistenced_stops_when_unneeded=True,
             slurm_plugin_dir=_DEB_SLURM_PLUGINS, nfs_server_packages=_NFSD,
-            nfs_client_packages=_NFS_CLIENT,
+            nfs_client_packages=_NFS_CLIENT, codename="bookworm", archive_driver_branch=535,
+        ),
+        Distribution(
+            OsFamily.DEBIAN13, "Debian 13 (trixie)", ("debian", "13"), PackageFormat.DEB, "debian13", (Arch.X86_64,),
+            "linux-headers-{deb}",
+            ("cuda-repos-index", "os-release", "debian13-release", "debian13-headers", "debian13-slurm-plugins",
+             "debian13-nfs", "debian13-nvidia", "debian13-cuda-repo", "debian13-cgroup-v2"),
+            unsupported=((Arch.AARCH64, _DEBIAN13_ARM),), distro_driver="debian-nonfree",
+            driver_from_distro_by_default=True, slurm_plugin_dir=_DEB_SLURM_PLUGINS, nfs_server_packages=_NFSD,
+            nfs_client_packages=_NFS_CLIENT, cgroup_v2_only=True, codename="trixie", archive_driver_branch=550,
+            cuda_repo_refused=_DEBIAN13_CUDA,
         ),
         Distribution(
             OsFamily.UBUNTU2204, "Ubuntu 22.04 LTS", ("ubuntu", "22.04"), PackageFormat.DEB, "ubuntu2204", _BOTH,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from debian.debian_support import Version
+
 from gpuforge.spec.citation import Citation
 from gpuforge.spec.model import GpuAutodetect, NodeGroup, Spec
 from gpuforge.spec.platforms import Arch, OsFamily
@@ -75,6 +77,16 @@ SOURCES: dict[str, Citation] = {
         "(2024-05-30); sid 26.05.5-1: 'Depends: slurm-wlm-basic-plugins (>= 26.05.5), slurm-wlm-basic-plugins "
         "(<< 26.05.6)'",
     ),
+    "debian13-nvml-plugin": Citation(
+        "Debian 13 archive (trixie main and contrib, trixie-security; Release 13.8, 2026-11-21), read with apt "
+        "from Debian's archive (2026-11-29)",
+        "https://packages.debian.org/trixie/slurm-wlm-nvml-plugin ; https://packages.debian.org/trixie/slurmd",
+        "'Package: slurm-wlm-nvml-plugin / Source: slurm-wlm-contrib / Version: 24.11.5-2 / Architecture: amd64 / "
+        "Depends: libc6 (>= 2.38), slurm-wlm-basic-plugins (>= 24.11.5), slurm-wlm-basic-plugins (<< 24.11.6) / "
+        "Section: contrib/libs' (amd64 only; './usr/lib/x86_64-linux-gnu/slurm-wlm/gpu_nvml.so'); 'Package: slurmd / "
+        "Source: slurm-wlm / Version: 24.11.5-4+deb13u1 / Depends: ..., slurm-wlm-basic-plugins (= 24.11.5-4+deb13u1)' "
+        "(trixie main and trixie-security, amd64 and arm64)",
+    ),
     "ubuntu-slurm": Citation(
         "Ubuntu packages: slurmd in jammy and noble",
         "https://packages.ubuntu.com/noble/slurmd ; https://manpages.ubuntu.com/manpages/jammy/man5/gres.conf.5.html",
@@ -90,8 +102,9 @@ class NvmlPlugin:
     """The NVML plugin of one distribution's Slurm packages.
 
     ``package`` is None where the distribution ships none. ``built_for`` is the one Slurm version
-    the plugin installs with (its exact ``slurm-wlm-basic-plugins`` dependency; None: unknown);
-    ``archive_slurm`` is the slurmd version the archive installs today.
+    the plugin installs with (its exact ``slurm-wlm-basic-plugins`` dependency; None: unknown), or with
+    ``built_below`` the lowest of a range (``>= built_for``, ``<< built_below``, as Debian's packages
+    depend since 23.11.7-2); ``archive_slurm`` is the slurmd version the archive installs today.
     """
 
     os: OsFamily
@@ -101,6 +114,15 @@ class NvmlPlugin:
     arches: tuple[Arch, ...]
     why: str
     cites: tuple[str, ...]
+    built_below: str | None = None
+
+    def installs_with(self, slurm: str) -> bool:
+        """The plugin's ``slurm-wlm-basic-plugins`` dependency holds for Slurm package version ``slurm``."""
+        if self.built_for is None:
+            return False
+        if self.built_below is None:
+            return slurm == self.built_for
+        return Version(self.built_for) <= Version(slurm) < Version(self.built_below)
 
 
 NVML_PLUGINS: dict[OsFamily, NvmlPlugin] = {
@@ -112,6 +134,12 @@ NVML_PLUGINS: dict[OsFamily, NvmlPlugin] = {
             "slurm-wlm-basic-plugins (= 22.05.8-4+deb12u2), while the archive's slurmd is 22.05.8-4+deb12u3: apt "
             "cannot install both",
             ("debian12-nvml-plugin", "debian-nvml-plugin-history"),
+        ),
+        NvmlPlugin(
+            OsFamily.DEBIAN13, "slurm-wlm-nvml-plugin", "24.11.5", "24.11.5-4+deb13u1", (Arch.X86_64,),
+            "Debian 13's slurm-wlm-nvml-plugin 24.11.5-2 (contrib, amd64 only) installs with any "
+            "slurm-wlm-basic-plugins from 24.11.5 up to 24.11.6, the archive's slurmd among them",
+            ("debian13-nvml-plugin", "debian-nvml-plugin-history"), built_below="24.11.6",
         ),
         NvmlPlugin(
             OsFamily.UBUNTU2204, None, None, "21.08.5-2ubuntu1", (),
@@ -145,7 +173,7 @@ def nvml_installs(os: OsFamily, arch: Arch, slurm_version: str) -> bool:
     if row is None or row.package is None or row.built_for is None or arch not in row.arches:
         return False
     installed = row.archive_slurm if slurm_version == "distro" else slurm_version
-    return installed == row.built_for
+    return installed is not None and row.installs_with(installed)
 
 
 def nvml_missing_reason(os: OsFamily) -> str:

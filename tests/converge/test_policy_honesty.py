@@ -388,7 +388,7 @@ MUTATIONS: dict[str, Mutation] = {
     "node_groups[].hardware.cores_per_socket": M("lab", setting(*WORKERS, "hardware", cores_per_socket=2)),
     "node_groups[].hardware.threads_per_core": M("lab", setting(*WORKERS, "hardware", threads_per_core=2)),
     "node_groups[].hardware.real_memory_mb": M("lab", setting(*WORKERS, "hardware", real_memory_mb=2000)),
-    "node_groups[].os": M("lab", setting(*WORKERS, os="ubuntu24.04")),
+    "node_groups[].os": M("lab", setting(*WORKERS, os="ubuntu22.04")),
     "node_groups[].arch": M("hopper", setting("node_groups", "name=login", arch="aarch64")),
     "node_groups[].leaf_switch": M("lab", setting(*WORKERS, leaf_switch="leaf2")),
     "node_groups[].mig_config": M("hopper", setting("node_groups", "name=gpu", mig_config="inference")),

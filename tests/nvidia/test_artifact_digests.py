@@ -117,8 +117,11 @@ def test_every_upstream_url_is_https() -> None:
     ]
     assert len(constants) >= 10
     urls = constants + [a.url or "" for a in [*every_artifact(spec(H100)), *k8s_artifacts()] if a.url]
-    urls += [src.cuda_repo(spec(H100), platform_for(o)).key_url or "" for o in OsFamily]
+    repos = [src.cuda_repo(spec(H100), platform_for(o)) for o in OsFamily]
+    urls += [r.key_url or "" for r in repos if r.available]
     assert [u for u in urls if not u.startswith("https://")] == []
+    # a release whose CUDA repository gpuforge does not use says why (Debian 13: platforms.cuda_repo_refused)
+    assert all(r.reason for r in repos if not r.available) and any(not r.available for r in repos)
 
 
 # --------------------------------------------------------------------------- every artifact has a digest source

@@ -194,7 +194,7 @@ MAIN_ONLY = (
 
 
 def test_nonfree_from_one_line_sources() -> None:
-    text = src.debian_nonfree_sources([MAIN_ONLY])
+    text = src.debian_nonfree_sources([MAIN_ONLY], "bookworm")
     assert text is not None
     assert (
         "URIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: contrib non-free non-free-firmware\n" in text
@@ -204,10 +204,10 @@ def test_nonfree_from_one_line_sources() -> None:
 
 def test_nonfree_only_missing_components_and_none_when_complete() -> None:
     partial = "deb [signed-by=/k.gpg] http://deb.debian.org/debian bookworm main non-free-firmware\n"
-    assert "Components: contrib non-free\n" in (src.debian_nonfree_sources([partial]) or "")
+    assert "Components: contrib non-free\n" in (src.debian_nonfree_sources([partial], "bookworm") or "")
     full = partial.replace("non-free-firmware", "contrib non-free non-free-firmware")
-    assert src.debian_nonfree_sources([full]) is None
-    assert src.debian_nonfree_sources([""]) is None
+    assert src.debian_nonfree_sources([full], "bookworm") is None
+    assert src.debian_nonfree_sources([""], "bookworm") is None
 
 
 def test_nonfree_deb822_disabled_stanza_and_mirror_override() -> None:
@@ -216,9 +216,22 @@ def test_nonfree_deb822_disabled_stanza_and_mirror_override() -> None:
         "Enabled: no\nTypes: deb\nURIs: http://old.example/debian\nSuites: bookworm\nComponents: main\n"
     )
     assert [e.uri for e in src.parse_apt_sources(text)] == ["http://deb.debian.org/debian"]
-    out = src.debian_nonfree_sources([text], mirror="http://mirror.example/debian/")
+    out = src.debian_nonfree_sources([text], "bookworm", mirror="http://mirror.example/debian/")
     assert out is not None and "URIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n" in out
     assert "deb.debian.org" not in out
+
+
+def test_nonfree_follows_the_node_release_suite() -> None:
+    """A Debian 13 node's own sources name trixie: the non-free stanza repeats trixie's, not bookworm's."""
+    from gpuforge.spec.platforms import OsFamily
+
+    trixie = MAIN_ONLY.replace("bookworm", "trixie")
+    suite = OsFamily.DEBIAN13.distribution.codename
+    assert suite == "trixie"
+    text = src.debian_nonfree_sources([trixie], suite)
+    assert text is not None and "Suites: trixie\n" in text and "Suites: trixie-security\n" in text
+    assert "bookworm" not in text
+    assert src.debian_nonfree_sources([trixie], "bookworm") is None  # what a fixed bookworm suite would do
 
 
 def test_version_matches() -> None:

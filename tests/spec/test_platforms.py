@@ -62,7 +62,7 @@ ROW_KEYS = {
     "epel-slurm-plugins",
 }
 
-DEB_FAMILIES = {OsFamily.DEBIAN12, OsFamily.UBUNTU2204, OsFamily.UBUNTU2404}
+DEB_FAMILIES = {OsFamily.DEBIAN12, OsFamily.DEBIAN13, OsFamily.UBUNTU2204, OsFamily.UBUNTU2404}
 RPM_FAMILIES = {OsFamily.RHEL9, OsFamily.ROCKY9, OsFamily.ALMA9}
 
 SUPPORTED = [(os, arch) for os in OsFamily for arch in Arch if arch in DISTRIBUTIONS[os].arches]
@@ -167,6 +167,7 @@ def test_arch_names_rows() -> None:
 def test_cuda_repo_distros() -> None:
     expected = {
         OsFamily.DEBIAN12: "debian12",
+        OsFamily.DEBIAN13: "debian13",
         OsFamily.UBUNTU2204: "ubuntu2204",
         OsFamily.UBUNTU2404: "ubuntu2404",
         OsFamily.RHEL9: "rhel9",
@@ -293,3 +294,14 @@ def test_rhel9_enables_codeready_builder_with_subscription_manager() -> None:
     assert crb is not None
     assert "subscription-manager repos --enable" in crb  # rhel-crb
     assert "codeready-builder-for-rhel-9-$(arch)-rpms" in crb
+
+
+def test_debian_rows_name_their_suite_and_archive_driver_branch() -> None:
+    """The Debian rows' codenames are the lab's suites; each archive carries one driver branch (cited)."""
+    from gpuforge.lab.plan import LAB_RELEASES
+
+    debian = {os: d for os, d in DISTRIBUTIONS.items() if d.distro_driver == "debian-nonfree"}
+    assert {os.value: d.codename for os, d in debian.items()} == LAB_RELEASES
+    assert {os: d.archive_driver_branch for os, d in debian.items()} == {OsFamily.DEBIAN12: 535, OsFamily.DEBIAN13: 550}
+    assert DISTRIBUTIONS[OsFamily.DEBIAN13].cuda_repo_refused is not None
+    assert DISTRIBUTIONS[OsFamily.DEBIAN13].cgroup_v2_only

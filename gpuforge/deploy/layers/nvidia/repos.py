@@ -60,7 +60,8 @@ def repos_layer(ctx: Ctx) -> Layer:
         steps: list[Step] = []
         if distro and ctx.deb:
             node_sources = [facts.contents.get(p) or "" for p in src.NODE_APT_SOURCES]
-            want = src.debian_nonfree_sources(node_sources, s.sources.mirrors.debian)
+            suite = ctx.node.os.distribution.codename or ""  # every debian-nonfree row names its suite
+            want = src.debian_nonfree_sources(node_sources, suite, s.sources.mirrors.debian)
             have = facts.contents.get(src.DEBIAN_NONFREE_SOURCES)
             if want is not None and have != want:
                 f = upload_file(src.DEBIAN_NONFREE_SOURCES, want.encode())
