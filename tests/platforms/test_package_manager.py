@@ -94,9 +94,10 @@ def test_el_distro_slurm_is_epels_names_and_site_slurm_schedmds() -> None:
 
 def test_cgroup_v2_only_rows_cite_it() -> None:
     rows = [d for d in DISTRIBUTIONS.values() if d.cgroup_v2_only]
-    assert {d.os for d in rows} == {OsFamily.UBUNTU2204, OsFamily.UBUNTU2404}
-    assert all("ubuntu-cgroup-v2" in d.sources for d in rows)
+    assert {d.os for d in rows} == {OsFamily.UBUNTU2204, OsFamily.UBUNTU2404, OsFamily.DEBIAN13}
+    assert all({"ubuntu-cgroup-v2", "debian13-cgroup-v2"} & set(d.sources) for d in rows)
     assert "cgroupv2" in SOURCES["ubuntu-cgroup-v2"].section
+    assert "SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE" in SOURCES["debian13-cgroup-v2"].section
 
 
 def spec_data(os: str) -> dict[str, Any]:
