@@ -36,6 +36,7 @@ from gpuforge.lab.lab_record import STATE_ROOT, LabPaths, LabState
 from gpuforge.lab.node import stop
 from gpuforge.render.health import node_health_key
 from gpuforge.spec import Spec, load_spec
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.nodes import Node
 
 #: The build labs, one per image build running at once on this host (name, subnet): a build takes the
@@ -132,9 +133,9 @@ def build_image(spec_path: Path, group: str, out: Path, formats: tuple[str, ...]
     result = BuildResult(out)
     with free_build_lab() as (lab_name, subnet), build_lab(lab_name, subnet, log) as lab, \
             build_spec_file(spec_path, lab) as fitted:  # fmt: skip
-        built_as = load_spec(fitted)  # its nodes are reached as the build container is (``build_spec_data``)
-        node = group_nodes(built_as, group)[0]
-        applied = run_image_build(built_as, fitted, node, lab.nodes[0].address, hook, log)
+        built_as = load_cluster(fitted)  # its nodes are reached as the build container is (``build_spec_data``)
+        node = group_nodes(built_as.spec, group)[0]
+        applied = run_image_build(built_as, node, lab.nodes[0].address, hook, log)
         host = applied.hosts[nodes[0].name]
         if not host.ok:
             raise ImageBuildError(f"the deploy failed on the build container: {host.error}")
