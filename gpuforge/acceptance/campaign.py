@@ -25,6 +25,7 @@ from gpuforge.acceptance.fabric_step import add_fabric_steps, fabric_steps
 from gpuforge.acceptance.parsers import ERROR, FAIL, PASS, SKIP, StepResult
 from gpuforge.acceptance.results import Campaign, GroupRun, NodeResult, campaign_id, spec_hash
 from gpuforge.spec import Role, Scheduler, Spec
+from gpuforge.spec.cluster import Cluster as Loaded
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes
 from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, Completed, SshTransport, Transport, remote_shell
 
@@ -37,7 +38,7 @@ class Cluster:
 
     def __init__(self, spec: Spec, spec_path: str | Path, transport: Transport | None = None) -> None:
         self.spec = spec
-        self.transport = transport or SshTransport(spec, spec_path, NO_SECRET_KEX_OPTION)
+        self.transport = transport or SshTransport(Loaded.of(spec, spec_path), NO_SECRET_KEX_OPTION)
         self.by_name = {n.name: n for n in resolve_nodes(spec)}
         kube = spec.cluster.scheduler is Scheduler.KUBERNETES
         controllers = nodes_with(spec, Role.K8S_CONTROL_PLANE if kube else Role.CONTROLLER)

@@ -17,6 +17,7 @@ from pathlib import Path
 from gpuforge.acceptance.parsers import ERROR, FAIL, PASS, SKIP, StepResult
 from gpuforge.acceptance.results import Campaign
 from gpuforge.spec import Spec
+from gpuforge.spec.cluster import Cluster as Loaded
 from gpuforge.validator.cluster import CONNECTION
 from gpuforge.validator.cluster_fabric import PAIRS
 from gpuforge.validator.node.base import BLOCKED
@@ -53,7 +54,9 @@ def fabric_steps(
     if not names:
         return {}
     say(f"fabric pair test on {len(names)} node(s)")
-    report = validate(spec, spec_path, checks=PAIRS, limit=",".join(names), transport=transport, on_event=say)
+    report = validate(
+        Loaded.of(spec, spec_path), checks=PAIRS, limit=",".join(names), transport=transport, on_event=say
+    )
     return {node.name: _node_step(node) for node in report.nodes}
 
 

@@ -394,9 +394,7 @@ def validate_nodes(cluster: Cluster, nodes: list[str]) -> dict[str, str]:
     # The batch is still drained (by this rollout) while it is validated: its node state is expected.
     # Mid-rollout the cluster's slurm.conf is mixed by design (batches still to come keep the old one),
     # so slurmctld's hash-mismatch records say nothing about the batch: the check runs after the rollout.
-    report = validate(
-        cluster.spec, cluster.path, limit=",".join(nodes), exclude="scheduler.node_state,config.slurm_conf_hash"
-    )
+    report = validate(cluster, limit=",".join(nodes), exclude="scheduler.node_state,config.slurm_conf_hash")
     failures: dict[str, str] = {}
     for node, result in report.failures():
         failures.setdefault(node, f"validation failed: {result.id}: {result.message}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.spec import Spec, resolve_nodes, select_limit
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.discovered import FORMAT, TOPOLOGY, facts_path, read_facts
 from gpuforge.spec.hardware_rules import runs_slurmd, slurm_real_memory
 from gpuforge.spec.nodes import Node
@@ -124,7 +125,7 @@ def discover(
     """Read the selected nodes (default: all), merge them into the facts file, and say what changed."""
     wanted = set(select_limit(spec, limit)) if limit else None
     nodes = [n for n in resolve_nodes(spec) if wanted is None or n.name in wanted]
-    tr = transport or SshTransport(spec, spec_path, NO_SECRET_KEX_OPTION)
+    tr = transport or SshTransport(Cluster.of(spec, spec_path), NO_SECRET_KEX_OPTION)
     path = facts_path(spec_path)
     old = read_facts(path)
     result = DiscoverResult(path)

@@ -21,7 +21,7 @@ def ssh_argv(cluster: Cluster, node_name: str, command: str, options: tuple[str,
     if spec.ssh.sudo and spec.ssh.user != "root":
         # The whole command line runs privileged, not only its first word ("a; b" or "a && b").
         command = f"sudo -n sh -c {shlex.quote(command)}"
-    ssh, *rest = SshTransport(spec, cluster.path).argv(node)
+    ssh, *rest = SshTransport(cluster).argv(node)
     return [ssh, *options, *rest, command]
 
 

@@ -51,7 +51,7 @@ def test_only_sessions_without_secrets_prefer_the_classic_key_exchange(monkeypat
         return subprocess.CompletedProcess(argv, 1, b"", b"")
 
     monkeypatch.setattr(runner.subprocess, "run", ran)
-    runner.validate(spec, spec_path, checks="connection", limit="node2")
+    runner.validate(Cluster.of(spec, spec_path), checks="connection", limit="node2")
     lock, validate = started
     assert "flock -w 2 9" in lock[-1] and "python3 -" in validate[-1]
     for argv in (lock, validate):

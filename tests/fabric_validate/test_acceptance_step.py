@@ -14,6 +14,7 @@ from gpuforge.acceptance.fabric_step import add_fabric_steps, fabric_steps
 from gpuforge.acceptance.parsers import ERROR, FAIL, PASS, SKIP
 from gpuforge.acceptance.results import Campaign, NodeResult
 from gpuforge.spec import resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, SshTransport
 from tests.conftest import run_cli
 from tests.fabric_validate.helpers import ROCE, fabric_lab, spec_of
@@ -36,7 +37,7 @@ def test_the_step_is_the_pair_test_per_node(tmp_path: Path, monkeypatch: pytest.
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(data))
     said: list[str] = []
-    tr = SshTransport(spec, path, NO_SECRET_KEX_OPTION)
+    tr = SshTransport(Cluster.of(spec, path), NO_SECRET_KEX_OPTION)
     steps = fabric_steps(spec, path, tr, ["node1", "node2", "node3", "node4"], said.append)
     assert steps["node1"].status == SKIP and steps["node1"].message == "the node's group declares no fabric"
     assert steps["node3"].status == PASS, steps["node3"].message
