@@ -223,7 +223,7 @@ def discover(
     try:  # the spec as written: a facts file that no longer fits is what discover rewrites
         s = parse_spec(read_spec_text(spec), str(spec))
         check_limit(s, limit)
-        result = run_discover(s, spec, limit)
+        result = run_discover(Cluster.of(s, spec), limit)
     except SpecError as e:
         refuse(e.format())
     except OSError as e:

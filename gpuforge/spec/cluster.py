@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpuforge.spec.discovered import facts_path
 from gpuforge.spec.errors import Loc
 from gpuforge.spec.load import load_spec
 from gpuforge.spec.model import Spec
@@ -52,6 +53,8 @@ class Cluster:
     """The control host's run lock of this file."""
     ssh_key: Path | None
     known_hosts: Path | None
+    facts_file: Path
+    """The figures ``gpuforge discover`` read from the nodes, beside the spec file."""
 
     @classmethod
     def of(cls, spec: Spec, path: str | Path) -> Cluster:
@@ -66,6 +69,7 @@ class Cluster:
             lock_file=root / "locks" / f"{key}.lock",
             ssh_key=_expanded(spec.ssh.key),
             known_hosts=_expanded(spec.ssh.known_hosts),
+            facts_file=facts_path(given),
         )  # fmt: skip
 
     def with_spec(self, spec: Spec) -> Cluster:
