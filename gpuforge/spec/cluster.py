@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gpuforge.spec.discovered import facts_path
 from gpuforge.spec.errors import Loc
-from gpuforge.spec.load import load_spec
+from gpuforge.spec.load import load_spec_and_text
 from gpuforge.spec.model import Spec
 from gpuforge.spec.state_dir import state_root
 
@@ -55,9 +55,11 @@ class Cluster:
     known_hosts: Path | None
     facts_file: Path
     """The figures ``gpuforge discover`` read from the nodes, beside the spec file."""
+    text: str | None = None
+    """The spec file's text as :func:`load_cluster` read it (None: the caller parsed the spec itself)."""
 
     @classmethod
-    def of(cls, spec: Spec, path: str | Path) -> Cluster:
+    def of(cls, spec: Spec, path: str | Path, text: str | None = None) -> Cluster:
         """The cluster of ``spec``, already loaded from ``path`` (the file is not read again)."""
         given = Path(path)
         source = given.resolve()
@@ -69,7 +71,7 @@ class Cluster:
             lock_file=root / "locks" / f"{key}.lock",
             ssh_key=_expanded(spec.ssh.key),
             known_hosts=_expanded(spec.ssh.known_hosts),
-            facts_file=facts_path(given),
+            facts_file=facts_path(given), text=text,
         )  # fmt: skip
 
     def with_spec(self, spec: Spec) -> Cluster:
@@ -79,4 +81,5 @@ class Cluster:
 
 def load_cluster(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Cluster:
     """Read and check the spec file once (:func:`~gpuforge.spec.load_spec`) and derive its locations."""
-    return Cluster.of(load_spec(path, waive), path)
+    spec, text = load_spec_and_text(path, waive)
+    return Cluster.of(spec, path, text)
