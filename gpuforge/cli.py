@@ -25,6 +25,7 @@ from gpuforge.cli_bundle import fingerprint_option, print_bundle, say, verify_bu
 from gpuforge.console import console, help_settings
 from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
 from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_or_exit, load_spec, resolve_nodes, spec_json_schema
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.layer_tags import TAGS
 
 app = typer.Typer(
@@ -222,7 +223,7 @@ def discover(
     try:  # the spec as written: a facts file that no longer fits is what discover rewrites
         s = parse_spec(read_spec_text(spec), str(spec))
         check_limit(s, limit)
-        result = run_discover(s, spec, limit)
+        result = run_discover(Cluster.of(s, spec), limit)
     except SpecError as e:
         refuse(e.format())
     except OSError as e:
@@ -320,6 +321,7 @@ def plan(
     loaded = _load_known(spec)
     if strict:
         _warnings(loaded, spec, strict)
+    cluster = Cluster.of(loaded, spec)
     layers = layer_selection(tags, skip_tags)
     if out_file is not None and fresh:
         refuse("--out: a --fresh plan connects to no node, so there is nothing to apply it to; plan without --fresh")
@@ -327,9 +329,9 @@ def plan(
     _logging(verbose, log_file)
     try:
         if fresh:
-            result = fresh_plan(spec, on_event=without_credentials(progress_log.info))
+            result = fresh_plan(cluster, on_event=without_credentials(progress_log.info))
         else:
-            result = make_plan(spec, limit=limit, layers=layers, on_event=without_credentials(progress_log.info))
+            result = make_plan(cluster, limit=limit, layers=layers, on_event=without_credentials(progress_log.info))
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -421,6 +423,7 @@ def apply(
     if strict:
         _warnings(loaded, spec, strict)
     check_limit(loaded, limit)
+    cluster = Cluster.of(loaded, spec)
     layers = layer_selection(tags, skip_tags)
     if layers is not None and allow_reboot:
         refuse("--allow-reboot: a run with --tags/--skip-tags never drains or reboots a node; apply without them")
@@ -432,14 +435,14 @@ def apply(
     _logging(verbose, log_file)
     with apply_errors(), err.status("applying") as status:
         result = run_apply(
-            spec,
+            cluster,
             limit=limit,
             on_event=without_credentials(status_printer(err, status)),
             force=force,
             allow_reboot=allow_reboot,
             include_drained=include_drained,
             layers=layers,
-            confirm=confirmer(spec, limit, layers, status, ask=not yes and saved is None, saved=saved),
+            confirm=confirmer(cluster, limit, layers, status, ask=not yes and saved is None, saved=saved),
         )
     print_apply(result, spec, json_out)
     raise typer.Exit(apply_exit_code(result))
@@ -455,7 +458,7 @@ def kubeconfig(
 
     loaded = load_or_exit(spec)
     try:
-        path = fetch(loaded, spec, output)
+        path = fetch(Cluster.of(loaded, spec), output)
     except KubeconfigError as e:
         err.print(str(e), markup=False, highlight=False)
         raise typer.Exit(1) from None

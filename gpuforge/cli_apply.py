@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gpuforge.deploy.run import ApplyResult
     from gpuforge.orchestrate.apply import ApplyPreview
     from gpuforge.orchestrate.saved_plan import SavedPlan
+    from gpuforge.spec.cluster import Cluster
     from gpuforge.spec.layer_tags import LayerSelection
 
 out = console()
@@ -88,7 +89,12 @@ def stdin_is_terminal() -> bool:
 
 
 def confirmer(
-    spec: Path, limit: str | None, layers: LayerSelection | None, status: Status, ask: bool, saved: SavedPlan | None
+    cluster: Cluster,
+    limit: str | None,
+    layers: LayerSelection | None,
+    status: Status,
+    ask: bool,
+    saved: SavedPlan | None,
 ) -> Callable[[ApplyPreview], bool]:
     """apply's ``confirm``: when ``ask`` or with a ``saved`` plan, the plan of the same nodes and
     layers and a summary, then, when ``ask``, "Apply these changes? [y/N]" on the terminal (the
@@ -105,12 +111,12 @@ def confirmer(
                 err.print(line, markup=False, highlight=False)
             return True
         status.update("planning (nothing is changed)")
-        planned = make_plan(spec, limit=limit, layers=layers)
+        planned = make_plan(cluster, limit=limit, layers=layers)
         if saved is not None:
             check_spec_unchanged(saved)
             differs = moved(saved, planned)
             if differs:
-                raise PlanFileError(refusal(spec, differs))
+                raise PlanFileError(refusal(cluster.path, differs))
         status.stop()
         for line in confirmation_summary(preview, planned):
             err.print(line, markup=False, highlight=False)

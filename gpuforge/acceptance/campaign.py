@@ -25,6 +25,7 @@ from gpuforge.acceptance.fabric_step import add_fabric_steps, fabric_steps
 from gpuforge.acceptance.parsers import ERROR, FAIL, PASS, SKIP, StepResult
 from gpuforge.acceptance.results import Campaign, GroupRun, NodeResult, campaign_id, spec_hash
 from gpuforge.spec import Role, Scheduler, Spec
+from gpuforge.spec.cluster import Cluster as Loaded
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes
 from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, Completed, SshTransport, Transport, remote_shell
 
@@ -35,9 +36,10 @@ class Cluster:
     """Commands on the controller (Kubernetes: the first control plane) and on nodes, through one
     transport (SSH, host keys checked)."""
 
-    def __init__(self, spec: Spec, spec_path: str | Path, transport: Transport | None = None) -> None:
-        self.spec = spec
-        self.transport = transport or SshTransport(spec, spec_path, NO_SECRET_KEX_OPTION)
+    def __init__(self, loaded: Loaded, transport: Transport | None = None) -> None:
+        spec = self.spec = loaded.spec
+        self.loaded = loaded
+        self.transport = transport or SshTransport(loaded, NO_SECRET_KEX_OPTION)
         self.by_name = {n.name: n for n in resolve_nodes(spec)}
         kube = spec.cluster.scheduler is Scheduler.KUBERNETES
         controllers = nodes_with(spec, Role.K8S_CONTROL_PLANE if kube else Role.CONTROLLER)
@@ -52,8 +54,7 @@ class Cluster:
 
 
 def run_campaign(
-    spec: Spec,
-    spec_path: str | Path,
+    loaded: Loaded,
     *,
     names: list[str] | None = None,
     transport: Transport | None = None,
@@ -64,9 +65,9 @@ def run_campaign(
     raw_dir: Path | None = None,
 ) -> Campaign:
     """Test the compute nodes (``names``: only these) and return the campaign; ``act``: drain and spare."""
-    cluster = Cluster(spec, spec_path, transport)
+    spec, cluster = loaded.spec, Cluster(loaded, transport)
     started = time.time()
-    camp = Campaign(campaign_id(spec, started), spec.cluster.name, str(spec_path), spec_hash(spec), started)
+    camp = Campaign(campaign_id(spec, started), spec.cluster.name, str(loaded.path), spec_hash(spec), started)
     nodes = batch.campaign_nodes(spec, names)
     testable, untested = _read_states(cluster, nodes, camp, reservation is not None)
     groups = batch.plan_groups(spec, testable)
@@ -79,7 +80,7 @@ def run_campaign(
         camp.nodes += node_results
         camp.groups.append(run)
     if spec.acceptance.steps.fabric.enabled:  # the validator's pair test, within each leaf, after the jobs
-        add_fabric_steps(camp, fabric_steps(spec, spec_path, cluster.transport, [r.node for r in camp.nodes], say))
+        add_fabric_steps(camp, fabric_steps(loaded, cluster.transport, [r.node for r in camp.nodes], say))
     camp.nodes += [NodeResult(n, "-", untested=why) for n, why in untested.items()]
     conclude(camp, spec, nodes, started, lambda: drain_failed(cluster, camp, say) if act else None)
     return camp

@@ -16,6 +16,7 @@ import typer
 
 from gpuforge.console import console
 from gpuforge.spec import LIMIT_HELP, Scheduler, Spec, SpecError, load_or_exit, select_limit
+from gpuforge.spec.cluster import Cluster as Loaded
 
 err = console(stderr=True)
 
@@ -109,13 +110,13 @@ def accept_typer(
     kube = s.cluster.scheduler is Scheduler.KUBERNETES
     with err.status("accepting") as status:
         try:
-            cluster = Cluster(s, spec)
+            cluster = Cluster(Loaded.of(s, spec))
         except ValueError as e:
             raise _refuse(str(e)) from None
         raw = campaigns_dir(s.cluster.name) / "raw-pending"
         run, restore = (kube_campaign.run_kube_campaign, kube_campaign.restore_capacity) if kube else (
             run_campaign, replace.restore_capacity)  # fmt: skip
-        camp = run(s, spec, names=names, transport=cluster.transport, say=status.update, poll_s=poll,
+        camp = run(cluster.loaded, names=names, transport=cluster.transport, say=status.update, poll_s=poll,
                    act=not no_act, raw_dir=raw)  # fmt: skip
         if not no_act:
             restore(cluster, s, camp, say=status.update)
@@ -157,13 +158,13 @@ def replace_typer(
         raise _refuse("replace --back is Slurm only for now: on Kubernetes, uncordon the repaired node, remove its "
                       "group labels and put the spare taints back (docs/acceptance.md)")  # fmt: skip
     try:
-        cluster = Cluster(s, spec)
+        cluster = Cluster(Loaded.of(s, spec))
         if kube:
             from gpuforge.acceptance import kube_replace
 
             outcome = kube_replace.replace_node(cluster, s, node)
         elif back:
-            outcome, camp = replace.return_node(cluster, s, spec, node, poll_s=poll)
+            outcome, camp = replace.return_node(cluster, node, poll_s=poll)
             if camp is not None:
                 _outputs(camp, camp.to_dict(), None, {"html": None, "junit": None, "prom": None})
         else:

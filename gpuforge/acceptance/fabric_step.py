@@ -12,11 +12,10 @@ reached or the test could not run (never drained).
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from gpuforge.acceptance.parsers import ERROR, FAIL, PASS, SKIP, StepResult
 from gpuforge.acceptance.results import Campaign
-from gpuforge.spec import Spec
+from gpuforge.spec.cluster import Cluster as Loaded
 from gpuforge.validator.cluster import CONNECTION
 from gpuforge.validator.cluster_fabric import PAIRS
 from gpuforge.validator.node.base import BLOCKED
@@ -47,13 +46,13 @@ def _node_step(node: NodeReport) -> StepResult:
 
 
 def fabric_steps(
-    spec: Spec, spec_path: str | Path, transport: Transport, names: list[str], say: Callable[[str], None]
+    loaded: Loaded, transport: Transport, names: list[str], say: Callable[[str], None]
 ) -> dict[str, StepResult]:
     """Each of ``names``'s ``fabric`` step (none asked: none run)."""
     if not names:
         return {}
     say(f"fabric pair test on {len(names)} node(s)")
-    report = validate(spec, spec_path, checks=PAIRS, limit=",".join(names), transport=transport, on_event=say)
+    report = validate(loaded, checks=PAIRS, limit=",".join(names), transport=transport, on_event=say)
     return {node.name: _node_step(node) for node in report.nodes}
 
 

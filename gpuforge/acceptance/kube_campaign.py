@@ -27,6 +27,7 @@ from gpuforge.acceptance.parsers import PASS, StepResult
 from gpuforge.acceptance.results import Campaign, GroupRun, NodeResult, campaign_id, spec_hash
 from gpuforge.spec import Spec
 from gpuforge.spec.acceptance import GroupBy
+from gpuforge.spec.cluster import Cluster as Loaded
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.runner import Transport
 
@@ -53,8 +54,7 @@ def read_nodes(cluster: Cluster, spec: Spec) -> tuple[dict[str, kube_nodes.NodeV
 
 
 def run_kube_campaign(
-    spec: Spec,
-    spec_path: str | Path,
+    loaded: Loaded,
     *,
     names: list[str] | None = None,
     transport: Transport | None = None,
@@ -64,9 +64,9 @@ def run_kube_campaign(
     raw_dir: Path | None = None,
 ) -> Campaign:
     """Test the workers (``names``: only these) with one Job each; ``act``: cordon and taint failed nodes."""
-    cluster = Cluster(spec, spec_path, transport)
+    spec, cluster = loaded.spec, Cluster(loaded, transport)
     started = time.time()
-    camp = Campaign(campaign_id(spec, started), spec.cluster.name, str(spec_path), spec_hash(spec), started)
+    camp = Campaign(campaign_id(spec, started), spec.cluster.name, str(loaded.path), spec_hash(spec), started)
     nodes = batch.campaign_nodes(spec, names)
     views, error = read_nodes(cluster, spec)
     if error:

@@ -103,6 +103,7 @@ def latest_healthy(spec: Spec, root: Path | None) -> set[str]:
 def replace_node(cluster: Cluster, spec: Spec, node: str, root: Path | None = None,
                  say: Say = lambda _: None) -> Outcome:  # fmt: skip
     """Drain ``node`` and move a healthy spare into its partition; the swap recorded."""
+    spec = cluster.spec
     members, out = _snapshot(cluster, spec.acceptance.spares, [node])
     pool = pool_of(spec, members, node)
     reason = slurm_actions.reason_text(slurm_actions.REPLACE_TAG, "taken out by gpuforge replace")
@@ -144,11 +145,12 @@ def _join_pool_partitions(cluster: Cluster, pool: SparePool, node: str) -> None:
             cluster.run(slurm_actions.set_partition_command(part, [*members, node]))
 
 
-def return_node(cluster: Cluster, spec: Spec, spec_path: Path, node: str, root: Path | None = None,
+def return_node(cluster: Cluster, node: str, root: Path | None = None,
                 say: Say = lambda _: None, poll_s: float = 5.0) -> tuple[Outcome, results.Campaign | None]:  # fmt: skip
     """Test a repaired ``node`` alone in a maintenance reservation; passed: back to the spare pool."""
     from gpuforge.acceptance.campaign import run_campaign
 
+    spec = cluster.spec
     members, out = _snapshot(cluster, spec.acceptance.spares, [node])
     pool = pool_of(spec, members, node)
     name = f"gpuforge-accept-{node}"
@@ -161,7 +163,7 @@ def return_node(cluster: Cluster, spec: Spec, spec_path: Path, node: str, root: 
         word, rest = slurm_actions.parse_marks(resumed.stdout, "GFRESUME").get(node, ("error", ""))
         if word != "resumed" and node in out:
             return Outcome(False, f"{node} stays out of service: {rest or out[node]} (not drained by gpuforge)"), None
-        camp = run_campaign(spec, spec_path, names=[node], transport=cluster.transport, say=say, poll_s=poll_s,
+        camp = run_campaign(cluster.loaded, names=[node], transport=cluster.transport, say=say, poll_s=poll_s,
                             reservation=name)  # fmt: skip
     finally:
         cluster.run(delete)

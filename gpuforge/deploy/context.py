@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pyinfra import host
 
-from gpuforge.deploy.runstate import RUN_STATE_KEY, RunState
+from gpuforge.deploy.runstate import RUN_STATE_KEY, SPEC_KEY, RunState
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.render.files import Secrets
 from gpuforge.spec import Node, Spec, load_spec, resolve_nodes
@@ -24,6 +24,11 @@ def _spec(path: str, mtime: float) -> Spec:
 
 
 def spec() -> Spec:
+    """The spec the run loaded (host data, :func:`gpuforge.deploy.inventory.host_data`); under the plain
+    ``pyinfra`` CLI, the file its inventory names (read once per version of the file)."""
+    loaded = host.data.get(SPEC_KEY)
+    if isinstance(loaded, Spec):
+        return loaded
     path = host.data.get("gpuforge_spec_path")
     if not path:
         raise RuntimeError("host data has no gpuforge_spec_path: use the gpuforge inventory adapter")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
@@ -24,19 +23,19 @@ from gpuforge.deploy.image_mode import ImageBuild
 from gpuforge.deploy.inventory import host_data
 from gpuforge.deploy.run import ApplyResult, EndMergedReadsOnChange, HostResult, collect_results
 from gpuforge.deploy.runstate import RUN_STATE_KEY, RunState
-from gpuforge.spec import Spec
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.nodes import Node
 
 
 def run_image_build(
-    spec: Spec, spec_path: str | Path, node: Node, address: str, hook: ImageBuild, say: Callable[[str], None]
+    cluster: Cluster, node: Node, address: str, hook: ImageBuild, say: Callable[[str], None]
 ) -> ApplyResult:
     """Converge the build container at ``address`` as ``node`` in image mode; the result names ``node``."""
     from gpuforge.deploy.layers.site import site
 
     logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
     run = RunState(image=hook)
-    data = {**host_data(spec, spec_path, node), "ssh_hostname": address, RUN_STATE_KEY: run}
+    data = {**host_data(cluster, node), "ssh_hostname": address, RUN_STATE_KEY: run}
     inventory = Inventory(([(node.name, data)], {}))
     state = State(inventory, Config(CONNECT_TIMEOUT=10, FAIL_PERCENT=100, PARALLEL=1), check_for_changes=False)
     with contextlib.suppress(PyinfraError):

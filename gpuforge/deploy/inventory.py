@@ -8,29 +8,29 @@ Ansible), never with Vagrant's own host-key options.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from gpuforge.deploy.runstate import RUN_STATE_KEY, RunState
+from gpuforge.deploy.runstate import RUN_STATE_KEY, SPEC_KEY, RunState
 from gpuforge.probes.vagrant import VagrantHost, machines_for
-from gpuforge.spec import Spec, resolve_nodes
+from gpuforge.spec import resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node
 
 HostEntry = tuple[str, dict[str, Any]]
 
 
-def host_data(
-    spec: Spec, spec_path: str | Path, node: Node, vagrant: Mapping[str, VagrantHost] | None = None
-) -> dict[str, Any]:
-    """pyinfra host data for one node (connection settings + where to find the spec).
+def host_data(cluster: Cluster, node: Node, vagrant: Mapping[str, VagrantHost] | None = None) -> dict[str, Any]:
+    """pyinfra host data for one node (connection settings + the loaded spec, and where it came from:
+    a deploy reads the spec from here, never from the file again, :func:`gpuforge.deploy.context.spec`).
 
     ``vagrant``: ``vagrant ssh-config`` per machine; a vagrant node must be in it.
     """
+    spec = cluster.spec
     data: dict[str, Any] = {
-        "gpuforge_spec_path": str(Path(spec_path).resolve()),
+        SPEC_KEY: spec,
+        "gpuforge_spec_path": str(cluster.source),
         "gpuforge_node": node.name,
         "ssh_user": spec.ssh.user,
         "ssh_port": spec.ssh.port,
@@ -41,10 +41,10 @@ def host_data(
     }
     if node.connector is Connector.SSH:
         data["ssh_hostname"] = node.ssh_target
-    if spec.ssh.key:
-        data["ssh_key"] = os.path.expanduser(spec.ssh.key)
-    if spec.ssh.known_hosts:
-        data["ssh_known_hosts_file"] = os.path.expanduser(spec.ssh.known_hosts)
+    if cluster.ssh_key is not None:
+        data["ssh_key"] = str(cluster.ssh_key)
+    if cluster.known_hosts is not None:
+        data["ssh_known_hosts_file"] = str(cluster.known_hosts)
     if node.connector is Connector.VAGRANT:
         vh = (vagrant or {}).get(node.name)
         if vh is None:
@@ -58,7 +58,7 @@ def host_data(
 
 
 def inventory_groups(
-    spec: Spec, spec_path: str | Path, limit: list[str] | None = None, run: RunState | None = None
+    cluster: Cluster, limit: list[str] | None = None, run: RunState | None = None
 ) -> dict[str, list[HostEntry]]:
     """Groups of (host name, data): ``nodes``, one per role (``role_<name>``) and per node group.
 
@@ -67,12 +67,12 @@ def inventory_groups(
     :class:`gpuforge.probes.vagrant.VagrantError` when vagrant cannot list them all.
     """
     run = run if run is not None else RunState()
-    nodes = [n for n in resolve_nodes(spec) if limit is None or n.name in limit]
-    spec_dir = str(Path(spec_path).resolve().parent)
+    nodes = [n for n in resolve_nodes(cluster.spec) if limit is None or n.name in limit]
+    spec_dir = str(cluster.folder)
     vagrant = machines_for([n.name for n in nodes if n.connector is Connector.VAGRANT], spec_dir)
     groups: dict[str, list[HostEntry]] = {"nodes": []}
     for node in nodes:
-        entry = (node.name, {**host_data(spec, spec_path, node, vagrant), RUN_STATE_KEY: run})
+        entry = (node.name, {**host_data(cluster, node, vagrant), RUN_STATE_KEY: run})
         groups["nodes"].append(entry)
         for role in sorted(node.roles):
             groups.setdefault("role_" + role.value.replace("-", "_"), []).append(entry)

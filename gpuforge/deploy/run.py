@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -30,7 +29,7 @@ from gpuforge.deploy.layer_progress import LayerProgress, ProgressCallback
 from gpuforge.deploy.runlog_hooks import RunLogCallback
 from gpuforge.deploy.runstate import RunState
 from gpuforge.progress import Milestone, logging_configured
-from gpuforge.spec import Spec
+from gpuforge.spec.cluster import Cluster
 
 
 def _cache_global_argument_types() -> None:
@@ -130,9 +129,9 @@ class EndMergedReadsOnChange(BaseStateCallback):
                 return
 
 
-def build_state(spec: Spec, spec_path: str | Path, limit: list[str] | None, run: RunState) -> State:
+def build_state(cluster: Cluster, limit: list[str] | None, run: RunState) -> State:
     """pyinfra's state for one run over the selected nodes (every host's data holds ``run``)."""
-    groups = inventory_groups(spec, spec_path, limit, run)
+    groups = inventory_groups(cluster, limit, run)
     hosts = groups.pop("nodes")
     inventory = Inventory((hosts, {}), **{name: (entries, {}) for name, entries in groups.items()})
     config = Config(CONNECT_TIMEOUT=10, FAIL_PERCENT=100, PARALLEL=max(1, len(hosts)))
@@ -140,8 +139,7 @@ def build_state(spec: Spec, spec_path: str | Path, limit: list[str] | None, run:
 
 
 def run_site(
-    spec: Spec,
-    spec_path: str | Path,
+    cluster: Cluster,
     names: list[str] | None,
     run: RunState,
     on_event: Callable[[str], None] | None = None,
@@ -155,11 +153,11 @@ def run_site(
     from gpuforge.deploy.layers.kubeadm import token_hosts
     from gpuforge.deploy.layers.site import site
 
-    say = on_event or (lambda _msg: None)
+    spec, say = cluster.spec, on_event or (lambda _msg: None)
     if not logging_configured():  # -v or --log-file asked for pyinfra's log; else it stays quiet
         logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
     run.token_hosts = token_hosts(spec, names, run.layers)
-    state = build_state(spec, spec_path, None if names is None else [*names, *sorted(run.token_hosts)], run)
+    state = build_state(cluster, None if names is None else [*names, *sorted(run.token_hosts)], run)
     helpers = f" (and {', '.join(sorted(run.token_hosts))} for the join token only)" if run.token_hosts else ""
     say(f"connecting to {len(state.inventory) - len(run.token_hosts)} node(s){helpers}")
     t0 = time.monotonic()

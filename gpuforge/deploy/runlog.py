@@ -103,8 +103,9 @@ class RunLog:
     def close(self) -> None:
         self._stream.close()
 
-    def start_run(self, spec_path: str | Path, cluster: str, **fields: Any) -> None:
-        """The ``run`` line: who runs which spec from where, with the caller's options."""
+    def start_run(self, source: Path, cluster: str, **fields: Any) -> None:
+        """The ``run`` line: who runs which spec (``source``: its file, resolved) from where, with the
+        caller's options."""
         try:
             user = getpass.getuser()
         except (KeyError, OSError):
@@ -112,7 +113,7 @@ class RunLog:
         self.write(
             "run",
             cluster=cluster,
-            spec=str(Path(spec_path).resolve()),
+            spec=str(source),
             user=user,
             sudo_user=os.environ.get("SUDO_USER") or None,
             host=socket.gethostname(),

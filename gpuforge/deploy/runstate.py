@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from gpuforge.deploy.runlog import RunLog
 
 RUN_STATE_KEY = "gpuforge_run"
+#: Host data key of the run's loaded :class:`~gpuforge.spec.Spec` (a deploy never reads the file again).
+SPEC_KEY = "gpuforge_spec"
 #: The one layer a token host runs (``gpuforge.deploy.layers.kubeadm.join_token_layer``).
 JOIN_TOKEN_LAYER = "kubernetes-join-token"
 

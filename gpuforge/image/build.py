@@ -35,7 +35,8 @@ from gpuforge.lab import core
 from gpuforge.lab.lab_record import STATE_ROOT, LabPaths, LabState
 from gpuforge.lab.node import stop
 from gpuforge.render.health import node_health_key
-from gpuforge.spec import Spec, load_spec
+from gpuforge.spec import Spec
+from gpuforge.spec.cluster import Cluster, load_cluster
 from gpuforge.spec.nodes import Node
 
 #: The build labs, one per image build running at once on this host (name, subnet): a build takes the
@@ -109,12 +110,14 @@ def build_lab(name: str, subnet: str, log: Log) -> Iterator[LabState]:
 
 
 @contextlib.contextmanager
-def build_spec_file(spec_path: Path, lab: LabState) -> Iterator[Path]:
+def build_spec_file(cluster: Cluster, lab: LabState) -> Iterator[Path]:
     """The spec as the build runs it, beside the spec (its relative paths still hold) in a file only this
     build created (``mkstemp``: no name to plant a link at beforehand); removed after."""
-    data = yaml.safe_load(spec_path.read_text())
+    if cluster.text is None:
+        raise ValueError("the image build needs the spec file's text: load it with load_cluster")
+    data = yaml.safe_load(cluster.text)
     fitted = build_spec_data(data, lab.ssh_key, lab.known_hosts, lab.mirror_url)
-    path = Path(private_temp(str(spec_path.resolve().parent), ".gpuforge-image-build-", ".yaml"))  # O_EXCL, 0600
+    path = Path(private_temp(str(cluster.folder), ".gpuforge-image-build-", ".yaml"))  # O_EXCL, 0600
     try:
         path.write_text(yaml.safe_dump(fitted, sort_keys=False))
         yield path
@@ -122,19 +125,19 @@ def build_spec_file(spec_path: Path, lab: LabState) -> Iterator[Path]:
         path.unlink(missing_ok=True)
 
 
-def build_image(spec_path: Path, group: str, out: Path, formats: tuple[str, ...], log: Log) -> BuildResult:
-    """Bake ``group``'s image of the spec at ``spec_path`` into ``out`` (see the module)."""
-    spec = load_spec(spec_path)
+def build_image(cluster: Cluster, group: str, out: Path, formats: tuple[str, ...], log: Log) -> BuildResult:
+    """Bake ``group``'s image of the ``cluster``'s spec into ``out`` (see the module)."""
+    spec = cluster.spec
     nodes = group_nodes(spec, group)
     secrets = secret_values(spec, nodes[:1])
     hook = ImageBuild(common_files(spec, nodes))
     t0 = time.monotonic()
     result = BuildResult(out)
     with free_build_lab() as (lab_name, subnet), build_lab(lab_name, subnet, log) as lab, \
-            build_spec_file(spec_path, lab) as fitted:  # fmt: skip
-        built_as = load_spec(fitted)  # its nodes are reached as the build container is (``build_spec_data``)
-        node = group_nodes(built_as, group)[0]
-        applied = run_image_build(built_as, fitted, node, lab.nodes[0].address, hook, log)
+            build_spec_file(cluster, lab) as fitted:  # fmt: skip
+        built_as = load_cluster(fitted)  # its nodes are reached as the build container is (``build_spec_data``)
+        node = group_nodes(built_as.spec, group)[0]
+        applied = run_image_build(built_as, node, lab.nodes[0].address, hook, log)
         host = applied.hosts[nodes[0].name]
         if not host.ok:
             raise ImageBuildError(f"the deploy failed on the build container: {host.error}")

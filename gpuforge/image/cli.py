@@ -32,6 +32,7 @@ def build_cmd(
     from gpuforge.image.scope import ImageSpecError
     from gpuforge.lab.plan import PlanError
     from gpuforge.lab.system import LabError, require_root
+    from gpuforge.spec.cluster import load_cluster
 
     def say(message: str) -> None:
         err.print(message, markup=False, highlight=False)
@@ -39,7 +40,7 @@ def build_cmd(
     try:
         chosen = parse_formats(formats)
         require_root()
-        result = build_image(spec, group, output, chosen, say)
+        result = build_image(load_cluster(spec), group, output, chosen, say)
     except SpecError as e:
         err.print(e.format(), markup=False, highlight=False)
         raise typer.Exit(2) from None

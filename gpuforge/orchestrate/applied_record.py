@@ -1,4 +1,5 @@
-"""The applied-state record: the spec of the last successful apply of a spec file.
+"""The applied-state record: the spec of the last successful apply of a spec file (its location
+and the run lock's come with the :class:`~gpuforge.spec.cluster.Cluster`).
 
 Invariants:
 - No record means first bring-up. A record that exists but cannot be read or parsed is never
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import getpass
-import hashlib
 import json
 import os
 import socket
@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuforge.deploy.secrets import state_root
 from gpuforge.spec import Spec, SpecError, parse_spec
+from gpuforge.spec.cluster import Cluster
 
 
 class RecordUnreadable(Exception):
@@ -51,18 +51,14 @@ class ApplyLocked(Exception):
         )
 
 
-def _spec_key(spec_path: str | Path) -> str:
-    return hashlib.sha256(str(Path(spec_path).resolve()).encode()).hexdigest()[:16]
-
-
 @contextmanager
-def apply_lock(spec_path: str | Path) -> Iterator[None]:
+def apply_lock(cluster: Cluster) -> Iterator[None]:
     """Hold this spec file's run lock on the control host; a second holder is refused at once.
 
     The lock is an ``flock`` (released by the kernel when the holder dies, so it never goes
     stale); the file names the holder for the refusal message.
     """
-    path = state_root() / "locks" / f"{_spec_key(spec_path)}.lock"
+    path = cluster.lock_file
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -80,23 +76,15 @@ def apply_lock(spec_path: str | Path) -> Iterator[None]:
         os.close(fd)
 
 
-def applied_spec_path(spec_path: str | Path) -> Path:
-    """Where the last successfully applied version of a spec file is kept.
-
-    Keyed by the spec file (not the cluster name), so renaming the cluster in the file is
-    seen as a change of that cluster, not as a new one.
-    """
-    return state_root() / "applied" / f"{_spec_key(spec_path)}.json"
-
-
 def spec_text(spec: Spec) -> str:
     """The spec as the record keeps it (canonical JSON)."""
     return json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
 
 
-def record_applied(spec: Spec, spec_path: str | Path) -> None:
-    """Remember the spec of the last successful apply (for the next plan's field diff)."""
-    write_private(applied_spec_path(spec_path), spec_text(spec))
+def record_applied(cluster: Cluster) -> None:
+    """Remember the cluster's spec as the last successful apply (for the next plan's field diff), at
+    ``cluster.applied_record`` (keyed by the spec file: :func:`gpuforge.spec.cluster.spec_key`)."""
+    write_private(cluster.applied_record, spec_text(cluster.spec))
 
 
 def write_private(path: Path, text: str) -> None:
@@ -115,9 +103,9 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
-def last_applied(spec_path: str | Path) -> Spec | None:
+def last_applied(cluster: Cluster) -> Spec | None:
     """The last applied spec; None only when there is no record (first bring-up)."""
-    path = applied_spec_path(spec_path)
+    path = cluster.applied_record
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -158,14 +146,10 @@ class RolloutRecord:
             return None
 
 
-def rollout_record_path(spec_path: str | Path) -> Path:
-    return state_root() / "rollout" / f"{_spec_key(spec_path)}.json"
-
-
-def load_rollout_record(spec_path: str | Path) -> tuple[RolloutRecord, str | None]:
+def load_rollout_record(cluster: Cluster) -> tuple[RolloutRecord, str | None]:
     """The record, and why it could not be read (then an empty one: no held node is taken for
     gpuforge's, so none is resumed; the caller says so)."""
-    path = rollout_record_path(spec_path)
+    path = cluster.rollout_record
     try:
         data = json.loads(path.read_text())
         record = RolloutRecord(
@@ -181,9 +165,9 @@ def load_rollout_record(spec_path: str | Path) -> tuple[RolloutRecord, str | Non
     return record, None
 
 
-def save_rollout_record(spec_path: str | Path, record: RolloutRecord) -> None:
+def save_rollout_record(cluster: Cluster, record: RolloutRecord) -> None:
     """Write the record (0600, atomically); no file when it holds nothing."""
-    path = rollout_record_path(spec_path)
+    path = cluster.rollout_record
     if not record.drained and not record.converged:
         path.unlink(missing_ok=True)
         return

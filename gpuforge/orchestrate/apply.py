@@ -31,15 +31,16 @@ from gpuforge.orchestrate.k8s_upgrade import waiting_for_control_planes
 from gpuforge.orchestrate.rollout import RolloutPlan, batch_nodes, plan_by_node, roll_every_node
 from gpuforge.orchestrate.site_steps import run_with_site_steps
 from gpuforge.orchestrate.slurm_settled import settle_upgraded
-from gpuforge.spec import Spec, SpecError, SpecIssue, hostlist, load_spec, resolve_nodes, select_limit
+from gpuforge.spec import Spec, SpecError, SpecIssue, hostlist, resolve_nodes, select_limit
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.diff import FieldChange
 from gpuforge.spec.layer_tags import LayerSelection
 from gpuforge.spec.model import SourceMode
 
 
-def preflight(spec: Spec, spec_path: str | Path) -> None:
+def preflight(cluster: Cluster) -> None:
     """Control-host checks before any host is touched (files the connection needs)."""
-    issues = []
+    spec, issues = cluster.spec, []
     for name, value in (("key", spec.ssh.key), ("known_hosts", spec.ssh.known_hosts)):
         if value and not os.access(os.path.expanduser(value), os.R_OK):
             hint = " (is the lab up? gpuforge lab up)" if "/gpuforge/lab/" in value else ""
@@ -61,7 +62,7 @@ def preflight(spec: Spec, spec_path: str | Path) -> None:
         except AnsibleMissing as exc:
             issues.append(SpecIssue(("site", "ansible"), str(exc)))
     if issues:
-        raise SpecError(issues, str(spec_path))
+        raise SpecError(issues, str(cluster.path))
 
 
 class ApplyRefused(Exception):
@@ -114,7 +115,7 @@ class ApplyPreview:
 
 
 def apply(
-    spec_path: str | Path,
+    cluster: Cluster,
     limit: str | None = None,
     on_event: Callable[[str], None] | None = None,
     force: bool = False,
@@ -138,46 +139,48 @@ def apply(
     False raises :class:`ApplyCancelled`. Every apply writes a run log (``gpuforge.deploy.runlog``).
     """
     options = ApplyOptions(limit, force, allow_reboot, include_drained, layers)
-    with apply_lock(spec_path):
-        return _apply_locked(spec_path, options, on_event or (lambda _msg: None), confirm)
+    with apply_lock(cluster):
+        return _apply_locked(cluster, options, on_event or (lambda _msg: None), confirm)
 
 
 def _rollout_plan(
-    spec: Spec, spec_path: str | Path, record: RolloutRecord, force: bool, say: Callable[[str], None]
-) -> RolloutPlan:
-    """What rolls, per node: nodes the record says converged to a newer spec are diffed against it."""
+    cluster: Cluster, record: RolloutRecord, force: bool, say: Callable[[str], None]
+) -> tuple[RolloutPlan, Spec | None]:
+    """What rolls, per node, and the last applied spec: nodes the record says converged to a newer
+    spec are diffed against it (an unreadable record with ``force``: every node rolls, None)."""
+    spec = cluster.spec
     try:
-        applied = last_applied(spec_path)
+        applied = last_applied(cluster)
     except RecordUnreadable as exc:
         if not force:
             raise  # fail closed: never everywhere at once when the change is unknown
         say(f"{exc.path} unreadable: --force rolls every node batch by batch")
-        return roll_every_node(spec)
+        return roll_every_node(spec), None
     newer = record.converged_spec()
     everyone = [n.name for n in resolve_nodes(spec)]
     if newer is None:
-        return plan_by_node([(applied, everyone)], spec)
+        return plan_by_node([(applied, everyone)], spec), applied
     ahead = [n for n in everyone if n in record.converged]
-    return plan_by_node([(newer, ahead), (applied, [n for n in everyone if n not in ahead])], spec)
+    return plan_by_node([(newer, ahead), (applied, [n for n in everyone if n not in ahead])], spec), applied
 
 
 def _apply_locked(
-    spec_path: str | Path,
+    cluster: Cluster,
     options: ApplyOptions,
     say: Callable[[str], None],
     confirm: Callable[[ApplyPreview], bool] | None,
 ) -> ApplyResult:
-    spec = load_spec(spec_path)
+    spec = cluster.spec
     everyone = [n.name for n in resolve_nodes(spec)]
     selected = select_limit(spec, options.limit) if options.limit else everyone
-    record, problem = load_rollout_record(spec_path)
+    record, problem = load_rollout_record(cluster)
     if problem:
         say(problem)
-    rollout = _rollout_plan(spec, spec_path, record, options.force, say)
+    rollout, last = _rollout_plan(cluster, record, options.force, say)
     if rollout.refused and not options.force:
         raise ApplyRefused(rollout.refused)
-    settle_upgraded(spec, spec_path, rollout, say)  # nodes slurm-upgrade moved: not drained again
-    applied = None if rollout.unknown_change else last_applied(spec_path)
+    settle_upgraded(cluster, rollout, say)  # nodes slurm-upgrade moved: not drained again
+    applied = None if rollout.unknown_change else last
     check_removal(applied, spec, options.force)  # before anything is touched
     leftover = [n for n in record.drained if n in selected and n not in rollout.rolling_nodes]
     to_roll = [n for n in everyone if n in selected and (n in rollout.rolling_nodes or n in leftover)]
@@ -191,13 +194,13 @@ def _apply_locked(
     preview = ApplyPreview(spec, selected, fields, [n for n in to_roll if n not in held], held, options.layers)
     if confirm is not None and not confirm(preview):
         raise ApplyCancelled()
-    log = open_run_log(spec, spec_path, options, selected)
+    log = open_run_log(cluster, options, selected)
     try:
         if options.layers is not None:
-            result = _apply_tagged(spec, spec_path, options, say, preview, log)
+            result = _apply_tagged(cluster, options, say, preview, log)
         else:
             plan = (record, rollout, everyone, selected, to_roll, applied)
-            result = _apply_all(spec, spec_path, options, say, plan, log)
+            result = _apply_all(cluster, options, say, plan, log)
         result.waiting.update(behind)
         log_outcome(log, result)
         return result
@@ -209,8 +212,7 @@ def _apply_locked(
 
 
 def _apply_all(
-    spec: Spec,
-    spec_path: str | Path,
+    cluster: Cluster,
     options: ApplyOptions,
     say: Callable[[str], None],
     plan: tuple[RolloutRecord, RolloutPlan, list[str], list[str], list[str], Spec | None],
@@ -218,23 +220,24 @@ def _apply_all(
 ) -> ApplyResult:
     """Every layer: Kubernetes nodes the spec dropped leave the cluster first (the first failure
     stops the apply), then live changes at once, rolling ones batch by batch, progress recorded."""
+    spec = cluster.spec
     record, rollout, everyone, selected, to_roll, applied = plan
-    gone = run_removals(applied, spec, spec_path) if applied is not None else {}
+    gone = run_removals(applied, cluster) if applied is not None else {}
     if gone:
         return ApplyResult({n: HostResult(n, error=why) for n, why in gone.items()})
     if record.spec != spec_text(spec):
         record.spec, record.converged = spec_text(spec), []
     ro = Rollout(
-        spec, spec_path, say, options.allow_reboot, record,
-        deploy=lambda names: run_deploys(spec_path, ",".join(names), say, locked=True, run=new_run(log, drained=names)),
-        validate=lambda names: validate_nodes(spec_path, names),
+        cluster, say, options.allow_reboot, record,
+        deploy=lambda names: run_deploys(cluster, ",".join(names), say, locked=True, run=new_run(log, drained=names)),
+        validate=lambda names: validate_nodes(cluster, names),
         log=log,
     )  # fmt: skip
     result = ApplyResult({})
     rolling, operator = _hold_check(ro, to_roll, options.include_drained, result)
     others = [n for n in selected if n not in to_roll]
     if others:
-        merge(result, run_deploys(spec_path, ",".join(others), say, run=new_run(log)))
+        merge(result, run_deploys(cluster, ",".join(others), say, run=new_run(log)))
     if rolling:
         fields = ", ".join(sorted({c.path for c in rollout.rolling})) or "nodes an interrupted rollout left drained"
         say(f"rolling change ({fields}) on {hostlist.compress(rolling)}")
@@ -264,8 +267,7 @@ def held_back(rollout: RolloutPlan, to_roll: list[str], leftover: list[str]) -> 
 
 
 def _apply_tagged(
-    spec: Spec,
-    spec_path: str | Path,
+    cluster: Cluster,
     options: ApplyOptions,
     say: Callable[[str], None],
     preview: ApplyPreview,
@@ -280,7 +282,7 @@ def _apply_tagged(
     go = [n for n in preview.nodes if n not in preview.held_back]
     if go:
         say(f"only {options.layers.describe()} (--tags/--skip-tags) on {hostlist.compress(go)}")
-        merge(result, run_deploys(spec_path, ",".join(go), say, run=new_run(log, options.layers)))
+        merge(result, run_deploys(cluster, ",".join(go), say, run=new_run(log, options.layers)))
     for name in go:
         host = result.hosts.get(name)
         if host is not None and host.ok and host.reboot_required:
@@ -299,15 +301,16 @@ def new_run(log: RunLog | None, layers: LayerSelection | None = None, drained: l
     return RunState(layers=layers.layers, site_steps=layers.site_steps, runlog=log)
 
 
-def open_run_log(spec: Spec, spec_path: str | Path, options: ApplyOptions, selected: list[str]) -> RunLog:
+def open_run_log(cluster: Cluster, options: ApplyOptions, selected: list[str]) -> RunLog:
     """The apply's run log, its ``run`` line written; :class:`RunLogUnwritable` when it cannot be made
     (before anything is touched: every apply is logged)."""
+    spec = cluster.spec
     try:
         log = RunLog.create(spec.cluster.name)
     except OSError as exc:
         raise RunLogUnwritable(runs_dir(), exc) from None
     log.start_run(
-        spec_path,
+        cluster.source,
         spec.cluster.name,
         nodes=selected,
         limit=options.limit,
@@ -341,7 +344,7 @@ def _hold_check(
     scheduler is asked once; operators' nodes wait unless ``include_drained``."""
     if not nodes:
         return [], {}
-    holds, error = node_hold.read_holds(ro.spec, ro.spec_path, nodes)
+    holds, error = node_hold.read_holds(ro.cluster, nodes)
     if error:
         for name in nodes:
             result.hosts[name] = HostResult(name, error=f"not changed: cannot read which nodes are drained: {error}")
@@ -378,22 +381,20 @@ def _record_progress(ro: Rollout, result: ApplyResult, everyone: list[str]) -> N
     record = ro.record
     record.converged = [n for n in everyone if n in done or n in record.converged]
     if len(record.converged) == len(everyone):
-        record_applied(ro.spec, ro.spec_path)
+        record_applied(ro.cluster)
         record.spec, record.converged = "", []
         ro.note("recorded", [], what="the spec as applied on every node")
     ro.save()
 
 
-def validate_nodes(spec_path: str | Path, nodes: list[str]) -> dict[str, str]:
+def validate_nodes(cluster: Cluster, nodes: list[str]) -> dict[str, str]:
     """Failed checks by node, from the validator."""
     from gpuforge.validator import validate
 
     # The batch is still drained (by this rollout) while it is validated: its node state is expected.
     # Mid-rollout the cluster's slurm.conf is mixed by design (batches still to come keep the old one),
     # so slurmctld's hash-mismatch records say nothing about the batch: the check runs after the rollout.
-    report = validate(
-        load_spec(spec_path), spec_path, limit=",".join(nodes), exclude="scheduler.node_state,config.slurm_conf_hash"
-    )
+    report = validate(cluster, limit=",".join(nodes), exclude="scheduler.node_state,config.slurm_conf_hash")
     failures: dict[str, str] = {}
     for node, result in report.failures():
         failures.setdefault(node, f"validation failed: {result.id}: {result.message}")
@@ -401,7 +402,7 @@ def validate_nodes(spec_path: str | Path, nodes: list[str]) -> dict[str, str]:
 
 
 def run_deploys(
-    spec_path: str | Path,
+    cluster: Cluster,
     limit: str | None = None,
     on_event: Callable[[str], None] | None = None,
     run: RunState | None = None,
@@ -410,9 +411,9 @@ def run_deploys(
     """Check the control host, make the secrets once, then run the deploys on the selected nodes
     (dry when ``run.dry_run``), each node under its apply lock (``locked``: the caller, a rollout
     batch, holds the locks already, from before its drain to after its resume)."""
-    spec = load_spec(spec_path)
+    spec = cluster.spec
     names = select_limit(spec, limit) if limit else None  # a --limit matching no node: before anything else
-    preflight(spec, spec_path)
+    preflight(cluster)
     if spec.slurm is not None:
         SecretStore(spec.cluster.name).load()  # generate once, before any host is touched
     if spec.kubernetes is not None:
@@ -420,12 +421,12 @@ def run_deploys(
     run = run if run is not None else RunState()
     runner = run_with_site_steps if spec.site.ansible and run.site_steps else run_site
     if run.dry_run or locked:  # a plan changes nothing: no node lock
-        return runner(spec, spec_path, names, run, on_event)
+        return runner(cluster, names, run, on_event)
     wanted = names if names is not None else [n.name for n in resolve_nodes(spec)]
-    locks = node_lock.take(spec, spec_path, wanted)
+    locks = node_lock.take(cluster, wanted)
     try:
         held = [n for n in wanted if n in locks.held]
-        result = runner(spec, spec_path, held, run, on_event) if held else ApplyResult({})
+        result = runner(cluster, held, run, on_event) if held else ApplyResult({})
     finally:
         locks.release()
     for name, why in locks.refused.items():

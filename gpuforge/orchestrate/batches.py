@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gpuforge.deploy.run import ApplyResult, HostResult
@@ -27,6 +26,7 @@ from gpuforge.orchestrate.applied_record import RolloutRecord, save_rollout_reco
 from gpuforge.orchestrate.node_lock import NodeLocks
 from gpuforge.orchestrate.slurm_drain import NodeHold
 from gpuforge.spec import Spec, hostlist
+from gpuforge.spec.cluster import Cluster
 
 STOPPED = "node left drained; rollout stopped"
 REBOOT_COMMAND = "rm -f /var/lib/gpuforge/reboot-required; systemctl reboot"
@@ -38,8 +38,7 @@ REBOOT_DOWN_S, REBOOT_UP_S = 300, 900
 class Rollout:
     """One run's rollout: its settings, its record, and how it deploys and validates nodes."""
 
-    spec: Spec
-    spec_path: str | Path
+    cluster: Cluster
     say: Callable[[str], None]
     allow_reboot: bool
     record: RolloutRecord
@@ -48,8 +47,12 @@ class Rollout:
     log: RunLog | None = None
     """The apply's run log: drains, reboots and resumes are written to it."""
 
+    @property
+    def spec(self) -> Spec:
+        return self.cluster.spec
+
     def save(self) -> None:
-        save_rollout_record(self.spec_path, self.record)
+        save_rollout_record(self.cluster, self.record)
 
     def note(self, event: str, nodes: list[str], **fields: Any) -> None:
         """A line of the run log about whole nodes (a drain, a reboot, a resume)."""
@@ -92,7 +95,7 @@ def roll_batch(ro: Rollout, batch: list[str], operator: dict[str, str], result: 
     """Drain, change, reboot if needed, validate, resume one batch (see the module's invariants),
     holding the batch's node locks from before the drain to after the resume: no other gpuforge
     run changes these nodes between the steps. A node another run holds stops the rollout."""
-    locks = node_lock.take(ro.spec, ro.spec_path, batch)
+    locks = node_lock.take(ro.cluster, batch)
     try:
         if locks.refused:
             for name, why in locks.refused.items():
@@ -110,7 +113,7 @@ def _roll_locked(
     included = [n for n in batch if n in operator]
     ro.record.drained += [n for n in ours if n not in ro.record.drained]
     ro.save()  # before the drain is sent: an interrupted run's next run gives these back
-    error = node_hold.drain(ro.spec, ro.spec_path, ours, included)
+    error = node_hold.drain(ro.cluster, ours, included)
     ro.note("drain", batch, result="failed" if error else "ok", error=shown(error))
     if error:
         _fail(result, batch, f"drain: {error} ({STOPPED})")
@@ -129,7 +132,7 @@ def _roll_locked(
         for name, text in problems.items():
             _fail(result, [name], f"{text} ({STOPPED})")
         return False
-    error = node_hold.resume(ro.spec, ro.spec_path, ours)
+    error = node_hold.resume(ro.cluster, ours)
     ro.note("resume", ours, result="failed" if error else "ok", error=shown(error))
     if error:
         _fail(result, ours, f"resume: {error}")
@@ -155,11 +158,11 @@ def reboot_batch(ro: Rollout, batch: list[str], result: ApplyResult, locks: Node
     ro.say(f"rebooting {hostlist.compress(needing)}")
     ro.note("reboot", needing, command=REBOOT_COMMAND)
     for name in needing:
-        remote.run(ro.spec, ro.spec_path, name, REBOOT_COMMAND, timeout=30)  # the session ends with the node
+        remote.run(ro.cluster, name, REBOOT_COMMAND, timeout=30)  # the session ends with the node
     back = []
     for name in needing:
-        gone = remote.wait_reachable(ro.spec, ro.spec_path, name, up=False, timeout=REBOOT_DOWN_S)
-        if gone and remote.wait_reachable(ro.spec, ro.spec_path, name, up=True, timeout=REBOOT_UP_S):
+        gone = remote.wait_reachable(ro.cluster, name, up=False, timeout=REBOOT_DOWN_S)
+        if gone and remote.wait_reachable(ro.cluster, name, up=True, timeout=REBOOT_UP_S):
             back.append(name)
         else:
             _fail(result, [name], f"did not come back within {REBOOT_UP_S // 60} minutes of a reboot ({STOPPED})")
@@ -181,7 +184,7 @@ def _lock_again(ro: Rollout, nodes: list[str], locks: NodeLocks, result: ApplyRe
         if old is not None:
             old.kill()
             old.wait()
-    again = node_lock.take(ro.spec, ro.spec_path, nodes)
+    again = node_lock.take(ro.cluster, nodes)
     locks.held.update(again.held)
     for name, why in again.refused.items():
         _fail(result, [name], f"after its reboot: {why} ({STOPPED})")

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuforge.spec import Spec, resolve_nodes, select_limit
-from gpuforge.spec.discovered import FORMAT, TOPOLOGY, facts_path, read_facts
+from gpuforge.spec.cluster import Cluster
+from gpuforge.spec.discovered import FORMAT, TOPOLOGY, read_facts
 from gpuforge.spec.hardware_rules import runs_slurmd, slurm_real_memory
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.node.inputs import HARDWARE as HARDWARE_INPUT
@@ -118,14 +119,13 @@ def write_facts(path: Path, cluster: str, nodes: dict[str, Any]) -> None:
         raise
 
 
-def discover(
-    spec: Spec, spec_path: str | Path, limit: str | None = None, transport: Transport | None = None
-) -> DiscoverResult:
+def discover(cluster: Cluster, limit: str | None = None, transport: Transport | None = None) -> DiscoverResult:
     """Read the selected nodes (default: all), merge them into the facts file, and say what changed."""
+    spec = cluster.spec
     wanted = set(select_limit(spec, limit)) if limit else None
     nodes = [n for n in resolve_nodes(spec) if wanted is None or n.name in wanted]
-    tr = transport or SshTransport(spec, spec_path, NO_SECRET_KEX_OPTION)
-    path = facts_path(spec_path)
+    tr = transport or SshTransport(cluster, NO_SECRET_KEX_OPTION)
+    path = cluster.facts_file
     old = read_facts(path)
     result = DiscoverResult(path)
     with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(nodes)))) as pool:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from gpuforge.deploy.fresh_nodes import serve_fresh
 from gpuforge.deploy.runstate import RunState
 from gpuforge.orchestrate import apply
 from gpuforge.orchestrate.plan import PlanResult, shown_ops
-from gpuforge.spec import Spec, load_spec, resolve_nodes
+from gpuforge.spec import Spec, resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.platforms import platform_for
 
 OS_RELEASE = "/etc/os-release"
@@ -41,7 +41,7 @@ def fresh_answer(spec: Spec, host: str, command: str) -> list[str]:
 def fresh_nodes(spec: Spec) -> Iterator[dict[str, list[str]]]:
     """Every host of the run a fresh node of its platform; the control host's SSH files not checked."""
     saved = apply.preflight
-    apply.preflight = lambda spec, spec_path: None
+    apply.preflight = lambda cluster: None
     try:
         with serve_fresh(lambda host, command: fresh_answer(spec, host, command)) as sent:
             yield sent
@@ -54,12 +54,12 @@ def representatives(spec: Spec) -> list[str]:
     return [g.hostnames[0] for g in spec.node_groups if g.hostnames]
 
 
-def fresh_plan(spec_path: str | Path, on_event: Callable[[str], None] | None = None) -> PlanResult:
-    """The plan of a fresh node of each group (SpecError, as ``plan``, for a spec that does not check)."""
-    spec = load_spec(spec_path)
+def fresh_plan(cluster: Cluster, on_event: Callable[[str], None] | None = None) -> PlanResult:
+    """The plan of a fresh node of each group."""
+    spec = cluster.spec
     run = RunState(dry_run=True)
     with fresh_nodes(spec):
-        result = apply.run_deploys(spec_path, limit=",".join(representatives(spec)), on_event=on_event, run=run)
+        result = apply.run_deploys(cluster, limit=",".join(representatives(spec)), on_event=on_event, run=run)
     hosts = {name: shown_ops(run.planned.get(name, [])) for name in result.hosts}
     errors = {name: h.error for name, h in result.hosts.items() if h.error}
     return PlanResult(hosts, errors)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 
 from gpuforge.orchestrate import remote
 from gpuforge.spec import Role, Spec, SpecError, SpecIssue, k8s_upstream, nodes_with, resolve_nodes
 from gpuforge.spec import k8s_day2 as day2
+from gpuforge.spec.cluster import Cluster
 
 KUBECTL = f"kubectl --kubeconfig {k8s_upstream.ADMIN_CONF}"
 CRICTL = f"crictl --runtime-endpoint {k8s_upstream.CRI_SOCKET_CONTAINERD}"
@@ -100,20 +100,21 @@ def removal_steps(old: Spec, name: str) -> list[RemovalStep]:
     return steps
 
 
-def run_removals(old: Spec, new: Spec, spec_path: str | Path) -> dict[str, str]:
-    """Remove every node ``old`` has and ``new`` lacks, one at a time; {node: error} of the first that
-    failed (empty when all left). An unreachable node's reset is skipped, not a failure."""
+def run_removals(old: Spec, cluster: Cluster) -> dict[str, str]:
+    """Remove every node ``old`` has and the ``cluster``'s spec lacks, one at a time; {node: error} of
+    the first that failed (empty when all left). An unreachable node's reset is skipped, not a failure."""
+    new, was = cluster.spec, cluster.with_spec(old)
     first = next(iter(nodes_with(new, Role.K8S_CONTROL_PLANE)), None)
     if first is None:
         return {}
     for name in removed(old, new):
         for step in removal_steps(old, name):
             if step.where == name:
-                cp = remote.run(old, spec_path, name, step.command, timeout=600)
+                cp = remote.run(was, name, step.command, timeout=600)
                 if cp.returncode == 255:  # ssh could not reach it: nothing to reset there
                     continue
             else:
-                cp = remote.run(new, spec_path, first.name, step.command, timeout=old.rollout.drain_timeout + 60)
+                cp = remote.run(cluster, first.name, step.command, timeout=old.rollout.drain_timeout + 60)
             if cp.returncode != 0:
                 err = cp.stderr.strip()[-500:] or f"exit status {cp.returncode}"
                 return {name: f"leaving the cluster: {step.summary}: {err} (on {step.where})"}

@@ -14,6 +14,7 @@ from gpuforge.deploy.secrets import state_root
 from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.applied_record import write_private
 from gpuforge.spec import Role, Spec, k8s_upstream, nodes_with
+from gpuforge.spec.cluster import Cluster
 
 
 class KubeconfigError(RuntimeError):
@@ -25,14 +26,15 @@ def default_path(spec: Spec) -> Path:
     return state_root() / spec.cluster.name / "admin.conf"
 
 
-def fetch(spec: Spec, spec_path: str | Path, dest: Path | None = None) -> Path:
+def fetch(cluster: Cluster, dest: Path | None = None) -> Path:
     """Copy ``/etc/kubernetes/admin.conf`` of the first control plane to ``dest`` (default
     :func:`default_path`); returns where it is."""
+    spec = cluster.spec
     planes = nodes_with(spec, Role.K8S_CONTROL_PLANE)
     if spec.kubernetes is None or not planes:
         raise KubeconfigError("the spec has no Kubernetes control plane")
     first = planes[0].name
-    cp = remote.run(spec, spec_path, first, f"cat {k8s_upstream.ADMIN_CONF}", timeout=60)
+    cp = remote.run(cluster, first, f"cat {k8s_upstream.ADMIN_CONF}", timeout=60)
     if cp.returncode != 0:
         why = cp.stderr.strip().splitlines()[-1:] or [f"exit {cp.returncode}"]
         raise KubeconfigError(f"{first}: cannot read {k8s_upstream.ADMIN_CONF} ({why[0]}): has kubeadm init run?")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuforge.orchestrate.remote import ssh_argv
-from gpuforge.spec import Spec
+from gpuforge.spec.cluster import Cluster
 
 LOCK_DIR = "/run/gpuforge"
 LOCK_FILE = f"{LOCK_DIR}/apply.lock"
@@ -63,11 +63,11 @@ def raise_open_files_limit(nodes: int) -> int:
     return soft
 
 
-def holder_text(spec_path: str | Path) -> str:
+def holder_text(spec_file: Path) -> str:
     """Who holds the lock: user@host, pid, UTC start time and spec file."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     user = getpass.getuser()
-    return f"{user}@{socket.gethostname()} pid {os.getpid()} since {stamp} ({Path(spec_path).name})"
+    return f"{user}@{socket.gethostname()} pid {os.getpid()} since {stamp} ({spec_file.name})"
 
 
 def lock_command(holder: str) -> str:
@@ -110,7 +110,7 @@ def _first_line(proc: subprocess.Popen[bytes], deadline: float) -> str:
     return proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
 
 
-def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
+def take(cluster: Cluster, names: list[str]) -> NodeLocks:
     """Take the lock on every node in ``names`` at once (one SSH session each).
 
     A session that the node's sshd hung up (ssh exit 255, closed or reset after it took the
@@ -122,11 +122,11 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
 
     locks = NodeLocks()
     raise_open_files_limit(len(names))
-    command = lock_command(holder_text(spec_path))
+    command = lock_command(holder_text(cluster.path))
     deadline = time.monotonic() + TAKE_TIMEOUT_S
     pending = list(names)
     for attempt in range(1, TAKE_TRIES + 1):
-        unreachable = _take_once(spec, spec_path, pending, command, deadline, locks)
+        unreachable = _take_once(cluster, pending, command, deadline, locks)
         pending = [n for n, why in unreachable.items() if ssh_failure_is_passing(why)]
         if not pending or attempt == TAKE_TRIES or time.monotonic() + RETRY_PAUSE_S >= deadline:
             break
@@ -134,9 +134,7 @@ def take(spec: Spec, spec_path: str | Path, names: list[str]) -> NodeLocks:
     return locks
 
 
-def _take_once(
-    spec: Spec, spec_path: str | Path, names: list[str], command: str, deadline: float, locks: NodeLocks
-) -> dict[str, str]:
+def _take_once(cluster: Cluster, names: list[str], command: str, deadline: float, locks: NodeLocks) -> dict[str, str]:
     """One try on ``names``: fills ``locks``; returns the nodes ssh could not reach, with ssh's stderr."""
     from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, explain_ssh_failure
 
@@ -146,7 +144,7 @@ def _take_once(
         locks.refused.pop(name, None)
         try:
             # The lock session carries no secret (a lock command and the holder's name).
-            argv = ssh_argv(spec, spec_path, name, command, options=NO_SECRET_KEX_OPTION)
+            argv = ssh_argv(cluster, name, command, options=NO_SECRET_KEX_OPTION)
             started[name] = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )

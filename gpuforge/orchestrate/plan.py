@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -26,7 +25,8 @@ from gpuforge.orchestrate.applied_record import RecordUnreadable, last_applied
 from gpuforge.orchestrate.apply import ApplyPreview, run_deploys
 from gpuforge.orchestrate.k8s_remove import RemovalStep
 from gpuforge.orchestrate.k8s_upgrade import check_version_steps
-from gpuforge.spec import hostlist, load_spec
+from gpuforge.spec import hostlist
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.diff import FieldChange, diff_specs
 from gpuforge.spec.layer_tags import LayerSelection
 from gpuforge.spec.redact import redact_url_credentials
@@ -156,15 +156,15 @@ def shown_ops(ops: list[PlannedOp]) -> list[PlannedOp]:
 
 
 def plan(
-    spec_path: str | Path,
+    cluster: Cluster,
     limit: str | None = None,
     layers: LayerSelection | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> PlanResult:
     """What apply would do on the selected nodes (``layers``: these only), read from them, changing nothing."""
-    spec = load_spec(spec_path)
+    spec = cluster.spec
     try:
-        old, problem = last_applied(spec_path), None
+        old, problem = last_applied(cluster), None
     except RecordUnreadable as exc:
         old, problem = None, str(exc)
     check_version_steps([old], spec)  # a Kubernetes minor skipped or a downgrade: exit 2, as apply
@@ -172,7 +172,7 @@ def plan(
     run = RunState(dry_run=True, image=compared)
     if layers is not None:
         run.layers, run.site_steps = layers.layers, layers.site_steps
-    result = run_deploys(spec_path, limit=limit, on_event=on_event, run=run)
+    result = run_deploys(cluster, limit=limit, on_event=on_event, run=run)
     hosts = {name: shown_ops(run.planned.get(name, [])) for name in result.hosts}
     images = {h: st.line() for h, st in compared.statuses(spec).items() if st.record.present or st.record.problem}
     errors = {name: redact_url_credentials(h.error) for name, h in result.hosts.items() if h.error}

@@ -10,7 +10,6 @@ the other nodes converge. In a plan, pyinfra runs dry and the steps run in check
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from gpuforge.deploy.converge import Step, StepKind
 from gpuforge.deploy.run import ApplyResult, HostResult, run_site
@@ -19,6 +18,7 @@ from gpuforge.extensions.ansible_inventory import vagrant_hosts
 from gpuforge.extensions.ansible_run import HostOutcome, StepOutcome, run_step
 from gpuforge.progress import Milestone
 from gpuforge.spec import Spec, resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.extensions import AnsibleStep
 from gpuforge.spec.nodes import targeted
 from gpuforge.spec.roles import LAYER_ORDER
@@ -84,15 +84,14 @@ def _record_step(results: dict[str, HostResult], run: RunState, outcome: StepOut
 
 
 def run_with_site_steps(
-    spec: Spec,
-    spec_path: str | Path,
+    cluster: Cluster,
     names: list[str] | None,
     run: RunState,
     on_event: Callable[[str], None] | None = None,
 ) -> ApplyResult:
     """Layers in segments with the site's Ansible steps between them (see the module docstring)."""
     say = on_event or (lambda _m: None)
-    spec_dir = Path(spec_path).resolve().parent
+    spec, spec_dir = cluster.spec, cluster.folder
     try:
         vagrant = vagrant_hosts(spec, str(spec_dir))
     except (RuntimeError, OSError) as exc:  # the layers still run; the steps fail on vagrant nodes
@@ -108,7 +107,7 @@ def run_with_site_steps(
         if walk:
             run.layers = walk
             try:
-                _merge(results, run_site(spec, spec_path, alive, run, on_event))
+                _merge(results, run_site(cluster, alive, run, on_event))
             finally:
                 run.layers = chosen
         alive = [n for n in alive if results[n].ok]

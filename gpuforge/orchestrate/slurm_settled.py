@@ -21,7 +21,6 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from subprocess import CompletedProcess
 
 from gpuforge.orchestrate import remote
@@ -29,6 +28,7 @@ from gpuforge.orchestrate.rollout import RolloutPlan, settle
 from gpuforge.orchestrate.slurm_upgrade_commands import DEB_PATTERNS
 from gpuforge.render.slurm import slurm_version_pin
 from gpuforge.spec import Spec, hostlist, resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.slurm_packages import SlurmSource, package_for
 
 #: The rolling field this module settles.
@@ -107,12 +107,13 @@ def read_settled(spec: Spec, nodes: list[str], run: NodeRead, need_slurmd: bool 
     return {n: v for n, v in versions.items() if v is not None}
 
 
-def settle_upgraded(spec: Spec, spec_path: str | Path, plan: RolloutPlan, say: Callable[[str], None]) -> None:
+def settle_upgraded(cluster: Cluster, plan: RolloutPlan, say: Callable[[str], None]) -> None:
     """Take the nodes already at the spec's Slurm version out of ``plan``'s roll for ``versions.slurm``."""
+    spec = cluster.spec
     nodes = [n for n in plan.rolling_nodes if SLURM_FIELD in plan.reasons.get(n, [])]
     if spec.slurm is None or not nodes:
         return
-    done = read_settled(spec, nodes, lambda n, c: remote.run(spec, spec_path, n, c, timeout=READ_TIMEOUT))
+    done = read_settled(spec, nodes, lambda n, c: remote.run(cluster, n, c, timeout=READ_TIMEOUT))
     if done:
         versions = ", ".join(sorted(set(done.values())))
         say(f"{hostlist.compress(sorted(done))} already run Slurm {versions}: not drained for {SLURM_FIELD}")

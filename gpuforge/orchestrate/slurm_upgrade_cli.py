@@ -26,17 +26,18 @@ from gpuforge.orchestrate.slurm_upgrade import (
 )
 from gpuforge.orchestrate.slurm_upgrade_limit import limit_upgrade, upgrade_steps
 from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_or_exit, select_limit
+from gpuforge.spec.cluster import Cluster
 
 
-def io_for(spec: Spec, spec_path: Path) -> UpgradeIO:
+def io_for(cluster: Cluster) -> UpgradeIO:
     """The flow's connection to a real cluster: SSH (host keys checked) and gpuforge's deploys."""
     from gpuforge.orchestrate.apply import run_deploys
 
     def run(node: str, command: str, timeout: float) -> CompletedProcess[str]:
-        return remote.run(spec, spec_path, node, command, timeout=timeout)
+        return remote.run(cluster, node, command, timeout=timeout)
 
     def deploy(nodes: list[str]) -> dict[str, str]:
-        result = run_deploys(spec_path, ",".join(nodes), lambda m: print(m, file=sys.stderr))
+        result = run_deploys(cluster, ",".join(nodes), lambda m: print(m, file=sys.stderr))
         return {n: h.error or "failed" for n, h in result.hosts.items() if not h.ok}
 
     return UpgradeIO(run=run, deploy=deploy, say=lambda m: print(m, file=sys.stderr, flush=True))
@@ -56,7 +57,7 @@ def upgrade_typer(
     conversion waited for), slurmctld, slurmd batch by batch with running jobs kept."""
     s = load_or_exit(spec)
     selected = _selected(s, limit)
-    io = io_for(s, spec)
+    io = io_for(Cluster.of(s, spec))
     try:
         plan = plan_upgrade(s, io)
         notes: list[str] = []

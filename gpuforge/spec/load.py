@@ -220,9 +220,15 @@ def load_spec(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Spec:
     """Load and check a spec file (a regular file within the size limit, read only then), with its
     ``discover: true`` groups' figures from the facts file beside it (``gpuforge.spec.discovered``).
     ``waive``: as ``parse_spec``'s."""
+    return load_spec_and_text(path, waive)[0]
+
+
+def load_spec_and_text(path: str | Path, waive: frozenset[Loc] = frozenset()) -> tuple[Spec, str]:
+    """:func:`load_spec`, and the file's text as it was read (the one read)."""
     from gpuforge.spec.discovered import apply_discovered
 
-    return apply_discovered(parse_spec(read_spec_text(path), str(path), waive=waive), path)
+    text = read_spec_text(path)
+    return apply_discovered(parse_spec(text, str(path), waive=waive), path), text
 
 
 def load_or_exit(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Spec:

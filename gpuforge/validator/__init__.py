@@ -7,7 +7,7 @@
 - :mod:`.config`: ``health_config(spec, node)``, the node's ``/etc/gpuforge/health.json``
 - :mod:`.cluster`: cluster-wide checks (sinfo/srun from the controller, kubectl, munge key, host keys)
 - :mod:`.registry`: every check by id, selection with dependencies
-- :mod:`.runner`: ``validate(spec, spec_path, checks=None, limit=None) -> Report``
+- :mod:`.runner`: ``validate(loaded_cluster, checks=None, limit=None) -> Report``
 - :mod:`.report`: the report as a rich table, JSON (``report.schema.json``), JUnit XML, Prometheus textfile
 - :mod:`.cli`: ``validate_cmd`` and ``health_cmd`` for the ``gpuforge`` CLI
 """

@@ -27,6 +27,7 @@ def validate_cmd(
     checks: str | None = None,
 ) -> int:
     """Validate a running cluster against SPEC; 0 all passed, 1 a check failed, 2 could not run."""
+    from gpuforge.spec.cluster import Cluster
     from gpuforge.validator.registry import UnknownCheck
     from gpuforge.validator.report import write_atomic
     from gpuforge.validator.runner import validate
@@ -39,7 +40,7 @@ def validate_cmd(
         return 2
     try:
         with err.status("validating") as status:
-            report = validate(s, spec, checks=checks, limit=limit, on_event=status_printer(err, status))
+            report = validate(Cluster.of(s, spec), checks=checks, limit=limit, on_event=status_printer(err, status))
     except SpecError as e:  # --limit names no node of the spec
         print(e.format(), file=sys.stderr)
         return 2

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from gpuforge.progress import Milestone
@@ -31,6 +30,7 @@ from gpuforge.render.health import health_config
 from gpuforge.render.node_program import node_program
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.bounded_read import NodeOutputError, bounded_json, run_bounded
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_limit
 from gpuforge.validator import cluster, cluster_config, cluster_gpu_jobs, cluster_k8s, k8s_probe, site_checks
@@ -100,9 +100,9 @@ class SshTransport:
 
     strict = True
 
-    def __init__(self, spec: Spec, spec_path: str | Path, options: tuple[str, ...] = ()) -> None:
-        self.spec = spec
-        self.spec_dir = Path(spec_path).resolve().parent
+    def __init__(self, cluster: Cluster, options: tuple[str, ...] = ()) -> None:
+        self.spec = cluster.spec
+        self.spec_dir = cluster.folder
         self.options = options
         self._vagrant: dict[str, Any] | None = None
 
@@ -385,8 +385,7 @@ def _site_selection(
 
 
 def validate(
-    spec: Spec,
-    spec_path: str | Path,
+    loaded: Cluster,
     checks: str | Sequence[str] | None = None,
     limit: str | None = None,
     *,
@@ -394,12 +393,14 @@ def validate(
     on_event: Callable[[str], None] | None = None,
     exclude: str | Sequence[str] | None = None,
 ) -> Report:
-    """Validate the cluster (or the nodes in ``limit``) against the spec; never raises for node problems.
+    """Validate the cluster (or the nodes in ``limit``) against the spec ``loaded`` (read once by the
+    command line); never raises for node problems.
 
     ``checks``: ids, id prefixes or layers (their dependencies run too); ``exclude`` drops some
     (e.g. ``scheduler.node_state`` for nodes a rolling apply drained on purpose). Raises
     ``registry.UnknownCheck`` for an unknown token and ``ValueError`` when ``limit`` selects no node.
     """
+    spec = loaded.spec
     t_start = time.monotonic()
     started = time.time()
     say = on_event or (lambda _m: None)
@@ -408,11 +409,11 @@ def validate(
     selected = resolve(checks, exclude)
     selected_ids = {c.id for c in selected}
     nodes = _limited_nodes(spec, limit)
-    tr = transport or SshTransport(spec, spec_path, options=NO_SECRET_KEX_OPTION)
+    tr = transport or SshTransport(loaded, options=NO_SECRET_KEX_OPTION)
     node_checks = [c for c in selected if c.scope == "node"]
     cluster_checks = [c for c in selected if c.scope in ("cluster", "control") and c is not CONNECTION]
 
-    data = ClusterData(spec=spec, spec_path=Path(spec_path), nodes=nodes)
+    data = ClusterData(spec=spec, spec_path=loaded.path, nodes=nodes)
     data.ssh_strict = bool(getattr(tr, "strict", True))
     data.ssh_targets = _ssh_targets(tr, nodes)
     controllers = nodes_with(spec, Role.CONTROLLER)
@@ -428,7 +429,7 @@ def validate(
         futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks, NODE_TIMEOUT_S, read_managed) for n in nodes}
         slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
         kube_f = pool.submit(tr.run, planes[0], _kube_command(spec)) if want_kube and planes else None
-        site_f = _start_site_checks(pool, spec, spec_path, tr, nodes, say) if want_site else {}
+        site_f = _start_site_checks(pool, loaded, tr, nodes, say) if want_site else {}
         reader = _config_reader(spec, tr)
         gathered = {g.key: pool.submit(g.fn, data, reader) for g in cluster.GATHERERS if g.checks & selected_ids}
         runs = _collect(futures, say, time.monotonic())
@@ -454,7 +455,7 @@ def validate(
     _merge_node_runs(data, nodes, runs, node_checks)
     _judge_cluster_checks(data, tr, cluster_checks, controllers, say)
     reports = _node_reports(data, nodes, runs, site_runs, selected_ids)
-    return Report(spec.cluster.name, str(spec_path), reports, started, time.monotonic() - t_start)
+    return Report(spec.cluster.name, str(loaded.path), reports, started, time.monotonic() - t_start)
 
 
 def _limited_nodes(spec: Spec, limit: str | None) -> list[Node]:
@@ -591,14 +592,13 @@ def _node_reports(
 
 def _start_site_checks(
     pool: ThreadPoolExecutor,
-    spec: Spec,
-    spec_path: str | Path,
+    loaded: Cluster,
     tr: Transport,
     nodes: list[Node],
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     """The site's testinfra checks of each node that has some, started in ``pool``."""
-    spec_dir = Path(spec_path).resolve().parent
+    spec, spec_dir = loaded.spec, loaded.folder
     vagrant = getattr(tr, "vagrant_hosts", dict)
     started = {
         n.name: pool.submit(site_checks.site_results, spec, spec_dir, n, vagrant)

@@ -13,6 +13,7 @@ import pytest
 from gpuforge.acceptance import replace, results, slurm_actions, spares, tools
 from gpuforge.acceptance.campaign import Cluster, run_campaign
 from gpuforge.spec import Spec
+from gpuforge.spec.cluster import Cluster as Loaded
 from tests.acceptance.stub_slurm import StubSlurm
 
 HEALTH_STUB = """#!/bin/sh
@@ -43,7 +44,7 @@ def health_stub(stub: StubSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def campaign(spec: Spec, path: Path, stub: StubSlurm, **kw: Any) -> results.Campaign:
-    return run_campaign(spec, path, transport=stub, poll_s=0.05, **kw)
+    return run_campaign(Loaded.of(spec, path), transport=stub, poll_s=0.05, **kw)
 
 
 SPARE_PARTS = [{"name": "batch", "nodes": "node[1-2]", "default": True}, {"name": "spare", "nodes": "node3"}]
@@ -123,7 +124,7 @@ def test_a_spare_moves_in_when_a_node_fails_and_the_swap_is_recorded(
     stub.env.update(STUB_HEALTH_FAIL="node2")
     camp = campaign(spec, path, stub)
     assert {g.name: g.nodes for g in camp.groups} == {"batch": ["node1", "node2"], "spare": ["node3"]}
-    replace.restore_capacity(Cluster(spec, path, stub), spec, camp)
+    replace.restore_capacity(Cluster(Loaded.of(spec, path), stub), spec, camp)
     state = stub.read()
     assert state["partitions"]["batch"] == ["node1", "node2", "node3"] and state["nodes"]["node2"]["state"] == "drained"
     why = "node2 is out of service (drained: " + state["nodes"]["node2"]["reason"] + ")"
@@ -136,13 +137,13 @@ def test_a_spare_moves_in_when_a_node_fails_and_the_swap_is_recorded(
     results.save(camp)
 
     # node1 asked to be replaced: drained, but the pool is empty now
-    out = replace.replace_node(Cluster(spec, path, stub), spec, "node1")
+    out = replace.replace_node(Cluster(Loaded.of(spec, path), stub), spec, "node1")
     assert not out.ok and "no healthy spare left" in out.message
     assert stub.read()["nodes"]["node1"]["reason"] == "gpuforge: replace: taken out by gpuforge replace"
 
     # node2 repaired: tested alone in a reservation, passes, joins the spare pool
     stub.env.pop("STUB_HEALTH_FAIL")
-    back, retest = replace.return_node(Cluster(spec, path, stub), spec, path, "node2", poll_s=0.05)
+    back, retest = replace.return_node(Cluster(Loaded.of(spec, path), stub), "node2", poll_s=0.05)
     assert back.ok, back.message
     assert retest is not None and retest.node("node2").status == "pass"  # type: ignore[union-attr]
     state = stub.read()
@@ -159,11 +160,11 @@ def test_replace_keeps_an_operators_drain_and_still_brings_a_spare(
     spec, path = spec_at(fast([{"partition": "batch", "nodes": "node3", "size": 2}], SPARE_PARTS))
     results.save(campaign(spec, path, stub))  # everyone healthy: node3 is a healthy spare
     stub.set_node("node1", state="drained", reason="DIMM swap (ops)")
-    out = replace.replace_node(Cluster(spec, path, stub), spec, "node1")
+    out = replace.replace_node(Cluster(Loaded.of(spec, path), stub), spec, "node1")
     assert out.ok, out.message
     assert stub.read()["nodes"]["node1"]["reason"] == "DIMM swap (ops)"
     assert stub.read()["partitions"]["batch"] == ["node1", "node2", "node3"]
-    back, _ = replace.return_node(Cluster(spec, path, stub), spec, path, "node1", poll_s=0.05)
+    back, _ = replace.return_node(Cluster(Loaded.of(spec, path), stub), "node1", poll_s=0.05)
     assert not back.ok and "not drained by gpuforge" in back.message
     assert stub.read()["nodes"]["node1"]["reason"] == "DIMM swap (ops)" and stub.read()["reservations"] == {}
 

@@ -19,6 +19,7 @@ from gpuforge.acceptance import kube_actions, kube_campaign, spares
 from gpuforge.acceptance.campaign import Cluster
 from gpuforge.cli import app
 from gpuforge.spec import Spec, load_spec
+from gpuforge.spec.cluster import Cluster as Loaded
 from tests.acceptance.conftest import STRESS_STUB
 from tests.acceptance.stub_kube_jobs import StubKubeJobs
 from tests.helpers import INVENTORIES
@@ -67,8 +68,8 @@ def test_campaign_runs_jobs_judges_cordons_and_brings_in_a_spare(kube: StubKubeJ
     kube.set_node("kinf02", unschedulable=True)  # an operator's cordon: no gpuforge mark
     kube.env.update(STUB_RATES="kgpu01=2100,kgpu02=2150,kgpu03=420,kgpu04=2120,kgpu05=2110", STUB_STRESS_FAIL="kgpu04",
                     STUB_POD_CRASH="kinf01")  # fmt: skip
-    camp = kube_campaign.run_kube_campaign(spec, path, transport=kube, poll_s=0.05)
-    kube_campaign.restore_capacity(Cluster(spec, path, kube), spec, camp)
+    camp = kube_campaign.run_kube_campaign(Loaded.of(spec, path), transport=kube, poll_s=0.05)
+    kube_campaign.restore_capacity(Cluster(Loaded.of(spec, path), kube), spec, camp)
     doc = camp.to_dict()
     status = {n["node"]: n["status"] for n in doc["nodes"]}
     assert status == {"kmon1": "pass", "kgpu01": "pass", "kgpu02": "pass", "kgpu03": "outlier",
@@ -113,8 +114,9 @@ def test_report_only_fails_the_node_and_cordons_nothing(kube: StubKubeJobs, spec
     """``gpuforge accept --no-act`` on Kubernetes: the same judgement, no cordon nor taint."""
     spec, path = spec_file()
     kube.env.update(STUB_STRESS_FAIL="kgpu04")
-    camp = kube_campaign.run_kube_campaign(spec, path, names=["kgpu03", "kgpu04"], transport=kube, poll_s=0.05,
-                                           act=False)  # fmt: skip
+    camp = kube_campaign.run_kube_campaign(
+        Loaded.of(spec, path), names=["kgpu03", "kgpu04"], transport=kube, poll_s=0.05, act=False
+    )
     assert camp.node("kgpu04").status == "fail"  # type: ignore[union-attr]
     node = kube.read()["nodes"]["kgpu04"]
     assert not node["unschedulable"] and node["taints"] == [] and camp.actions == []
@@ -125,7 +127,7 @@ def test_a_pod_that_never_starts_has_its_job_deleted_and_its_node_untested(
 ) -> None:
     spec, path = spec_file(start_timeout_s=1)
     kube.env.update(STUB_NEVER_START="kmon1")
-    camp = kube_campaign.run_kube_campaign(spec, path, names=["kmon1"], transport=kube, poll_s=0.05)
+    camp = kube_campaign.run_kube_campaign(Loaded.of(spec, path), names=["kmon1"], transport=kube, poll_s=0.05)
     assert "its pod did not start within 1 s (ErrImagePull): Job deleted" in (camp.node("kmon1").untested or "")  # type: ignore[union-attr]
     calls = kube.calls()
     assert not any(c.startswith("kubectl logs") for c in calls), "no log read from a Job that never ran"
@@ -137,7 +139,7 @@ def test_a_pod_that_never_starts_has_its_job_deleted_and_its_node_untested(
 def test_a_node_cordoned_meanwhile_is_kept_as_it_is(kube: StubKubeJobs, spec_file: Callable) -> None:
     spec, path = spec_file()
     kube.env.update(STUB_STRESS_FAIL="kgpu02", STUB_CORDON_DURING="kgpu02")
-    camp = kube_campaign.run_kube_campaign(spec, path, names=["kgpu01", "kgpu02", "kgpu03"], transport=kube,
+    camp = kube_campaign.run_kube_campaign(Loaded.of(spec, path), names=["kgpu01", "kgpu02", "kgpu03"], transport=kube,
                                            poll_s=0.05)  # fmt: skip
     assert [a["result"] for a in camp.actions] == ["kept: cordoned by someone else (no mark)"]
     node = kube.read()["nodes"]["kgpu02"]
@@ -147,7 +149,9 @@ def test_a_node_cordoned_meanwhile_is_kept_as_it_is(kube: StubKubeJobs, spec_fil
 def test_a_rollouts_cordon_is_not_tested_nor_taken_over(kube: StubKubeJobs, spec_file: Callable) -> None:
     spec, path = spec_file()
     kube.set_node("kgpu01", unschedulable=True, annotations={"gpuforge.dev/cordoned-by": "rolling-change"})
-    camp = kube_campaign.run_kube_campaign(spec, path, names=["kgpu01", "kgpu02"], transport=kube, poll_s=0.05)
+    camp = kube_campaign.run_kube_campaign(
+        Loaded.of(spec, path), names=["kgpu01", "kgpu02"], transport=kube, poll_s=0.05
+    )
     assert camp.node("kgpu01").untested == "cordoned (rolling-change): left as it is"  # type: ignore[union-attr]
     assert kube.read()["nodes"]["kgpu01"]["history"] == [], "nothing done to it"
 
@@ -160,7 +164,7 @@ def test_jobs_are_deleted_when_the_campaign_is_interrupted(kube: StubKubeJobs, s
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        kube_campaign.run_kube_campaign(spec, path, names=["kgpu01", "kgpu02"], transport=kube, poll_s=0.05,
+        kube_campaign.run_kube_campaign(Loaded.of(spec, path), names=["kgpu01", "kgpu02"], transport=kube, poll_s=0.05,
                                         say=interrupt)  # fmt: skip
     state = kube.read()
     assert state["applied"] and state["jobs"] == {}, "the Jobs were deleted on the way out"
@@ -205,16 +209,16 @@ def test_replace_on_kubernetes(kube: StubKubeJobs, spec_file: Callable, monkeypa
     from gpuforge.acceptance import kube_replace, results
 
     spec, path = spec_file(spares=[POOL])
-    camp = kube_campaign.run_kube_campaign(spec, path, transport=kube, poll_s=0.05)
+    camp = kube_campaign.run_kube_campaign(Loaded.of(spec, path), transport=kube, poll_s=0.05)
     results.save(camp)
-    out = kube_replace.replace_node(Cluster(spec, path, kube), spec, "kgpu02")
+    out = kube_replace.replace_node(Cluster(Loaded.of(spec, path), kube), spec, "kgpu02")
     assert out.ok, out.message
     state = kube.read()["nodes"]
     reason = state["kgpu02"]["annotations"]["gpuforge.dev/accept-reason"]
     assert state["kgpu02"]["unschedulable"] and reason == "gpuforge: replace: taken out by gpuforge replace"
     assert state["kgpu05"]["labels"] == {"gpuforge.dev/pool": "gpu"} and state["kgpu05"]["taints"] == []
     assert spares.load_record(spec.cluster.name).moved_in == {"gpu": ["kgpu05"]}
-    again = kube_replace.replace_node(Cluster(spec, path, kube), spec, "kgpu03")
+    again = kube_replace.replace_node(Cluster(Loaded.of(spec, path), kube), spec, "kgpu03")
     assert not again.ok and "no healthy spare left" in again.message
     monkeypatch.setattr(campaign_mod, "SshTransport", lambda *a, **k: kube)
     back = CliRunner().invoke(app, ["replace", str(path), "kgpu02", "--back"])

@@ -16,6 +16,7 @@ import pytest
 
 from gpuforge.acceptance import batch, kube_actions, node_runner, tools
 from gpuforge.acceptance.campaign import run_campaign
+from gpuforge.spec.cluster import Cluster as Loaded
 from tests.acceptance.stub_slurm import StubSlurm
 from tests.acceptance.test_campaign import HEALTH_STUB, fast
 
@@ -42,7 +43,7 @@ def test_a_node_cannot_fail_another_node(stub: StubSlurm, spec_at: Callable, evi
     spec, path = spec_at(fast())
     for n in ("node1", "node2", "node3"):
         stub.set_node(n, partitions=["batch"])
-    camp = run_campaign(spec, path, transport=stub, poll_s=0.05)
+    camp = run_campaign(Loaded.of(spec, path), transport=stub, poll_s=0.05)
     status = {n.node: n.status for n in camp.nodes}
     assert status["node2"] == "pass", camp.to_dict()
     assert stub.read()["nodes"]["node2"]["state"] == "idle", "a healthy node was drained on another node's word"

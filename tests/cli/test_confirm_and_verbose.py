@@ -16,6 +16,7 @@ from gpuforge import progress
 from gpuforge.cli import app
 from gpuforge.deploy.runlog import run_files
 from gpuforge.orchestrate.applied_record import last_applied
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.redact import redact_url_credentials
 from tests.conftest import REPO, run_cli
 from tests.converge.simulated import SimulatedCluster
@@ -69,7 +70,7 @@ def test_a_no_at_the_question_changes_nothing(
     assert "  node1: " in res.stderr and "  node3: " in res.stderr and QUESTION in res.stderr
     assert "apply cancelled: nothing was changed" in res.stderr
     assert cluster.commands and not changed_anything(cluster)  # facts were read for the plan; nothing else
-    assert run_files() == [] and last_applied(spec_file) is None
+    assert run_files() == [] and last_applied(load_cluster(spec_file)) is None
 
 
 @pytest.mark.parametrize("answer", ["y\n", "yes\n", "Y\n"])
@@ -80,7 +81,7 @@ def test_a_yes_at_the_question_applies(
     res = CliRunner().invoke(app, ["apply", str(spec_file)], input=answer)
     assert res.exit_code == 0, res.output
     assert "Plan: 3 of 3 node(s) to change" in res.stderr and QUESTION in res.stderr
-    assert changed_anything(cluster) and last_applied(spec_file) is not None
+    assert changed_anything(cluster) and last_applied(load_cluster(spec_file)) is not None
     assert len(run_files()) == 1
 
 

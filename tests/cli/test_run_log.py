@@ -20,6 +20,7 @@ from gpuforge.deploy.runlog import BadSince, RunLog, parse_since, run_files, sel
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.apply import apply
 from gpuforge.render.health import HEALTH_CONFIG, HEALTH_KEY
+from gpuforge.spec.cluster import load_cluster
 from tests.converge.simulated import SimulatedCluster
 
 
@@ -28,7 +29,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_an_apply_logs_every_step_on_every_node(spec_file: Path, cluster: SimulatedCluster, tmp_path: Path) -> None:
-    assert apply(spec_file, limit="node1,node3").ok
+    assert apply(load_cluster(spec_file), limit="node1,node3").ok
     (path,) = run_files()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     log = lines(path)
@@ -77,7 +78,7 @@ def test_an_apply_logs_every_step_on_every_node(spec_file: Path, cluster: Simula
 def test_a_failed_step_is_logged_with_why_and_the_rest_not_run(spec_file: Path, cluster: SimulatedCluster) -> None:
     why = "useradd: cannot lock /etc/passwd; try again later."
     cluster.respond(r"useradd .* slurm$", [why], ok=False, host="node2")
-    result = apply(spec_file)
+    result = apply(load_cluster(spec_file))
     assert not result.hosts["node2"].ok
     log = lines(run_files()[-1])
     base = [e for e in log if e["event"] == "step" and e["node"] == "node2" and e["layer"] == "base"]
@@ -129,8 +130,8 @@ def test_select_entries_by_node_time_and_cluster() -> None:
 
 
 def test_gpuforge_log_prints_what_was_done_to_a_node(spec_file: Path, cluster: SimulatedCluster) -> None:
-    assert apply(spec_file, limit="node1").ok
-    assert apply(spec_file, limit="node3").ok
+    assert apply(load_cluster(spec_file), limit="node1").ok
+    assert apply(load_cluster(spec_file), limit="node3").ok
     runner = CliRunner()
     res = runner.invoke(app, ["log", "--node", "node3"])
     assert res.exit_code == 0, res.output

@@ -17,6 +17,7 @@ from gpuforge.deploy.runlog import run_files
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.applied_record import last_applied
 from gpuforge.orchestrate.saved_plan import FORMAT, file_sha256
+from gpuforge.spec.cluster import load_cluster
 from tests.cli.test_confirm_and_verbose import changed_anything
 from tests.converge.simulated import SimulatedCluster
 
@@ -72,7 +73,7 @@ def test_apply_of_the_plan_file_applies_it_without_asking(
     res = CliRunner().invoke(app, ["apply", str(out)])  # stdin is not a terminal: no --yes needed
     assert res.exit_code == 0, res.output
     assert "Plan: 3 of 3 node(s) to change" in res.stderr and "Apply these changes?" not in res.stderr
-    assert changed_anything(cluster) and last_applied(spec_file) is not None and len(run_files()) == 1
+    assert changed_anything(cluster) and last_applied(load_cluster(spec_file)) is not None and len(run_files()) == 1
 
 
 def test_a_plan_file_keeps_its_limit(spec_file: Path, cluster: SimulatedCluster, tmp_path: Path) -> None:
@@ -112,7 +113,7 @@ def test_a_node_that_moved_is_named_and_nothing_is_touched(
     assert f"{spec_file}: the cluster moved since the plan was made; nothing was applied; plan again:\n" in text
     assert "  node3: its state differs: apply would now do something else there" in text
     assert "node1:" not in text.split("plan again:")[1] and "node2:" not in text.split("plan again:")[1]
-    assert not changed_anything(cluster) and run_files() == [] and last_applied(spec_file) is None
+    assert not changed_anything(cluster) and run_files() == [] and last_applied(load_cluster(spec_file)) is None
 
 
 def test_an_unreachable_node_is_a_moved_one(spec_file: Path, cluster: SimulatedCluster, tmp_path: Path) -> None:
@@ -121,7 +122,7 @@ def test_an_unreachable_node_is_a_moved_one(spec_file: Path, cluster: SimulatedC
     res = CliRunner().invoke(app, ["apply", str(out)])
     assert res.exit_code == 2, res.output
     assert "  node2: unreachable over SSH" in res.stderr
-    assert last_applied(spec_file) is None
+    assert last_applied(load_cluster(spec_file)) is None
 
 
 @pytest.mark.parametrize("option", [["--limit", "node1"], ["--tags", "slurm"], ["--skip-tags", "nvidia"]])

@@ -24,6 +24,7 @@ from gpuforge.orchestrate.applied_record import (
 from gpuforge.orchestrate.apply import apply
 from gpuforge.orchestrate.plan import plan
 from gpuforge.spec import load_spec, resolve_nodes, select_limit
+from gpuforge.spec.cluster import Cluster, load_cluster
 from gpuforge.spec.layer_tags import TAGS, LayerSelection, TagError, select_layers
 from tests.conftest import REPO, run_cli
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
@@ -116,9 +117,9 @@ def _layers(result_hosts: dict[str, list], node: str) -> list[str]:
 
 
 def test_plan_with_tags_plans_those_layers_only(spec_file: Path, cluster: SimulatedCluster) -> None:
-    full = plan(spec_file, limit="gpu001,ctl01")
-    skipped = plan(spec_file, limit="gpu001,ctl01", layers=select_layers(None, "nvidia"))
-    only = plan(spec_file, limit="gpu001,ctl01", layers=select_layers("base,slurm", None))
+    full = plan(load_cluster(spec_file), limit="gpu001,ctl01")
+    skipped = plan(load_cluster(spec_file), limit="gpu001,ctl01", layers=select_layers(None, "nvidia"))
+    only = plan(load_cluster(spec_file), limit="gpu001,ctl01", layers=select_layers("base,slurm", None))
     for node in ("gpu001", "ctl01"):
         assert _layers(skipped.hosts, node) == [x for x in _layers(full.hosts, node) if x not in NVIDIA]
         assert set(_layers(only.hosts, node)) == {"base"} | {x for x in _layers(full.hosts, node) if "slurm" in x}
@@ -134,7 +135,7 @@ def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.Monk
     from gpuforge.orchestrate import apply as apply_module
     from gpuforge.orchestrate import remote, slurm_drain
 
-    assert apply(spec_file).ok
+    assert apply(load_cluster(spec_file)).ok
     data = yaml.safe_load(spec_file.read_text())
     data["versions"]["driver"]["version"] = "570.172.08"
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -150,9 +151,9 @@ def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.Monk
 def test_tagged_apply_leaves_rolling_nodes_alone_and_records_nothing(
     spec_file: Path, cluster: SimulatedCluster, rolling: StubSlurm
 ) -> None:
-    before = last_applied(spec_file)
+    before = last_applied(load_cluster(spec_file))
     assert before is not None and before.versions.driver is not None
-    result = apply(spec_file, layers=select_layers(None, "nvidia"))  # skip the layer holding the change
+    result = apply(load_cluster(spec_file), layers=select_layers(None, "nvidia"))  # skip the layer holding the change
     gpus = [f"gpu{i:03d}" for i in range(1, 65)]
     assert result.ok
     assert set(result.waiting) == set(gpus)
@@ -161,15 +162,15 @@ def test_tagged_apply_leaves_rolling_nodes_alone_and_records_nothing(
     assert {"ctl01", "login01", "mon01"} <= set(result.hosts)
     assert not [line for line in rolling.log() if "State=" in line]  # nothing drained or resumed
     # Nothing recorded: the applied spec is the old one; the rollout record lists no converged node.
-    after = last_applied(spec_file)
+    after = last_applied(load_cluster(spec_file))
     assert after is not None and after.versions.driver == before.versions.driver
-    record, _ = load_rollout_record(spec_file)
+    record, _ = load_rollout_record(load_cluster(spec_file))
     assert record.converged == [] and record.drained == []
     # The next full apply still rolls the driver change, drained batch by batch, and records it.
-    full = apply(spec_file)
+    full = apply(load_cluster(spec_file))
     assert full.ok and not full.waiting, {n: h.error for n, h in full.hosts.items() if h.error}
     assert len([line for line in rolling.log() if "State=DRAIN" in line]) == 2
-    recorded = last_applied(spec_file)
+    recorded = last_applied(load_cluster(spec_file))
     assert recorded is not None and recorded.versions.driver is not None
     assert recorded.versions.driver.version == "570.172.08"
     # The run logs: the tagged run's says which layers and nothing about drains; the full one's
@@ -188,21 +189,21 @@ def test_tags_never_resume_a_node_an_interrupted_rollout_left_drained(
     spec_file: Path, cluster: SimulatedCluster, rolling: StubSlurm
 ) -> None:
     spec = load_spec(spec_file)
-    save_rollout_record(spec_file, RolloutRecord(drained=["mon01"], spec=spec_text(spec), converged=[]))
-    result = apply(spec_file, limit="mon01,login01", layers=select_layers("monitoring", None))
+    save_rollout_record(load_cluster(spec_file), RolloutRecord(drained=["mon01"], spec=spec_text(spec), converged=[]))
+    result = apply(load_cluster(spec_file), limit="mon01,login01", layers=select_layers("monitoring", None))
     assert result.waiting == {
         "mon01": "left drained by an interrupted rollout: apply without --tags/--skip-tags finishes it"
     }
     assert "mon01" not in cluster.commands and "login01" in cluster.commands
     assert not [line for line in rolling.log() if "State=" in line]
-    record, _ = load_rollout_record(spec_file)
+    record, _ = load_rollout_record(load_cluster(spec_file))
     assert record.drained == ["mon01"]  # still gpuforge's to give back, by a full apply
 
 
 def test_tagged_first_apply_records_nothing_as_applied(spec_file: Path, cluster: SimulatedCluster) -> None:
-    result = apply(spec_file, limit="ctl01,gpu001", layers=select_layers("base", None))
+    result = apply(load_cluster(spec_file), limit="ctl01,gpu001", layers=select_layers("base", None))
     assert result.ok and not result.waiting
-    assert last_applied(spec_file) is None
+    assert last_applied(load_cluster(spec_file)) is None
     ops = {s for n in ("ctl01", "gpu001") for s in result.hosts[n].changed}
     assert ops and all(op.startswith("base:") for op in ops), ops
 
@@ -261,7 +262,7 @@ def test_site_steps_and_segments_follow_the_tags(
     runs: list[tuple[str, ...] | None] = []
     steps: list[str] = []
 
-    def run_site(_spec: object, _path: object, names: list[str], run: RunState, _say: object) -> ApplyResult:
+    def run_site(_cluster: object, names: list[str], run: RunState, _say: object) -> ApplyResult:
         runs.append(run.layers)
         return ApplyResult({n: HostResult(n) for n in names})
 
@@ -276,7 +277,7 @@ def test_site_steps_and_segments_follow_the_tags(
     if not run.site_steps:  # run_deploys leaves the steps out: one plain run of the chosen layers
         assert walked is None and run.layers == select_layers(tags, skip).layers  # type: ignore[union-attr]
         return
-    result = site_steps.run_with_site_steps(spec, "spec.yaml", ["node1", "node2"], run)
+    result = site_steps.run_with_site_steps(Cluster.of(spec, "spec.yaml"), ["node1", "node2"], run)
     assert runs == walked and steps == (["baseline"] if stepped else [])
     assert sorted(result.hosts) == ["node1", "node2"] and result.ok
     assert run.layers == (None if tags is None and skip is None else select_layers(tags, skip).layers)  # type: ignore[union-attr]

@@ -39,6 +39,7 @@ from gpuforge.render import nvidia_sources as src
 from gpuforge.render.kubernetes import K8S_SYSCTLS
 from gpuforge.render.nvidia import CDI_SPEC, TOOLKIT_CONFIG, UNPRIVILEGED_GPU_SETTINGS
 from gpuforge.spec import Spec, k8s_day2, k8s_upstream, resolve_nodes
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.nodes import Node
 from tests.converge.simulated import SimulatedCluster, SimulatedConnector, simulated
@@ -201,7 +202,7 @@ def recording_layers() -> Iterator[dict[str, list[Layer]]]:
 def dry_run(spec_path: Path) -> RunState:
     """A plan of ``spec_path`` on the simulated nodes (every node answering)."""
     run = RunState(dry_run=True)
-    result = run_deploys(spec_path, run=run)
+    result = run_deploys(load_cluster(spec_path), run=run)
     assert result.ok, {n: h.error for n, h in result.hosts.items() if h.error}
     return run
 

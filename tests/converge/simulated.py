@@ -114,7 +114,7 @@ def lock_nodes_locally(monkeypatch: pytest.MonkeyPatch, where: Path, unreachable
     a node in ``unreachable`` answers as ssh does when there is no route."""
     from gpuforge.orchestrate import node_lock
 
-    def local_lock(spec: Any, spec_path: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
+    def local_lock(cluster: Any, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
         if unreachable is not None and name in unreachable:
             return ["sh", "-c", "echo 'ssh: connect to host: No route to host' >&2; exit 255"]
         return ["sh", "-c", command.replace(node_lock.LOCK_DIR, shlex.quote(str(where / name)))]

@@ -126,7 +126,7 @@ class StubKube:
         return sum(p["node"] == name for p in self.read()["pods"])
 
     def remote_run(
-        self, spec: Any, spec_path: Any, node: str, command: str, timeout: float = 120
+        self, cluster: Any, node: str, command: str, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         if node != self.controller:
             self.node_commands.append((node, command))

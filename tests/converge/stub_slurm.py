@@ -159,7 +159,7 @@ class StubSlurm:
             return subprocess.CompletedProcess(command, 124, "", f"timed out after {timeout:.0f} s")
 
     def remote_run(
-        self, spec: Any, spec_path: Any, node: str, command: str, timeout: float = 120
+        self, cluster: Any, node: str, command: str, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         if node == self.controller:
             return self.shell(command, timeout)

@@ -12,9 +12,10 @@ import pytest
 
 from gpuforge.orchestrate import apply as apply_mod
 from gpuforge.orchestrate import remote
-from gpuforge.orchestrate.applied_record import RecordUnreadable, applied_spec_path, last_applied, record_applied
+from gpuforge.orchestrate.applied_record import RecordUnreadable, last_applied, record_applied
 from gpuforge.orchestrate.rollout import roll_every_node
 from gpuforge.spec import load_spec, resolve_nodes
+from gpuforge.spec.cluster import Cluster, load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"
@@ -33,27 +34,27 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_no_record_is_first_bring_up_and_a_written_record_reads_back(state_dir: Path) -> None:
-    assert last_applied(H100) is None
+    assert last_applied(load_cluster(H100)) is None
     spec = load_spec(H100)
-    record_applied(spec, H100)
-    path = applied_spec_path(H100)
+    record_applied(Cluster.of(spec, H100))
+    path = load_cluster(H100).applied_record
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert last_applied(H100) == spec
+    assert last_applied(load_cluster(H100)) == spec
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
 
 
 @pytest.mark.parametrize("content", list(CORRUPT.values()), ids=list(CORRUPT))
 def test_unreadable_record_raises(state_dir: Path, content: bytes) -> None:
-    path = applied_spec_path(H100)
+    path = load_cluster(H100).applied_record
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
     with pytest.raises(RecordUnreadable) as info:
-        last_applied(H100)
+        last_applied(load_cluster(H100))
     assert info.value.path == path and str(path) in str(info.value)
 
 
 def test_apply_refuses_before_touching_any_host(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = applied_spec_path(H100)
+    path = load_cluster(H100).applied_record
     path.parent.mkdir(parents=True)
     path.write_bytes(CORRUPT["truncated JSON"])
 
@@ -64,13 +65,13 @@ def test_apply_refuses_before_touching_any_host(state_dir: Path, monkeypatch: py
     monkeypatch.setattr(apply_mod, "run_batches", touched)
     monkeypatch.setattr(remote, "run", touched)
     with pytest.raises(RecordUnreadable):
-        apply_mod.apply(H100)
+        apply_mod.apply(load_cluster(H100))
 
 
 def test_forced_apply_with_an_unreadable_record_rolls_every_node(
     state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = applied_spec_path(H100)
+    path = load_cluster(H100).applied_record
     path.parent.mkdir(parents=True)
     path.write_bytes(CORRUPT["JSON that is no spec"])
     seen: list[list[list[str]]] = []
@@ -83,7 +84,7 @@ def test_forced_apply_with_an_unreadable_record_rolls_every_node(
     monkeypatch.setattr(apply_mod, "run_deploys", lambda *a, **k: pytest.fail("applied everywhere at once"))
     in_service = subprocess.CompletedProcess([], 0, "", "")  # sinfo: every node in service
     monkeypatch.setattr(remote, "run", lambda *a, **k: in_service)
-    apply_mod.apply(H100, force=True)
+    apply_mod.apply(load_cluster(H100), force=True)
     spec = load_spec(H100)
     assert seen == [roll_every_node(spec).batches]
     plan = roll_every_node(spec)
@@ -94,7 +95,7 @@ def test_forced_apply_with_an_unreadable_record_rolls_every_node(
 
 
 def test_cli_apply_exits_2_naming_the_record(state_dir: Path) -> None:
-    path = applied_spec_path(H100)
+    path = load_cluster(H100).applied_record
     path.parent.mkdir(parents=True)
     path.write_text("{")
     cp = subprocess.run(

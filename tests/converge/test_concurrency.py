@@ -13,6 +13,7 @@ import pytest
 
 from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.applied_record import ApplyLocked, apply_lock
+from gpuforge.spec.cluster import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "inventories" / "slurm-h100.yaml"
@@ -22,17 +23,17 @@ def test_second_apply_is_refused_naming_the_holder(tmp_path: Path) -> None:
     env = {**os.environ, "GPUFORGE_STATE_DIR": str(tmp_path)}
     os.environ["GPUFORGE_STATE_DIR"] = str(tmp_path)
     try:
-        with apply_lock(H100):
+        with apply_lock(load_cluster(H100)):
             cp = subprocess.run(
                 [sys.executable, "-m", "gpuforge", "apply", "--yes", str(H100)],
                 capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
             )  # fmt: skip
-            with pytest.raises(ApplyLocked, match=f"pid {os.getpid()}, user "), apply_lock(H100):
+            with pytest.raises(ApplyLocked, match=f"pid {os.getpid()}, user "), apply_lock(load_cluster(H100)):
                 pass
         assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
         text = " ".join(cp.stderr.split())
         assert f"another gpuforge apply of this spec is running (pid {os.getpid()}, user" in text, text
-        with apply_lock(H100):  # released: the next run gets it
+        with apply_lock(load_cluster(H100)):  # released: the next run gets it
             pass
         lock = next((tmp_path / "locks").iterdir())
         assert stat.S_IMODE(lock.stat().st_mode) == 0o600
@@ -42,7 +43,7 @@ def test_second_apply_is_refused_naming_the_holder(tmp_path: Path) -> None:
 
 def test_a_lock_held_for_another_spec_does_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path))
-    with apply_lock(H100), apply_lock(REPO / "inventories" / "lab.yaml"):
+    with apply_lock(load_cluster(H100)), apply_lock(load_cluster(REPO / "inventories" / "lab.yaml")):
         pass
 
 

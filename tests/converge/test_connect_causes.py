@@ -20,6 +20,7 @@ from gpuforge.deploy.run import run_site
 from gpuforge.deploy.runstate import RunState
 from gpuforge.orchestrate.plan import PlanResult
 from gpuforge.spec import parse_spec
+from gpuforge.spec.cluster import Cluster
 
 #: validate's bound for a node that refuses or hangs up (ssh -o ConnectTimeout=10 plus one retry).
 VALIDATE_SECONDS = 10.0
@@ -54,7 +55,7 @@ def unreachable(tmp_path: Path, port: int, known_hosts: Path) -> tuple[str, floa
     spec_path.write_text(text)
     spec = parse_spec(text, str(spec_path))
     t0 = time.monotonic()
-    result = run_site(spec, spec_path, None, RunState(dry_run=True))
+    result = run_site(Cluster.of(spec, spec_path), None, RunState(dry_run=True))
     seconds = time.monotonic() - t0
     host = result.hosts["node1"]
     assert not host.connected and host.error

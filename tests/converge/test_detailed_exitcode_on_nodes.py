@@ -16,6 +16,7 @@ import yaml
 from gpuforge.deploy.operations import layer as layer_operation
 from gpuforge.orchestrate.plan import plan
 from gpuforge.spec import load_spec
+from gpuforge.spec.cluster import load_cluster
 from tests.conftest import REPO
 from tests.converge.converged import ConvergedCluster, converge
 from tests.converge.simulated import SimulatedConnector, write_simulated_spec
@@ -38,7 +39,7 @@ def _exit_code(cluster: ConvergedCluster, path: Path, monkeypatch: pytest.Monkey
     """``plan --limit NODE``'s detailed exit code on the converged nodes, and the steps it plans there."""
     monkeypatch.setattr(SimulatedConnector, "cluster", cluster.sim)
     monkeypatch.setattr(layer_operation, "read_facts", cluster._read_facts)
-    result = plan(path, limit=NODE)
+    result = plan(load_cluster(path), limit=NODE)
     assert not result.errors, result.errors
     steps = [f"{op.layer}: {s.kind}" for op in result.hosts[NODE] for s in op.steps]
     return result.exit_code(detailed=True), steps

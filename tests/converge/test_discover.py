@@ -16,6 +16,7 @@ from gpuforge.orchestrate.discover import MAX_ANSWER_BYTES, discover, printable
 from gpuforge.probes.hardware import HARDWARE_COMMAND
 from gpuforge.render.slurm import node_lines
 from gpuforge.spec import load_spec, parse_spec
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.runner import Completed
 from tests.facts.test_hardware_probe import hgx
@@ -56,7 +57,7 @@ def everyone(answer: tuple[int, str, str]) -> dict[str, tuple[int, str, str]]:
 def test_discover_reads_each_node_once_and_render_uses_the_facts(tmp_path: Path) -> None:
     path = write_spec(tmp_path)
     nodes = Nodes(everyone((0, HGX_OUT, "")))
-    result = discover(parse_spec(path.read_text(), str(path)), path, transport=nodes)
+    result = discover(Cluster.of(parse_spec(path.read_text(), str(path)), path), transport=nodes)
     assert result.ok and sorted(result.facts) == ["ctl1", "gpu1", "gpu2", "login1"]
     assert sorted(n for n, _ in nodes.sent) == ["ctl1", "gpu1", "gpu2", "login1"]
     assert {c for _, c in nodes.sent} == {HARDWARE_COMMAND}
@@ -74,9 +75,9 @@ def test_discover_reads_each_node_once_and_render_uses_the_facts(tmp_path: Path)
 def test_a_second_run_prints_what_changed_and_limit_keeps_the_rest(tmp_path: Path) -> None:
     path = write_spec(tmp_path)
     spec = parse_spec(path.read_text(), str(path))
-    discover(spec, path, transport=Nodes(everyone((0, HGX_OUT, ""))))
+    discover(Cluster.of(spec, path), transport=Nodes(everyone((0, HGX_OUT, ""))))
     smaller = HGX_OUT.replace("MemTotal:       2113290240 kB", "MemTotal:       1056645120 kB")
-    again = discover(spec, path, limit="gpu2", transport=Nodes({"gpu2": (0, smaller, "")}))
+    again = discover(Cluster.of(spec, path), limit="gpu2", transport=Nodes({"gpu2": (0, smaller, "")}))
     assert again.changes == ["gpu2: memory_mb 2063760 -> 1031880"]
     doc = json.loads((tmp_path / "cluster.hardware.json").read_text())
     assert doc["nodes"]["gpu1"]["memory_mb"] == 2063760 and doc["nodes"]["gpu2"]["memory_mb"] == 1031880
@@ -88,7 +89,9 @@ def test_stated_figures_that_the_node_does_not_have_are_reported(tmp_path: Path)
         tmp_path, {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2, "real_memory_mb": 2100000}
     )
     result = discover(
-        parse_spec(path.read_text(), str(path)), path, limit="gpu1", transport=Nodes({"gpu1": (0, SMALL_OUT, "")})
+        Cluster.of(parse_spec(path.read_text(), str(path)), path),
+        limit="gpu1",
+        transport=Nodes({"gpu1": (0, SMALL_OUT, "")}),
     )
     mismatches = [c for c in result.changes if "the spec says" in c]
     assert mismatches == [
@@ -114,7 +117,7 @@ def test_a_node_that_cannot_be_read_is_an_error_of_that_node_only(
 ) -> None:
     path = write_spec(tmp_path)
     answers = everyone((0, HGX_OUT, "")) | {"gpu1": answer}
-    result = discover(parse_spec(path.read_text(), str(path)), path, transport=Nodes(answers))
+    result = discover(Cluster.of(parse_spec(path.read_text(), str(path)), path), transport=Nodes(answers))
     assert list(result.errors) == ["gpu1"] and result.errors["gpu1"].startswith(error)
     assert "\x1b" not in result.errors["gpu1"] and "\x07" not in result.errors["gpu1"]
     assert "gpu1" not in json.loads((tmp_path / "cluster.hardware.json").read_text())["nodes"]

@@ -20,6 +20,7 @@ from gpuforge.deploy.facts.layer import SECTIONS, CommandRead, layer_state_comma
 from gpuforge.deploy.run import EndMergedReadsOnChange
 from gpuforge.orchestrate.apply import run_deploys
 from gpuforge.orchestrate.plan import plan
+from gpuforge.spec.cluster import load_cluster
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
 
@@ -133,7 +134,7 @@ def layer_reads(cluster: SimulatedCluster, node: str) -> list[str]:
 
 
 def test_a_plan_reads_each_node_once_for_all_its_layers(spec_file: Path, cluster: SimulatedCluster) -> None:
-    result = plan(spec_file, limit="ctl01,gpu001")
+    result = plan(load_cluster(spec_file), limit="ctl01,gpu001")
     assert result.ok, result.errors
     for node, own in (("ctl01", ("slurmctld", "/etc/slurm/slurm.conf")), ("gpu001", ("slurmd", "/etc/default/slurmd"))):
         reads = layer_reads(cluster, node)
@@ -147,7 +148,7 @@ def test_a_plan_reads_each_node_once_for_all_its_layers(spec_file: Path, cluster
 def test_an_apply_reads_each_layer_on_its_own_once_something_changed(
     spec_file: Path, cluster: SimulatedCluster
 ) -> None:
-    result = run_deploys(spec_file, "gpu001")
+    result = run_deploys(load_cluster(spec_file), "gpu001")
     assert result.ok and result.hosts["gpu001"].changed, result.hosts
     reads = layer_reads(cluster, "gpu001")
     # The first read is the merged one; the fresh node's base layer changed it, so each later

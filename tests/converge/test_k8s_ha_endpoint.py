@@ -26,6 +26,7 @@ from gpuforge.orchestrate.plan import plan
 from gpuforge.render import kube_vip
 from gpuforge.render import kubeadm as cfg
 from gpuforge.spec import SpecError, k8s_day2, k8s_upstream, load_spec, resolve_nodes
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
 from tests.converge.simulated import simulated, write_simulated_spec
 from tests.helpers import INVENTORIES
@@ -164,7 +165,7 @@ def test_a_fresh_cluster_plans_each_control_plane_join_in_its_own_operation(
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     simulated(monkeypatch, tmp_path)
     path = write_simulated_spec(data(), tmp_path, "k8s.yaml")
-    hosts = plan(path, limit="kcp[1-3],kgpu01").as_dict()["hosts"]
+    hosts = plan(load_cluster(path), limit="kcp[1-3],kgpu01").as_dict()["hosts"]
     for name in ("kcp2", "kcp3"):
         joins = [op for op in hosts[name]["operations"] if op["layer"] == "kubernetes-join"]
         assert [s["kind"] for s in joins[0]["steps"]] == ["upload", "install", "upload"], name

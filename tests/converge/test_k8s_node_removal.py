@@ -26,6 +26,8 @@ from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.applied_record import last_applied, record_applied
 from gpuforge.orchestrate.k8s_remove import quorum_issue, removal_steps, removed, run_removals
 from gpuforge.spec import load_spec
+from gpuforge.spec.cluster import Cluster as Loaded
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
 from tests.converge.simulated import lock_nodes_locally, write_simulated_spec
 from tests.converge.stub_kube import StubKube
@@ -106,7 +108,7 @@ class Cluster:
         (self.node_bin / "kubeadm").chmod(0o755)
         self.unreachable: set[str] = set()
 
-    def run(self, spec: Any, spec_path: Any, node: str, command: str, timeout: float = 120) -> Any:
+    def run(self, cluster: Any, node: str, command: str, timeout: float = 120) -> Any:
         if node in self.unreachable:
             return subprocess.CompletedProcess(command, 255, "", "ssh: connect to host: No route to host")
         path = self.kube.bin if node == "kcp1" else self.node_bin
@@ -126,7 +128,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
 
 
 def test_a_control_plane_leaves_drained_reset_member_removed_and_deleted(cluster: Cluster) -> None:
-    assert run_removals(spec_of(), spec_of(planes="kcp[1-2]"), "spec.yaml") == {}
+    assert run_removals(spec_of(), Loaded.of(spec_of(planes="kcp[1-2]"), "spec.yaml")) == {}
     kubectl = [c for c in Path(f"{cluster.kube.state}.log").read_text().splitlines() if " kcp3" in c]
     assert kubectl == [
         "kubectl get node kcp3",
@@ -145,14 +147,14 @@ def test_a_control_plane_leaves_drained_reset_member_removed_and_deleted(cluster
 
 def test_an_unreachable_node_still_leaves_the_cluster(cluster: Cluster) -> None:
     cluster.unreachable.add("kcp3")
-    assert run_removals(spec_of(), spec_of(planes="kcp[1-2]"), "spec.yaml") == {}
+    assert run_removals(spec_of(), Loaded.of(spec_of(planes="kcp[1-2]"), "spec.yaml")) == {}
     assert not any("kubeadm reset" in line for line in cluster.log())
     assert "kcp3" not in (cluster.state / "members").read_text()
 
 
 def test_a_drain_that_a_disruption_budget_blocks_stops_the_removal(cluster: Cluster) -> None:
     cluster.kube.update(lambda d: d["pods"].append({"node": "kgpu01", "pdb_blocked": True}))
-    got = run_removals(spec_of(gpus="kgpu[01-08]"), spec_of(gpus="kgpu[02-08]"), "spec.yaml")
+    got = run_removals(spec_of(gpus="kgpu[01-08]"), Loaded.of(spec_of(gpus="kgpu[02-08]"), "spec.yaml"))
     assert "disruption budget" in got["kgpu01"] and "drain kgpu01" in got["kgpu01"]
     assert "kgpu01" in cluster.kube.read()["nodes"]  # not deleted, not reset
     assert not (cluster.state / "log").exists()
@@ -163,7 +165,7 @@ def test_apply_removes_first_and_refuses_a_quorum_loss_without_force(
 ) -> None:
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     path = write_simulated_spec(data(), tmp_path, "k8s.yaml")
-    record_applied(load_spec(path), path)
+    record_applied(Loaded.of(load_spec(path), path))
     deployed: list[str] = []
 
     def deploys(spec_path: Any, limit: str | None = None, *a: Any, **k: Any) -> ApplyResult:
@@ -181,9 +183,9 @@ def test_apply_removes_first_and_refuses_a_quorum_loss_without_force(
     path.write_text(
         yaml.safe_dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp[1-2]")["node_groups"]})
     )
-    result = apply_mod.apply(path)
+    result = apply_mod.apply(load_cluster(path))
     assert result.ok and "kcp3" not in deployed and deployed
-    assert last_applied(path) == load_spec(path)
+    assert last_applied(load_cluster(path)) == load_spec(path)
 
 
 def test_plan_lists_the_removal_and_what_apply_would_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,16 +195,16 @@ def test_plan_lists_the_removal_and_what_apply_would_refuse(tmp_path: Path, monk
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     simulated(monkeypatch, tmp_path)
     path = write_simulated_spec(data(), tmp_path, "k8s.yaml")
-    record_applied(load_spec(path), path)
+    record_applied(Loaded.of(load_spec(path), path))
     path.write_text(
         yaml.safe_dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp[1-2]")["node_groups"]})
     )
-    result = plan(path, limit="kcp1")
+    result = plan(load_cluster(path), limit="kcp1")
     assert [(r["node"], r["on"]) for r in result.as_dict()["removals"]] == [
         ("kcp3", "first control plane"), ("kcp3", "kcp3"), ("kcp3", "first control plane"),
         ("kcp3", "first control plane"),
     ]  # fmt: skip
     assert result.removal_problem is None and result.exit_code(detailed=True) == 2  # changes pending
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp1")["node_groups"]}))
-    refused = plan(path, limit="kcp1")
+    refused = plan(load_cluster(path), limit="kcp1")
     assert refused.removal_problem is not None and "quorum of 2" in refused.removal_problem

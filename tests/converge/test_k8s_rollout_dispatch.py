@@ -21,6 +21,7 @@ from gpuforge.orchestrate.applied_record import RolloutRecord
 from gpuforge.orchestrate.batches import Rollout, run_batches
 from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.spec import resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from tests.converge.simulated import lock_nodes_locally
 from tests.helpers import variant
 
@@ -64,7 +65,7 @@ class Recorder:
         self.events: list[tuple[Any, ...]] = []
         self.blocked: set[str] = set()
 
-    def run(self, spec: Any, spec_path: Any, node: str, command: str, timeout: float = 120) -> Any:
+    def run(self, cluster: Any, node: str, command: str, timeout: float = 120) -> Any:
         self.events.append(("remote", node, command, timeout))
         if any(f"{K} drain {n} " in command for n in self.blocked):
             return subprocess.CompletedProcess(command, 1, "", self.PDB + "\n")
@@ -96,7 +97,7 @@ def rolling(rec: Recorder) -> ApplyResult:
     others = [n.name for n in resolve_nodes(new) if n.name not in plan.rolling_nodes]
     result = rec.deploys("spec.yaml", ",".join(others))  # the rest at once (live)
     ro = Rollout(
-        new, "spec.yaml", lambda _msg: None, False, RolloutRecord(),
+        Cluster.of(new, "spec.yaml"), lambda _msg: None, False, RolloutRecord(),
         deploy=lambda names: rec.deploys("spec.yaml", ",".join(names)),
         validate=lambda names: rec.validate("spec.yaml", names),
     )  # fmt: skip

@@ -29,6 +29,7 @@ from gpuforge.orchestrate.applied_record import last_applied, record_applied
 from gpuforge.orchestrate.k8s_upgrade import batches, version_issues
 from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.spec import SpecError, load_spec, resolve_nodes
+from gpuforge.spec.cluster import Cluster, load_cluster
 from gpuforge.spec.load import parse_spec
 from tests.converge.converged import converge
 from tests.converge.simulated import lock_nodes_locally, write_simulated_spec
@@ -92,7 +93,7 @@ def test_control_planes_roll_alone_in_any_rolling_change() -> None:
 def test_apply_refuses_a_skip_before_touching_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     path = write_simulated_spec(data("1.34.3"), tmp_path, "k8s.yaml")
-    record_applied(load_spec(path), path)
+    record_applied(Cluster.of(load_spec(path), path))
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "versions": data(NEW)["versions"]}))
     monkeypatch.setattr(remote, "run", lambda *a, **k: pytest.fail("a node was reached"))
     monkeypatch.setattr(apply_mod, "run_deploys", lambda *a, **k: pytest.fail("a deploy ran"))
@@ -203,7 +204,7 @@ class Deploys:
         self.kube, self.version, self.order = kube, dict.fromkeys(names, OLD), []  # type: ignore[var-annotated]
 
     def __call__(self, spec_path: Any, limit: str | None = None, *a: Any, **k: Any) -> ApplyResult:
-        want = yaml.safe_load(Path(spec_path).read_text())["versions"]["kubernetes"]
+        want = yaml.safe_load(spec_path.source.read_text())["versions"]["kubernetes"]
         hosts = {}
         for name in (limit or "").split(","):
             if self.version[name] != want:
@@ -221,7 +222,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data(OLD)))
-    record_applied(load_spec(path), path)
+    record_applied(Cluster.of(load_spec(path), path))
     names = [n.name for n in resolve_nodes(load_spec(path))]
     kube = StubKube(tmp_path / "kube", "kcp1", names)
     deploys = Deploys(kube, names)
@@ -236,7 +237,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
 def test_the_control_planes_upgrade_one_by_one_then_the_workers_batch_by_batch(cluster: Any) -> None:
     path, kube, deploys = cluster
     kube.update(lambda d: d["nodes"]["kgpu05"].update(unschedulable=True))  # an operator's cordon
-    result = apply_mod.apply(path, include_drained=True)
+    result = apply_mod.apply(load_cluster(path), include_drained=True)
     assert result.ok and not result.waiting, {n: h.error for n, h in result.hosts.items() if h.error}
     assert deploys.order[:3] == PLANES
     assert set(deploys.order[3:]) == {n for n in deploys.version if not n.startswith("kcp")}
@@ -244,17 +245,17 @@ def test_the_control_planes_upgrade_one_by_one_then_the_workers_batch_by_batch(c
         if name != "kgpu05":
             assert kube.node(name)["history"] == ["cordon", "drain", "uncordon"], name
     assert kube.node("kgpu05")["unschedulable"] and kube.node("kgpu05")["history"] == ["drain"]  # still theirs
-    assert last_applied(path) == load_spec(path)
+    assert last_applied(load_cluster(path)) == load_spec(path)
 
 
 def test_a_worker_limited_alone_waits_for_the_control_planes(cluster: Any) -> None:
     path, kube, deploys = cluster
-    result = apply_mod.apply(path, limit="kgpu01")
+    result = apply_mod.apply(load_cluster(path), limit="kgpu01")
     assert apply_exit_code(result) == 3 and "the control planes upgrade first" in result.waiting["kgpu01"]
     assert deploys.order == [] and kube.node("kgpu01")["history"] == []
-    result = apply_mod.apply(path, limit="kcp[1-3]")
+    result = apply_mod.apply(load_cluster(path), limit="kcp[1-3]")
     assert result.ok and deploys.order == PLANES
-    result = apply_mod.apply(path, limit="kgpu01")
+    result = apply_mod.apply(load_cluster(path), limit="kgpu01")
     assert result.ok and not result.waiting and deploys.order == [*PLANES, "kgpu01"]
 
 

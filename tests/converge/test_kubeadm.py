@@ -30,6 +30,7 @@ from gpuforge.orchestrate.apply import run_deploys
 from gpuforge.render import kubeadm as cfg
 from gpuforge.render.files import RenderedFile
 from gpuforge.spec import k8s_upstream, resolve_nodes
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
@@ -347,7 +348,7 @@ def test_a_new_worker_limited_alone_gets_a_token_made_on_the_first_control_plane
     in_the_cluster(cluster, "kcp1")
     events: list[str] = []
     run = RunState()
-    result = run_deploys(k8s_file, "kgpu02", lambda m: events.append(str(m)), run=run)
+    result = run_deploys(load_cluster(k8s_file), "kgpu02", lambda m: events.append(str(m)), run=run)
     assert result.ok, {n: h.error for n, h in result.hosts.items()}
     assert list(result.hosts) == ["kgpu02"]
     token_id, token_secret = run.join_token().split(".")
@@ -363,7 +364,7 @@ def test_a_new_worker_limited_alone_gets_a_token_made_on_the_first_control_plane
     assert not [t for t in [*sent, *events] if token_secret in t]
 
     dry = RunState(dry_run=True)
-    planned = run_deploys(k8s_file, "kgpu02", run=dry)
+    planned = run_deploys(load_cluster(k8s_file), "kgpu02", run=dry)
     assert list(planned.hosts) == ["kgpu02"] and planned.ok
     assert [op.layer for op in dry.planned["kcp1"]] == ["kubernetes-join-token"]
     shown = json.dumps({h: [[s.as_dict() for s in op.steps] for op in ops] for h, ops in dry.planned.items()})
@@ -378,14 +379,14 @@ def test_a_limited_run_makes_a_token_only_when_a_selected_node_joins(
     cluster = simulated(monkeypatch, tmp_path)
     in_the_cluster(cluster, "kcp1", "kcp2", "kgpu01")
     run = RunState()
-    result = run_deploys(k8s_file, "kcp2,kgpu01", run=run)
+    result = run_deploys(load_cluster(k8s_file), "kcp2,kgpu01", run=run)
     assert result.ok and list(result.hosts) == ["kcp2", "kgpu01"]
     assert run.k8s_token is None and "kcp1" not in cluster.commands and "kcp1" not in cluster.uploads
     kubeadm = ("kubeadm init", "kubeadm join", "kubeadm reset", " create -f ")
     assert not [c for cmds in cluster.commands.values() for c in cmds if any(k in c for k in kubeadm)]
 
     dry = RunState(dry_run=True)
-    assert run_deploys(k8s_file, "kcp2,kgpu01,kgpu02", run=dry).ok
+    assert run_deploys(load_cluster(k8s_file), "kcp2,kgpu01,kgpu02", run=dry).ok
     (token,) = dry.planned["kcp1"]
     assert token.layer == "kubernetes-join-token"
     assert [s.summary for s in token.steps] == [
@@ -401,10 +402,10 @@ def test_a_join_whose_token_host_is_unreachable_names_it(
     cluster = simulated(monkeypatch, tmp_path)
     cluster.unreachable.add("kcp1")
     in_the_cluster(cluster, "kgpu01")
-    result = run_deploys(k8s_file, "kgpu01,kgpu02")
+    result = run_deploys(load_cluster(k8s_file), "kgpu01,kgpu02")
     assert list(result.hosts) == ["kgpu01", "kgpu02"]
     assert result.hosts["kgpu01"].ok
     error = result.hosts["kgpu02"].error or ""
     assert error.startswith("no join token: kcp1 (the first control plane, in this run for the token only): ")
     assert "unreachable over SSH" in error
-    assert run_deploys(k8s_file, "kgpu01").ok
+    assert run_deploys(load_cluster(k8s_file), "kgpu01").ok

@@ -12,6 +12,7 @@ import pytest
 
 from gpuforge.orchestrate import kubeconfig
 from gpuforge.spec import load_spec
+from gpuforge.spec.cluster import Cluster
 from tests.conftest import REPO
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
@@ -29,7 +30,7 @@ users:
 def fake_remote(monkeypatch: pytest.MonkeyPatch, rc: int, stdout: str, stderr: str = "") -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
 
-    def run(spec: Any, spec_path: Any, node: str, command: str, timeout: float = 120) -> Any:
+    def run(cluster: Any, node: str, command: str, timeout: float = 120) -> Any:
         calls.append((node, command))
         return subprocess.CompletedProcess(["ssh"], rc, stdout, stderr)
 
@@ -42,7 +43,7 @@ def test_fetched_from_the_first_control_plane_and_private(monkeypatch: pytest.Mo
     calls = fake_remote(monkeypatch, 0, ADMIN_CONF)
     old = os.umask(0o022)  # a permissive umask must not matter
     try:
-        path = kubeconfig.fetch(load_spec(K8S), K8S)
+        path = kubeconfig.fetch(Cluster.of(load_spec(K8S), K8S))
     finally:
         os.umask(old)
     assert calls == [("kcp1", "cat /etc/kubernetes/admin.conf")]
@@ -73,7 +74,7 @@ def test_no_kubeconfig_is_an_error_that_says_why(
 ) -> None:
     fake_remote(monkeypatch, rc, stdout, stderr)
     with pytest.raises(kubeconfig.KubeconfigError, match=message):
-        kubeconfig.fetch(load_spec(K8S), K8S, tmp_path / "admin.conf")
+        kubeconfig.fetch(Cluster.of(load_spec(K8S), K8S), tmp_path / "admin.conf")
     assert not (tmp_path / "admin.conf").exists()
 
 

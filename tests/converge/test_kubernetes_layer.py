@@ -26,6 +26,7 @@ from gpuforge.orchestrate.plan import plan
 from gpuforge.probes.swap import active_swaps, fstab_swap_lines
 from gpuforge.render.kubernetes import GPU_OPERATOR_VALUES, K8S_SYSCTL, KUEUE_MANIFESTS, MODULES_LOAD
 from gpuforge.spec import load_spec, resolve_nodes
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
 from gpuforge.spec.roles import deploys_for
 from tests.conftest import REPO
@@ -180,7 +181,7 @@ def test_plan_of_a_fresh_kubernetes_node_is_the_golden_one(
     k8s_spec_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
 ) -> None:
     cluster: SimulatedCluster = simulated(monkeypatch, tmp_path)
-    got = assert_golden_plan(plan(k8s_spec_file, limit=name), name, GOLDEN)
+    got = assert_golden_plan(plan(load_cluster(k8s_spec_file), limit=name), name, GOLDEN)
     k8s = [op for op in got["operations"] if op["layer"] == "kubernetes"]
     assert k8s, "no kubernetes layer in the plan"
     kinds = [s["kind"] for op in k8s for s in op["steps"]]
@@ -197,7 +198,7 @@ def test_a_whole_cluster_plan_creates_one_token_for_the_joining_nodes(
     token operation (operations run one at a time across hosts), so the token is planned there,
     for the nodes that still join, and each of those plans its join."""
     simulated(monkeypatch, tmp_path)
-    result = plan(k8s_spec_file)
+    result = plan(load_cluster(k8s_spec_file))
     assert result.ok, result.errors
     hosts = result.as_dict()["hosts"]
     token = [op for op in hosts["kcp1"]["operations"] if op["layer"] == "kubernetes-join-token"]

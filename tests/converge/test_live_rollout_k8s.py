@@ -20,6 +20,7 @@ from gpuforge.orchestrate import apply as apply_mod
 from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.applied_record import last_applied, record_applied
 from gpuforge.spec import load_spec, resolve_nodes
+from gpuforge.spec.cluster import Cluster, load_cluster
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_kube import StubKube
 from tests.helpers import INVENTORIES
@@ -49,7 +50,7 @@ class Deploys:
     def __call__(
         self, spec_path: Any, limit: str | None = None, on_event: Any = None, run: Any = None, locked: bool = False
     ) -> ApplyResult:
-        wanted = Path(spec_path).read_text()
+        wanted = spec_path.source.read_text()
         hosts = {}
         for name in (limit or "").split(","):
             if any(n == name and "systemctl reboot" in c for n, c in self.kube.node_commands):
@@ -76,7 +77,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec_data()))
     spec = load_spec(spec_file)
-    record_applied(spec, spec_file)
+    record_applied(Cluster.of(spec, spec_file))
     names = [n.name for n in resolve_nodes(spec)]
     kube = StubKube(tmp_path / "kube", "kcp1", names)
     kube.update(lambda d: d["pods"].extend({"node": n, "pdb_blocked": False} for n in ("kinf01", "kinf02")))
@@ -94,23 +95,23 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
 
 def test_each_batch_is_cordoned_and_drained_before_it_changes_and_given_back_after(cluster: Any) -> None:
     spec_file, kube, deploys = cluster
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert result.ok and not result.waiting, {n: h.error for n, h in result.hosts.items() if h.error}
     assert deploys.changed == ["kinf01", "kinf02"]
     for name in ("kinf01", "kinf02"):
         node = kube.node(name)
         assert node["history"] == ["cordon", "drain", "uncordon"] and not node["unschedulable"]
         assert MARK not in node["annotations"]
-    assert last_applied(spec_file) == load_spec(spec_file)
+    assert last_applied(load_cluster(spec_file)) == load_spec(spec_file)
 
 
 def test_an_operators_cordon_is_kept_and_changed_only_when_included(cluster: Any) -> None:
     spec_file, kube, deploys = cluster
     kube.update(lambda d: d["nodes"]["kinf02"].update(unschedulable=True))  # cordoned by hand
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert apply_exit_code(result) == 3 and "drained by an operator (cordoned" in result.waiting["kinf02"]
     assert deploys.changed == ["kinf01"] and kube.node("kinf02")["history"] == []
-    result = apply_mod.apply(spec_file, include_drained=True)
+    result = apply_mod.apply(load_cluster(spec_file), include_drained=True)
     assert result.ok and not result.waiting
     assert deploys.changed == ["kinf01", "kinf02"]
     node = kube.node("kinf02")
@@ -120,14 +121,14 @@ def test_an_operators_cordon_is_kept_and_changed_only_when_included(cluster: Any
 def test_a_disruption_budget_that_holds_stops_the_rollout_with_the_node_cordoned(cluster: Any) -> None:
     spec_file, kube, deploys = cluster
     kube.update(lambda d: d["pods"].append({"node": "kinf01", "pdb_blocked": True}))
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert apply_exit_code(result) == 1
     assert "violate the pod's disruption budget" in (result.hosts["kinf01"].error or "")
     assert deploys.changed == [] and kube.node("kinf02")["history"] == []  # the next batch never started
     node = kube.node("kinf01")
     assert node["unschedulable"] and node["annotations"][MARK] == "rolling-change"  # ours, for the next run
     kube.update(lambda d: d.update(pods=[p for p in d["pods"] if not p["pdb_blocked"]]))  # the budget allows it now
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert result.ok and deploys.changed == ["kinf01", "kinf02"]
     assert not kube.node("kinf01")["unschedulable"] and MARK not in kube.node("kinf01")["annotations"]
 
@@ -141,9 +142,9 @@ def test_a_new_gpu_node_is_ready_after_one_apply_with_allow_reboot(
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "fresh-state"))  # no record: a first bring-up
     deploys.guarded = set()
     deploys.reboot = {"kgpu01"}
-    result = apply_mod.apply(spec_file, allow_reboot=True)
+    result = apply_mod.apply(load_cluster(spec_file), allow_reboot=True)
     assert result.ok and not result.waiting, result.waiting
     assert [n for n, c in kube.node_commands if "systemctl reboot" in c] == ["kgpu01"]
     assert kube.node("kgpu01")["history"] == ["cordon", "drain", "uncordon"]
     assert not kube.node("kgpu01")["unschedulable"] and not result.hosts["kgpu01"].reboot_required
-    assert last_applied(spec_file) == load_spec(spec_file)
+    assert last_applied(load_cluster(spec_file)) == load_spec(spec_file)

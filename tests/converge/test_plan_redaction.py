@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from gpuforge.cli import app
 from gpuforge.orchestrate.plan import plan
 from gpuforge.spec import SpecError, load_spec
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.redact import REDACTED, redact_url_credentials, redact_webhook_urls
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
@@ -60,7 +61,7 @@ def assert_hidden(text: str) -> None:
 
 def plan_texts(spec_file: Path) -> tuple[str, str]:
     """The plan of mon01 as printed and as JSON."""
-    result = plan(spec_file, limit="mon01")
+    result = plan(load_cluster(spec_file), limit="mon01")
     console = Console(file=io.StringIO(), width=200, color_system=None)
     result.print(console)
     printed = console.file.getvalue()  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ import pytest
 
 from gpuforge.orchestrate.remote import ssh_argv
 from gpuforge.spec import load_spec, resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from tests.conftest import REPO
 
 H100 = REPO / "inventories" / "slurm-h100.yaml"
@@ -17,7 +18,7 @@ H100 = REPO / "inventories" / "slurm-h100.yaml"
 
 def test_ssh_argv_checks_host_keys_with_the_specs_known_hosts() -> None:
     spec_path = REPO / "inventories" / "lab.yaml"
-    argv = ssh_argv(load_spec(spec_path), spec_path, "node2", "sinfo")
+    argv = ssh_argv(Cluster.of(load_spec(spec_path), spec_path), "node2", "sinfo")
     joined = " ".join(argv)
     assert "StrictHostKeyChecking=yes" in joined
     assert "UserKnownHostsFile=/var/lib/gpuforge/lab/gflab/known_hosts" in joined
@@ -33,7 +34,7 @@ def test_only_sessions_without_secrets_prefer_the_classic_key_exchange(monkeypat
 
     spec_path = REPO / "inventories" / "lab.yaml"
     spec = load_spec(spec_path)
-    assert not any("KexAlgorithms" in a for a in ssh_argv(spec, spec_path, "node2", "sinfo"))
+    assert not any("KexAlgorithms" in a for a in ssh_argv(Cluster.of(spec, spec_path), "node2", "sinfo"))
     started: list[list[str]] = []
 
     class Refused:
@@ -42,7 +43,7 @@ def test_only_sessions_without_secrets_prefer_the_classic_key_exchange(monkeypat
             raise OSError("not started in this test")
 
     monkeypatch.setattr(node_lock.subprocess, "Popen", Refused)
-    locks = node_lock.take(spec, spec_path, ["node2"])
+    locks = node_lock.take(Cluster.of(spec, spec_path), ["node2"])
     assert list(locks.refused) == ["node2"]
 
     def ran(argv: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
@@ -50,7 +51,7 @@ def test_only_sessions_without_secrets_prefer_the_classic_key_exchange(monkeypat
         return subprocess.CompletedProcess(argv, 1, b"", b"")
 
     monkeypatch.setattr(runner.subprocess, "run", ran)
-    runner.validate(spec, spec_path, checks="connection", limit="node2")
+    runner.validate(Cluster.of(spec, spec_path), checks="connection", limit="node2")
     lock, validate = started
     assert "flock -w 2 9" in lock[-1] and "python3 -" in validate[-1]
     for argv in (lock, validate):
@@ -61,7 +62,7 @@ def test_only_sessions_without_secrets_prefer_the_classic_key_exchange(monkeypat
 
 def test_non_root_user_runs_privileged_commands_with_sudo() -> None:
     spec_path = REPO / "inventories" / "slurm-h100.yaml"
-    argv = ssh_argv(load_spec(spec_path), spec_path, "ctl01", "scontrol reconfigure")
+    argv = ssh_argv(Cluster.of(load_spec(spec_path), spec_path), "ctl01", "scontrol reconfigure")
     assert argv[-1] == "sudo -n sh -c 'scontrol reconfigure'" and "ansible" in argv
 
 
@@ -69,7 +70,7 @@ def test_sudo_covers_every_command_of_a_command_line() -> None:
     """``rm ...; systemctl reboot`` once ran the reboot unprivileged: sudo wraps the whole line."""
     spec_path = REPO / "inventories" / "slurm-h100.yaml"
     line = "rm -f /var/lib/gpuforge/reboot-required; systemctl reboot"
-    argv = ssh_argv(load_spec(spec_path), spec_path, "gpu001", line)
+    argv = ssh_argv(Cluster.of(load_spec(spec_path), spec_path), "gpu001", line)
     assert argv[-1] == "sudo -n sh -c 'rm -f /var/lib/gpuforge/reboot-required; systemctl reboot'"
     assert shlex.split(argv[-1]) == ["sudo", "-n", "sh", "-c", line]
 
@@ -79,7 +80,7 @@ def test_the_deploys_inventory_checks_host_keys_on_every_node() -> None:
     from gpuforge.deploy.runstate import RUN_STATE_KEY
 
     spec = load_spec(H100)
-    groups = inventory_groups(spec, H100)
+    groups = inventory_groups(Cluster.of(spec, H100))
     assert len(groups["nodes"]) == len(resolve_nodes(spec))
     for name, data in groups["nodes"]:
         assert data["ssh_strict_host_key_checking"] == "yes", name
@@ -96,7 +97,7 @@ def _lock_sessions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failures: li
 
     started: list[str] = []
 
-    def argv(spec: object, spec_path: object, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
+    def argv(cluster: object, name: str, command: str, options: tuple[str, ...] = ()) -> list[str]:
         started.append(name)
         if len(started) <= len(failures):
             return ["sh", "-c", f"printf %s {shlex.quote(failures[len(started) - 1])} >&2; exit 255"]
@@ -114,7 +115,7 @@ def test_a_lock_session_that_ssh_ends_is_tried_again(monkeypatch: pytest.MonkeyP
 
     spec_path = REPO / "inventories" / "lab.yaml"
     started = _lock_sessions(monkeypatch, tmp_path, ["", "kex_exchange_identification: Connection closed"])
-    locks = node_lock.take(load_spec(spec_path), spec_path, ["node2"])
+    locks = node_lock.take(Cluster.of(load_spec(spec_path), spec_path), ["node2"])
     try:
         assert list(locks.held) == ["node2"] and locks.refused == {}
         assert started == ["node2"] * 3
@@ -139,7 +140,7 @@ def test_a_refused_lock_session_is_not_tried_again(
 
     spec_path = REPO / "inventories" / "lab.yaml"
     started = _lock_sessions(monkeypatch, tmp_path, [stderr] * 3)
-    locks = node_lock.take(load_spec(spec_path), spec_path, ["node2"])
+    locks = node_lock.take(Cluster.of(load_spec(spec_path), spec_path), ["node2"])
     assert started == ["node2"] and locks.held == {}
     assert locks.refused["node2"].startswith("unreachable over SSH: ")
 
@@ -151,7 +152,7 @@ def test_a_node_that_never_answers_is_left_out_after_the_last_try(
 
     spec_path = REPO / "inventories" / "lab.yaml"
     started = _lock_sessions(monkeypatch, tmp_path, [""] * node_lock.TAKE_TRIES)
-    locks = node_lock.take(load_spec(spec_path), spec_path, ["node2"])
+    locks = node_lock.take(Cluster.of(load_spec(spec_path), spec_path), ["node2"])
     assert len(started) == node_lock.TAKE_TRIES and locks.held == {}
     assert locks.refused["node2"] == (
         "unreachable over SSH: ssh exited with status 255 and no message: the node closed the connection "

@@ -23,6 +23,7 @@ from gpuforge.orchestrate.applied_record import last_applied
 from gpuforge.orchestrate.apply import ApplyRefused, apply, run_deploys
 from gpuforge.orchestrate.plan import plan
 from gpuforge.spec import load_spec, resolve_nodes
+from gpuforge.spec.cluster import Cluster, load_cluster
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
 from tests.converge.stub_slurm import StubSlurm
@@ -63,7 +64,7 @@ def planned_commands(ops: list[dict[str, Any]]) -> list[str]:
 
 @pytest.mark.parametrize("node", NODES.split(","))
 def test_plan_of_a_fresh_node_is_exactly_the_golden_one(spec_file: Path, cluster: SimulatedCluster, node: str) -> None:
-    result = plan(spec_file, limit=node)
+    result = plan(load_cluster(spec_file), limit=node)
     # Rendered files' diffs are checked by the render tests; the golden holds the steps.
     got = assert_golden_plan(result, node, GOLDEN)
     full = result.as_dict()["hosts"][node]
@@ -88,9 +89,9 @@ def test_plan_of_a_fresh_node_is_exactly_the_golden_one(spec_file: Path, cluster
 def test_apply_sends_every_planned_step_in_order_and_uploads_every_file(
     spec_file: Path, cluster: SimulatedCluster
 ) -> None:
-    planned = plan(spec_file, limit="gpu001").as_dict()["hosts"]["gpu001"]["operations"]
+    planned = plan(load_cluster(spec_file), limit="gpu001").as_dict()["hosts"]["gpu001"]["operations"]
     cluster.commands.clear()
-    result = run_deploys(spec_file, "gpu001")
+    result = run_deploys(load_cluster(spec_file), "gpu001")
     assert result.ok and list(result.hosts) == ["gpu001"], result.hosts
     host = result.hosts["gpu001"]
     assert host.changed and host.error is None
@@ -117,7 +118,7 @@ def test_a_failing_step_fails_that_node_only_with_the_line_that_says_why(
         ok=False,
         host="login01",
     )
-    result = run_deploys(spec_file, "login01,mon01")
+    result = run_deploys(load_cluster(spec_file), "login01,mon01")
     assert result.hosts["mon01"].ok and result.hosts["mon01"].changed
     login = result.hosts["login01"]
     assert not login.ok and login.connected
@@ -128,7 +129,7 @@ def test_a_failing_step_fails_that_node_only_with_the_line_that_says_why(
 
 def test_an_unreachable_node_is_reported_and_the_others_converge(spec_file: Path, cluster: SimulatedCluster) -> None:
     cluster.unreachable.add("db01")
-    result = run_deploys(spec_file, "db01,mon01")
+    result = run_deploys(load_cluster(spec_file), "db01,mon01")
     assert result.hosts["mon01"].ok
     db = result.hosts["db01"]
     assert not db.connected and db.error is not None and db.error.startswith("unreachable over SSH")
@@ -138,7 +139,7 @@ def test_an_unreachable_node_is_reported_and_the_others_converge(spec_file: Path
 def test_a_plan_where_no_node_answers_reports_each_one(spec_file: Path, cluster: SimulatedCluster) -> None:
     """pyinfra raises "No hosts remaining!" when it reaches no host: a plan reports the nodes instead."""
     cluster.unreachable.update({"db01", "mon01"})
-    result = plan(spec_file, limit="db01,mon01")
+    result = plan(load_cluster(spec_file), limit="db01,mon01")
     assert not result.ok
     hosts = result.as_dict()["hosts"]
     assert sorted(hosts) == ["db01", "mon01"]
@@ -152,10 +153,10 @@ def test_a_node_locked_by_another_apply_is_left_out_naming_the_holder(
 ) -> None:
     from gpuforge.spec import load_spec
 
-    other = node_lock.take(load_spec(spec_file), Path("/elsewhere/colleague.yaml"), ["mon01"])
+    other = node_lock.take(Cluster.of(load_spec(spec_file), Path("/elsewhere/colleague.yaml")), ["mon01"])
     try:
         assert list(other.held) == ["mon01"]
-        result = run_deploys(spec_file, "mon01,login01")
+        result = run_deploys(load_cluster(spec_file), "mon01,login01")
     finally:
         other.release()
     assert result.hosts["login01"].ok
@@ -164,24 +165,24 @@ def test_a_node_locked_by_another_apply_is_left_out_naming_the_holder(
     assert mon.error.startswith("another gpuforge apply holds this node: ") and "(colleague.yaml)" in mon.error
     assert "mon01" not in cluster.commands
     # Released: the next run takes it.
-    assert run_deploys(spec_file, "mon01").hosts["mon01"].ok
+    assert run_deploys(load_cluster(spec_file), "mon01").hosts["mon01"].ok
 
 
 def test_apply_records_the_spec_and_refuses_a_rebuild_field_next_time(
     spec_file: Path, cluster: SimulatedCluster
 ) -> None:
     events: list[str] = []
-    result = apply(spec_file, on_event=events.append)  # all 69 nodes at once (a first apply is live)
+    result = apply(load_cluster(spec_file), on_event=events.append)  # all 69 nodes at once (a first apply is live)
     assert result.ok, {n: h.error for n, h in result.hosts.items() if h.error}
     assert len(result.hosts) == 69 and all(h.changed for h in result.hosts.values())
-    assert last_applied(spec_file) is not None
+    assert last_applied(load_cluster(spec_file)) is not None
     assert "connected to 69 node(s)" in " ".join(events)
     data = yaml.safe_load(spec_file.read_text())
     data["cluster"]["name"] = "renamed"
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
     cluster.commands.clear()
     with pytest.raises(ApplyRefused, match=r"cluster\.name"):
-        apply(spec_file)
+        apply(load_cluster(spec_file))
     assert cluster.commands == {}  # refused before any node was touched
 
 
@@ -194,7 +195,7 @@ def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.Monk
     data = yaml.safe_load(spec_file.read_text())
     data["rollout"] = {"batch_size": 40, "drain_timeout": 60}
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    assert apply(spec_file).ok
+    assert apply(load_cluster(spec_file)).ok
     data["versions"]["driver"]["version"] = "570.172.08"
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
     slurm = StubSlurm(tmp_path / "slurm", "ctl01", [n.name for n in resolve_nodes(load_spec(spec_file))])
@@ -211,7 +212,7 @@ def test_a_rolling_change_drains_applies_validates_and_resumes_batch_by_batch(
     validated: list[list[str]] = []
     monkeypatch.setattr(apply_module, "validate_nodes", lambda _p, nodes: validated.append(nodes) or {})
     events: list[str] = []
-    result = apply(spec_file, on_event=events.append)
+    result = apply(load_cluster(spec_file), on_event=events.append)
     assert result.ok, {n: h.error for n, h in result.hosts.items() if h.error}
     assert [len(b) for b in validated] == [40, 24]
     drains = [line for line in rolling.log() if "State=DRAIN" in line]
@@ -233,7 +234,7 @@ def test_a_failed_validation_stops_the_rollout_and_leaves_the_batch_drained(
     monkeypatch.setattr(
         apply_module, "validate_nodes", lambda _p, nodes: {nodes[0]: "validation failed: gpu.count: 7 of 8 GPUs"}
     )
-    result = apply(spec_file)
+    result = apply(load_cluster(spec_file))
     assert not result.ok
     assert result.hosts["gpu001"].error == (
         "validation failed: gpu.count: 7 of 8 GPUs (node left drained; rollout stopped)"

@@ -21,6 +21,7 @@ from gpuforge.render.health import HEALTH_CONFIG, HEALTH_KEY, HEALTH_PROGRAM
 from gpuforge.render.nvidia import nvidia_files
 from gpuforge.render.nvidia_repos import nvidia_repo_files
 from gpuforge.spec import load_spec, resolve_nodes
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.layer_tags import select_layers
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
@@ -48,7 +49,7 @@ def _run(
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(where / "state"))
     cluster = simulated(monkeypatch, where)
     layers = select_layers(tags, skip) if tags is not None or skip is not None else None
-    result = apply(_spec_file(where), limit=NODE, layers=layers)
+    result = apply(load_cluster(_spec_file(where)), limit=NODE, layers=layers)
     assert result.ok, {n: h.error for n, h in result.hosts.items() if h.error}
     return cluster, {op.split(":", 1)[0] for op in result.hosts[NODE].changed}
 

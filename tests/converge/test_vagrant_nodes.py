@@ -16,6 +16,7 @@ from gpuforge.deploy.inventory import inventory_groups
 from gpuforge.probes import vagrant
 from gpuforge.probes.vagrant import VagrantError, machines_for
 from gpuforge.spec import load_spec
+from gpuforge.spec.cluster import Cluster
 from tests.conftest import REPO, run_cli
 
 SPEC = REPO / "inventories" / "vagrant.yaml"
@@ -50,7 +51,7 @@ def test_vagrant_nodes_get_their_ssh_settings_from_vagrant(monkeypatch: pytest.M
     calls: list[Any] = []
     _fake_vagrant(monkeypatch, SSH_CONFIG, calls=calls)
     spec = load_spec(SPEC)
-    groups = inventory_groups(spec, SPEC)
+    groups = inventory_groups(Cluster.of(spec, SPEC))
     data = dict(groups["nodes"])
     assert list(data) == ["node1", "node2", "node3"]  # node names, not pyinfra's "@vagrant/..." form
     assert calls == [(["vagrant", "ssh-config"], str(SPEC.parent))]  # once, in the spec's folder
@@ -67,7 +68,7 @@ def test_vagrant_nodes_get_their_ssh_settings_from_vagrant(monkeypatch: pytest.M
 def test_a_vagrant_machine_that_is_not_up_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_vagrant(monkeypatch, SSH_CONFIG.split("Host node3")[0])
     with pytest.raises(VagrantError, match=r"lists no machine node3 \(is it up\?\)"):
-        inventory_groups(load_spec(SPEC), SPEC)
+        inventory_groups(Cluster.of(load_spec(SPEC), SPEC))
     assert machines_for([], "/nonexistent") == {}  # no vagrant node: vagrant is not asked
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gpuforge.spec import resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.validator import fabric_pairs
 from gpuforge.validator.node.base import FAIL, PASS, SKIP
 from gpuforge.validator.registry import resolve
@@ -36,7 +37,7 @@ def run_pairs(
     monkeypatch.setenv("PATH", f"{stub}:{__import__('os').environ['PATH']}")
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(data))
-    report = validate(spec, path, checks="fabric.pairs")
+    report = validate(Cluster.of(spec, path), checks="fabric.pairs")
     return report, log.read_text().splitlines() if log.exists() else []
 
 

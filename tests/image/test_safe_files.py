@@ -17,6 +17,7 @@ import pytest
 
 from gpuforge.image import build, manifest, strip
 from gpuforge.image.safe_files import UnsafePath, write_in_tree
+from gpuforge.spec.cluster import load_cluster
 from tests.conftest import REPO
 
 
@@ -33,7 +34,7 @@ def test_the_fitted_spec_is_never_written_through_a_planted_link(tmp_path: Path)
     spec.write_text((REPO / "inventories" / "lab.yaml").read_text())
     (spec.parent / f".gpuforge-image-build-{os.getpid()}.yaml").symlink_to(v)
     lab: Any = SimpleNamespace(ssh_key="/k", known_hosts="/kh", mirror_url="http://10.0.0.1:3142")
-    with build.build_spec_file(spec, lab) as fitted:
+    with build.build_spec_file(load_cluster(spec), lab) as fitted:
         assert fitted.parent == spec.parent and not fitted.is_symlink()
         assert fitted.stat().st_mode & 0o077 == 0, "0600: the fitted spec is the build's own"
     assert v.read_text() == "precious\n" and not fitted.exists()

@@ -41,6 +41,7 @@ from gpuforge.render.health import (
     node_health_key,
 )
 from gpuforge.spec import resolve_nodes
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.model import Spec
 from gpuforge.validator import nodelocal as nl
 from gpuforge.validator.node.execute import run_node_checks
@@ -230,7 +231,7 @@ def test_a_plan_never_shows_the_key_or_a_keyed_digest(tmp_path: Path, cluster: S
     context._secrets.cache_clear()  # the deploys' secrets of this test's state folder, not an earlier test's
     old_mac = "ab" * 32  # the node's copy from an earlier apply: its digests hidden in the diff too
     cluster.respond(r"cat .*/etc/gpuforge/health\.json", ["{", f'  "hmac": "{old_mac}",', "}"])
-    result = plan(spec_file, limit="ctl01")
+    result = plan(load_cluster(spec_file), limit="ctl01")
     console = Console(file=io.StringIO(), width=200, color_system=None)
     result.print(console)
     shown = console.file.getvalue() + json.dumps(result.as_dict())  # type: ignore[attr-defined]

@@ -45,6 +45,7 @@ from gpuforge.probes import (
     vagrant,
 )  # fmt: skip
 from gpuforge.spec.bounded_read import NodeOutputError, inflate
+from gpuforge.spec.cluster import Cluster
 from gpuforge.validator import cluster, cluster_gpu_jobs, cluster_k8s_certs, cluster_storage, fabric_pairs, k8s_probe
 from gpuforge.validator import runner as vrunner
 
@@ -161,10 +162,10 @@ def test_ssh_output_is_read_only_up_to_its_limit(tmp_path: Any, monkeypatch: pyt
     node = resolve_nodes(spec)[0]
     flood = ["sh", "-c", "head -c 83886080 /dev/zero"]
     monkeypatch.setattr(vrunner.SshTransport, "argv", lambda self, n: flood[:-1])
-    done = vrunner.SshTransport(spec, path).run(node, flood[-1])
+    done = vrunner.SshTransport(Cluster.of(spec, path)).run(node, flood[-1])
     assert done.rc == 1 and "more than 67,108,864 bytes" in done.stderr and done.stdout == ""
     monkeypatch.setattr(remote, "ssh_argv", lambda *a, **k: flood)
-    cp = remote.run(spec, path, node.name, "ignored")
+    cp = remote.run(Cluster.of(spec, path), node.name, "ignored")
     assert cp.returncode == 1 and "more than 67,108,864 bytes" in cp.stderr
 
 

@@ -38,7 +38,7 @@ def spec_file(tmp_path: Path) -> Path:
 
 
 def invoke(tmp_path: Path, cluster: StubCluster, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(slurm_upgrade_cli, "io_for", lambda s, p: io_for(cluster, tmp_path, [], []))
+    monkeypatch.setattr(slurm_upgrade_cli, "io_for", lambda c: io_for(cluster, tmp_path, [], []))
     res = CliRunner().invoke(app, ["slurm-upgrade", str(spec_file(tmp_path)), *args])
     return res.exit_code, res.stdout, res.stderr
 

@@ -25,6 +25,7 @@ from gpuforge.orchestrate.slurm_settled import at_spec_version, installed_comman
 from gpuforge.orchestrate.slurm_upgrade import UpgradeIO, plan_upgrade, run_upgrade
 from gpuforge.orchestrate.slurm_upgrade_commands import UpgradePaths
 from gpuforge.spec import load_spec, parse_spec
+from gpuforge.spec.cluster import Cluster, load_cluster
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_slurm import StubSlurm
 from tests.slurm.stub_upgrade import StubCluster
@@ -77,7 +78,7 @@ class World:
         self.spec_file.write_text(yaml.safe_dump(data))
 
     def remote_run(
-        self, spec: Any, spec_path: Any, node: str, command: str, timeout: float = 120
+        self, cluster: Any, node: str, command: str, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         if node in self.unreachable:
             return subprocess.CompletedProcess(command, 255, "", "ssh: connect to host: No route to host")
@@ -122,7 +123,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     """Slurm OLD applied everywhere (recorded), a job running on cpu1, the spec edited to NEW."""
     w = World(tmp_path, monkeypatch)
     w.write(spec_data(tmp_path, OLD))
-    record_applied(load_spec(w.spec_file), w.spec_file)
+    record_applied(Cluster.of(load_spec(w.spec_file), w.spec_file))
     w.ctl.add_job(7, "cpu1", seconds=600)  # a drain of cpu1 would wait for it (and time out)
     w.write(spec_data(tmp_path, NEW))
     return w
@@ -136,20 +137,20 @@ def test_apply_after_the_upgrade_drains_no_node(world: World) -> None:
         previews.append(preview)
         return True
 
-    result = apply_mod.apply(world.spec_file, confirm=confirm)
+    result = apply_mod.apply(load_cluster(world.spec_file), confirm=confirm)
     assert result.ok and not result.waiting, result
     assert world.drains() == []
     assert world.ctl.jobs_running("cpu1") == [7]
     assert (previews[0].rolling_fields, previews[0].to_roll) == ([], [])  # a live change now
     assert world.deployed == [(n, False) for n in ["ctl1", *COMPUTE]]  # in one run, none drained
     assert world.version_reads() == COMPUTE  # read on the nodes the field would roll
-    assert last_applied(world.spec_file) == load_spec(world.spec_file)
+    assert last_applied(load_cluster(world.spec_file)) == load_spec(world.spec_file)
 
 
 def test_a_node_the_upgrade_did_not_reach_still_rolls_drained(world: World) -> None:
     world.upgrade()
     world.set_version("cpu3", OLD)  # say the flow stopped before its batch
-    result = apply_mod.apply(world.spec_file)
+    result = apply_mod.apply(load_cluster(world.spec_file))
     assert result.ok and not result.waiting, result
     assert [line.split()[2] for line in world.drains()] == ["NodeName=cpu3"]
     assert ("cpu3", True) in world.deployed and ("cpu1", False) in world.deployed
@@ -158,7 +159,7 @@ def test_a_node_the_upgrade_did_not_reach_still_rolls_drained(world: World) -> N
 def test_a_node_that_cannot_be_read_rolls_as_before(world: World) -> None:
     world.upgrade()
     world.unreachable.add("cpu2")  # its read fails; its drain goes through the controller
-    apply_mod.apply(world.spec_file)
+    apply_mod.apply(load_cluster(world.spec_file))
     assert [line.split()[2] for line in world.drains()] == ["NodeName=cpu2"]
 
 
@@ -168,7 +169,7 @@ def test_another_rolling_field_still_drains_every_node(world: World) -> None:
     state["jobs"] = []
     world.ctl.write(state)
     world.write(spec_data(world.tmp, NEW, pyxis="0.21.0"))
-    result = apply_mod.apply(world.spec_file)
+    result = apply_mod.apply(load_cluster(world.spec_file))
     assert result.ok, result
     assert [line.split()[2] for line in world.drains()] == ["NodeName=cpu[1-2]", "NodeName=cpu3"]
 
@@ -176,7 +177,7 @@ def test_another_rolling_field_still_drains_every_node(world: World) -> None:
 def test_a_distro_target_compares_with_the_repositorys_candidate(world: World) -> None:
     world.write(spec_data(world.tmp, "distro"))
     world.upgrade()  # distro: the flow installs what the repository offers (NEW)
-    result = apply_mod.apply(world.spec_file)
+    result = apply_mod.apply(load_cluster(world.spec_file))
     assert result.ok and world.drains() == []
 
 

@@ -31,6 +31,7 @@ from gpuforge.extensions.ansible_inventory import ansible_inventory
 from gpuforge.orchestrate.plan import plan
 from gpuforge.render import render_cluster
 from gpuforge.spec import SpecError, parse_spec
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.model import Spec
 from tests.converge.simulated import simulated, write_simulated_spec
 from tests.spec.hostile import (
@@ -210,7 +211,7 @@ def planned_commands(data: dict[str, Any], where: Path) -> dict[str, list[str]]:
     data = {k: v for k, v in data.items() if k != "site"}  # site content and the bundle: not on disk here
     data["sources"] = {k: v for k, v in data["sources"].items() if k != "bundle_dir"}
     path = write_simulated_spec(data, where, "spec.yaml")
-    result = plan(path)
+    result = plan(load_cluster(path))
     assert not result.errors, result.errors
     out = {
         node: [s["command"] for op in host["operations"] for s in op["steps"] if s.get("command")]

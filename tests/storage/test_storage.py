@@ -13,6 +13,7 @@ import yaml
 from gpuforge.render import render_node
 from gpuforge.render.storage import exports_path, exports_text, mount_unit, unit_name
 from gpuforge.spec import SpecError, parse_spec, resolve_nodes
+from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.model import Spec
 from gpuforge.spec.platforms import DISTRIBUTIONS, OsFamily
 from gpuforge.validator.cluster_storage import judge_mount, read_mounts
@@ -167,7 +168,7 @@ def test_plan_of_fresh_nodes_is_the_golden_one(tmp_path: Path, monkeypatch: pyte
     data["container_runtime"] = {"engine": "none"}
     data["ssh"] = {}
     path = write_simulated_spec(data, tmp_path, "storage.yaml")
-    result = plan(path, limit=node)
+    result = plan(load_cluster(path), limit=node)
     got = assert_golden_plan(result, node, GOLDEN)
     steps = [s for op in got["operations"] for s in op["steps"]]
     assert cluster.commands[node]

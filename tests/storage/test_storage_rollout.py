@@ -24,6 +24,7 @@ from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.orchestrate.slurm_drain import DRAIN_TAG
 from gpuforge.render.storage import node_units
 from gpuforge.spec import load_spec, parse_spec
+from gpuforge.spec.cluster import Cluster, load_cluster
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_slurm import StubSlurm
 from tests.helpers import INVENTORIES
@@ -63,7 +64,7 @@ class Deploys:
     def __call__(
         self, spec_path: Any, limit: str | None = None, on_event: Any = None, run: Any = None, locked: bool = False
     ) -> ApplyResult:
-        wanted = Path(spec_path).read_text()
+        wanted = spec_path.source.read_text()
         names = (limit or "").split(",")
         if run is not None and run.drained:
             assert set(run.drained) == set(names), "a batch run names exactly its drained nodes"
@@ -89,7 +90,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     monkeypatch.setattr(slurm_drain, "POLL_S", 0.2)
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec_data()))
-    record_applied(load_spec(spec_file), spec_file)
+    record_applied(Cluster.of(load_spec(spec_file), spec_file))
     slurm = StubSlurm(tmp_path / "slurm", "node1", ["node1", *WORKERS])
     deploys = Deploys(slurm, spec_file.read_text())
     monkeypatch.setattr(remote, "run", slurm.remote_run)
@@ -115,12 +116,12 @@ def test_a_mount_changed_for_two_nodes_drains_those_two_only(cluster: Any) -> No
     slurm.add_job(41, "node3", polls=2)  # waited for: listed by two squeue reads
     slurm.add_job(42, "node4", seconds=60)  # node4's mounts do not change: its job is never waited on
     change(spec_file, lambda d: mount(d, "scratch").update(options=["hard", "noatime", "vers=4.2"]))
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert result.ok and not result.waiting, result.hosts
     assert drains(slurm) == [f"scontrol update NodeName=node[2-3] State=DRAIN Reason={DRAIN_TAG}"]
     assert deploys.units_changed == ["node2", "node3"] and deploys.batch_runs == [["node2", "node3"]]
     assert [slurm.node(n)["history"] for n in WORKERS] == [["DRAIN", "RESUME"], ["DRAIN", "RESUME"], [], []]
-    assert slurm.jobs_running("node4") == [42] and last_applied(spec_file) == load_spec(spec_file)
+    assert slurm.jobs_running("node4") == [42] and last_applied(load_cluster(spec_file)) == load_spec(spec_file)
 
 
 def test_a_mount_added_for_one_node_and_one_removed_from_another_drain_just_them(cluster: Any) -> None:
@@ -133,7 +134,7 @@ def test_a_mount_added_for_one_node_and_one_removed_from_another_drain_just_them
         )
 
     change(spec_file, edit)
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert result.ok, result.hosts
     assert drains(slurm) == [
         f"scontrol update NodeName=node[3,5] State=DRAIN Reason={DRAIN_TAG}",
@@ -146,11 +147,11 @@ def test_an_operators_drain_is_kept_when_their_node_mount_changes(cluster: Any) 
     spec_file, slurm, deploys = cluster
     slurm.drain_by_hand("node3", "bad dimm")
     change(spec_file, lambda d: d["storage"]["mounts"].remove(mount(d, "scratch")))  # node2 and node3 lose it
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert "drained by an operator (bad dimm)" in result.waiting["node3"]
     assert drains(slurm) == [f"scontrol update NodeName=node2 State=DRAIN Reason={DRAIN_TAG}"]
     assert slurm.node("node3") == {"drain": True, "reason": "bad dimm", "history": []}
-    result = apply_mod.apply(spec_file, include_drained=True)
+    result = apply_mod.apply(load_cluster(spec_file), include_drained=True)
     assert result.ok and not result.waiting, result.hosts
     assert "node3" in deploys.units_changed
     assert slurm.node("node3") == {"drain": True, "reason": "bad dimm", "history": []}  # never resumed
@@ -170,7 +171,7 @@ def test_changes_that_change_no_compute_nodes_unit_are_live(cluster: Any) -> Non
     rollout = plan_rollout(parse_spec(yaml.safe_dump(spec_data())), load_spec(spec_file))
     assert rollout.rolling == [] and not rollout.batches
     assert sorted(c.path for c in rollout.live) == ["storage.mounts.ctl", "storage.mounts.site.path"]
-    result = apply_mod.apply(spec_file)
+    result = apply_mod.apply(load_cluster(spec_file))
     assert result.ok and not result.waiting, result.hosts
     assert drains(slurm) == [] and deploys.units_changed == ["node1"]  # the controller remounts at once
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpuforge.spec import resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.node.base import FAIL, PASS
 from gpuforge.validator.runner import validate
@@ -43,7 +44,7 @@ def edit(fake: FakeCluster, node_name: str, path: str, text: str | None = None, 
 
 
 def config_result(fake: FakeCluster, spec: Any, path: Path, node: str) -> tuple[str, str]:
-    report = validate(spec, path, checks="config", transport=fake)
+    report = validate(Cluster.of(spec, path), checks="config", transport=fake)
     r = next(c for n in report.nodes if n.name == node for c in n.checks if c.id == "config.files")
     return r.status, r.message
 
@@ -59,7 +60,7 @@ def test_a_hand_edited_slurm_conf_fails_with_a_diff(lab: Any) -> None:
     spec, path, fake = lab
     text = fake.node_files(node_named(spec, "node2"))[SLURM_CONF][4] or ""
     edit(fake, "node2", SLURM_CONF, text + "SchedulerType=sched/builtin\n")
-    report = validate(spec, path, checks="config", transport=fake)
+    report = validate(Cluster.of(spec, path), checks="config", transport=fake)
     assert report.exit_code == 1
     by = {n.name: {c.id: c for c in n.checks} for n in report.nodes}
     assert by["node1"]["config.files"].status == PASS and by["node3"]["config.files"].status == PASS
@@ -112,7 +113,7 @@ def test_a_drift_diff_hides_the_nodes_credentials_in_every_format(tmp_path: Path
     text = fake.node_files(node_named(spec, "node1"))[ALERTMANAGER_CONFIG][4] or ""
     old = f"https://olduser:{NODE_PASSWORD}@hooks.example.org/old/{NODE_TOKEN}?token=qu3ry"
     edit(fake, "node1", ALERTMANAGER_CONFIG, text.replace("https://", f"{old}\n#https://", 1) + "x: 1\n")
-    report = validate(spec, path, checks="config", transport=fake)
+    report = validate(Cluster.of(spec, path), checks="config", transport=fake)
     result = next(c for n in report.nodes if n.name == "node1" for c in n.checks if c.id == "config.files")
     assert result.status == FAIL and f"--- {ALERTMANAGER_CONFIG} (on the node)" in result.message
     assert "+x: 1" not in result.message and "-x: 1" in result.message  # the diff is there

@@ -113,7 +113,7 @@ def test_validate_cmd_writes_every_report(tmp_path: Path, monkeypatch: pytest.Mo
     fake.sinfo["node2"][0] = "drained"
     from gpuforge.validator import runner
 
-    monkeypatch.setattr(runner, "SshTransport", lambda s, p, options=(): fake)
+    monkeypatch.setattr(runner, "SshTransport", lambda c, options=(): fake)
     junit, prom = tmp_path / "r.xml", tmp_path / "r.prom"
     assert cli.validate_cmd(path, True, junit, prom, None, None) == 1
     doc = json.loads(capsys.readouterr().out)

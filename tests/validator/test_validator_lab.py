@@ -17,6 +17,7 @@ import pytest
 
 from gpuforge.render.health import HEALTH_CONFIG, HEALTH_PROGRAM
 from gpuforge.spec import load_spec
+from gpuforge.spec.cluster import Cluster
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.report import Report
 from gpuforge.validator.runner import validate
@@ -35,7 +36,7 @@ def results(report: Report) -> dict[str, dict[str, Any]]:
 
 def run_validate(c: Any, spec: Path | None = None, **kw: Any) -> Report:
     path = spec or c.spec_path
-    return validate(load_spec(path), path, **kw)
+    return validate(Cluster.of(load_spec(path), path), **kw)
 
 
 def node_state(c: Any, name: str) -> tuple[str, str]:

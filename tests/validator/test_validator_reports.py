@@ -13,6 +13,7 @@ import xmlschema
 from rich.console import Console
 
 from gpuforge.probes.metrics import parse_prometheus_text
+from gpuforge.spec.cluster import Cluster
 from gpuforge.validator.node import output
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.node.framework import Result
@@ -32,7 +33,7 @@ def broken_report(tmp_path: Path) -> Report:
     fake.sinfo["node2"][0] = "drained"
     fake.reasons["node2"] = 'said "no" \\ twice'
     fake.unreachable.add("node3")
-    return validate(spec, path, transport=fake)
+    return validate(Cluster.of(spec, path), transport=fake)
 
 
 def sample_report() -> Report:

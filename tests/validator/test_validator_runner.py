@@ -17,6 +17,7 @@ import pytest
 
 from gpuforge.probes.slurm import parse_sinfo_nodes
 from gpuforge.spec import SpecError, resolve_nodes
+from gpuforge.spec.cluster import Cluster
 from gpuforge.validator import cluster, cluster_k8s
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS, SKIP
 from gpuforge.validator.registry import ALL_CHECKS, OPT_IN, UnknownCheck, registry_problems, resolve
@@ -40,7 +41,7 @@ def lab(tmp_path: Path) -> tuple[Any, Path, FakeCluster]:
 
 def test_healthy_lab_passes_with_gpu_checks_skipped(lab: Any) -> None:
     spec, path, fake = lab
-    report = validate(spec, path, transport=fake)
+    report = validate(Cluster.of(spec, path), transport=fake)
     assert report.exit_code == 0, report.failures()
     r = results(report)
     assert sorted(r) == ["node1", "node2", "node3"]
@@ -73,7 +74,7 @@ def test_drained_node_fails_state_and_is_not_sent_a_job(lab: Any) -> None:
     spec, path, fake = lab
     fake.sinfo["node2"][0] = "drained"
     fake.reasons["node2"] = "maintenance [alice@2026-05-01T09:00:00]"
-    report = validate(spec, path, transport=fake)
+    report = validate(Cluster.of(spec, path), transport=fake)
     r = results(report)
     assert report.exit_code == 1
     assert r["node2"]["scheduler.node_state"].status == FAIL
@@ -90,7 +91,7 @@ def test_drained_node_fails_state_and_is_not_sent_a_job(lab: Any) -> None:
 def test_munge_stopped_on_node2(lab: Any) -> None:
     spec, path, fake = lab
     fake.outputs["node2"]["units"] = units({"munge.service": "inactive", "slurmd.service": "active"})
-    report = validate(spec, path, transport=fake)
+    report = validate(Cluster.of(spec, path), transport=fake)
     r = results(report)
     assert r["node2"]["scheduler.munge"].status == FAIL
     assert r["node2"]["scheduler.munge"].message == "munge.service is inactive (dead)"
@@ -102,7 +103,7 @@ def test_munge_stopped_on_node2(lab: Any) -> None:
 def test_munge_key_differs_on_one_node(lab: Any) -> None:
     spec, path, fake = lab
     fake.outputs["node3"]["munge_key"][2] = "__sha256=" + "6" * 64
-    r = results(validate(spec, path, transport=fake))
+    r = results(validate(Cluster.of(spec, path), transport=fake))
     assert r["node3"]["security.munge_key_identical"].status == FAIL
     assert r["node3"]["security.munge_key_identical"].message.startswith("munge key differs from node1's")
     assert r["node2"]["security.munge_key_identical"].status == PASS
@@ -111,7 +112,7 @@ def test_munge_key_differs_on_one_node(lab: Any) -> None:
 def test_munge_key_world_readable(lab: Any) -> None:
     spec, path, fake = lab
     fake.outputs["node2"]["munge_key"][1] = "__stat=644|munge|munge|regular file|1024"
-    r = results(validate(spec, path, transport=fake))
+    r = results(validate(Cluster.of(spec, path), transport=fake))
     assert r["node2"]["security.munge_key"].status == FAIL
     assert r["node2"]["security.munge_key"].message == "/etc/munge/munge.key is 0644 munge:munge, want 0400 munge:munge"
     assert r["node2"]["security.munge_key_identical"].status == BLOCKED
@@ -120,7 +121,7 @@ def test_munge_key_world_readable(lab: Any) -> None:
 def test_unreachable_node_is_a_failure_of_that_node(lab: Any) -> None:
     spec, path, fake = lab
     fake.unreachable.add("node3")
-    report = validate(spec, path, transport=fake)
+    report = validate(Cluster.of(spec, path), transport=fake)
     r = results(report)
     assert report.exit_code == 1
     conn = r["node3"]["connection.ssh"]
@@ -136,7 +137,7 @@ def test_unreachable_node_is_a_failure_of_that_node(lab: Any) -> None:
 def test_nothing_reachable_means_could_not_run(lab: Any) -> None:
     spec, path, fake = lab
     fake.unreachable |= {"node1", "node2", "node3"}
-    report = validate(spec, path, transport=fake)
+    report = validate(Cluster.of(spec, path), transport=fake)
     assert report.exit_code == 2 and report.could_not_run and not report.ok
     r = results(report)
     assert r["node2"]["scheduler.node_state"].status == BLOCKED
@@ -148,22 +149,22 @@ def test_srun_failure_is_reported(lab: Any) -> None:
     fake.srun_fail["node3"] = (
         "srun: error: Unable to create step for job 12: Invalid generic resource (gres) specification"
     )
-    r = results(validate(spec, path, transport=fake))
+    r = results(validate(Cluster.of(spec, path), transport=fake))
     assert r["node3"]["job.srun"].status == FAIL
     assert "exit 1" in r["node3"]["job.srun"].message and "Invalid generic resource" in r["node3"]["job.srun"].message
 
 
 def test_checks_selection_pulls_dependencies_and_limit(lab: Any) -> None:
     spec, path, fake = lab
-    report = validate(spec, path, checks="security.munge_key_identical", limit="node[2-3]", transport=fake)
+    report = validate(Cluster.of(spec, path), checks="security.munge_key_identical", limit="node[2-3]", transport=fake)
     assert [n.name for n in report.nodes] == ["node2", "node3"]
     assert {r.id for r in report.nodes[0].checks} == {
         "connection.ssh", "security.munge_key", "security.munge_key_identical"}  # fmt: skip
     assert not any("sinfo" in c for _, c in fake.calls)  # no controller query needed
     with pytest.raises(UnknownCheck, match=r"unknown check 'driver\.versoin'"):
-        validate(spec, path, checks="driver.versoin", transport=fake)
+        validate(Cluster.of(spec, path), checks="driver.versoin", transport=fake)
     with pytest.raises(SpecError, match=r"--limit: 'gpu\[01-02\]' matches no node of the spec"):
-        validate(spec, path, limit="gpu[01-02]", transport=fake)
+        validate(Cluster.of(spec, path), limit="gpu[01-02]", transport=fake)
 
 
 def test_selection_by_layer_and_prefix() -> None:
@@ -185,7 +186,7 @@ def test_gres_and_partitions_compared_with_the_spec(tmp_path: Path) -> None:
     spec, path = lab_spec(tmp_path, gpus)
     fake = FakeCluster(spec)
     fake.sinfo["node3"][2] = "gpu:h100:1(S:0)"
-    r = results(validate(spec, path, checks="scheduler", transport=fake))
+    r = results(validate(Cluster.of(spec, path), checks="scheduler", transport=fake))
     assert r["node2"]["scheduler.gres"].status == FAIL
     assert r["node2"]["scheduler.gres"].message == "GRES (none), the spec declares gpu:h100:1"
     assert r["node3"]["scheduler.gres"].status == PASS
@@ -208,7 +209,7 @@ def test_wrong_driver_pin_on_gpu_less_nodes_is_honest(lab: Any, tmp_path: Path) 
         fake.outputs[name]["driver"] = ["__sysmod=", "__refcnt="]
         fake.outputs[name]["modules"] = ["snd 1 0 - Live 0x0", "__rc=0"]
         fake.outputs[name]["xid"] = ["__source=none"]
-    r = results(validate(spec, path, checks="driver,hardware", transport=fake))
+    r = results(validate(Cluster.of(spec, path), checks="driver,hardware", transport=fake))
     assert r["node2"]["driver.module"].status == FAIL
     assert "no NVIDIA GPU on the PCI bus" in r["node2"]["driver.module"].message
     assert r["node2"]["driver.version"].status == BLOCKED
@@ -382,7 +383,7 @@ def test_registry_is_consistent() -> None:
 
 def test_ssh_argv_keeps_host_key_checking_on(tmp_path: Path) -> None:
     spec = spec_from(INVENTORIES / "slurm-h100.yaml")
-    argv = SshTransport(spec, tmp_path / "s.yaml").argv(node(spec, "gpu001"))
+    argv = SshTransport(Cluster.of(spec, tmp_path / "s.yaml")).argv(node(spec, "gpu001"))
     joined = " ".join(argv)
     # Every StrictHostKeyChecking setting in the command says yes.
     assert re.findall(r"StrictHostKeyChecking=(\w+)", joined) == ["yes"]
@@ -412,7 +413,7 @@ def _counting_transport(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure
 def test_ssh_transport_tries_once_more_when_the_node_hung_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     spec = spec_from(INVENTORIES / "slurm-h100.yaml")
     count = _counting_transport(monkeypatch, tmp_path, 1, "")
-    done = SshTransport(spec, tmp_path / "s.yaml").run(node(spec, "gpu001"), "echo ran", timeout=30)
+    done = SshTransport(Cluster.of(spec, tmp_path / "s.yaml")).run(node(spec, "gpu001"), "echo ran", timeout=30)
     assert (done.rc, done.stdout, count.read_text().strip()) == (0, "ran\n", "2")
 
 
@@ -425,7 +426,7 @@ def test_ssh_transport_gives_up_after_one_more_try_or_at_once_for_a_refusal(
 ) -> None:
     spec = spec_from(INVENTORIES / "slurm-h100.yaml")
     count = _counting_transport(monkeypatch, tmp_path, 5, stderr)
-    done = SshTransport(spec, tmp_path / "s.yaml").run(node(spec, "gpu001"), "echo ran", timeout=30)
+    done = SshTransport(Cluster.of(spec, tmp_path / "s.yaml")).run(node(spec, "gpu001"), "echo ran", timeout=30)
     assert done.rc == 255 and done.stdout == "" and done.stderr == stderr
     assert count.read_text().strip() == ("2" if not stderr else "1")
 
@@ -443,8 +444,10 @@ class LocalTransport:
 
 def test_real_nodelocal_over_the_real_command_line(lab: Any) -> None:
     spec, path, _ = lab
-    report = validate(spec, path, checks="hardware,security.munge_key,scheduler.munge", limit="node2",
-                      transport=LocalTransport())  # fmt: skip
+    report = validate(
+        Cluster.of(spec, path), checks="hardware,security.munge_key,scheduler.munge", limit="node2",
+        transport=LocalTransport(),
+    )  # fmt: skip
     r = results(report)["node2"]
     assert r["connection.ssh"].status == PASS, r["connection.ssh"].message
     # This machine's real PCI bus and munge key decide: the lab spec declares no GPU for node2.
@@ -476,7 +479,7 @@ def test_exclude_drops_checks_for_a_rolling_apply(lab: Any) -> None:
     spec, path, fake = lab
     fake.sinfo["node2"][0] = "drained"
     fake.reasons["node2"] = "gpuforge: rolling change"
-    report = validate(spec, path, limit="node2", exclude="scheduler.node_state", transport=fake)
+    report = validate(Cluster.of(spec, path), limit="node2", exclude="scheduler.node_state", transport=fake)
     r = results(report)["node2"]
     assert "scheduler.node_state" not in r
     assert r["job.srun"].status == BLOCKED and "did not run" in r["job.srun"].message
