@@ -54,6 +54,7 @@ def one(gpu_nodes: int) -> dict[str, float]:
     sys.path.insert(0, str(REPO))
     from gpuforge.orchestrate.apply import run_deploys
     from gpuforge.orchestrate.plan import plan
+    from gpuforge.spec.cluster import load_cluster
     from tests.converge.simulated import simulated
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,10 +64,11 @@ def one(gpu_nodes: int) -> dict[str, float]:
         mp = pytest.MonkeyPatch()
         cluster = simulated(mp, where)
         t0, c0 = time.perf_counter(), time.process_time()
-        result = plan(path)
+        loaded = load_cluster(path)
+        result = plan(loaded)
         t1, c1 = time.perf_counter(), time.process_time()
         assert result.ok, result.errors
-        applied = run_deploys(path)
+        applied = run_deploys(loaded)
         t2, c2 = time.perf_counter(), time.process_time()
         assert applied.ok, {n: h.error for n, h in applied.hosts.items() if h.error}
         mp.undo()

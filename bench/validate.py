@@ -25,17 +25,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gpuforge.render.health import HEALTH_PROGRAM  # noqa: E402
-from gpuforge.spec import load_spec, resolve_nodes  # noqa: E402
+from gpuforge.spec import resolve_nodes  # noqa: E402
+from gpuforge.spec.cluster import load_cluster  # noqa: E402
 from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, SshTransport, validate  # noqa: E402
 
 
 def bench_validate(spec_path: Path, runs: int) -> dict[str, Any]:
     """Wall time of a full validate (all checks, all nodes)."""
-    spec = load_spec(spec_path)
+    cluster = load_cluster(spec_path)
+    spec = cluster.spec
     times, counts = [], {}
     for _ in range(runs):
         t0 = time.monotonic()
-        report = validate(spec, spec_path)
+        report = validate(cluster)
         times.append(time.monotonic() - t0)
         counts = report.counts()
     return {
@@ -50,9 +52,9 @@ def bench_validate(spec_path: Path, runs: int) -> dict[str, Any]:
 
 def bench_health(spec_path: Path, node_name: str, runs: int) -> dict[str, Any]:
     """gpuforge-health on one node: its own duration and the SSH round trip around it."""
-    spec = load_spec(spec_path)
-    node = next(n for n in resolve_nodes(spec) if n.name == node_name)
-    transport = SshTransport(spec, spec_path, options=NO_SECRET_KEX_OPTION)  # as validate connects
+    cluster = load_cluster(spec_path)
+    node = next(n for n in resolve_nodes(cluster.spec) if n.name == node_name)
+    transport = SshTransport(cluster, options=NO_SECRET_KEX_OPTION)  # as validate connects
     on_node, round_trip = [], []
     for _ in range(runs):
         done = transport.run(node, f"{HEALTH_PROGRAM} --json --no-slurm", None, 60)

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from gpuforge.cli import app
 from gpuforge.orchestrate.fresh import fresh_plan
+from gpuforge.spec.cluster import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).parent / "upstream"
@@ -89,7 +90,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
     try:
         out = {}
         for os, (source, _, _) in PLATFORMS.items():
-            result = fresh_plan(spec_for(os, source, where))
+            result = fresh_plan(load_cluster(spec_for(os, source, where)))
             assert result.ok, result.errors
             out[os] = result.as_dict()["hosts"]
         return out

@@ -52,4 +52,3 @@ def test_debian13_nodes_converge_from_scratch_with_slurm_24_11_and_validate(trix
     assert json.loads(report.stdout)["ok"]
     again = c.apply()
     assert again["returncode"] == 0 and again["changes"] == 0, json.dumps(again, indent=2)[-3000:]
-
