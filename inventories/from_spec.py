@@ -8,11 +8,11 @@ Groups: ``nodes``, ``role_<role>`` (e.g. ``role_compute``) and ``group_<node gro
 import os
 
 from gpuforge.deploy.inventory import inventory_groups
-from gpuforge.spec import load_spec
+from gpuforge.spec.cluster import load_cluster
 
 _path = os.environ.get("GPUFORGE_SPEC")
 if not _path:
     raise SystemExit("set GPUFORGE_SPEC to the cluster spec file")
 
-for _name, _hosts in inventory_groups(load_spec(_path), _path).items():
+for _name, _hosts in inventory_groups(load_cluster(_path)).items():
     globals()[_name] = _hosts
