@@ -525,6 +525,7 @@ def _register_subcommands() -> None:
     from gpuforge.acceptance import cli as accept_cli
     from gpuforge.image.cli import app as image_app
     from gpuforge.lab.cli import app as lab_app
+    from gpuforge.orchestrate.slurm_build_cli import slurm_build_typer
     from gpuforge.orchestrate.slurm_upgrade_cli import upgrade_typer
     from gpuforge.validator import cli as validator_cli
 
@@ -535,6 +536,7 @@ def _register_subcommands() -> None:
     app.command("accept")(accept_cli.accept_typer)
     app.command("replace")(accept_cli.replace_typer)
     app.command("slurm-upgrade")(upgrade_typer)
+    app.command("slurm-build")(slurm_build_typer)
     app.command("log")(cli_log.log_cmd)
 
 

@@ -55,6 +55,7 @@ def apply_errors() -> Iterator[None]:
     from gpuforge.orchestrate.applied_record import ApplyLocked, RecordUnreadable
     from gpuforge.orchestrate.apply import ApplyCancelled, ApplyRefused
     from gpuforge.orchestrate.saved_plan import PlanFileError
+    from gpuforge.orchestrate.slurm_build import SlurmBuildError
     from gpuforge.probes.vagrant import VagrantError
 
     try:
@@ -65,7 +66,7 @@ def apply_errors() -> Iterator[None]:
         refuse(str(e))
     except SpecError as e:
         refuse(e.format())
-    except VagrantError as e:  # the spec is fine; its vagrant machines are not up
+    except (VagrantError, SlurmBuildError) as e:  # the spec is fine; its machines are not up, or Slurm's build failed
         err.print(str(e), markup=False, highlight=False)
         raise typer.Exit(1) from None
 

@@ -49,6 +49,7 @@ OPERATION_TAGS: dict[str, ImageTag] = {
     "el-repos": ImageTag.SHARED_HOOKS,  # as nvidia-repos: EPEL's release package and key in the image
     "munge": ImageTag.SHARED,
     "acct": ImageTag.NODE,
+    "slurm-repo": ImageTag.SHARED,
     "slurm-accounting": ImageTag.NODE,
     "slurm-accounting-sync": ImageTag.NODE,
     "slurm-config": ImageTag.SHARED,

@@ -30,6 +30,7 @@ from gpuforge.orchestrate.k8s_remove import check_removal, run_removals
 from gpuforge.orchestrate.k8s_upgrade import waiting_for_control_planes
 from gpuforge.orchestrate.rollout import RolloutPlan, batch_nodes, plan_by_node, roll_every_node
 from gpuforge.orchestrate.site_steps import run_with_site_steps
+from gpuforge.orchestrate.slurm_build import ensure_builds
 from gpuforge.orchestrate.slurm_settled import settle_upgraded
 from gpuforge.spec import Spec, SpecError, SpecIssue, hostlist, resolve_nodes, select_limit
 from gpuforge.spec.cluster import Cluster
@@ -196,6 +197,7 @@ def _apply_locked(
         raise ApplyCancelled()
     log = open_run_log(cluster, options, selected)
     try:
+        ensure_builds(cluster, say)  # slurm.source: build; a failure stops here, no node converged
         if options.layers is not None:
             result = _apply_tagged(cluster, options, say, preview, log)
         else:

@@ -25,6 +25,7 @@ from gpuforge.orchestrate.applied_record import RecordUnreadable, last_applied
 from gpuforge.orchestrate.apply import ApplyPreview, run_deploys
 from gpuforge.orchestrate.k8s_remove import RemovalStep
 from gpuforge.orchestrate.k8s_upgrade import check_version_steps
+from gpuforge.orchestrate.slurm_build import planned_builds
 from gpuforge.spec import hostlist
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.diff import FieldChange, diff_specs
@@ -47,6 +48,8 @@ class PlanResult:
     """Why apply refuses that removal without --force (etcd's quorum); None when it does not."""
     images: dict[str, str] = field(default_factory=dict)
     """Per node booted from a gpuforge image: "image matches spec" or the layers that differ."""
+    builds: list[str] = field(default_factory=list)
+    """gpuforge's Slurm builds (``slurm.source: build``): cached, or built by apply before any node."""
 
     @property
     def ok(self) -> bool:
@@ -80,6 +83,7 @@ class PlanResult:
                 {"node": r.node, "on": r.where, "summary": r.summary, "command": r.command} for r in self.removals
             ],
             "removal_problem": self.removal_problem,
+            "builds": self.builds,
             "hosts": {
                 name: {
                     "error": self.errors.get(name),
@@ -101,6 +105,10 @@ class PlanResult:
                 "rolling change pending alone",
                 highlight=False,
             )
+        if self.builds:
+            console.print("[bold]Slurm built from SchedMD's tarball[/]")
+            for line in self.builds:
+                console.print(f"  {line}", markup=False, highlight=False)
         if self.removals:
             console.print("[bold]Nodes leaving the cluster (dropped from the spec), in order[/]")
             for r in self.removals:
@@ -176,15 +184,16 @@ def plan(
     hosts = {name: shown_ops(run.planned.get(name, [])) for name in result.hosts}
     images = {h: st.line() for h, st in compared.statuses(spec).items() if st.record.present or st.record.problem}
     errors = {name: redact_url_credentials(h.error) for name, h in result.hosts.items() if h.error}
+    builds = planned_builds(cluster)
     if problem is not None:
-        return PlanResult(hosts, errors, [], record_problem=problem, layers=layers, images=images)
+        return PlanResult(hosts, errors, [], record_problem=problem, layers=layers, images=images, builds=builds)
     leaving: list[RemovalStep] = []
     if old is not None:
         leaving = [step for name in k8s_remove.removed(old, spec) for step in k8s_remove.removal_steps(old, name)]
     issue = k8s_remove.quorum_issue(old, spec) if old is not None and leaving else None
     return PlanResult(
         hosts, errors, diff_specs(old, spec) if old else [], layers=layers, removals=leaving,
-        removal_problem=issue.message if issue else None, images=images,
+        removal_problem=issue.message if issue else None, images=images, builds=builds,
     )  # fmt: skip
 
 

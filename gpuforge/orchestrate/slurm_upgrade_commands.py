@@ -51,6 +51,7 @@ SOURCES: dict[str, Citation] = {
 DEB_PATTERNS = {
     SlurmSource.DISTRO: "'slurm*' 'libslurm*' 'libpmi0' 'libpmi2-0' 'sview'",
     SlurmSource.SITE: "'slurm-smd*'",
+    SlurmSource.BUILD: "'slurm-smd*'",
 }
 DBD_PORT = 6819
 
@@ -89,7 +90,7 @@ def parse_versions(text: str) -> dict[str, str]:
 
 def candidate_command(spec: Spec, deb: bool) -> str:
     """The version the node's package manager would install for slurmdbd (``__candidate=``)."""
-    site = spec.slurm is not None and spec.slurm.source is SlurmSource.SITE
+    site = spec.slurm is not None and spec.slurm.source.schedmd_packaging
     if deb:
         pkg = "slurm-smd-slurmdbd" if site else "slurmdbd"
         policy = f"apt-cache policy {pkg} | sed -n 's/^ *Candidate: //p'"

@@ -37,7 +37,7 @@ def slurm_section(spec: Spec) -> Slurm:
 def plugin_dir(platform: Platform, spec: Spec | None = None) -> str:
     """Where Slurm looks for plugins (pyxis goes there): the platform table's for the distro's Slurm;
     for SchedMD's debs (``slurm.source: site``) /usr/lib/<triplet>/slurm (``slurm_packages``)."""
-    if spec is not None and spec.slurm is not None and spec.slurm.source is SlurmSource.SITE and platform.is_deb:
+    if spec is not None and spec.slurm is not None and spec.slurm.source.schedmd_packaging and platform.is_deb:
         return SITE_DEB_PLUGIN_DIR.format(triplet=platform.names.gnu_triplet)
     return platform.slurm_plugin_dir
 

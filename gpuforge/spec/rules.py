@@ -46,6 +46,7 @@ from gpuforge.spec.model import (
 from gpuforge.spec.network_operator_rules import network_operator_rules
 from gpuforge.spec.nodes import address_range_problem, group_addresses, resolve_nodes
 from gpuforge.spec.platforms import Arch, UnsupportedPlatform, platform_for
+from gpuforge.spec.slurm_build_rules import slurm_build_rules
 from gpuforge.spec.slurm_mix_rules import slurm_release_rules
 from gpuforge.spec.slurm_model import ProcessTracking
 from gpuforge.spec.slurm_packages import CGROUP_V2_SINCE, SlurmSource
@@ -345,7 +346,8 @@ def distro_slurm_cgroup(spec: Spec) -> Iterator[SpecIssue]:
                 f"{slurm_releases.upstream_of(distro)}, whose cgroup plugin drives cgroup v1 only (cgroup v2 came in "
                 f"Slurm {CGROUP_V2_SINCE}), and {os_family.distribution.title} mounts only cgroup v2: "
                 "proctrack/cgroup and task/cgroup would start no job. Set slurm.source: site (SchedMD's "
-                "slurm-smd packages from a repository the site runs) with versions.slurm 22.05 or later",
+                "slurm-smd packages from a repository the site runs) with versions.slurm 22.05 or later, or "
+                "slurm.source: build (gpuforge builds SchedMD's release tarball)",
             )
 
 
@@ -781,6 +783,7 @@ RULES.append(fabric_rules)
 RULES.append(network_operator_rules)
 RULES.append(hardware_issues)
 RULES.append(slurm_release_rules)
+RULES.append(slurm_build_rules)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:

@@ -185,6 +185,8 @@ def nvml_missing_reason(os: OsFamily) -> str:
 def uses_nvml(spec: Spec, group: NodeGroup) -> bool:
     """The group's gres.conf lines let slurmd find its GPUs through NVML (``slurm.gpu_autodetect``)."""
     setting = spec.slurm.gpu_autodetect if spec.slurm else GpuAutodetect.OFF
+    if setting is GpuAutodetect.AUTO and spec.slurm is not None and spec.slurm.build is not None:
+        return spec.slurm.build.nvml  # gpuforge's build has gpu_nvml.so when built with NVML
     if setting is GpuAutodetect.AUTO:
         return nvml_installs(group.os or spec.cluster.os, group.arch, spec.versions.slurm)
     return setting is GpuAutodetect.NVML

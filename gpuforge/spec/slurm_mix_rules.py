@@ -47,8 +47,8 @@ SOURCES: dict[str, Citation] = {
 }
 
 WAY_OUT = (
-    "upgrade the controller and accounting groups first (their os, or one Slurm for all: slurm.source: site with "
-    "versions.slurm pinned), then the other groups"
+    "upgrade the controller and accounting groups first (their os, or one Slurm for all: slurm.source: build, or "
+    "site, with versions.slurm pinned), then the other groups"
 )
 
 
@@ -148,5 +148,6 @@ def _pair_issue(
             ("node_groups", at.index, "os"),
             f"{older_daemon} of {_describe(older)} is outside the compatibility window of {newer_daemon} of "
             f"{_describe(newer)}: {outside} (SchedMD's Upgrade Guide); move {older.name!r} to a release whose Slurm "
-            "is in that window first (its os), or run one Slurm on all (slurm.source: site with versions.slurm pinned)",
+            "is in that window first (its os), or run one Slurm on all (slurm.source: build, or site, with "
+            "versions.slurm pinned)",
         )

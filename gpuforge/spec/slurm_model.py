@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
+from gpuforge.spec.digest_types import Sha256
 from gpuforge.spec.patterns import SLURM_TIME
 from gpuforge.spec.platforms import Arch as Arch
 from gpuforge.spec.platforms import OsFamily as OsFamily
@@ -17,6 +18,7 @@ from gpuforge.spec.slurm_packages import SlurmSource
 from gpuforge.spec.strict import NAME as NAME
 from gpuforge.spec.strict import Name, StrictModel
 from gpuforge.spec.types import (
+    HttpUrl,
     NodeSelector,
     PlainText,
     PosixUser,
@@ -173,6 +175,33 @@ class Containers(StrictModel):
     pyxis: bool = rolling(True, "Build and install the pyxis SPANK plugin")
 
 
+class SlurmBuild(StrictModel):
+    """SchedMD's release tarball and the nodes that build it (``slurm.source: build``)."""
+
+    tarball: HttpUrl | None = live(
+        None,
+        "Where the control host fetches SchedMD's release tarball for versions.slurm (a site mirror's URL; it "
+        "is used only once its sha256 is the known one). Omitted: the offline bundle's "
+        "artifacts/<file name of gpuforge's table> (sources.bundle_dir)",
+    )
+    sha256: Sha256 | None = live(
+        None,
+        "The tarball's sha256: needed for a release gpuforge's cited table (gpuforge.spec.slurm_tarballs) "
+        "does not know; must equal the table's where it does",
+    )
+    hosts: list[Name] = live(
+        min_length=1,
+        description="Build hosts: one node per platform (OS release and architecture) of the Slurm nodes. Each "
+        "gets the build dependencies (SchedMD's debian/control, libnvidia-ml-dev for NVML) and builds the "
+        "packages once; the result is cached on the control host by platform, version, digest and options",
+    )
+    nvml: bool = live(
+        False,
+        "Build Slurm's NVML GPU plugin (gpu_nvml.so): the build host needs Debian's non-free "
+        "libnvidia-ml-dev. Part of the cache key",
+    )
+
+
 class Slurm(StrictModel):
     """Slurm settings (only with cluster.scheduler: slurm)."""
 
@@ -211,13 +240,16 @@ class Slurm(StrictModel):
     failover: Failover = live(default_factory=Failover, description="SlurmctldTimeout and SlurmdTimeout")
     source: SlurmSource = rebuild(
         SlurmSource.DISTRO,
-        "distro (the OS's Slurm packages) or site (a repository the site configures, carrying packages built "
-        "with SchedMD's own packaging: slurm-smd-* debs, slurm-* rpms). A change replaces every Slurm package "
+        "distro (the OS's Slurm packages), site (a repository the site configures, carrying packages built "
+        "with SchedMD's own packaging: slurm-smd-* debs, slurm-* rpms) or build (gpuforge builds those packages "
+        "from SchedMD's release tarball, slurm.build, and publishes them to the nodes as a signed repository). "
+        "A change replaces every Slurm package "
         "of every node (the two packagings conflict): apply would install the other packages in no order "
         "(SchedMD's is slurmdbd, slurmctld, slurmd) and restart slurmctld and slurmd only where a file of theirs "
         "changed too; slurm-upgrade moves packages within one source. Refused on a running cluster: stop "
         "Slurm's daemons, then apply --force",
     )
+    build: SlurmBuild | None = live(None, "SchedMD's tarball and build hosts (slurm.source: build only)")
     extra_config: dict[str, str] = live(default_factory=dict, description="Extra slurm.conf parameters (escape hatch)")
 
     @field_validator("extra_config")

@@ -6,6 +6,10 @@ Linux 9 that is EPEL's ``slurm`` (Fedora's dist-git spec, built for EPEL: ``slur
 ``slurm-slurmd``, ``slurm-slurmdbd``, the commands and plugins in ``slurm``, headers in ``slurm-devel``;
 :data:`EPEL_PACKAGES`), which needs EPEL and CodeReady Builder enabled.
 
+``build``: gpuforge builds SchedMD's packages from the release tarball (``slurm.build``) on a node of
+each platform and publishes them to the Slurm nodes as a signed repository; the packages are the
+``site`` ones below.
+
 ``site``: a repository the site runs (configured on the nodes by the site, e.g. a site Ansible step
 or the image), carrying packages built from SchedMD's releases with SchedMD's own packaging: the
 ``debian/`` directory of SchedMD/slurm makes ``slurm-smd-*`` debs (conflicting with Debian's
@@ -26,6 +30,13 @@ from gpuforge.spec.citation import Citation
 class SlurmSource(StrEnum):
     DISTRO = "distro"
     SITE = "site"
+    BUILD = "build"
+
+    @property
+    def schedmd_packaging(self) -> bool:
+        """SchedMD's own packaging (``slurm-smd-*`` debs, ``slurm-*`` rpms): a site's repository, or
+        gpuforge's build of the release tarball (``gpuforge.orchestrate.slurm_build``)."""
+        return self is not SlurmSource.DISTRO
 
 
 #: The names the deploys use (Debian's), each a role of a package.
@@ -70,6 +81,7 @@ CGROUP_V2_SINCE = "22.05"
 PIN_PATTERNS = {
     SlurmSource.DISTRO: "slurm* libslurm* libpmi0 libpmi2-0 sview",
     SlurmSource.SITE: "slurm-smd*",
+    SlurmSource.BUILD: "slurm-smd*",
 }
 
 #: Plugin directory of SchedMD's debs: configure's default libdir (/usr/lib/<triplet>) plus "slurm".

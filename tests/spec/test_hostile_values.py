@@ -54,7 +54,8 @@ from tests.spec.hostile import (
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BASES: dict[str, dict[str, Any]] = {
-    name: yaml.safe_load((FIXTURES / f"every_field_{name}.yaml").read_text()) for name in ("slurm", "k8s")
+    name: yaml.safe_load((FIXTURES / f"every_field_{name}.yaml").read_text())
+    for name in ("slurm", "k8s", "slurm_build")
 }
 PATTERNS = sorted(set(string_fields(Spec)))
 #: Every field's first place in each base spec that sets it.

@@ -28,6 +28,7 @@ from gpuforge.deploy.converge import (
     record_pending,
 )
 from gpuforge.deploy.layers.nvidia.common import pyxis_rebuilt
+from gpuforge.deploy.layers.slurm_repo import slurm_repo_layer
 from gpuforge.deploy.operations.layer import converge
 from gpuforge.deploy.operations.slurm_accounting import sync_accounting
 from gpuforge.deploy.runstate import RunState, SlurmDecision
@@ -258,6 +259,7 @@ def slurm() -> None:
     sec = secrets() if on else None
     acct = on and s.slurm is not None and s.slurm.accounting.enabled
     db = acct and sec is not None and n.has(Role.ACCOUNTING_DB)
+    converge(name="slurm: gpuforge's build of Slurm (repository)", layer=slurm_repo_layer(s, n))
     converge(
         name="slurm: accounting database and slurmdbd",
         layer=accounting_layer(s, sec, n.os.is_deb) if db and sec else Layer.empty("acct"),

@@ -1,0 +1,270 @@
+"""Build SchedMD's Slurm packages from the release tarball, once per platform, before any node converges.
+
+For each platform of the Slurm nodes (``render.slurm_build.build_inputs``), unless the control host
+already has a verified build of the same inputs:
+
+1. the tarball is fetched on the control host (a URL, or the offline bundle's ``artifacts/``) and kept
+   only with the known sha256 (a corrupted or different file stops here, before any host is touched);
+2. it is sent to the build host, which checks the sha256 again, installs the build dependencies and
+   runs ``dpkg-buildpackage -b`` (``render.slurm_build.build_script``);
+3. the debs and their ``Packages`` index come back as one bounded tar stream; every deb must match
+   the index and every package gpuforge installs must be there at ``versions.slurm``;
+4. the folder is signed (``InRelease``, a key made for this build whose secret half is never kept)
+   and renamed into ``<state root>/slurm-builds/<key>/`` in one step.
+
+Invariant: a folder under ``slurm-builds/`` is either a complete, signed build or absent (work happens
+in ``.<key>.part``); a failed build leaves no folder and converges no node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from debian.deb822 import Packages
+
+from gpuforge.bundle.fetch import Fetcher, FetchError
+from gpuforge.bundle.signing import BundleSigner, SignatureError, inrelease_problem, release_text
+from gpuforge.orchestrate.remote import ssh_argv
+from gpuforge.render import slurm_build as rb
+from gpuforge.spec.bounded_read import NodeOutputError, run_bounded
+from gpuforge.spec.cluster import Cluster
+from gpuforge.spec.slurm_tarballs import DEBIAN_POOL_PATH
+
+BUILD_TIMEOUT = 3 * 3600.0
+#: The most the built packages may weigh on the way back (24.11's debs: about 30 MB).
+DOWNLOAD_LIMIT = 2 * 2**30
+REPO, RECORD, PUBLIC_KEY = rb.REPO_FOLDER, rb.RECORD_FILE, rb.PUBLIC_KEY_FILE
+
+
+class SlurmBuildError(Exception):
+    """A build that did not produce a verified repository (the message says why; no node was converged)."""
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    inputs: rb.BuildInputs
+    folder: Path
+    cached: bool
+    seconds: float
+
+
+def builds_root(cluster: Cluster) -> Path:
+    return cluster.state_dir / rb.BUILDS_FOLDER
+
+
+def cached_build(cluster: Cluster, inputs: rb.BuildInputs) -> dict[str, object] | None:
+    """The record of a complete build of ``inputs`` whose signature still covers its index (None: none)."""
+    folder = rb.build_folder(cluster.state_dir, inputs)
+    try:
+        record = json.loads((folder / RECORD).read_text())
+        key = (folder / PUBLIC_KEY).read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or inrelease_problem(folder, REPO, key) is not None:
+        return None
+    return record
+
+
+def last_seconds(cluster: Cluster, inputs: rb.BuildInputs) -> float | None:
+    """How long the last build of this platform and version took here (any options), if one was made."""
+    for folder in sorted(builds_root(cluster).glob(f"{inputs.platform}-{inputs.version}-*")):
+        try:
+            seconds = json.loads((folder / RECORD).read_text()).get("seconds")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(seconds, int | float):
+            return float(seconds)
+    return None
+
+
+def planned_builds(cluster: Cluster) -> list[str]:
+    """What apply would do about each build, for ``plan``: cached (where, how long) or to be built."""
+    lines = []
+    for inputs in rb.build_inputs(cluster.spec).values():
+        what = f"Slurm {inputs.version} for {inputs.platform}"
+        record = cached_build(cluster, inputs)
+        if record is not None:
+            lines.append(f"{what}: cached ({inputs.key}, built on {record.get('host')} in {record.get('seconds')} s)")
+            continue
+        last = last_seconds(cluster, inputs)
+        took = f"the last build of it here took {last:.0f} s" if last is not None else "never built here"
+        lines.append(f"{what}: not cached: apply builds it on {inputs.host} first ({took})")
+    return lines
+
+
+def ensure_builds(cluster: Cluster, say: Callable[[str], None]) -> list[BuildOutcome]:
+    """Every build the spec's Slurm nodes need, from the cache or built now (raises SlurmBuildError)."""
+    out = []
+    for inputs in rb.build_inputs(cluster.spec).values():
+        folder = rb.build_folder(cluster.state_dir, inputs)
+        record = cached_build(cluster, inputs)
+        if record is not None:
+            say(f"Slurm {inputs.version} for {inputs.platform}: cached ({folder.name})")
+            out.append(BuildOutcome(inputs, folder, True, float(str(record.get("seconds", 0)))))
+            continue
+        say(f"Slurm {inputs.version} for {inputs.platform}: building on {inputs.host}")
+        started = time.monotonic()
+        build(cluster, inputs, tarball_file(cluster, inputs))
+        seconds = time.monotonic() - started
+        say(f"Slurm {inputs.version} for {inputs.platform}: built on {inputs.host} in {seconds:.0f} s")
+        out.append(BuildOutcome(inputs, folder, False, seconds))
+    return out
+
+
+def tarball_url(cluster: Cluster, inputs: rb.BuildInputs) -> str:
+    """Where the tarball is fetched from: ``slurm.build.tarball``, else the offline bundle's artifacts/."""
+    s = cluster.spec.slurm
+    assert s is not None and s.build is not None
+    if s.build.tarball:
+        return s.build.tarball
+    bundle = Path(cluster.spec.sources.bundle_dir or ".").expanduser().resolve()
+    return (bundle / "artifacts" / inputs.file_name).as_uri()
+
+
+def tarball_file(cluster: Cluster, inputs: rb.BuildInputs) -> Path:
+    """The tarball on the control host, verified (kept by its sha256: fetched once for every platform)."""
+    cache = builds_root(cluster) / "tarballs"
+    dest = cache / f"{inputs.sha256}.tar.gz"
+    if dest.is_file() and _sha256(dest) == inputs.sha256:
+        return dest
+    url = tarball_url(cluster, inputs)
+    try:
+        Fetcher(timeout=120).download(url, dest, cache / ".partial", {"sha256": inputs.sha256}, None)
+    except FetchError as e:
+        raise SlurmBuildError(
+            f"Slurm {inputs.upstream}'s tarball: {e.reason}; nothing was built and no node was touched"
+        ) from None
+    return dest
+
+
+def default_tarball_url(mirror: str, inputs: rb.BuildInputs) -> str:
+    """A Debian mirror's URL of a tarball of gpuforge's table (lab and docs)."""
+    return f"{mirror.rstrip('/')}/{DEBIAN_POOL_PATH.format(file_name=inputs.file_name)}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build(cluster: Cluster, inputs: rb.BuildInputs, tarball: Path) -> Path:
+    """Build ``inputs`` on its host from the verified ``tarball`` and keep the signed result."""
+    folder = rb.build_folder(cluster.state_dir, inputs)
+    part = folder.with_name(f".{folder.name}.part")
+    shutil.rmtree(part, ignore_errors=True)
+    (part / REPO).mkdir(parents=True, mode=0o700)
+    started = time.monotonic()
+    try:
+        _remote(cluster, inputs, rb.upload_command(inputs), "send the tarball", tarball, timeout=600)
+        _remote(cluster, inputs, rb.build_script(inputs), "build", timeout=BUILD_TIMEOUT)
+        _download(cluster, inputs, part / REPO)
+        _check_packages(inputs, part / REPO)
+        _sign(part, inputs)
+        record = {
+            "version": inputs.version, "platform": inputs.platform, "sha256": inputs.sha256, "nvml": inputs.nvml,
+            "host": inputs.host, "seconds": round(time.monotonic() - started, 1), "built": int(time.time()),
+        }  # fmt: skip
+        (part / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(part, folder)
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+        subprocess.run(ssh_argv(cluster, inputs.host, rb.cleanup_command(inputs)), capture_output=True, timeout=120)
+    return folder
+
+
+def _remote(
+    cluster: Cluster, inputs: rb.BuildInputs, command: str, what: str, stdin: Path | None = None, timeout: float = 600
+) -> None:
+    argv = ssh_argv(cluster, inputs.host, command)
+    try:
+        if stdin is not None:
+            with stdin.open("rb") as f:
+                done = subprocess.run(argv, stdin=f, capture_output=True, timeout=timeout)
+        else:
+            done = run_bounded(argv, b"", timeout)
+    except subprocess.TimeoutExpired:
+        raise SlurmBuildError(f"{inputs.host}: {what} did not finish in {timeout:.0f} s") from None
+    except NodeOutputError as e:
+        raise SlurmBuildError(f"{inputs.host}: {what}: {e}") from None
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).decode("utf-8", "replace").strip().splitlines()[-45:]
+        raise SlurmBuildError(
+            f"{inputs.host}: {what} of Slurm {inputs.version} failed (exit {done.returncode}); no node was "
+            "converged:\n" + "\n".join(tail)
+        )
+
+
+def _download(cluster: Cluster, inputs: rb.BuildInputs, into: Path) -> None:
+    """The build host's debs and index, read as a tar stream of regular files with plain names only."""
+    argv = ssh_argv(cluster, inputs.host, rb.download_command(inputs))
+    stream = into.parent / "debs.tar"
+    with stream.open("wb") as f:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        got = 0
+        while chunk := proc.stdout.read(1 << 20):
+            got += len(chunk)
+            if got > DOWNLOAD_LIMIT:
+                proc.kill()
+                proc.wait()
+                raise SlurmBuildError(f"{inputs.host}: the built packages exceed {DOWNLOAD_LIMIT:,} bytes")
+            f.write(chunk)
+        if proc.wait(timeout=600) != 0:
+            raise SlurmBuildError(f"{inputs.host}: reading the built packages failed (exit {proc.returncode})")
+    with tarfile.open(stream) as tar:
+        for member in tar.getmembers():
+            name = member.name.removeprefix("./")
+            if not member.isreg() or "/" in name or name.startswith(".") or not name:
+                raise SlurmBuildError(f"{inputs.host}: the built packages hold an unexpected entry {name!r}")
+            src = tar.extractfile(member)
+            assert src is not None
+            with src, (into / name).open("wb") as out:
+                shutil.copyfileobj(src, out)
+    stream.unlink()
+
+
+def _check_packages(inputs: rb.BuildInputs, repo: Path) -> None:
+    """Every deb is what the index says (size, sha256), and every package gpuforge installs is there
+    at ``versions.slurm``."""
+    index = (repo / "Packages").read_text()
+    versions: dict[str, str] = {}
+    listed = set()
+    for stanza in Packages.iter_paragraphs(index, use_apt_pkg=False):
+        name = stanza["Filename"].removeprefix("./")
+        listed.add(name)
+        path = repo / name
+        if "/" in name or not path.is_file():
+            raise SlurmBuildError(f"the built index lists {name}, which did not come back")
+        if path.stat().st_size != int(stanza["Size"]) or _sha256(path) != stanza["SHA256"]:
+            raise SlurmBuildError(f"{name} is not the file the built index describes")
+        versions[stanza["Package"]] = stanza["Version"]
+    extra = {p.name for p in repo.glob("*.deb")} - listed
+    if extra:
+        raise SlurmBuildError(f"debs not in the built index: {', '.join(sorted(extra))}")
+    wrong = [f"{p} ({versions.get(p, 'missing')})" for p in rb.REQUIRED_PACKAGES if versions.get(p) != inputs.version]
+    if wrong:
+        raise SlurmBuildError(f"the build did not make these packages at {inputs.version}: {', '.join(wrong)}")
+
+
+def _sign(part: Path, inputs: rb.BuildInputs) -> None:
+    """InRelease over the index, signed with a key made for this build; its public half beside the repo."""
+    index = (part / REPO / "Packages").read_bytes()
+    try:
+        with BundleSigner(f"gpuforge Slurm build {inputs.key}") as signer:
+            (part / REPO / "InRelease").write_bytes(signer.clearsign(release_text(REPO, {"Packages": index})))
+            (part / PUBLIC_KEY).write_bytes(signer.public_key())
+    except SignatureError as e:
+        raise SlurmBuildError(f"signing the built repository: {e}") from None

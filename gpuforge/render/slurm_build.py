@@ -1,0 +1,157 @@
+"""SchedMD's Slurm built from its release tarball (``slurm.source: build``): small pure functions.
+
+One build per platform of the Slurm nodes (:func:`build_inputs`), named by a key over everything
+that changes its result (platform, package version, tarball sha256, options): the control host
+keeps each finished build in ``<state root>/slurm-builds/<key>/`` (``repo/``: the debs, ``Packages``,
+a signed ``InRelease``; ``key.gpg``: the public half of the key that signed it; ``build.json``).
+The nodes get that folder as a flat apt repository (``REPO_ON_NODE/<key>``) that apt trusts through
+``KEYRING`` only, and install SchedMD's package names from it, held at ``versions.slurm``.
+
+Invariant: the key changes whenever an input of the build changes, and nothing else goes in it;
+every path and value in a command below is either a constant or quoted (``shlex.quote``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuforge.spec import Spec
+from gpuforge.spec.nodes import Node
+from gpuforge.spec.slurm_build_rules import build_hosts, known_sha256, platform_key
+from gpuforge.spec.slurm_packages import SITE_PACKAGES
+from gpuforge.spec.slurm_tarballs import tarball, upstream_version
+
+REPO_ON_NODE = "/var/lib/gpuforge/slurm-build"
+KEYRING = "/etc/apt/keyrings/gpuforge-slurm.gpg"
+SOURCES_FILE = "/etc/apt/sources.list.d/gpuforge-slurm.sources"
+#: Where a build host unpacks and builds (one folder per key, made 0700 and emptied first).
+WORK_ON_HOST = "/var/tmp/gpuforge-slurm-build"
+#: Packages every build must make (SchedMD's debian/control): the roles gpuforge installs.
+REQUIRED_PACKAGES = ("slurm-smd", *sorted({p for p in SITE_PACKAGES["deb"].values() if p}))
+#: What the build host needs besides the tarball's Build-Depends (apt-get build-dep reads those).
+BUILD_TOOLS = ("build-essential", "dpkg-dev", "fakeroot")
+NVML_BUILD_DEPENDS = ("libnvidia-ml-dev",)
+BUILDS_FOLDER = "slurm-builds"
+#: A build folder's parts: the flat repository, the public key that signed it, the build's record.
+REPO_FOLDER = "repo"
+PUBLIC_KEY_FILE = "key.gpg"
+RECORD_FILE = "build.json"
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Everything one build depends on, and where it runs."""
+
+    platform: str
+    version: str
+    sha256: str
+    nvml: bool
+    host: str
+    file_name: str
+    top_folder: str | None
+    """The tarball's one top folder when gpuforge's table knows it (checked before building)."""
+
+    @property
+    def upstream(self) -> str:
+        return upstream_version(self.version)
+
+    @property
+    def key(self) -> str:
+        """The cache key: platform, version, digest and options, nothing else (not the host)."""
+        data = json.dumps([self.platform, self.version, self.sha256, self.nvml], separators=(",", ":"))
+        return f"{self.platform}-{self.version}-{hashlib.sha256(data.encode()).hexdigest()[:16]}"
+
+
+def build_inputs(spec: Spec) -> dict[str, BuildInputs]:
+    """Platform key -> the build its Slurm nodes need (empty unless ``slurm.source: build``)."""
+    s = spec.slurm
+    sha = known_sha256(spec)
+    if s is None or s.build is None or sha is None:
+        return {}
+    row = tarball(upstream_version(spec.versions.slurm))
+    name = row.file_name if row else f"slurm-{upstream_version(spec.versions.slurm)}.tar.gz"
+    return {
+        key: BuildInputs(key, spec.versions.slurm, sha, s.build.nvml, host.name, name, row.top_folder if row else None)
+        for key, host in build_hosts(spec).items()
+    }
+
+
+def inputs_for(spec: Spec, node: Node) -> BuildInputs | None:
+    """The build a node installs from (None: not built by gpuforge, or no build host for its platform)."""
+    return build_inputs(spec).get(platform_key(node))
+
+
+def build_folder(state_root: Path, inputs: BuildInputs) -> Path:
+    return state_root / BUILDS_FOLDER / inputs.key
+
+
+def sources_text(inputs: BuildInputs) -> str:
+    """The node's deb822 source for the build's flat repository, trusted through KEYRING only."""
+    return (
+        f"# gpuforge: SchedMD's Slurm {inputs.version} built from its release tarball (slurm.source: build)\n"
+        f"Types: deb\nURIs: file:{REPO_ON_NODE}/{inputs.key}\nSuites: ./\nSigned-By: {KEYRING}\n"
+    )
+
+
+def work_folder(inputs: BuildInputs) -> str:
+    return f"{WORK_ON_HOST}/{inputs.key}"
+
+
+def upload_command(inputs: BuildInputs) -> str:
+    """Reads the tarball on stdin into the build host's work folder, kept only with the known sha256."""
+    work = shlex.quote(work_folder(inputs))
+    tar = f"{work}/src.tar.gz"
+    return (
+        f"rm -rf {work} && install -d -m 0700 {work} && cat > {tar}.part && "
+        f"echo {shlex.quote(inputs.sha256)}'  '{tar}.part | sha256sum -c --quiet - && mv {tar}.part {tar}"
+    )
+
+
+def build_script(inputs: BuildInputs, jobs: int | None = None) -> str:
+    """The build on the build host: unpack, check the packaging and its version, install the build
+    dependencies (the tarball's own debian/control), ``dpkg-buildpackage -b``, index the debs.
+
+    Exit 3: the tarball is not what it should be; 4: a build dependency cannot be installed
+    (apt's last lines say which); 5: the compile failed (the build log's last lines)."""
+    work = shlex.quote(work_folder(inputs))
+    top = inputs.top_folder
+    check_top = (
+        f'[ "$(tar -tzf src.tar.gz | cut -d/ -f1 | sort -u)" = {shlex.quote(top)} ] || '
+        f"{{ echo 'the tarball has not the one top folder {top}'; exit 3; }}; "
+        if top
+        else ""
+    )
+    tools = " ".join(BUILD_TOOLS + (NVML_BUILD_DEPENDS if inputs.nvml else ()))
+    parallel = f"parallel={jobs}" if jobs else "parallel=$(nproc)"
+    version = shlex.quote(f"({inputs.version})")
+    return (
+        f"set -u; cd {work} || exit 3; {check_top}rm -rf src out && mkdir src out && "
+        "tar -xzf src.tar.gz -C src --strip-components=1 --no-same-owner || exit 3; "
+        '[ -f src/debian/control ] || { echo "the tarball has no debian/ packaging (SchedMD\'s came with 23.11)"; '
+        "exit 3; }; "
+        f'head -n1 src/debian/changelog | grep -qF {version} || {{ echo "debian/changelog is not at '
+        f'{inputs.version}: $(head -n1 src/debian/changelog)"; exit 3; }}; '
+        "export DEBIAN_FRONTEND=noninteractive; "
+        "{ apt-get update -q && "
+        f"apt-get install -y -q --no-install-recommends {tools} && "
+        "apt-get build-dep -y -q --no-install-recommends ./src; } > deps.log 2>&1 || "
+        "{ echo 'build dependencies could not be installed:'; grep -E '^(E|W):|Unable|unmet|Depends' deps.log "
+        "| tail -n 15; exit 4; }; "
+        f"(cd src && DEB_BUILD_OPTIONS='nocheck noautodbgsym {parallel}' dpkg-buildpackage -b -uc -us) "
+        "> build.log 2>&1 || "
+        "{ echo 'dpkg-buildpackage failed; the last lines of its log:'; tail -n 40 build.log; exit 5; }; "
+        "mv ./*.deb out/ && (cd out && dpkg-scanpackages -m . > Packages) && ls out"
+    )
+
+
+def download_command(inputs: BuildInputs) -> str:
+    """The built debs and their index as a tar stream on stdout."""
+    return f"cd {shlex.quote(work_folder(inputs) + '/out')} && tar -cf - Packages ./*.deb"
+
+
+def cleanup_command(inputs: BuildInputs) -> str:
+    return f"rm -rf {shlex.quote(work_folder(inputs))}"
