@@ -14,9 +14,9 @@ import typer
 from gpuforge.cli_apply import (
     apply_errors,
     apply_exit_code,
+    apply_input,
     confirmer,
     print_apply,
-    saved_plan_of,
     stdin_is_terminal,
     without_credentials,
 )
@@ -108,12 +108,12 @@ def _warnings(s: Spec, path: Path, strict: bool) -> None:
         raise typer.Exit(2)
 
 
-def _load_known(path: Path) -> Spec:
-    """:func:`~gpuforge.spec.load_or_exit`, and exit 2 while a ``discover: true`` group has no figures
-    yet (render, plan, apply)."""
+def _load_known(path: Path, data: bytes | None = None) -> Spec:
+    """:func:`~gpuforge.spec.load_or_exit` (of ``data``, the file's bytes, when already read), and exit 2
+    while a ``discover: true`` group has no figures yet (render, plan, apply)."""
     from gpuforge.spec.hardware_rules import DISCOVER_FIRST, unknown_hardware
 
-    s = load_or_exit(path)
+    s = load_or_exit(path, data=data)
     unknown = unknown_hardware(s)
     if unknown:
         refuse(f"{path}: node group(s) {', '.join(unknown)} have discover: true and no discovered figures: "
@@ -416,10 +416,10 @@ def apply(
     """
     from gpuforge.orchestrate.apply import apply as run_apply
 
-    saved = saved_plan_of(spec, limit, tags, skip_tags)
+    saved, data = apply_input(spec, limit, tags, skip_tags)
     if saved is not None:
         spec, limit, tags, skip_tags = saved.spec_path, saved.limit, saved.tags, saved.skip_tags
-    loaded = _load_known(spec)
+    loaded = _load_known(spec, data)
     if strict:
         _warnings(loaded, spec, strict)
     check_limit(loaded, limit)

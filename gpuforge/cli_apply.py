@@ -30,21 +30,29 @@ out = console()
 err = console(stderr=True)
 
 
-def saved_plan_of(path: Path, limit: str | None, tags: str | None, skip_tags: str | None) -> SavedPlan | None:
-    """``apply FILE`` with a plan file: the saved plan, its spec file checked unchanged; None for a
-    spec. Exit 2 when the plan cannot be used or --limit/--tags/--skip-tags try to change it."""
-    from gpuforge.orchestrate.saved_plan import PlanFileError, check_spec_unchanged, is_plan_file, read_plan
+def apply_input(
+    path: Path, limit: str | None, tags: str | None, skip_tags: str | None
+) -> tuple[SavedPlan | None, bytes | None]:
+    """``apply FILE``, read once: a saved plan (its spec file checked unchanged) or the spec's bytes;
+    (None, None) when the file cannot be read (the spec loader then says why). Exit 2 when the plan
+    cannot be used or --limit/--tags/--skip-tags try to change it."""
+    from gpuforge.orchestrate.saved_plan import PlanFileError, check_spec_unchanged, read_apply_input, read_plan
+    from gpuforge.spec.bounded_read import InputFileError
 
-    if not is_plan_file(path):
-        return None
+    try:
+        is_plan, data = read_apply_input(path)
+    except InputFileError:
+        return None, None
+    if not is_plan:
+        return None, data
     if limit is not None or tags is not None or skip_tags is not None:
         refuse(f"{path} is a saved plan: it has its own --limit/--tags/--skip-tags; plan again to change them")
     try:
-        saved = read_plan(path)
+        saved = read_plan(path, data)
         check_spec_unchanged(saved)
     except PlanFileError as e:
         refuse(str(e))
-    return saved
+    return saved, None
 
 
 @contextmanager

@@ -97,23 +97,37 @@ def write_plan(
     write_private(out, json.dumps(doc, indent=INDENT) + "\n")  # "format" first: MAGIC
 
 
-def is_plan_file(path: Path) -> bool:
-    """Whether ``path`` is a regular file ``plan --out`` wrote (it starts with the format line);
-    a FIFO or a device is never waited on or read (it is not a plan: the spec loader says why)."""
+def read_apply_input(path: Path) -> tuple[bool, bytes]:
+    """``apply FILE``'s one read: (whether it is a plan ``plan --out`` wrote, its bytes). A plan starts
+    with the format line and may be up to ``PLAN_BYTES``; anything else is a spec, up to ``FILE_BYTES``.
+    A FIFO or a device is never waited on or read (InputFileError says what it is)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return False
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, len(MAGIC)) == MAGIC
-    finally:
-        os.close(fd)
+    except OSError as e:
+        raise InputFileError(f"cannot read it: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket"
+            raise InputFileError(f"refused: {kind}, not a regular file")
+        try:
+            head = f.read(len(MAGIC))
+            limit = PLAN_BYTES if head == MAGIC else FILE_BYTES
+            if st.st_size > limit.value:
+                raise InputFileError(limit.refusal(st.st_size))
+            data = head + f.read(limit.value + 1 - len(head))
+        except OSError as e:
+            raise InputFileError(f"cannot read it: {e.strerror or e}") from None
+    if len(data) > limit.value:  # it grew since fstat
+        raise InputFileError(limit.refusal())
+    return head == MAGIC, data
 
 
-def read_plan(path: Path) -> SavedPlan:
-    """The saved plan at ``path``, or :class:`PlanFileError` saying why it cannot be used."""
+def read_plan(path: Path, data: bytes | None = None) -> SavedPlan:
+    """The saved plan at ``path`` (``data``: its bytes, already read), or :class:`PlanFileError`
+    saying why it cannot be used."""
     try:
-        doc = json.loads(read_regular_file(path, PLAN_BYTES))
+        doc = json.loads(read_regular_file(path, PLAN_BYTES) if data is None else data)
         d = doc["digests"]
         plan = SavedPlan(
             Path(doc["spec"]), doc["spec_sha256"], doc["limit"], doc["tags"], doc["skip_tags"],

@@ -231,13 +231,21 @@ def load_spec_and_text(path: str | Path, waive: frozenset[Loc] = frozenset()) ->
     return apply_discovered(parse_spec(text, str(path), waive=waive), path), text
 
 
-def load_or_exit(path: str | Path, waive: frozenset[Loc] = frozenset()) -> Spec:
-    """:func:`load_spec` for a command: on a bad spec, every problem on stderr (no traceback) and
-    exit 2, before anything is touched."""
+def spec_of_text(path: str | Path, data: bytes, waive: frozenset[Loc] = frozenset()) -> tuple[Spec, str]:
+    """:func:`load_spec_and_text` for bytes the caller already read from ``path`` (one read)."""
+    from gpuforge.spec.discovered import apply_discovered
+
+    text = decode_spec(path, data)
+    return apply_discovered(parse_spec(text, str(path), waive=waive), path), text
+
+
+def load_or_exit(path: str | Path, waive: frozenset[Loc] = frozenset(), data: bytes | None = None) -> Spec:
+    """:func:`load_spec` for a command (of ``data``, the file's bytes, when the caller read them): on a
+    bad spec, every problem on stderr (no traceback) and exit 2, before anything is touched."""
     import typer
 
     try:
-        return load_spec(path, waive)
+        return load_spec(path, waive) if data is None else spec_of_text(path, data, waive)[0]
     except SpecError as e:
         print(e.format(), file=sys.stderr)
         raise typer.Exit(2) from None
@@ -253,6 +261,11 @@ def read_spec_text(path: str | Path) -> str:
             e.why if e.why.startswith("refused") else f"cannot read spec file: {e.why.removeprefix('cannot read it: ')}"
         )
         raise SpecError([SpecIssue((), why)], str(path)) from None
+    return decode_spec(path, data)
+
+
+def decode_spec(path: str | Path, data: bytes) -> str:
+    """A spec file's bytes as text, or a SpecError naming the first byte that is not UTF-8."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -47,3 +47,40 @@ def test_the_walk_finds_a_function_taking_the_spec_path(tmp_path: Path) -> None:
     (tmp_path / "gpuforge" / "orchestrate" / "x.py").write_text("def run(spec, *, spec_path):\n    pass\n")
     (tmp_path / "gpuforge" / "cli_x.py").write_text("def cmd(spec_path):\n    pass\n")
     assert taking_spec_path(tmp_path) == ["gpuforge/orchestrate/x.py:run"]
+
+
+#: The calls that read a spec file from disk.
+READERS = {"load_cluster", "load_spec", "load_spec_and_text", "read_spec_text", "load_or_exit", "spec_of_text"}
+#: Below the command line, the two places that read a spec file, each the start of its own command:
+#: the deploys under the plain ``pyinfra`` CLI (no gpuforge command loaded it), and the image build's
+#: reading back of the fitted spec it wrote itself (another file).
+READ_ELSEWHERE = {"gpuforge/deploy/context.py:load_spec", "gpuforge/image/build.py:load_cluster"}
+
+
+def reading_a_spec(root: Path) -> list[str]:
+    """``file:call`` of every call of a spec reader under ``root/gpuforge`` below the command line
+    (the loader's own module and the Cluster's aside)."""
+    found = []
+    for path in sorted((root / "gpuforge").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if is_command_line(path) or rel in ("gpuforge/spec/load.py", "gpuforge/spec/cluster.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in READERS:
+                    found.append(f"{rel}:{name}")
+    return found
+
+
+def test_below_the_command_line_nothing_reads_the_spec_file() -> None:
+    """With the open counts of plan, apply, validate and accept (tests/cli/test_spec_read_once.py), this
+    keeps every other command (image build, slurm-build, slurm-upgrade) at the one read its CLI does."""
+    assert sorted(set(reading_a_spec(REPO))) == sorted(READ_ELSEWHERE)
+
+
+def test_the_walk_finds_a_spec_read(tmp_path: Path) -> None:
+    (tmp_path / "gpuforge" / "orchestrate").mkdir(parents=True)
+    (tmp_path / "gpuforge" / "orchestrate" / "x.py").write_text("def run(c):\n    return load_spec(c.path)\n")
+    (tmp_path / "gpuforge" / "orchestrate" / "x_cli.py").write_text("def main(p):\n    return load_cluster(p)\n")
+    assert reading_a_spec(tmp_path) == ["gpuforge/orchestrate/x.py:load_spec"]

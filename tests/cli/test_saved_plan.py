@@ -164,11 +164,15 @@ def test_a_plan_with_an_unreachable_node_is_not_saved(
 def test_a_fifo_given_to_apply_is_not_waited_on(tmp_path: Path) -> None:
     import os
 
-    from gpuforge.orchestrate.saved_plan import is_plan_file
+    from gpuforge.orchestrate.saved_plan import read_apply_input
+    from gpuforge.spec.bounded_read import InputFileError
 
     fifo = tmp_path / "spec.fifo"
     os.mkfifo(fifo)
-    assert is_plan_file(fifo) is False  # returns at once: no writer is waited for
+    with pytest.raises(InputFileError, match="refused: a device, FIFO or socket"):
+        read_apply_input(fifo)  # returns at once: no writer is waited for
+    res = CliRunner().invoke(app, ["apply", "--yes", str(fifo)])
+    assert res.exit_code == 2 and "not a regular file" in res.output
 
 
 def test_a_spec_changed_while_planning_is_not_saved(
