@@ -182,23 +182,29 @@ class SlurmBuild(StrictModel):
         None,
         "Where the control host fetches SchedMD's release tarball for versions.slurm (a site mirror's URL; it "
         "is used only once its sha256 is the known one). Omitted: the offline bundle's "
-        "artifacts/<file name of gpuforge's table> (sources.bundle_dir)",
+        "artifacts/<file name of gpuforge's table> (sources.bundle_dir). The same file from elsewhere is the "
+        "same build: nothing on a node changes",
     )
-    sha256: Sha256 | None = live(
+    sha256: Sha256 | None = rebuild(
         None,
         "The tarball's sha256: needed for a release gpuforge's cited table (gpuforge.spec.slurm_tarballs) "
-        "does not know; must equal the table's where it does",
+        "does not know; must equal the table's where it does. A change is another build of the same package "
+        "version, which apt does not install over the nodes' packages: refused on a running cluster; move "
+        "nodes to a new build with a new versions.slurm (gpuforge slurm-upgrade)",
     )
     hosts: list[Name] = live(
         min_length=1,
         description="Build hosts: one node per platform (OS release and architecture) of the Slurm nodes. Each "
         "gets the build dependencies (SchedMD's debian/control, libnvidia-ml-dev for NVML) and builds the "
-        "packages once; the result is cached on the control host by platform, version, digest and options",
+        "packages once; the result is cached on the control host by platform, version, digest and options (not "
+        "by host: moving the build changes nothing on the nodes)",
     )
-    nvml: bool = live(
+    nvml: bool = rebuild(
         False,
         "Build Slurm's NVML GPU plugin (gpu_nvml.so): the build host needs Debian's non-free "
-        "libnvidia-ml-dev. Part of the cache key",
+        "libnvidia-ml-dev. Part of the cache key. A change is another build of the same package version, "
+        "which apt does not install over the nodes' packages: refused on a running cluster; build the new "
+        "options with a new versions.slurm (gpuforge slurm-upgrade)",
     )
 
 

@@ -716,6 +716,17 @@ EXEMPT: dict[str, str] = {
     "gpuforge.spec.discovered), not a figure: a group's discovered figures are its sockets, cores_per_socket, "
     "threads_per_core and real_memory_mb, each with its own mutation, and the applied record keeps them "
     "(tests/spec/test_hardware.py)",
+    "slurm.build": "present exactly when slurm.source (rebuild) is build (spec rule slurm_build_rules): it "
+    "cannot come or go on its own; its fields each have a reason below",
+    "slurm.build.tarball": "where the control host fetches the tarball: the build's key is its sha256, not its "
+    "URL (tests/slurm/test_slurm_build.py), so the same file from elsewhere takes the cache and no node file "
+    "changes; a simulated run has no build to publish",
+    "slurm.build.hosts": "where the build runs: the build's key leaves the host out "
+    "(test_the_build_commands_quote_every_value), so no node file changes",
+    "slurm.build.sha256": "rebuild: another build of the same package version, which apt does not install over "
+    "the nodes' packages; a simulated run has no build to publish (the build and its repository on a node: "
+    "tests/slurm/test_slurm_build.py, and for real tests/slurm/test_slurm_build_lab.py)",
+    "slurm.build.nvml": "rebuild, for the reason slurm.build.sha256 is",
     "site.ansible": "the site's own Ansible code, which gpuforge runs but does not plan: what a change of it "
     "does is the site role's to say (its fields likewise)",
 }
