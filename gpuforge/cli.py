@@ -20,13 +20,26 @@ from gpuforge.cli_apply import (
     stdin_is_terminal,
     without_credentials,
 )
-from gpuforge.cli_args import check_limit, layer_selection, limited, refuse
+from gpuforge.cli_args import (
+    LogFileOpt,
+    SkipTagsOpt,
+    SpecArg,
+    StrictOpt,
+    TagsOpt,
+    VerboseOpt,
+    check_limit,
+    layer_selection,
+    limited,
+    load_known,
+    print_warnings,
+    refuse,
+    setup_logging,
+)
 from gpuforge.cli_bundle import fingerprint_option, print_bundle, say, verify_bundle_dir
 from gpuforge.console import console, help_settings
-from gpuforge.progress import LOG_FILE_HELP, VERBOSE_HELP, configure_logging, status_printer
-from gpuforge.spec import LIMIT_HELP, Spec, SpecError, load_or_exit, load_spec, resolve_nodes, spec_json_schema
+from gpuforge.progress import status_printer
+from gpuforge.spec import LIMIT_HELP, SpecError, load_or_exit, load_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.cluster import Cluster
-from gpuforge.spec.layer_tags import TAGS
 
 app = typer.Typer(
     name="gpuforge",
@@ -73,52 +86,7 @@ def _main(
 if TYPE_CHECKING:
     from gpuforge.orchestrate.plan import PlanResult
 
-SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)", exists=False)]
-VerboseOpt = Annotated[int, typer.Option("-v", "--verbose", count=True, help=VERBOSE_HELP)]
-LogFileOpt = Annotated[Path | None, typer.Option("--log-file", help=LOG_FILE_HELP, dir_okay=False)]
-TAGS_HELP = f"Only these layers, comma-separated: {', '.join(TAGS)} (site: the site's Ansible steps)"
-TagsOpt = Annotated[str | None, typer.Option("--tags", help=TAGS_HELP)]
-SkipTagsOpt = Annotated[str | None, typer.Option("--skip-tags", help="Leave these layers out (the names of --tags)")]
-StrictOpt = Annotated[bool, typer.Option("--strict", help="Exit 2 when the spec has warnings (printed first): for CI")]
 OUT_HELP = "Also save the plan to FILE (0600) for 'gpuforge apply FILE', which applies exactly it or refuses"
-
-
-def _logging(verbose: int, log_file: Path | None) -> None:
-    """``-v`` and ``--log-file`` set up, or exit 2 naming a log file that cannot be opened."""
-    from gpuforge.spec.redact import redact_url_credentials
-
-    try:
-        configure_logging(verbose, log_file, redact_url_credentials)
-    except OSError as e:
-        err.print(f"--log-file {log_file}: cannot open it: {e.strerror or e}", markup=False, highlight=False)
-        raise typer.Exit(2) from None
-
-
-def _warnings(s: Spec, path: Path, strict: bool) -> None:
-    """Print the spec's warnings (digest_warnings.every_warning); with ``strict``, exit 2 when there are any."""
-    from gpuforge.bundle.digest_warnings import every_warning
-    from gpuforge.spec.spec_warnings import strict_failure
-
-    warnings = every_warning(s)
-    for w in warnings:
-        err.print(f"{path}: warning: {w.format()}", markup=False, highlight=False)
-    failure = strict_failure(warnings) if strict else None
-    if failure:
-        err.print(failure, markup=False, highlight=False)
-        raise typer.Exit(2)
-
-
-def _load_known(path: Path, data: bytes | None = None) -> Spec:
-    """:func:`~gpuforge.spec.load_or_exit` (of ``data``, the file's bytes, when already read), and exit 2
-    while a ``discover: true`` group has no figures yet (render, plan, apply)."""
-    from gpuforge.spec.hardware_rules import DISCOVER_FIRST, unknown_hardware
-
-    s = load_or_exit(path, data=data)
-    unknown = unknown_hardware(s)
-    if unknown:
-        refuse(f"{path}: node group(s) {', '.join(unknown)} have discover: true and no discovered figures: "
-                f"{DISCOVER_FIRST.replace('SPEC', str(path))}")  # fmt: skip
-    return s
 
 
 @app.command()
@@ -163,7 +131,7 @@ def check(
             raise typer.Exit(2)
         return
     shown = Path(STDIN_NAME) if from_stdin else spec
-    _warnings(s, shown, strict)  # reported, not refused, unless --strict
+    print_warnings(s, shown, strict)  # reported, not refused, unless --strict
     out.print(f"{shown}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
 
 
@@ -258,7 +226,7 @@ def render(
     from gpuforge.cli_render import RenderTreeError, write_tree
     from gpuforge.render import render_cluster
 
-    s = _load_known(spec)
+    s = load_known(spec)
     names = limited(s, limit)
     wanted = set(names) if names is not None else None
     rendered = {n: fs for n, fs in render_cluster(s).items() if wanted is None or n in wanted}
@@ -318,15 +286,15 @@ def plan(
     from gpuforge.probes.vagrant import VagrantError
     from gpuforge.progress import progress_log
 
-    loaded = _load_known(spec)
+    loaded = load_known(spec)
     if strict:
-        _warnings(loaded, spec, strict)
+        print_warnings(loaded, spec, strict)
     cluster = Cluster.of(loaded, spec)
     layers = layer_selection(tags, skip_tags)
     if out_file is not None and fresh:
         refuse("--out: a --fresh plan connects to no node, so there is nothing to apply it to; plan without --fresh")
     planned_from = _spec_digest(spec) if out_file is not None else ""  # before planning: the file as planned
-    _logging(verbose, log_file)
+    setup_logging(verbose, log_file)
     try:
         if fresh:
             result = fresh_plan(cluster, on_event=without_credentials(progress_log.info))
@@ -419,9 +387,9 @@ def apply(
     saved, data = apply_input(spec, limit, tags, skip_tags)
     if saved is not None:
         spec, limit, tags, skip_tags = saved.spec_path, saved.limit, saved.tags, saved.skip_tags
-    loaded = _load_known(spec, data)
+    loaded = load_known(spec, data)
     if strict:
-        _warnings(loaded, spec, strict)
+        print_warnings(loaded, spec, strict)
     check_limit(loaded, limit)
     cluster = Cluster.of(loaded, spec)
     layers = layer_selection(tags, skip_tags)
@@ -432,7 +400,7 @@ def apply(
             "apply shows the plan and asks before it changes anything, and stdin is not a terminal: "
             "pass --yes (-y) to apply without asking (scripts, CI), or run it on a terminal"
         )
-    _logging(verbose, log_file)
+    setup_logging(verbose, log_file)
     with apply_errors(), err.status("applying") as status:
         result = run_apply(
             cluster,
