@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gpuforge import cli_log, cli_spec
+from gpuforge.acceptance import cli as accept_cli
 from gpuforge.cli_apply import (
     apply_errors,
     apply_exit_code,
@@ -29,7 +32,6 @@ from gpuforge.cli_args import (
     VerboseOpt,
     check_limit,
     layer_selection,
-    limited,
     load_known,
     print_warnings,
     refuse,
@@ -37,9 +39,13 @@ from gpuforge.cli_args import (
 )
 from gpuforge.cli_bundle import fingerprint_option, print_bundle, say, verify_bundle_dir
 from gpuforge.console import console, help_settings
+from gpuforge.image import cli as image_cli
+from gpuforge.lab import cli as lab_cli
+from gpuforge.orchestrate import slurm_build_cli, slurm_upgrade_cli
 from gpuforge.progress import status_printer
-from gpuforge.spec import LIMIT_HELP, SpecError, load_or_exit, load_spec, resolve_nodes, spec_json_schema
+from gpuforge.spec import LIMIT_HELP, SpecError, load_or_exit
 from gpuforge.spec.cluster import Cluster
+from gpuforge.validator import cli as validator_cli
 
 app = typer.Typer(
     name="gpuforge",
@@ -89,94 +95,6 @@ if TYPE_CHECKING:
 OUT_HELP = "Also save the plan to FILE (0600) for 'gpuforge apply FILE', which applies exactly it or refuses"
 
 
-@app.command()
-def check(
-    spec: SpecArg,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="The result as one JSON document on stdout: ok, and each problem's place")
-    ] = False,
-    strict: StrictOpt = False,
-) -> None:
-    """Validate a spec file ('-': read it from stdin); touch no host. Warnings (what could not be checked,
-    what is outside upstream's support) are printed and exit 0, or 2 with --strict."""
-    from gpuforge.spec.load import STDIN_NAME, parse_spec_stream
-
-    from_stdin = str(spec) == "-"
-    try:  # from stdin: site paths are relative to the current folder; errors name <stdin>
-        s = parse_spec_stream(sys.stdin.buffer, Path.cwd()) if from_stdin else load_spec(spec)
-    except SpecError as e:
-        if json_out:
-            print(
-                json.dumps(
-                    {
-                        "ok": False,
-                        "errors": [
-                            {"path": i.path, "line": i.line, "column": i.column, "node": i.node, "message": i.message}
-                            for i in e.issues
-                        ],
-                    }
-                )
-            )
-        else:
-            err.print(e.format(), markup=False, highlight=False)
-        raise typer.Exit(2) from None
-    nodes = resolve_nodes(s)
-    if json_out:
-        from gpuforge.bundle.digest_warnings import every_warning
-
-        found = [{"path": w.path, "message": w.message} for w in every_warning(s)]
-        ok = not (strict and found)
-        print(json.dumps({"ok": ok, "cluster": s.cluster.name, "nodes": len(nodes), "warnings": found}))
-        if not ok:
-            raise typer.Exit(2)
-        return
-    shown = Path(STDIN_NAME) if from_stdin else spec
-    print_warnings(s, shown, strict)  # reported, not refused, unless --strict
-    out.print(f"{shown}: OK ({s.cluster.scheduler.value} cluster {s.cluster.name!r}, {len(nodes)} nodes)")
-
-
-@app.command()
-def inventory(
-    spec: SpecArg,
-    fmt: Annotated[str, typer.Option("--format", help="ansible (JSON, which ansible-playbook -i reads)")] = "ansible",
-    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
-) -> None:
-    """Print the spec's nodes as an inventory, to run your own playbooks against the spec."""
-    from gpuforge.extensions.ansible_inventory import ansible_inventory, vagrant_hosts
-
-    s = load_or_exit(spec)
-    if fmt != "ansible":
-        err.print(f"--format {fmt!r}: the formats are: ansible", markup=False, highlight=False)
-        raise typer.Exit(2)
-    names = limited(s, limit)
-    try:
-        doc = ansible_inventory(s, names, vagrant_hosts(s, str(spec.resolve().parent)))
-    except (ValueError, LookupError, RuntimeError, OSError) as e:
-        err.print(f"inventory: {e}", markup=False, highlight=False)
-        raise typer.Exit(2) from None
-    print(json.dumps(doc, indent=2))
-
-
-@app.command()
-def schema(
-    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="The Markdown spec reference instead")] = False,
-) -> None:
-    """Write the JSON Schema of spec files (with each field's x-update-policy)."""
-    from gpuforge.spec.reference import markdown_reference
-
-    text = markdown_reference() if markdown else json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
-    if output:
-        try:
-            output.write_text(text)
-        except OSError as e:
-            err.print(f"cannot write {output}: {e.strerror or e}", markup=False, highlight=False)
-            raise typer.Exit(2) from None
-    else:
-        sys.stdout.write(text)
-
-
-@app.command()
 def discover(
     spec: SpecArg,
     limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
@@ -208,49 +126,6 @@ def discover(
     raise typer.Exit(0 if result.ok else 1)
 
 
-#: ``render`` refuses to write more than this in one run (a huge cluster's /etc/hosts per node adds up).
-MAX_RENDER_BYTES = 2 * 2**30
-
-
-@app.command()
-def render(
-    spec: SpecArg,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write files to")],
-    limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
-) -> None:
-    """Render every node's files into DIR/<node>/<path> (secrets and webhook credentials redacted).
-
-    Each node's folder is replaced whole, so nothing of an earlier render stays; a full render (no
-    --limit) also removes the folders of nodes the spec no longer has. Nothing else in DIR is touched.
-    """
-    from gpuforge.cli_render import RenderTreeError, write_tree
-    from gpuforge.render import render_cluster
-
-    s = load_known(spec)
-    names = limited(s, limit)
-    wanted = set(names) if names is not None else None
-    rendered = {n: fs for n, fs in render_cluster(s).items() if wanted is None or n in wanted}
-    total = sum(len(f.data) for files in rendered.values() for f in files)
-    if total > MAX_RENDER_BYTES:
-        err.print(
-            f"render would write {total / 2**30:.1f} GiB for {len(rendered)} nodes (at most "
-            f"{MAX_RENDER_BYTES // 2**30} GiB at once): render some nodes with --limit",
-            markup=False,
-            highlight=False,
-        )
-        raise typer.Exit(2)
-    try:
-        written = write_tree(output.resolve(), rendered, full=names is None)
-    except RenderTreeError as e:
-        err.print(str(e), markup=False, highlight=False)
-        raise typer.Exit(2) from None
-    except OSError as e:
-        err.print(f"cannot write under {output}: {e.strerror or e} ({e.filename})", markup=False, highlight=False)
-        raise typer.Exit(2) from None
-    out.print(f"wrote {written} files for {len(rendered)} nodes under {output}")
-
-
-@app.command()
 def plan(
     spec: SpecArg,
     limit: Annotated[str | None, typer.Option(help=LIMIT_HELP)] = None,
@@ -344,7 +219,6 @@ def _save_plan(
     err.print(f"saved the plan to {path}: 'gpuforge apply {path}' applies exactly it", markup=False, highlight=False)
 
 
-@app.command()
 def apply(
     spec: Annotated[
         Path, typer.Argument(help="Cluster spec (YAML), or a plan file 'gpuforge plan --out' saved", exists=False)
@@ -416,7 +290,6 @@ def apply(
     raise typer.Exit(apply_exit_code(result))
 
 
-@app.command()
 def kubeconfig(
     spec: SpecArg,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write it (0600)")] = None,
@@ -439,7 +312,6 @@ FINGERPRINT_HELP = (
 )
 
 
-@app.command()
 def bundle(
     spec: Annotated[Path | None, typer.Argument(help="Cluster spec (YAML)", exists=False)] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory to fill")] = None,
@@ -488,27 +360,48 @@ def bundle(
     raise typer.Exit(0 if result.complete else 1)
 
 
-def _register_subcommands() -> None:
-    from gpuforge import cli_log
-    from gpuforge.acceptance import cli as accept_cli
-    from gpuforge.image.cli import app as image_app
-    from gpuforge.lab.cli import app as lab_app
-    from gpuforge.orchestrate.slurm_build_cli import slurm_build_typer
-    from gpuforge.orchestrate.slurm_upgrade_cli import upgrade_typer
-    from gpuforge.validator import cli as validator_cli
+@dataclass(frozen=True)
+class Group:
+    """A command group: its typer app and the line ``gpuforge --help`` shows for it."""
 
-    app.add_typer(lab_app, name="lab", help="The built-in lab: Debian nodes as containers on this machine")
-    app.add_typer(image_app, name="image", help="Node images baked from the spec (docs/images.md)")
-    app.command("validate")(validator_cli.validate_typer)
-    app.command("health")(validator_cli.health_typer)
-    app.command("accept")(accept_cli.accept_typer)
-    app.command("replace")(accept_cli.replace_typer)
-    app.command("slurm-upgrade")(upgrade_typer)
-    app.command("slurm-build")(slurm_build_typer)
-    app.command("log")(cli_log.log_cmd)
+    app: typer.Typer
+    help: str
 
 
-_register_subcommands()
+#: Every command of ``gpuforge``, in the order ``gpuforge --help`` lists them (typer lists the groups
+#: last): its name, and the function (or group) that runs it, named by its module.
+COMMANDS: tuple[tuple[str, Callable[..., object] | Group], ...] = (
+    ("check", cli_spec.check),
+    ("inventory", cli_spec.inventory),
+    ("schema", cli_spec.schema),
+    ("discover", discover),
+    ("render", cli_spec.render),
+    ("plan", plan),
+    ("apply", apply),
+    ("kubeconfig", kubeconfig),
+    ("bundle", bundle),
+    ("validate", validator_cli.validate_typer),
+    ("health", validator_cli.health_typer),
+    ("accept", accept_cli.accept_typer),
+    ("replace", accept_cli.replace_typer),
+    ("slurm-upgrade", slurm_upgrade_cli.upgrade_typer),
+    ("slurm-build", slurm_build_cli.slurm_build_typer),
+    ("log", cli_log.log_cmd),
+    ("lab", Group(lab_cli.app, "The built-in lab: Debian nodes as containers on this machine")),
+    ("image", Group(image_cli.app, "Node images baked from the spec (docs/images.md)")),
+)
+
+
+def _register(commands: tuple[tuple[str, Callable[..., object] | Group], ...]) -> None:
+    """Add each command (or group) to the app, in the table's order."""
+    for name, runs in commands:
+        if isinstance(runs, Group):
+            app.add_typer(runs.app, name=name, help=runs.help)
+        else:
+            app.command(name)(runs)
+
+
+_register(COMMANDS)
 
 
 def _interrupted(signum: int, frame: object) -> None:
