@@ -1,14 +1,16 @@
-"""``gpuforge bundle``'s helpers: the key fingerprint option, ``--verify``, what a build did."""
+"""``gpuforge bundle`` (registered by :mod:`gpuforge.cli`) and its helpers: the key fingerprint option,
+``--verify``, what a build did."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpuforge.console import console
+from gpuforge.spec import load_or_exit
 
 if TYPE_CHECKING:
     from gpuforge.bundle.build import BundleResult
@@ -92,3 +94,57 @@ def print_bundle(result: BundleResult, output: Path, pinned: str | None) -> None
     for miss in m["missing"]:
         err.print(f"missing {miss['what']}: {miss['error']}", markup=False, highlight=False)
     out.print("complete" if result.complete else "INCOMPLETE: see manifest.json (missing)", soft_wrap=True)
+
+
+FINGERPRINT_HELP = (
+    "The bundle key's fingerprint as 'gpuforge bundle' printed it (--verify needs it, or SPEC's "
+    "sources.bundle_fingerprint); when building, the existing key is kept only if it is this one"
+)
+
+
+def bundle(
+    spec: Annotated[Path | None, typer.Argument(help="Cluster spec (YAML)", exists=False)] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Bundle directory to fill")] = None,
+    verify: Annotated[
+        Path | None,
+        typer.Option("--verify", help="Check this bundle: its manifest signed by the pinned key, then every file"),
+    ] = None,
+    fingerprint: Annotated[str | None, typer.Option("--fingerprint", help=FINGERPRINT_HELP)] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The bundle's manifest (or the --verify result) as JSON on stdout")
+    ] = False,
+) -> None:
+    """Gather the NVIDIA stack's packages and release files for offline mode (or --verify a bundle).
+    An offline SPEC need not pin sources.bundle_fingerprint yet: the build prints the key to pin."""
+    from gpuforge.bundle.build import build_bundle
+    from gpuforge.bundle.build import tools_missing as bundle_tools_missing
+    from gpuforge.spec.load import UNPINNED_BUNDLE
+
+    pin = fingerprint_option(fingerprint)
+    if verify is not None:
+        if pin is None and spec is not None:
+            pin = load_or_exit(spec, UNPINNED_BUNDLE).sources.bundle_fingerprint
+        verify_bundle_dir(verify, pin, json_out)
+    if spec is None or output is None:
+        err.print("usage: gpuforge bundle SPEC -o DIR, or gpuforge bundle --verify DIR --fingerprint FPR", markup=False)
+        raise typer.Exit(2)
+    s = load_or_exit(spec, UNPINNED_BUNDLE)
+    missing_tools = bundle_tools_missing(s)
+    if missing_tools:
+        err.print(
+            f"gpuforge bundle checks and makes repository signatures with {', '.join(missing_tools)}, "
+            "which this host lacks: apt-get install gnupg rpm (dnf install gnupg2 rpm)",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    try:
+        result = build_bundle(s, spec, output, log=say, fingerprint=pin)
+    except OSError as e:
+        err.print(f"cannot write the bundle in {output}: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    if json_out:
+        print(json.dumps(result.manifest, indent=2))
+    else:
+        print_bundle(result, output, pin or s.sources.bundle_fingerprint)
+    raise typer.Exit(0 if result.complete else 1)

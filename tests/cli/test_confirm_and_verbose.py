@@ -43,7 +43,7 @@ def logging_restored() -> Iterator[None]:
 
 
 def on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gpuforge.cli.stdin_is_terminal", lambda: True)
+    monkeypatch.setattr("gpuforge.cli_converge.stdin_is_terminal", lambda: True)
 
 
 def changed_anything(cluster: SimulatedCluster) -> bool:

@@ -19,7 +19,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gpuforge.cli import app, apply_exit_code
+from gpuforge.cli import app
+from gpuforge.cli_apply import apply_exit_code
 from gpuforge.deploy.converge import LayerFacts, StepKind
 from gpuforge.deploy.layers.kubernetes import kubernetes_layer
 from gpuforge.deploy.run import ApplyResult, HostResult

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gpuforge import cli
+from gpuforge import cli, cli_spec
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = str(REPO / "inventories" / "slurm-h100.yaml")
@@ -50,7 +50,7 @@ def test_render_limit_writes_only_the_selected_nodes(tmp_path: Path) -> None:
 
 
 def test_an_oversized_render_is_refused_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "MAX_RENDER_BYTES", 10_000)
+    monkeypatch.setattr(cli_spec, "MAX_RENDER_BYTES", 10_000)
     result = CliRunner().invoke(cli.app, ["render", H100, "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     assert "render some nodes with --limit" in result.output

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from gpuforge.cli import check
+from gpuforge.cli_spec import check
 from gpuforge.spec import SpecError, load_spec, parse_spec
 
 HERE = Path(__file__).resolve().parent

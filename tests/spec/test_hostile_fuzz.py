@@ -37,7 +37,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuforge.cli import check
+from gpuforge.cli_spec import check
 from gpuforge.render import render_node
 from gpuforge.render.files import Secrets
 from gpuforge.spec import SpecError, load_spec, parse_spec, resolve_nodes
