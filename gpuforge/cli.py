@@ -523,6 +523,7 @@ def bundle(
 def _register_subcommands() -> None:
     from gpuforge import cli_log
     from gpuforge.acceptance import cli as accept_cli
+    from gpuforge.bmc.cli import app as power_app
     from gpuforge.image.cli import app as image_app
     from gpuforge.lab.cli import app as lab_app
     from gpuforge.orchestrate.slurm_build_cli import slurm_build_typer
@@ -531,6 +532,7 @@ def _register_subcommands() -> None:
 
     app.add_typer(lab_app, name="lab", help="The built-in lab: Debian nodes as containers on this machine")
     app.add_typer(image_app, name="image", help="Node images baked from the spec (docs/images.md)")
+    app.add_typer(power_app, name="power", help="Node power through each node's BMC: Redfish (docs/bare-metal.md)")
     app.command("validate")(validator_cli.validate_typer)
     app.command("health")(validator_cli.health_typer)
     app.command("accept")(accept_cli.accept_typer)
