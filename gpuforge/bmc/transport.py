@@ -26,7 +26,8 @@ from typing import Any
 
 #: The largest response body read from a BMC (a ComputerSystem resource is a few KiB).
 MAX_BODY = 1 << 20
-#: Paths gpuforge requests: under the Redfish service root, no query, no scheme, no host.
+#: Paths gpuforge requests: under the Redfish service root, no query, no scheme, no host (and no
+#: ``.``/``..`` segment: checked beside the pattern).
 _PATH = re.compile(r"/redfish/v1(/[A-Za-z0-9._~%-]+)*/?")
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]+")
 
@@ -110,7 +111,7 @@ def _error_text(body: bytes) -> str:
 
 def request(ep: Endpoint, creds: Credentials, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     """``method path`` on the BMC (pinned, Basic auth); the JSON answer (None for an empty one)."""
-    if not _PATH.fullmatch(path):
+    if not _PATH.fullmatch(path) or any(part in (".", "..") for part in path.split("/")):
         raise BmcError(f"{ep.label}: refusing to request {path[:120]!r}: not a path under /redfish/v1")
     payload = json.dumps(body).encode() if body is not None else None
     headers = {"Authorization": creds.header(), "Accept": "application/json", "OData-Version": "4.0"}

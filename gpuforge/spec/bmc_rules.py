@@ -3,7 +3,8 @@
 * ``protocol: redfish`` only (IPMI is not in this slice);
 * one BMC address per host: ``addresses`` (as many as hosts) or ``address_start`` (the range fits
   its network), not both, not neither;
-* a BMC address is no node's address, and no two BMCs share one.
+* a BMC address is no node's address, and no two nodes name the same system behind the same BMC
+  (address, port and ``system_id``; one BMC serving several systems is named once per system).
 
 Invariant: :func:`bmc_rules` yields nothing for a spec without a ``bmc`` section.
 """
@@ -48,7 +49,7 @@ def _section_issues(gi: int, group: NodeGroup, bmc: Bmc) -> Iterator[SpecIssue]:
 def bmc_rules(spec: Spec) -> Iterator[SpecIssue]:
     """Every problem of the ``bmc`` sections of ``spec``."""
     node_owner = {a: n for g in spec.node_groups for n, a in zip(g.hostnames, group_addresses(g), strict=False) if a}
-    bmc_owner: dict[str, str] = {}
+    bmc_owner: dict[tuple[str, int, str | None], str] = {}
     for gi, group in enumerate(spec.node_groups):
         if group.bmc is None:
             continue
@@ -57,10 +58,13 @@ def bmc_rules(spec: Spec) -> Iterator[SpecIssue]:
         for name, addr in zip(group.hostnames, bmc_addresses(group), strict=True):
             if addr is None:
                 continue
-            owner = bmc_owner.setdefault(addr, name)
+            owner = bmc_owner.setdefault((addr, group.bmc.port, group.bmc.system_id), name)
             if owner != name:
                 yield SpecIssue(
-                    ("node_groups", gi, "bmc", field), f"BMC address {addr} is also {owner}'s BMC", node=name
+                    ("node_groups", gi, "bmc", field),
+                    f"BMC {addr}:{group.bmc.port} (system {group.bmc.system_id or 'default'}) is also {owner}'s: "
+                    "give each node its own BMC, or each its system_id",
+                    node=name,
                 )
             if addr in node_owner:
                 yield SpecIssue(
