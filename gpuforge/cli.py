@@ -13,6 +13,7 @@ import typer
 
 from gpuforge import cli_bundle, cli_converge, cli_discover, cli_kube, cli_log, cli_spec
 from gpuforge.acceptance import cli as accept_cli
+from gpuforge.bmc import cli as power_cli
 from gpuforge.console import help_settings
 from gpuforge.image import cli as image_cli
 from gpuforge.lab import cli as lab_cli
@@ -93,6 +94,7 @@ COMMANDS: tuple[tuple[str, Callable[..., object] | Group], ...] = (
     # command groups
     ("lab", Group(lab_cli.app, "The built-in lab: Debian nodes as containers on this machine")),
     ("image", Group(image_cli.app, "Node images baked from the spec (docs/images.md)")),
+    ("power", Group(power_cli.app, "Node power through each node's BMC: Redfish (docs/bare-metal.md)")),
 )
 
 

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, field_validator, model_validator
 
 from gpuforge.spec import hostlist
 from gpuforge.spec.acceptance import Acceptance
+from gpuforge.spec.bmc import Bmc
 from gpuforge.spec.dcgm import dcgm_counter
 from gpuforge.spec.digest_types import ArtifactFileName, Sha256
 from gpuforge.spec.extensions import Site
@@ -420,6 +421,7 @@ class NodeGroup(StrictModel):
     mig_config: Name | None = rolling(None, "Name of a mig.configs entry applied to these nodes")
     connector: Connector = live(Connector.SSH, "ssh, or vagrant (addresses from 'vagrant ssh-config')")
     fabric: Fabric | None = rolling(None, "RDMA fabric (InfiniBand or RoCE), NCCL and MPI; omit for none")
+    bmc: Bmc | None = live(None, "BMC of each node (Redfish power: gpuforge power); omit for none")
 
     @field_validator("hosts")
     @classmethod

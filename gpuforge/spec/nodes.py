@@ -47,13 +47,18 @@ class Node:
 
 def group_addresses(group: NodeGroup) -> list[str | None]:
     """Addresses of a group's hosts in order (None where the name is the address)."""
-    names = group.hostnames
-    if group.addresses is not None:
-        return list(group.addresses) + [None] * max(0, len(names) - len(group.addresses))
-    if group.address_start is not None:
-        start = ipaddress.IPv4Address(group.address_start.partition("/")[0])
-        return [str(start + i) if int(start) + i < 2**32 else None for i in range(len(names))]
-    return [None] * len(names)
+    return expand_addresses(len(group.hostnames), group.addresses, group.address_start)
+
+
+def expand_addresses(count: int, addresses: list[str] | None, address_start: str | None) -> list[str | None]:
+    """``count`` addresses from an explicit list or a first address (None where none is given);
+    the nodes' addresses and their BMCs' share this form."""
+    if addresses is not None:
+        return list(addresses) + [None] * max(0, count - len(addresses))
+    if address_start is not None:
+        start = ipaddress.IPv4Address(address_start.partition("/")[0])
+        return [str(start + i) if int(start) + i < 2**32 else None for i in range(count)]
+    return [None] * count
 
 
 def address_range_problem(start: str | None, count: int) -> str | None:

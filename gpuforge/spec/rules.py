@@ -19,6 +19,7 @@ from gpuforge.spec import (
     storage_rules,
 )
 from gpuforge.spec.acceptance_rules import acceptance_rules
+from gpuforge.spec.bmc_rules import bmc_rules
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.fabric_rules import fabric_rules
 from gpuforge.spec.gpus import GPU_MODELS, MEMORY_SLICES, GpuModel
@@ -784,6 +785,7 @@ RULES.append(network_operator_rules)
 RULES.append(hardware_issues)
 RULES.append(slurm_release_rules)
 RULES.append(slurm_build_rules)
+RULES.append(bmc_rules)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:

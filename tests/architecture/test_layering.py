@@ -25,6 +25,7 @@ ALL_ROOMS = {
     "bundle",
     "orchestrate",
     "acceptance",
+    "bmc",
     "extensions",
     "progress",
     "console",
@@ -52,6 +53,7 @@ ALLOWED: dict[str, set[str]] = {
     "extensions": {"spec", "progress", "probes"},
     "orchestrate": {"spec", "progress", "render", "deploy", "validator", "bundle", "extensions"},
     "acceptance": {"spec", "progress", "console", "render", "probes", "validator", "deploy", "orchestrate"},
+    "bmc": {"spec", "probes", "orchestrate"},  # Redfish power; the day-2 rule reads Slurm over remote.run
     "lab": {"spec", "console", "render", "probes"},
     "image": {"package", "spec", "progress", "console", "render", "probes", "deploy", "lab"},
     "cli": ALL_ROOMS - {"cli", "entry"},

@@ -294,6 +294,9 @@ def _to_doca(d: Data) -> None:
     d["sources"]["mirrors"]["doca"] = DOCA_MIRROR
 
 
+#: A Redfish BMC per worker (documentation addresses): only ``gpuforge power`` reads it.
+BMC = {"address_start": "198.51.100.21", "credentials_file": "bmc.cred", "tls_fingerprint": "ab" * 32}
+
 M = Mutation
 MUTATIONS: dict[str, Mutation] = {
     # cluster
@@ -391,6 +394,7 @@ MUTATIONS: dict[str, Mutation] = {
     "node_groups[].os": M("lab", setting(*WORKERS, os="ubuntu22.04")),
     "node_groups[].arch": M("hopper", setting("node_groups", "name=login", arch="aarch64")),
     "node_groups[].leaf_switch": M("lab", setting(*WORKERS, leaf_switch="leaf2")),
+    "node_groups[].bmc": M("lab", setting(*WORKERS, bmc=BMC)),
     "node_groups[].mig_config": M("hopper", setting("node_groups", "name=gpu", mig_config="inference")),
     # topology, time
     "topology.switches": M("lab", adding("topology", "switches", item={"name": "leaf3", "parent": "spine"})),
@@ -736,6 +740,11 @@ CONTROL_HOST_ONLY = (
     "it and no deploy reads it (test_acceptance_changes_no_node_file)"
 )
 EXEMPT.update({p: CONTROL_HOST_ONLY for p in DECLARED if p.split(".")[0] == "acceptance"})
+BMC_ONLY = (
+    "read only by 'gpuforge power' on the control host (its BMC requests): no node file is rendered from it and "
+    "no deploy reads it; the section's mutation (node_groups[].bmc, live) covers each field"
+)
+EXEMPT.update({p: BMC_ONLY for p in DECLARED if p.startswith("node_groups[].bmc.")})
 
 ALWAYS_PRESENT = (
     "a model that is always there (required, or made from its defaults): a change to it is a change to one "

@@ -1,0 +1,148 @@
+"""``gpuforge power status|on|off|cycle SPEC``: node power through each node's BMC (Redfish).
+
+Exit status: 0 every BMC did what was asked (or already was there); 1 a BMC failed (unreachable,
+not the pinned certificate, refused the credentials or the request: named per node); 2 bad input
+or refused (a bad spec, ``--limit`` or credentials file, a node without ``bmc``, or ``off``/``cycle``
+of a node in service without ``--force``): then no BMC was asked to change anything.
+IPMI, network boot (PXE) and provisioning are not in this slice.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from gpuforge.bmc import day2
+from gpuforge.bmc.redfish import RedfishSystem, SystemState
+from gpuforge.bmc.redfish_facts import PowerAction
+from gpuforge.bmc.targets import BmcTarget, PowerInputError, bmc_targets, read_credentials
+from gpuforge.bmc.transport import BmcError, Credentials
+from gpuforge.spec import LIMIT_HELP, SpecError, hostlist, load_or_exit, resolve_nodes, select_limit
+from gpuforge.spec.cluster import Cluster
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)")]
+LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object: a row per node")]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Power off/cycle nodes even when in service (running jobs are lost)")
+]
+
+
+def _refuse(message: str) -> NoReturn:
+    print(f"gpuforge power: {message}", file=sys.stderr)
+    raise typer.Exit(2)
+
+
+def _prepare(spec: Path, limit: str | None) -> tuple[Cluster, list[tuple[BmcTarget, Credentials]]]:
+    """The cluster and each selected node's BMC with its credentials; exit 2 on bad input."""
+    loaded = load_or_exit(spec)
+    cluster = Cluster.of(loaded, spec)
+    try:
+        names = select_limit(loaded, limit) if limit else [n.name for n in resolve_nodes(loaded)]
+        targets = bmc_targets(cluster, names)
+        creds: dict[Path, Credentials] = {}
+        for t in targets:
+            if t.credentials_file not in creds:
+                creds[t.credentials_file] = read_credentials(t.credentials_file, t.field)
+    except SpecError as e:
+        _refuse(e.format())
+    except PowerInputError as e:
+        _refuse(str(e))
+    return cluster, [(t, creds[t.credentials_file]) for t in targets]
+
+
+def _state_row(s: SystemState) -> dict[str, Any]:
+    return {"power_state": s.power_state, "boot_override": {"target": s.boot_target, "enabled": s.boot_enabled}}
+
+
+def _status_row(target: BmcTarget, creds: Credentials) -> dict[str, Any]:
+    try:
+        state = RedfishSystem(target.endpoint, creds, target.system_id).state()
+    except BmcError as e:
+        return {"node": target.node, "ok": False, "error": str(e)}
+    return {"node": target.node, "ok": True, **_state_row(state)}
+
+
+def _action_row(target: BmcTarget, creds: Credentials, action: PowerAction) -> dict[str, Any]:
+    try:
+        done = RedfishSystem(target.endpoint, creds, target.system_id).act(action)
+    except BmcError as e:
+        return {"node": target.node, "ok": False, "action": action.value, "error": str(e)}
+    row = {"node": target.node, "ok": True, "action": action.value, "reset_type": done.reset_type}
+    return {**row, **_state_row(done.before)}
+
+
+def _line(row: dict[str, Any]) -> str:
+    if not row["ok"]:
+        return f"{row['node']}: error: {row['error']}"
+    boot = row["boot_override"]
+    override = f"boot override {boot['target'] or 'none'} ({boot['enabled'] or 'unknown'})"
+    if "action" not in row:
+        return f"{row['node']}: {row['power_state'] or 'unknown'}, {override}"
+    if row["reset_type"] is None:
+        return f"{row['node']}: already {row['power_state']}: nothing sent"
+    return f"{row['node']}: was {row['power_state'] or 'unknown'}: {row['reset_type']} sent"
+
+
+def _report(rows: list[dict[str, Any]], json_out: bool) -> NoReturn:
+    if json_out:
+        print(json.dumps({"nodes": rows}, indent=2))
+    else:
+        for row in rows:
+            print(_line(row))
+    raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
+
+
+def _guard(cluster: Cluster, nodes: list[str], action: PowerAction, force: bool) -> None:
+    """Refuse (exit 2, nothing done) ``off``/``cycle`` of nodes in service, unless ``force`` (said loudly)."""
+    refused = day2.refusals(cluster, nodes)
+    if not refused:
+        return
+    lines = [f"  {n}: {why}" for n, why in refused.items()]
+    if not force:
+        _refuse(
+            f"{action.value} refused for {hostlist.compress(list(refused))}, nothing was done:\n"
+            + "\n".join(lines)
+            + "\ndrain them first, or give --force (running work is lost)"
+        )
+    print(f"gpuforge power: WARNING: --force: {action.value} of nodes in service:", file=sys.stderr)
+    print("\n".join(lines), file=sys.stderr)
+
+
+@app.command("status")
+def status_cmd(spec: SpecArg, limit: LimitOpt = None, json_out: JsonOpt = False) -> None:
+    """Each node's power state and boot override, read from its BMC."""
+    _, targets = _prepare(spec, limit)
+    _report([_status_row(t, c) for t, c in targets], json_out)
+
+
+def _act(spec: Path, limit: str | None, action: PowerAction, force: bool, json_out: bool) -> None:
+    cluster, targets = _prepare(spec, limit)
+    if action is not PowerAction.ON:
+        _guard(cluster, [t.node for t, _ in targets], action, force)
+    _report([_action_row(t, c, action) for t, c in targets], json_out)
+
+
+@app.command("on")
+def on_cmd(spec: SpecArg, limit: LimitOpt = None, json_out: JsonOpt = False) -> None:
+    """Power the nodes on (nothing is sent to a node that is on)."""
+    _act(spec, limit, PowerAction.ON, False, json_out)
+
+
+@app.command("off")
+def off_cmd(spec: SpecArg, limit: LimitOpt = None, force: ForceOpt = False, json_out: JsonOpt = False) -> None:
+    """Power the nodes off at once (ForceOff); refused for a node in service unless --force."""
+    _act(spec, limit, PowerAction.OFF, force, json_out)
+
+
+@app.command("cycle")
+def cycle_cmd(spec: SpecArg, limit: LimitOpt = None, force: ForceOpt = False, json_out: JsonOpt = False) -> None:
+    """Power-cycle the nodes (PowerCycle, else ForceRestart; a node that is off is powered on);
+    refused for a node in service unless --force."""
+    _act(spec, limit, PowerAction.CYCLE, force, json_out)
