@@ -2,7 +2,8 @@
 
 Each layer still declares (and checks) its own packages; installing their union up front
 costs one dpkg run instead of one per layer, which is most of a first apply's time. It runs
-right after the base layer, which sets the package proxy and the fixed service accounts.
+right after the base layer, which sets the package proxy and the fixed service accounts, and after the
+repository of gpuforge's Slurm build (``slurm.source: build``), whose packages it installs.
 On an rpm node each layer installs its own packages with dnf; an EL node whose Slurm or monitoring
 packages are EPEL's gets CodeReady Builder and EPEL enabled here first (:func:`el_repos_layer`).
 """
@@ -19,6 +20,7 @@ from gpuforge.deploy.layers.monitoring import monitoring_layers
 from gpuforge.deploy.layers.munge import munge_layer
 from gpuforge.deploy.layers.nvidia.repos import epel_steps, rpm_key_step
 from gpuforge.deploy.layers.slurm import accounting_layer, config_layer
+from gpuforge.deploy.layers.slurm_repo import slurm_repo_layer
 from gpuforge.deploy.nvidia_needs import Ctx
 from gpuforge.deploy.operations.layer import converge, repair_packages
 from gpuforge.deploy.runstate import RunState
@@ -74,6 +76,8 @@ def packages() -> None:
     s, n = spec(), node()
     converge(name="packages: CodeReady Builder and EPEL (EPEL's Slurm and monitoring)", layer=el_repos_layer(s, n))
     names = distro_packages(s, n, host.name) if n.os.is_deb else []
+    # Slurm built by gpuforge: its repository before the one transaction that installs its packages
+    converge(name="packages: gpuforge's build of Slurm (repository)", layer=slurm_repo_layer(s, n))
     repair_packages(name="packages: repair an interrupted package run", packages=tuple(names))
     converge(
         name="packages: every layer's distro packages in one transaction",
