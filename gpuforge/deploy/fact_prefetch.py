@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuforge.deploy.converge import LayerFacts
+from gpuforge.deploy.converge import LayerFacts, package_name
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def project(facts: LayerFacts, request: FactRequest) -> LayerFacts:
         return {str(k): values[str(k)] for k in keys if str(k) in values}
 
     return LayerFacts(
-        packages=only(facts.packages, request.packages),
+        packages=only(facts.packages, (package_name(p) for p in request.packages)),  # read by name, not pin
         files=only(facts.files, request.paths),
         units=only(facts.units, request.units),
         accounts=only(facts.accounts, request.accounts),

@@ -53,13 +53,15 @@ def test_each_layers_part_of_a_merged_read_equals_its_own_read(tmp_path: Path) -
         read_paths=(gone, str(other)),
     )
     third = FactRequest(packages=("coreutils",))  # the packages repair's read: no units, no files
-    merged, covered = merge([first, second, third])
-    assert covered == [first, second, third]
-    assert merged.packages == ("dpkg", "no-such-package-gpuforge", "bash", "coreutils")
+    pinned = FactRequest(packages=("bash=0.0-gpuforge",))  # a layer holding a package at a version
+    merged, covered = merge([first, second, third, pinned])
+    assert covered == [first, second, third, pinned]
+    assert merged.packages == ("dpkg", "no-such-package-gpuforge", "bash", "coreutils", "bash=0.0-gpuforge")
     whole = read(merged)
-    for request in (first, second, third):
+    for request in (first, second, third, pinned):
         own = read(request)
         assert project(whole, request) == own
+    assert project(whole, pinned).packages["bash"], "a pinned package is read by its name"
     # The reads saw something real, not three empty answers.
     assert read(first).files[str(conf)] is not None and read(first).files[gone] is None
     assert read(second).packages["bash"] and read(first).contents["kernel"] == "Linux\n"
