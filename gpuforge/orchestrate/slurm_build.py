@@ -38,6 +38,7 @@ from gpuforge.render import slurm_build as rb
 from gpuforge.spec.bounded_read import NodeOutputError, run_bounded
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.slurm_tarballs import DEBIAN_POOL_PATH
+from gpuforge.validator.report import terminal_safe
 
 BUILD_TIMEOUT = 3 * 3600.0
 #: The most the built packages may weigh on the way back (24.11's debs: about 30 MB).
@@ -200,7 +201,8 @@ def _remote(
     except NodeOutputError as e:
         raise SlurmBuildError(f"{inputs.host}: {what}: {e}") from None
     if done.returncode != 0:
-        tail = (done.stdout + done.stderr).decode("utf-8", "replace").strip().splitlines()[-45:]
+        # the node's output, shown on the operator's terminal: its escape sequences written as \xNN
+        tail = terminal_safe((done.stdout + done.stderr).decode("utf-8", "replace")).strip().splitlines()[-45:]
         raise SlurmBuildError(
             f"{inputs.host}: {what} of Slurm {inputs.version} failed (exit {done.returncode}); no node was "
             "converged:\n" + "\n".join(tail)

@@ -43,6 +43,7 @@ exit 0
 """
 STUB_BUILD = """#!/bin/sh
 echo "dpkg-buildpackage $* DEB_BUILD_OPTIONS=$DEB_BUILD_OPTIONS" >> "$STUB_LOG"
+[ -n "${FAIL_COMPILE:-}" ] && printf '\\033]0;owned\\007'
 [ -n "${FAIL_COMPILE:-}" ] && { echo "../../src/slurmctld/agent.c:42:1: error: expected ';'"; exit 2; }
 for p in slurm-smd slurm-smd-client slurm-smd-dev slurm-smd-slurmctld slurm-smd-slurmd slurm-smd-slurmdbd; do
   printf 'not really a deb: %s\\n' "$p" > "../${p}_${STUB_VERSION}_amd64.deb"
@@ -205,6 +206,9 @@ def test_a_failed_build_names_the_cause_and_leaves_no_build(
         sb.ensure_builds(c, lambda _m: None)
     assert f"ctl1: build of Slurm {VERSION} failed (exit {exit_code}); no node was converged" in str(e.value)
     assert says in str(e.value)
+    assert "\x1b" not in str(e.value) and "\x07" not in str(e.value), "the node's escape sequences are not passed on"
+    if env == "FAIL_COMPILE":
+        assert "\\x1b]0;owned\\x07" in str(e.value), "the stub did print one, shown as text"
     left = sorted(p.name for p in (tmp_path / "state" / rb.BUILDS_FOLDER).iterdir())
     assert left == ["tarballs"], "no build folder, complete or partial"
 
