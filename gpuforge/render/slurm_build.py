@@ -89,6 +89,30 @@ def build_folder(state_root: Path, inputs: BuildInputs) -> Path:
     return state_root / BUILDS_FOLDER / inputs.key
 
 
+#: SchedMD's units start without a config (slurmd.service has no ConditionPathExists: a configless slurmd
+#: fetches its config), and the packages' postinst starts them at install, before gpuforge writes the
+#: files: slurmd then loops on DNS SRV lookups until systemd's start timeout (seen on the lab). A
+#: drop-in holds each daemon until a file only gpuforge writes for it exists (SchedMD's slurmd package
+#: ships /etc/default/slurmd itself); a condition not met skips the start, and gpuforge starts the
+#: daemon once its files are there. ``|``: any one of the paths (systemd.unit(5), triggering conditions).
+WAIT_FOR_CONFIG = {
+    "slurmd": ("/etc/slurm/slurm.conf", "/etc/systemd/system/slurmd.service.d/gpuforge-configless.conf"),
+    "slurmctld": ("/etc/slurm/slurm.conf",),
+    "slurmdbd": ("/etc/slurm/slurmdbd.conf",),
+}
+
+
+def wait_for_config_dropins() -> list[tuple[str, str]]:
+    """(path, text) of each daemon's drop-in: no start before gpuforge's config file is there (pushed
+    slurm.conf, or for a configless slurmd gpuforge's configless drop-in)."""
+    out = []
+    for unit, paths in WAIT_FOR_CONFIG.items():
+        lines = "".join(f"ConditionPathExists={'|' if len(paths) > 1 else ''}{p}\n" for p in paths)
+        text = f"# gpuforge: SchedMD's {unit} starts only once gpuforge wrote its config\n[Unit]\n{lines}"
+        out.append((f"/etc/systemd/system/{unit}.service.d/gpuforge-wait-for-config.conf", text))
+    return out
+
+
 def sources_text(inputs: BuildInputs) -> str:
     """The node's deb822 source for the build's flat repository, trusted through KEYRING only."""
     return (

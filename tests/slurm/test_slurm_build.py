@@ -245,11 +245,18 @@ def test_a_node_gets_the_complete_build_as_a_signed_flat_repository(host: Path, 
     layer = slurm_repo_layer(c.spec, node, tmp_path / "state")
     paths = [f.path for f in layer.early_files]
     key = built.inputs.key
-    assert paths[-2:] == [rb.KEYRING, rb.SOURCES_FILE]
-    assert sorted(paths[:-2]) == sorted(
+    dropins = [f"/etc/systemd/system/{u}.service.d/gpuforge-wait-for-config.conf" for u in rb.WAIT_FOR_CONFIG]
+    assert paths[-5:] == [rb.KEYRING, rb.SOURCES_FILE, *dropins]
+    assert layer.early_files[-3].content == (
+        "# gpuforge: SchedMD's slurmd starts only once gpuforge wrote its config\n[Unit]\n"
+        "ConditionPathExists=|/etc/slurm/slurm.conf\n"
+        "ConditionPathExists=|/etc/systemd/system/slurmd.service.d/gpuforge-configless.conf\n"
+    )
+    assert layer.early_files[-2].content.endswith("[Unit]\nConditionPathExists=/etc/slurm/slurm.conf\n")
+    assert sorted(paths[:-5]) == sorted(
         f"{rb.REPO_ON_NODE}/{key}/{p.name}" for p in (built.folder / rb.REPO_FOLDER).iterdir()
     )
-    sources = layer.early_files[-1].content
+    sources = layer.early_files[-4].content
     assert sources == (
         f"# gpuforge: SchedMD's Slurm {VERSION} built from its release tarball (slurm.source: build)\n"
         f"Types: deb\nURIs: file:{rb.REPO_ON_NODE}/{key}\nSuites: ./\nSigned-By: {rb.KEYRING}\n"

@@ -35,6 +35,7 @@ def repo_files(inputs: rb.BuildInputs, folder: Path) -> list[RenderedFile]:
     ]
     files.append(RenderedFile(rb.KEYRING, LocalSource(str(folder / rb.PUBLIC_KEY_FILE))))
     files.append(RenderedFile(rb.SOURCES_FILE, rb.sources_text(inputs)))
+    files += [RenderedFile(path, text) for path, text in rb.wait_for_config_dropins()]
     return files
 
 
