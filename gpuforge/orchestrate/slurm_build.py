@@ -18,6 +18,7 @@ in ``.<key>.part``); a failed build leaves no folder and converges no node.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -182,8 +183,14 @@ def build(cluster: Cluster, inputs: rb.BuildInputs, tarball: Path) -> Path:
         os.replace(part, folder)
     finally:
         shutil.rmtree(part, ignore_errors=True)
-        subprocess.run(ssh_argv(cluster, inputs.host, rb.cleanup_command(inputs)), capture_output=True, timeout=120)
+        _clean_build_host(cluster, inputs)
     return folder
+
+
+def _clean_build_host(cluster: Cluster, inputs: rb.BuildInputs) -> None:
+    """Remove the build host's work folder; a host that does not answer keeps it (the next build empties it)."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(ssh_argv(cluster, inputs.host, rb.cleanup_command(inputs)), capture_output=True, timeout=120)
 
 
 def _remote(
@@ -241,18 +248,22 @@ def _download(cluster: Cluster, inputs: rb.BuildInputs, into: Path) -> None:
 def _check_packages(inputs: rb.BuildInputs, repo: Path) -> None:
     """Every deb is what the index says (size, sha256), and every package gpuforge installs is there
     at ``versions.slurm``."""
-    index = (repo / "Packages").read_text()
+    try:
+        index = (repo / "Packages").read_text()
+        stanzas = [(s["Filename"].removeprefix("./"), int(s["Size"]), s["SHA256"], s["Package"], s["Version"])
+                   for s in Packages.iter_paragraphs(index, use_apt_pkg=False)]  # fmt: skip
+    except (OSError, UnicodeDecodeError, KeyError, ValueError) as e:
+        raise SlurmBuildError(f"the built packages' index is not a Packages index ({type(e).__name__}: {e})") from None
     versions: dict[str, str] = {}
     listed = set()
-    for stanza in Packages.iter_paragraphs(index, use_apt_pkg=False):
-        name = stanza["Filename"].removeprefix("./")
+    for name, size, sha256, package, version in stanzas:
         listed.add(name)
         path = repo / name
         if "/" in name or not path.is_file():
             raise SlurmBuildError(f"the built index lists {name}, which did not come back")
-        if path.stat().st_size != int(stanza["Size"]) or _sha256(path) != stanza["SHA256"]:
+        if path.stat().st_size != size or _sha256(path) != sha256:
             raise SlurmBuildError(f"{name} is not the file the built index describes")
-        versions[stanza["Package"]] = stanza["Version"]
+        versions[package] = version
     extra = {p.name for p in repo.glob("*.deb")} - listed
     if extra:
         raise SlurmBuildError(f"debs not in the built index: {', '.join(sorted(extra))}")
