@@ -38,7 +38,6 @@ from gpuforge.orchestrate.remote import ssh_argv
 from gpuforge.render import slurm_build as rb
 from gpuforge.spec.bounded_read import NodeOutputError, run_bounded
 from gpuforge.spec.cluster import Cluster
-from gpuforge.spec.slurm_tarballs import DEBIAN_POOL_PATH
 from gpuforge.validator.report import terminal_safe
 
 BUILD_TIMEOUT = 3 * 3600.0
@@ -146,11 +145,6 @@ def tarball_file(cluster: Cluster, inputs: rb.BuildInputs) -> Path:
             f"Slurm {inputs.upstream}'s tarball: {e.reason}; nothing was built and no node was touched"
         ) from None
     return dest
-
-
-def default_tarball_url(mirror: str, inputs: rb.BuildInputs) -> str:
-    """A Debian mirror's URL of a tarball of gpuforge's table (lab and docs)."""
-    return f"{mirror.rstrip('/')}/{DEBIAN_POOL_PATH.format(file_name=inputs.file_name)}"
 
 
 def _sha256(path: Path) -> str:
