@@ -283,7 +283,9 @@ class DistroStack:
     mpi_home: str
     """MPI_HOME of that OpenMPI (include/ and lib/ below it); ``{triplet}``: the GNU triplet."""
     slurm_pmix: tuple[str, ...]
-    """Slurm's mpi_pmix.so and what it opens at run time (every Slurm node with ``MpiDefault=pmix``)."""
+    """The distribution's Slurm: its mpi_pmix.so and what that opens at run time (every Slurm node with
+    ``MpiDefault=pmix``). SchedMD's debs carry the plugin in slurm-smd, which conflicts with Debian's
+    (``slurm_packages.runtime_packages`` names what they need instead)."""
     cites: tuple[str, ...]
 
 

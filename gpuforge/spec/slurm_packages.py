@@ -84,6 +84,13 @@ PIN_PATTERNS = {
     SlurmSource.BUILD: "slurm-smd*",
 }
 
+#: What SchedMD's debs open at run time without depending on it, on every node that runs a Slurm daemon
+#: or command (``schedmd-pmix-dlopen``): slurm-smd's mpi/pmix plugin (its debian/control builds with
+#: libpmix-dev) opens PMIx's unversioned ``libpmix.so``, which only libpmix-dev ships; slurmctld loads the
+#: MPI plugins at its start, and srun --mpi=pmix needs it. Not Debian's slurm-wlm-basic-plugins: slurm-smd
+#: conflicts with it (``schedmd-debian-control``).
+SCHEDMD_DEB_RUNTIME = ("libpmix-dev",)
+
 #: Plugin directory of SchedMD's debs: configure's default libdir (/usr/lib/<triplet>) plus "slurm".
 SITE_DEB_PLUGIN_DIR = "/usr/lib/{triplet}/slurm"
 
@@ -99,6 +106,19 @@ SOURCES: dict[str, Citation] = {
         "slurm-smd-client.install: 'usr/bin/sacct', 'usr/bin/scontrol' ...; rules: 'dh_auto_configure -- "
         "--sysconfdir=/etc/slurm ...' and 'rm -r debian/tmp/usr/lib/*/slurm/src' (plugins under "
         "/usr/lib/<multiarch>/slurm, all but a few listed into slurm-smd.install)",
+    ),
+    "schedmd-pmix-dlopen": Citation(
+        "SchedMD/slurm auxdir/x_ac_pmix.m4, debian/rules and debian/control; Debian's libpmix-dev file list; "
+        "slurmctld's log with gpuforge's build of 24.11.5 on Debian 12 nodes without libpmix-dev",
+        "github.com/SchedMD/slurm auxdir/x_ac_pmix.m4, debian/rules, debian/control (master); fabric_packages "
+        "debian12-slurm-pmix-dlopen; gpuforge lab run of tests/slurm/test_slurm_build_lab.py, 2026-11-29",
+        "x_ac_pmix.m4: '_x_ac_pmix_dirs=\"/usr /usr/local /usr/lib/x86_64-linux-gnu/pmix "
+        "/usr/lib/x86_64-linux-gnu/pmix2\"', without rpath "
+        "'PMIX_V4_CPPFLAGS=...-DPMIXP_V4_LIBPATH=...\"$x_ac_cv_pmix_libdir\"'; "
+        "debian/rules: 'dh_auto_configure -- --sysconfdir=/etc/slurm --disable-debug --with-slurmrestd --with-pmix'; "
+        "debian/control: 'Build-Depends: ... libpmix-dev' and 'Package: slurm-smd' 'Depends: ${shlibs:Depends}, "
+        "munge' (a dlopened library is not in shlibs); the lab: slurmctld logged 'mpi/pmix_v4: ... can not load "
+        "PMIx library' at its start on a node without libpmix-dev (not yet checked with it installed)",
     ),
     "schedmd-slurm-spec": Citation(
         "SchedMD/slurm slurm.spec",
@@ -143,6 +163,13 @@ SOURCES: dict[str, Citation] = {
         "the general slurm package.'",
     ),
 }
+
+
+def runtime_packages(source: SlurmSource, deb: bool) -> tuple[str, ...]:
+    """What the Slurm packages of ``source`` open at run time without depending on it (:data:`SCHEDMD_DEB_RUNTIME`):
+    installed with them on every node that runs a Slurm daemon or command. Debian's slurm-wlm needs it only
+    with ``MpiDefault=pmix`` (the fabric layer installs it then); EL's packages declare what they need."""
+    return SCHEDMD_DEB_RUNTIME if source.schedmd_packaging and deb else ()
 
 
 def package_for(source: SlurmSource, deb: bool, logical: str) -> str | None:

@@ -255,3 +255,33 @@ def test_nodes_without_gpus_get_no_gpu_layers() -> None:
     spec, node = target(d, "cpu1")
     assert layer.gdrcopy_layer(spec, node).is_empty and layer.nccl_tests_layer(spec, node).is_empty
     assert not any(p.startswith("libnccl") for p in layer.fabric_layer(spec, node).packages)
+
+
+def test_schedmds_packages_get_libpmix_dev_and_never_debians_conflicting_plugins() -> None:
+    """slurm-smd conflicts with Debian's slurm-wlm-basic-plugins (slurm_packages schedmd-debian-control) and
+    carries mpi_pmix itself, which opens libpmix-dev's libpmix.so (schedmd-pmix-dlopen): with slurm.source
+    site or build, the fabric layer installs no Debian Slurm package and every Slurm node gets libpmix-dev
+    with its Slurm packages, MpiDefault=pmix or not."""
+    from gpuforge.deploy.layers.slurm import config_layer
+    from gpuforge.deploy.runstate import RunState
+    from gpuforge.render.files import Secrets
+
+    d = data()
+    d["slurm"]["source"] = "site"
+    d["versions"]["slurm"] = "24.11.5-1"
+    spec = spec_of(d)
+    secrets = Secrets.redacted()
+    for name in ("ctl1", "gpu1"):
+        node = node_of(spec, name)
+        fabric_pkgs = layer.fabric_layer(spec, node).packages
+        assert not any(p.startswith("slurm-wlm") for p in fabric_pkgs), fabric_pkgs
+        slurm_pkgs = config_layer(spec, node, secrets, name, RunState()).packages
+        assert "libpmix-dev" in slurm_pkgs and "slurm-smd-client=24.11.5-1" in slurm_pkgs, slurm_pkgs
+    for g in ("gpu", "cpu"):
+        group(d, g)["fabric"]["mpi"] = "none"
+    spec = spec_of(d)
+    assert "libpmix-dev" in config_layer(spec, node_of(spec, "ctl1"), secrets, "ctl1", RunState()).packages
+    d["slurm"]["source"] = "distro"
+    d["versions"]["slurm"] = "distro"
+    spec = spec_of(d)
+    assert "libpmix-dev" not in config_layer(spec, node_of(spec, "ctl1"), secrets, "ctl1", RunState()).packages

@@ -114,6 +114,8 @@ def pmix_packages(s: Spec, n: Node) -> tuple[str, ...]:
     ``MpiDefault=pmix`` is set (fabric_packages debian12-slurm-pmix-dlopen): fabric or not."""
     if s.slurm is None or not pmix_default(s) or not n.roles & SLURM_RUNS:
         return ()
+    if s.slurm.source.schedmd_packaging and n.os.is_deb:
+        return ()  # mpi_pmix is in slurm-smd, which conflicts with Debian's; the slurm layer adds libpmix-dev
     return table.DISTRO_STACKS[n.os].slurm_pmix
 
 

@@ -39,6 +39,7 @@ from gpuforge.spec import Role, Spec, nodes_with
 from gpuforge.spec.model import ConfigMode
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
+from gpuforge.spec.slurm_packages import SlurmSource, runtime_packages
 
 SLURM_CONF = f"{SLURM_ETC}/slurm.conf"
 SLURMDBD_CONF = f"{SLURM_ETC}/slurmdbd.conf"
@@ -130,6 +131,8 @@ def config_layer(s: Spec, n: Node, sec: Secrets, host_name: str, run: RunState) 
         dirs.append(Directory("/var/lib/slurm/slurmd", "0755", "root", "root"))
     if n.has(Role.LOGIN):
         packages += [slurm_package(s, "slurm-client", deb)]
+    if n.has(Role.CONTROLLER) or n.has(Role.COMPUTE) or n.has(Role.LOGIN):
+        packages += runtime_packages(s.slurm.source if s.slurm else SlurmSource.DISTRO, deb)
     files = [f for f in slurm_files(s, n, sec) if f.path != SLURMDBD_CONF]
     new_conf = next((f.content for f in files if f.path == SLURM_CONF), None)
 
