@@ -158,6 +158,7 @@ def _sha256(path: Path) -> str:
 def build(cluster: Cluster, inputs: rb.BuildInputs, tarball: Path) -> Path:
     """Build ``inputs`` on its host from the verified ``tarball`` and keep the signed result."""
     folder = rb.build_folder(cluster.state_dir, inputs)
+    refuse_a_busy_build_host(cluster, inputs)
     part = folder.with_name(f".{folder.name}.part")
     shutil.rmtree(part, ignore_errors=True)
     (part / REPO).mkdir(parents=True, mode=0o700)
@@ -179,6 +180,31 @@ def build(cluster: Cluster, inputs: rb.BuildInputs, tarball: Path) -> Path:
         shutil.rmtree(part, ignore_errors=True)
         _clean_build_host(cluster, inputs)
     return folder
+
+
+def refuse_a_busy_build_host(cluster: Cluster, inputs: rb.BuildInputs) -> None:
+    """Raise SlurmBuildError, before anything is sent, when the build host runs Slurm job steps
+    (``render.slurm_build.busy_command``) or cannot say whether it does: the compile takes every core."""
+    host = inputs.host
+    try:
+        done = run_bounded(ssh_argv(cluster, host, rb.busy_command()), b"", 120)
+    except subprocess.TimeoutExpired:
+        raise SlurmBuildError(f"{host}: no answer in 120 s to whether it runs Slurm jobs; nothing was built") from None
+    except NodeOutputError as e:
+        raise SlurmBuildError(f"{host}: whether it runs Slurm jobs: {e}; nothing was built") from None
+    said = terminal_safe((done.stdout + done.stderr).decode("utf-8", "replace")).strip()[:600]
+    if done.returncode == rb.BUSY_EXIT:
+        raise SlurmBuildError(
+            f"{host}, the build host of Slurm {inputs.version} for {inputs.platform}, runs Slurm job steps "
+            f"({'; '.join(said.splitlines())}): the compile would take every core from them. Drain it and let "
+            f"its jobs end (scontrol update NodeName={host} State=DRAIN Reason=...), or name a node that runs "
+            "no jobs in slurm.build.hosts; nothing was built and no node was converged"
+        )
+    if done.returncode != 0:
+        raise SlurmBuildError(
+            f"{host}: could not tell whether it runs Slurm jobs (exit {done.returncode}): {said or 'no output'}; "
+            "nothing was built and no node was converged"
+        )
 
 
 def _clean_build_host(cluster: Cluster, inputs: rb.BuildInputs) -> None:

@@ -125,6 +125,25 @@ def work_folder(inputs: BuildInputs) -> str:
     return f"{WORK_ON_HOST}/{inputs.key}"
 
 
+#: Where the build host's processes are listed (a test points it at a folder of its own).
+PROC = "/proc"
+#: Exit status of :func:`busy_command` on a build host that runs Slurm jobs.
+BUSY_EXIT = 6
+
+
+def busy_command() -> str:
+    """Exit :data:`BUSY_EXIT`, printing the job steps' titles (at most 5, 80 characters each), while the
+    build host runs Slurm work: a ``slurmstepd`` runs there (slurmd starts one per job step on the node,
+    the batch and extern steps included, and it ends with the step). The compile takes every core of
+    the host, so a node with running work is never a build host. 0: no job step there."""
+    proc = shlex.quote(PROC)
+    return (
+        f'steps=$(for d in {proc}/[0-9]*; do {{ read -r c < "$d/comm"; }} 2>/dev/null || continue; '
+        '[ "$c" = slurmstepd ] || continue; tr "\\0" " " < "$d/cmdline" 2>/dev/null; echo; done); '
+        f'[ -z "$steps" ] || {{ echo "$steps" | head -n 5 | cut -c1-80; exit {BUSY_EXIT}; }}'
+    )
+
+
 def upload_command(inputs: BuildInputs) -> str:
     """Reads the tarball on stdin into the build host's work folder, kept only with the known sha256."""
     work = shlex.quote(work_folder(inputs))

@@ -197,8 +197,9 @@ class SlurmBuild(StrictModel):
         description="Build hosts: one node per platform (OS release and architecture) of the Slurm nodes. Each "
         "gets the build dependencies (SchedMD's debian/control, libnvidia-ml-dev for NVML) and builds the "
         "packages once; the result is cached on the control host by platform, version, digest and options (not "
-        "by host: moving the build changes nothing on the nodes). The compile uses every core and does not "
-        "drain the host: name nodes that run no jobs (controller, login, spare)",
+        "by host: moving the build changes nothing on the nodes). The compile uses every core: a build host "
+        "running Slurm job steps is refused (drain it first, or name nodes that run no jobs: controller, login, "
+        "spare)",
     )
     nvml: bool = rebuild(
         False,

@@ -13,8 +13,11 @@ import io
 import json
 import os
 import shlex
+import shutil
 import stat
+import subprocess
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +90,8 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("STUB_LOG", str(log))
     monkeypatch.setenv("STUB_VERSION", VERSION)
     monkeypatch.setattr(rb, "WORK_ON_HOST", str(tmp_path / "work"))
+    (tmp_path / "proc").mkdir()  # the build host's processes: none of Slurm's (a test adds some)
+    monkeypatch.setattr(rb, "PROC", str(tmp_path / "proc"))
     monkeypatch.setattr(sb, "ssh_argv", lambda cluster, node, command, options=(): ["bash", "-c", command])
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     return log
@@ -273,3 +278,55 @@ def test_the_build_commands_quote_every_value() -> None:
     keys = {rb.BuildInputs("debian12-x86_64", "24.11.5-1", "a" * 64, nvml, h, "x", None).key
             for nvml in (False, True) for h in ("n1", "n2")}  # fmt: skip
     assert len(keys) == 2, "the key is the build's inputs, not the host that builds them"
+
+
+def test_a_build_host_that_runs_job_steps_is_refused_before_anything_is_sent(
+    host: Path, server: Server, tmp_path: Path
+) -> None:
+    """The compile takes every core: a build host with a slurmstepd (a job step) running is refused,
+    naming the steps and the way out; nothing is sent, built or kept. Once the steps end, the build runs."""
+    step = tmp_path / "proc" / "4242"
+    step.mkdir()
+    (step / "comm").write_text("slurmstepd\n")
+    (step / "cmdline").write_bytes(b"slurmstepd: [1234.batch]\0\0")
+    other = tmp_path / "proc" / "17"
+    other.mkdir()
+    (other / "comm").write_text("sshd\n")
+    (other / "cmdline").write_bytes(b"sshd: root@pts/0\0")
+    c = cluster_of(tmp_path, f"{server.url}/slurm-25.05.9.tar.gz", digest(server))
+    with pytest.raises(sb.SlurmBuildError) as e:
+        sb.ensure_builds(c, lambda _m: None)
+    says = str(e.value)
+    assert "ctl1, the build host of Slurm 25.05.9-1 for debian12-x86_64, runs Slurm job steps" in says
+    assert "slurmstepd: [1234.batch]" in says and "sshd" not in says
+    assert "slurm.build.hosts" in says and "nothing was built and no node was converged" in says
+    assert host.read_text() == "" and not (tmp_path / "work").exists(), "nothing reached the build host"
+    assert not [p for p in (tmp_path / "state" / rb.BUILDS_FOLDER).iterdir() if p.name != "tarballs"]
+    shutil.rmtree(step)
+    [built] = sb.ensure_builds(c, lambda _m: None)
+    assert not built.cached and (built.folder / rb.RECORD_FILE).is_file()
+
+
+def test_a_real_slurmstepd_process_on_the_build_host_is_seen(
+    host: Path, server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same check against this machine's /proc, with a process whose name and title are a job step's."""
+    exe = tmp_path / "bin" / "slurmstepd"
+    exe.parent.mkdir()
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", exe)
+    proc = subprocess.Popen(["bash", "-c", f"exec -a 'slurmstepd: [77.0]' {shlex.quote(str(exe))} 60"])
+    monkeypatch.setattr(rb, "PROC", "/proc")
+    try:
+        comm = Path(f"/proc/{proc.pid}/comm")
+        for _ in range(500):  # until bash has exec'd the job step's stand-in
+            if comm.read_text().strip() == "slurmstepd":
+                break
+            time.sleep(0.01)
+        c = cluster_of(tmp_path, f"{server.url}/slurm-25.05.9.tar.gz", digest(server))
+        with pytest.raises(sb.SlurmBuildError) as e:
+            sb.ensure_builds(c, lambda _m: None)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "slurmstepd: [77.0] 60" in str(e.value)
+    assert host.read_text() == ""
