@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ from gpuforge.bundle.fetch import Fetcher, FetchError
 from gpuforge.bundle.signing import BundleSigner, SignatureError, inrelease_problem, release_text
 from gpuforge.orchestrate.remote import ssh_argv
 from gpuforge.render import slurm_build as rb
+from gpuforge.spec import resolve_nodes
 from gpuforge.spec.bounded_read import NodeOutputError, run_bounded
 from gpuforge.spec.cluster import Cluster
 from gpuforge.validator.report import terminal_safe
@@ -119,6 +121,48 @@ def ensure_builds(cluster: Cluster, say: Callable[[str], None]) -> list[BuildOut
         say(f"Slurm {inputs.version} for {inputs.platform}: built on {inputs.host} in {seconds:.0f} s")
         out.append(BuildOutcome(inputs, folder, False, seconds))
     return out
+
+
+def publish_tar(cluster: Cluster, inputs: rb.BuildInputs) -> bytes:
+    """The complete build of ``inputs`` as the tar stream ``render.slurm_build.publish_command`` reads
+    (raises SlurmBuildError when the control host has no complete build of it)."""
+    folder = rb.build_folder(cluster.state_dir, inputs)
+    if cached_build(cluster, inputs) is None:
+        raise SlurmBuildError(f"no complete build of Slurm {inputs.version} for {inputs.platform} here ({folder})")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in sorted((folder / REPO).iterdir()):
+            tar.add(path, f"{rb.PUBLISH_REPO}/{path.name}", recursive=False)
+        tar.add(folder / PUBLIC_KEY, rb.PUBLISH_KEY, recursive=False)
+        sources = rb.sources_text(inputs).encode()
+        info = tarfile.TarInfo(rb.PUBLISH_SOURCES)
+        info.size, info.mode = len(sources), 0o644
+        tar.addfile(info, io.BytesIO(sources))
+    return buf.getvalue()
+
+
+def publish(cluster: Cluster, nodes: list[str]) -> dict[str, str]:
+    """Put the build of each node's platform in its apt sources (``slurm-upgrade``, before any daemon
+    stops); failures by node (the reason bounded and made safe for a terminal)."""
+    failures = {}
+    by_name = {n.name: n for n in resolve_nodes(cluster.spec)}
+    for name in nodes:
+        inputs = rb.inputs_for(cluster.spec, by_name[name])
+        if inputs is None:
+            continue
+        try:
+            data = publish_tar(cluster, inputs)
+            done = run_bounded(ssh_argv(cluster, name, rb.publish_command(inputs)), data, 600)
+        except SlurmBuildError as e:
+            failures[name] = str(e)
+            continue
+        except (subprocess.TimeoutExpired, NodeOutputError, OSError) as e:
+            failures[name] = f"sending gpuforge's Slurm build: {e}"
+            continue
+        if done.returncode != 0:
+            said = terminal_safe((done.stdout + done.stderr).decode("utf-8", "replace")).strip()[-400:]
+            failures[name] = f"publishing gpuforge's Slurm build failed (exit {done.returncode}): {said}"
+    return failures
 
 
 def tarball_url(cluster: Cluster, inputs: rb.BuildInputs) -> str:

@@ -35,6 +35,7 @@ from gpuforge.render.slurm import slurm_version_pin
 from gpuforge.spec import Role, Spec, nodes_with, resolve_nodes
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
+from gpuforge.spec.slurm_packages import SlurmSource
 from gpuforge.spec.slurm_releases import upgrade_problem, upstream_of
 from gpuforge.spec.storage_rules import mounts_of
 
@@ -58,6 +59,8 @@ class UpgradeIO:
     deploy: Callable[[list[str]], dict[str, str]]
     """Converge these nodes to the spec; failures by node."""
     say: Callable[[str], None]
+    publish: Callable[[list[str]], dict[str, str]] | None = None
+    """Put gpuforge's Slurm build in these nodes' apt sources (``slurm.source: build``); failures by node."""
     poll_s: float = 10.0
     paths: UpgradePaths = field(default_factory=UpgradePaths)
     stamp: str = field(default_factory=lambda: time.strftime("%Y%m%dT%H%M%S"))
@@ -80,6 +83,8 @@ class UpgradePlan:
     pending: list[str] = field(default_factory=list)
     """Slurm nodes not all of whose Slurm packages are at ``package`` yet (read with dpkg: a new
     build of the same release counts, as a Debian security update does); none: nothing to do."""
+    publish: bool = False
+    """gpuforge builds this Slurm (``slurm.source: build``): its repository goes to the nodes first."""
     left_out: list[str] = field(default_factory=list)
     """Slurm nodes ``--limit`` leaves at the running version: their steps are skipped
     (:mod:`gpuforge.orchestrate.slurm_upgrade_limit` keeps SchedMD's order)."""
@@ -194,7 +199,7 @@ def plan_upgrade(spec: Spec, io: UpgradeIO) -> UpgradePlan:
     return UpgradePlan(
         running, target, dbd.name if dbd else None, [c.name for c in controllers],
         [compute[i : i + size] for i in range(0, len(compute), size)], others, backup_dir(spec, dbd),
-        package=package, pending=read_pending(spec, io, package),
+        package=package, pending=read_pending(spec, io, package), publish=spec.slurm.source is SlurmSource.BUILD,
     )  # fmt: skip
 
 
@@ -302,9 +307,28 @@ def upgrade_batch(spec: Spec, io: UpgradeIO, plan: UpgradePlan, batch: list[str]
     io.say(f"slurmd {plan.version} on {', '.join(batch)} (running jobs kept)")
 
 
+def publish_build(io: UpgradeIO, plan: UpgradePlan) -> None:
+    """gpuforge's build of the target in every moving node's apt sources, before any daemon stops."""
+    order = [*([plan.dbd] if plan.dbd else []), *plan.controllers, *(n for b in plan.batches for n in b)]
+    moving = [n for n in dict.fromkeys([*order, *plan.others]) if n not in plan.left_out]
+    if io.publish is None:
+        raise UpgradeFailed("this run cannot send gpuforge's Slurm build to the nodes")
+    failures = io.publish(moving)
+    if failures:
+        raise UpgradeFailed(
+            "putting gpuforge's Slurm build in the nodes' apt sources: "
+            + "; ".join(f"{n}: {why}" for n, why in sorted(failures.items()))
+            + "; no daemon was stopped"
+        )
+    plan.done.append(f"gpuforge's build of Slurm {plan.version} in the apt sources of {', '.join(moving)}")
+    io.say(f"gpuforge's build of Slurm {plan.version} is in the apt sources of {', '.join(moving)}")
+
+
 def run_upgrade(spec: Spec, io: UpgradeIO, plan: UpgradePlan) -> UpgradePlan:
     """The whole flow in SchedMD's order; :class:`UpgradeFailed` names what was done before the failure."""
     try:
+        if plan.publish:
+            publish_build(io, plan)
         if plan.dbd is not None and plan.dbd not in plan.left_out:
             upgrade_dbd(spec, io, plan)
         if not set(plan.controllers) & set(plan.left_out):  # all of them or none (--limit)

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from gpuforge.orchestrate import remote
+from gpuforge.orchestrate import remote, slurm_build
 from gpuforge.orchestrate.slurm_upgrade import (
     UpgradeFailed,
     UpgradeIO,
@@ -40,7 +40,10 @@ def io_for(cluster: Cluster) -> UpgradeIO:
         result = run_deploys(cluster, ",".join(nodes), lambda m: print(m, file=sys.stderr))
         return {n: h.error or "failed" for n, h in result.hosts.items() if not h.ok}
 
-    return UpgradeIO(run=run, deploy=deploy, say=lambda m: print(m, file=sys.stderr, flush=True))
+    def publish(nodes: list[str]) -> dict[str, str]:
+        return slurm_build.publish(cluster, nodes)
+
+    return UpgradeIO(run=run, deploy=deploy, say=lambda m: print(m, file=sys.stderr, flush=True), publish=publish)
 
 
 def upgrade_typer(
@@ -57,7 +60,8 @@ def upgrade_typer(
     conversion waited for), slurmctld, slurmd batch by batch with running jobs kept."""
     s = load_or_exit(spec)
     selected = _selected(s, limit)
-    io = io_for(Cluster.of(s, spec))
+    cluster = Cluster.of(s, spec)
+    io = io_for(cluster)
     try:
         plan = plan_upgrade(s, io)
         notes: list[str] = []
@@ -70,7 +74,7 @@ def upgrade_typer(
         where = "the selected Slurm nodes have" if selected is not None else "every Slurm node has"
         print(f"nothing to upgrade: {where} Slurm {plan.package}")
         return
-    _show(plan, notes, s)
+    _show(plan, notes, s, slurm_build.planned_builds(cluster) if plan.publish else [])
     if show_plan:
         return
     if not yes:
@@ -79,6 +83,12 @@ def upgrade_typer(
             raise typer.Exit(2)
         if input("Upgrade? [y/N] ").strip().lower() not in ("y", "yes"):
             raise typer.Exit(2)
+    if plan.publish:
+        try:  # before anything stops: a failed build changes nothing
+            slurm_build.ensure_builds(cluster, lambda m: print(m, file=sys.stderr, flush=True))
+        except slurm_build.SlurmBuildError as e:
+            print(f"upgrade not started: {e}", file=sys.stderr)
+            raise typer.Exit(1) from None
     try:
         run_upgrade(s, io, plan)
     except UpgradeFailed as e:
@@ -104,13 +114,14 @@ def _selected(spec: Spec, limit: str | None) -> list[str] | None:
         raise typer.Exit(2) from None
 
 
-def _show(plan: UpgradePlan, notes: list[str], spec: Spec) -> None:
-    """The summary line, what ``--limit`` means, and the numbered steps."""
+def _show(plan: UpgradePlan, notes: list[str], spec: Spec, builds: list[str]) -> None:
+    """The summary line, the builds it needs (``slurm.source: build``), what ``--limit`` means, and the
+    numbered steps."""
     db = spec.slurm.accounting.database if spec.slurm is not None else None
     print(
         f"Slurm {plan.running} -> {plan.package} ({', '.join(plan.pending)} not there yet): dump under "
         f"{plan.backup_dir}; slurmdbd on {plan.dbd or '(none)'}; slurmctld on {', '.join(plan.controllers)}; "
         f"slurmd in {len(plan.batches)} batch(es); jobs keep running"
     )
-    for line in [*notes, *upgrade_steps(plan, db)]:
+    for line in [*builds, *notes, *upgrade_steps(plan, db)]:
         print(line)

@@ -89,6 +89,11 @@ def limit_upgrade(plan: UpgradePlan, selected: list[str], batch_size: int) -> tu
 def upgrade_steps(plan: UpgradePlan, db: str | None) -> list[str]:
     """The steps ``run_upgrade`` takes for ``plan``, numbered, one line each (``--plan``)."""
     steps = []
+    if plan.publish:
+        steps.append(
+            f"{hostlist.compress([n for n in slurm_nodes(plan) if n not in plan.left_out])}: put gpuforge's build of "
+            f"Slurm {plan.version} in the apt sources (installs nothing, stops nothing)"
+        )
     if plan.dbd is not None and plan.dbd not in plan.left_out:
         steps.append(
             f"{plan.dbd}: stop slurmdbd, dump database {db} under {plan.backup_dir} (read back whole), upgrade "

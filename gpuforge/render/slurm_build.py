@@ -121,6 +121,31 @@ def sources_text(inputs: BuildInputs) -> str:
     )
 
 
+#: The members of the tar stream :func:`publish_command` reads (``orchestrate.slurm_build.publish_tar``).
+PUBLISH_REPO, PUBLISH_KEY, PUBLISH_SOURCES = "repo", "key.gpg", "sources"
+
+
+def publish_command(inputs: BuildInputs) -> str:
+    """Put a build's repository in a node's apt sources from a tar stream on stdin (``repo/`` with the
+    debs, ``Packages`` and ``InRelease``; ``key.gpg``; ``sources``), as the ``slurm-repo`` layer would
+    write it, for ``slurm-upgrade``: the folder under its key first, then the key and the source, each
+    renamed into place, so apt reads the old build or the new one, never half of one. Installs nothing."""
+    base = shlex.quote(REPO_ON_NODE)
+    dest = shlex.quote(f"{REPO_ON_NODE}/{inputs.key}")
+    new = shlex.quote(f"{REPO_ON_NODE}/.{inputs.key}.new")
+    key, src = shlex.quote(KEYRING), shlex.quote(SOURCES_FILE)
+    return (
+        f"install -d -m 0755 {base} && t=$(mktemp -d {base}/.publish.XXXXXX) && trap 'rm -rf \"$t\"' EXIT && "
+        'tar -xf - -C "$t" --no-same-owner --no-same-permissions && '
+        f'[ -f "$t/{PUBLISH_REPO}/InRelease" ] && [ -f "$t/{PUBLISH_KEY}" ] && [ -f "$t/{PUBLISH_SOURCES}" ] || '
+        "{ echo 'the build sent is incomplete' >&2; exit 1; }; "
+        f'rm -rf {new} && chmod 0755 "$t/{PUBLISH_REPO}" && chmod 0644 "$t/{PUBLISH_REPO}"/* && '
+        f'mv "$t/{PUBLISH_REPO}" {new} && rm -rf {dest} && mv {new} {dest} && '
+        f'install -D -m 0644 "$t/{PUBLISH_KEY}" {key}.gpuforge-new && mv -f {key}.gpuforge-new {key} && '
+        f'install -D -m 0644 "$t/{PUBLISH_SOURCES}" {src}.gpuforge-new && mv -f {src}.gpuforge-new {src}'
+    )
+
+
 def work_folder(inputs: BuildInputs) -> str:
     return f"{WORK_ON_HOST}/{inputs.key}"
 

@@ -330,3 +330,45 @@ def test_a_real_slurmstepd_process_on_the_build_host_is_seen(
         proc.wait()
     assert "slurmstepd: [77.0] 60" in str(e.value)
     assert host.read_text() == ""
+
+
+def test_slurm_upgrade_publishes_a_build_as_the_layer_would_and_the_real_apt_reads_it(
+    host: Path, server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``slurm-upgrade``'s publish (``sb.publish``): the build lands in the node's apt sources with the
+    bytes the ``slurm-repo`` layer would write (the next apply changes nothing), the real apt-get
+    verifies its InRelease with the build's key and offers its version; a stream cut short leaves the
+    node's sources as they were."""
+    from tests.bundle.test_k8s_repo_apt import private_apt
+
+    apt_root = tmp_path / "apt"
+    env = private_apt(apt_root, tmp_path / "unused")
+    node_root = tmp_path / "node"
+    monkeypatch.setattr(rb, "REPO_ON_NODE", str(node_root / "var/lib/gpuforge/slurm-build"))
+    monkeypatch.setattr(rb, "KEYRING", str(node_root / "etc/apt/keyrings/gpuforge-slurm.gpg"))
+    monkeypatch.setattr(rb, "SOURCES_FILE", str(apt_root / "etc/sources.list.d/gpuforge-slurm.sources"))
+    c = cluster_of(tmp_path, f"{server.url}/slurm-25.05.9.tar.gz", digest(server))
+    assert "cpu1" in sb.publish(c, ["cpu1"])  # nothing built yet: nothing sent
+    assert not Path(rb.SOURCES_FILE).exists()
+    [built] = sb.ensure_builds(c, lambda _m: None)
+    assert sb.publish(c, ["cpu1", "cpu2"]) == {}
+    node = next(n for n in resolve_nodes(c.spec) if n.name == "cpu1")
+    layer = slurm_repo_layer(c.spec, node, tmp_path / "state")
+    for f in layer.early_files:
+        if "/systemd/" in f.path:
+            continue  # the drop-ins come with the first apply, not with an upgrade
+        assert Path(f.path).read_bytes() == f.data, f.path
+        assert oct(Path(f.path).stat().st_mode & 0o777) == "0o644", f.path
+    apt = shutil.which("apt-get", path="/usr/bin:/bin")
+    assert apt is not None
+    done = subprocess.run([apt, "-q", "update"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "NO_PUBKEY" not in done.stderr, done.stdout + done.stderr
+    policy = subprocess.run(["apt-cache", "policy", "slurm-smd-slurmd"], capture_output=True, text=True, env=env)
+    assert f"Candidate: {VERSION}" in policy.stdout, policy.stdout
+    before = {p: p.read_bytes() for p in node_root.rglob("*") if p.is_file()}
+    cut = sb.publish_tar(c, built.inputs)[:2048]
+    monkeypatch.setattr(sb, "publish_tar", lambda _c, _i: cut)
+    failures = sb.publish(c, ["cpu1"])
+    assert "publishing gpuforge's Slurm build failed (exit " in failures["cpu1"], failures
+    assert {p: p.read_bytes() for p in node_root.rglob("*") if p.is_file()} == before
+    assert not [p for p in Path(rb.REPO_ON_NODE).iterdir() if p.name.startswith(".")], "no leftovers"

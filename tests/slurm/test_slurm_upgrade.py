@@ -21,6 +21,7 @@ from gpuforge.orchestrate.slurm_upgrade import (
     run_upgrade,
 )
 from gpuforge.orchestrate.slurm_upgrade_commands import UpgradePaths, parse_versions
+from gpuforge.orchestrate.slurm_upgrade_limit import upgrade_steps
 from gpuforge.spec import parse_spec
 from gpuforge.spec.model import Spec
 from gpuforge.spec.slurm_releases import major_of, upgrade_problem, upstream_of
@@ -179,3 +180,59 @@ def test_what_is_left_to_upgrade_is_read_by_package_version(tmp_path: Path, clus
     assert plan.pending == ["ctl1", "cpu1", "cpu2"]
     cluster.update(nodes={n: {**s, "version": "22.05.8-4+deb12u3"} for n, s in state["nodes"].items()})
     assert plan_upgrade(upgrade_spec(tmp_path, version="distro"), io).pending == []  # the candidate, everywhere
+
+
+def build_spec(tmp: Path) -> Spec:
+    """The upgrade spec with Slurm built by gpuforge (``slurm.source: build``, the operator's digest)."""
+    d = yaml.safe_load(yaml.safe_dump(upgrade_spec(tmp).model_dump(mode="json", exclude_none=True)))
+    d["slurm"]["source"] = "build"
+    d["slurm"]["build"] = {"tarball": "https://192.0.2.1/slurm-23.02.7.tar.gz", "sha256": "ab" * 32, "hosts": ["ctl1"]}
+    return parse_spec(yaml.safe_dump(d))
+
+
+def schedmd_names(cluster: StubCluster) -> None:
+    """The stand-in nodes carry SchedMD's package names (what gpuforge's build installs)."""
+    state = cluster.read()
+    for node in state["nodes"].values():
+        node["packages"] = [p.replace("slurm-client", "slurm-smd-client") for p in node["packages"]]
+        node["packages"] = [p if p.startswith("slurm-smd") else f"slurm-smd-{p}" for p in node["packages"]]
+    cluster.update(nodes=state["nodes"])
+
+
+def test_a_built_slurm_is_put_in_every_nodes_apt_sources_before_any_daemon_stops(
+    tmp_path: Path, cluster: StubCluster
+) -> None:
+    schedmd_names(cluster)
+    spec = build_spec(tmp_path)
+    said: list[str] = []
+    io = io_for(cluster, tmp_path, said, [])
+    published: list[tuple[list[str], int]] = []
+    io.publish = lambda nodes: published.append((nodes, len(cluster.log()))) or {}
+    plan = plan_upgrade(spec, io)
+    assert plan.publish and plan.pending == ["ctl1", "cpu1", "cpu2", "cpu3"]
+    steps = upgrade_steps(plan, "slurm_acct_db")
+    assert (
+        steps[0] == "1. cpu[1-3],ctl1: put gpuforge's build of Slurm 23.02.7-1 in the apt sources (installs "
+        "nothing, stops nothing)"
+    )
+    read = len(cluster.log())  # the plan's reads of versions
+    run_upgrade(spec, io, plan)
+    assert published == [(["ctl1", "cpu1", "cpu2", "cpu3"], read)], "once, before anything else ran on the nodes"
+    assert "ctl1 systemctl stop slurmdbd" in cluster.log()[read]
+    assert {n: s["version"] for n, s in cluster.read()["nodes"].items()} == dict.fromkeys(
+        ["ctl1", "cpu1", "cpu2", "cpu3"], "23.02.7"
+    )
+    assert plan.done[0] == "gpuforge's build of Slurm 23.02.7-1 in the apt sources of ctl1, cpu1, cpu2, cpu3"
+
+
+def test_a_build_that_cannot_be_published_stops_nothing(tmp_path: Path, cluster: StubCluster) -> None:
+    schedmd_names(cluster)
+    spec = build_spec(tmp_path)
+    io = io_for(cluster, tmp_path, [], [])
+    io.publish = lambda nodes: {"cpu2": "publishing gpuforge's Slurm build failed (exit 1): disk full"}
+    plan = plan_upgrade(spec, io)
+    with pytest.raises(UpgradeFailed) as e:
+        run_upgrade(spec, io, plan)
+    assert "cpu2: publishing gpuforge's Slurm build failed (exit 1): disk full; no daemon was stopped" in str(e.value)
+    assert "Done before it: nothing" in str(e.value)
+    assert not [c for _, c in cluster.calls if "systemctl stop" in c or "apt-get install" in c]
