@@ -22,6 +22,7 @@ import pytest
 
 from gpuforge.lab.pytest_plugin import own_lab
 from tests.conftest import LabCluster, run_cli
+from tests.slurm.lab_checks import a_job_runs_on_all_three_and_is_accounted
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_beside]  # its own lab
 
@@ -43,10 +44,7 @@ def test_debian13_nodes_converge_from_scratch_with_slurm_24_11_and_validate(trix
     # Debian's build prints "slurm-wlm <version>"
     assert c.ssh("node2", "slurmd -V").strip().startswith("slurm-wlm 24.11."), "Debian 13's Slurm is 24.11"
     assert c.ssh("node1", "slurmdbd -V").strip().startswith("slurm-wlm 24.11.")
-    out = c.ssh("node1", "cd /tmp && runuser -u alice -- srun -N3 -t 1 hostname | sort")
-    assert out.split() == ["node1", "node2", "node3"], out
-    accounted = c.ssh("node1", "sacct -X -n -P -u alice -o JobID,State,NNodes --starttime now-1hour")
-    assert any(line.endswith("|COMPLETED|3") for line in accounted.splitlines()), accounted
+    a_job_runs_on_all_three_and_is_accounted(c)
     report = run_cli("validate", str(c.spec_path), "--json", env=c.env)
     assert report.returncode == 0, report.stdout[-4000:] + report.stderr[-2000:]
     assert json.loads(report.stdout)["ok"]

@@ -27,6 +27,7 @@ import pytest
 from gpuforge.lab.pytest_plugin import own_lab
 from gpuforge.spec.slurm_tarballs import DEBIAN_POOL_PATH, TARBALLS
 from tests.conftest import LabCluster, run_cli
+from tests.slurm.lab_checks import a_job_runs_on_all_three_and_is_accounted
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_beside, pytest.mark.lab_build, pytest.mark.timeout(5400)]
 
@@ -88,10 +89,7 @@ def test_a_cluster_on_debian_12_and_13_runs_one_built_slurm_across_both(mixed: L
     for node in ("node1", "node2", "node3"):
         assert c.ssh(node, "slurmd -V").strip() == "slurm 24.11.5", node
         assert c.ssh(node, "dpkg-query -W -f '${Version}' slurm-smd-client") == ROW.deb_version, node
-    out = c.ssh("node1", "cd /tmp && runuser -u alice -- srun -N3 -t 1 hostname | sort")
-    assert out.split() == ["node1", "node2", "node3"], out
-    accounted = c.ssh("node1", "sacct -X -n -P -u alice -o JobID,State,NNodes --starttime now-1hour")
-    assert any(line.endswith("|COMPLETED|3") for line in accounted.splitlines()), accounted
+    a_job_runs_on_all_three_and_is_accounted(c)
     report = run_cli("validate", str(spec), "--json", env=c.env)
     assert report.returncode == 0, report.stdout[-4000:] + report.stderr[-2000:]
     second = c.apply(spec)

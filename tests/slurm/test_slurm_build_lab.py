@@ -37,6 +37,7 @@ from gpuforge.lab.pytest_plugin import own_lab
 from gpuforge.spec.slurm_tarballs import DEBIAN_POOL_PATH, TARBALLS
 from tests.bundle.conftest import Server
 from tests.conftest import LabCluster, run_cli
+from tests.slurm.lab_checks import a_job_runs_on_all_three_and_is_accounted
 
 # its own lab; a compile of Slurm (lab_build): scripts/test.sh runs it with GPUFORGE_LAB_BUILD=1 only
 pytestmark = [pytest.mark.lab, pytest.mark.lab_beside, pytest.mark.lab_build]
@@ -97,10 +98,7 @@ def test_slurm_24_11_built_from_the_release_tarball_runs_jobs_with_accounting(
         assert held == ROW.deb_version
     assert "slurm-smd-slurmdbd" in c.ssh("node1", "dpkg-query -W -f '${Package}\\n' 'slurm-smd*'")
     assert c.ssh("node1", "slurmdbd -V").strip() == "slurm 24.11.5"
-    out = c.ssh("node1", "cd /tmp && runuser -u alice -- srun -N3 -t 1 hostname | sort")
-    assert out.split() == ["node1", "node2", "node3"], out
-    accounted = c.ssh("node1", "sacct -X -n -P -u alice -o JobID,State,NNodes --starttime now-1hour")
-    assert any(line.endswith("|COMPLETED|3") for line in accounted.splitlines()), accounted
+    a_job_runs_on_all_three_and_is_accounted(c)
     report = run_cli("validate", str(spec), "--json", env=c.env)
     assert report.returncode == 0, report.stdout[-4000:] + report.stderr[-2000:]
 
