@@ -3,7 +3,9 @@
 htpasswd file, and helpers to write specs and credentials files that point at it.
 
 The fake driver applies a power change 1 to 11 seconds after it is asked (its own "hardware actions
-are not immediate"), so :func:`wait_power` polls.
+are not immediate": ``random.randint(1, 11)``); the emulator here is started with the shortest delay of
+that range (1 s: :data:`LAUNCH`), which keeps the power tests from waiting up to 11 s a change, and
+:func:`wait_power` still polls.
 """
 
 from __future__ import annotations
@@ -23,6 +25,21 @@ from pathlib import Path
 import yaml
 
 USER, PASSWORD = "gpuforge-admin", "s3cret-Pa55-not-in-output"
+
+#: sushy-emulator's own entry point (``sushy_tools.emulator.main:main``), its fake driver's delay fixed
+#: at the lower end of its range.
+LAUNCH = (
+    "import sys\n"
+    "from sushy_tools.emulator.resources.systems import fakedriver\n"
+    "class Shortest:\n"
+    "    @staticmethod\n"
+    "    def randint(low, high):\n"
+    "        return low\n"
+    "fakedriver.random = Shortest()\n"
+    "from sushy_tools.emulator.main import main\n"
+    "sys.argv[0] = 'sushy-emulator'\n"
+    "sys.exit(main())\n"
+)
 
 
 @dataclass
@@ -93,8 +110,8 @@ def start(folder: Path, count: int) -> tuple[Emulator, subprocess.Popen[bytes]]:
         f"SUSHY_EMULATOR_FAKE_SYSTEMS = {fakes!r}\n"
     )
     port, log = _free_port(), folder / "emulator.log"
-    argv = [binary, "--config", str(folder / "emulator.conf"), "--fake", "-i", "127.0.0.1", "-p", str(port),
-            "--ssl-certificate", str(cert), "--ssl-key", str(key)]  # fmt: skip
+    argv = [sys.executable, "-c", LAUNCH, "--config", str(folder / "emulator.conf"), "--fake", "-i", "127.0.0.1",
+            "-p", str(port), "--ssl-certificate", str(cert), "--ssl-key", str(key)]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(folder)}
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
