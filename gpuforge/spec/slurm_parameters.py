@@ -99,7 +99,8 @@ NAMED = (
 )
 NONE_NO_OP = (
     "the plugin was removed in 23.11 and the name kept as 'a true no-op' (read_config.c maps it to no plugin "
-    "through 26.05); not in the man page's list of values from 24.11 (preempt/none) or 23.11 (the others)"
+    "through 26.05); the man page lists preempt/none and jobcomp/none up to 24.05 and accounting_storage/none "
+    "up to 22.05"
 )
 
 PARAMETERS: tuple[Parameter, ...] = (
