@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from gpuforge.spec import slurm_releases
 from gpuforge.spec.citation import Citation
+from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.model import Spec
 from gpuforge.spec.slurm_mix_rules import group_slurm_versions
 
@@ -27,7 +28,9 @@ from gpuforge.spec.slurm_mix_rules import group_slurm_versions
 CHECKED: dict[str, str] = {
     "21.08": "slurm-21-08-5-1",
     "22.05": "slurm-22-05-8-1",
+    "23.02": "slurm-23-02-0-1",
     "23.11": "slurm-23-11-4-1",
+    "24.05": "slurm-24-05-0-1",
     "24.11": "slurm-24-11-5-1",
     "25.05": "slurm-25-05-0-1",
     "25.11": "slurm-25-11-0-1",
@@ -53,6 +56,10 @@ VALUED: frozenset[tuple[str, str]] = frozenset(
         ("slurm.conf", "PreemptType"),
         ("slurm.conf", "AccountingStorageType"),
         ("slurm.conf", "JobCompType"),
+        ("slurm.conf", "AccountingStorageEnforce"),
+        ("slurm.conf", "OverSubscribe"),
+        ("slurm.conf", "PreemptMode"),
+        ("slurm.conf", "HealthCheckNodeState"),
         ("cgroup.conf", "CgroupPlugin"),
         ("gres.conf", "AutoDetect"),
         ("slurmdbd.conf", "AuthType"),
@@ -92,10 +99,9 @@ NAMED = (
     "ClusterName SlurmctldHost SlurmUser SlurmctldPort SlurmdPort StateSaveLocation SlurmctldTimeout SlurmdTimeout "
     "SlurmdSpoolDir SlurmctldPidFile SlurmdPidFile SlurmctldLogFile SlurmdLogFile GresTypes ReturnToService "
     "PriorityDecayHalfLife PriorityWeightFairshare PriorityWeightAge PriorityWeightQOS PriorityWeightJobSize "
-    "PriorityWeightPartition PreemptMode JobRequeue AccountingStorageHost AccountingStoragePort "
-    "AccountingStorageEnforce AccountingStorageTRES HealthCheckProgram HealthCheckInterval HealthCheckNodeState "
-    "NodeName CPUs Sockets CoresPerSocket ThreadsPerCore RealMemory Gres Feature State PartitionName Nodes Default "
-    "MaxTime DefaultTime MaxNodes PriorityTier QOS AllowAccounts OverSubscribe"
+    "PriorityWeightPartition JobRequeue AccountingStorageHost AccountingStoragePort AccountingStorageTRES "
+    "HealthCheckProgram HealthCheckInterval NodeName CPUs Sockets CoresPerSocket ThreadsPerCore RealMemory Gres "
+    "Feature State PartitionName Nodes Default MaxTime DefaultTime MaxNodes PriorityTier QOS AllowAccounts"
 )
 NONE_NO_OP = (
     "the plugin was removed in 23.11 and the name kept as 'a true no-op' (read_config.c maps it to no plugin "
@@ -124,6 +130,24 @@ PARAMETERS: tuple[Parameter, ...] = (
             ("PreemptType", "preempt/qos"),
             ("AccountingStorageType", "accounting_storage/slurmdbd"),
         )
+    ),
+    *(
+        Parameter("slurm.conf", key, value, FLOOR, None, SLURM_CONF)
+        for key, values in (
+            ("AccountingStorageEnforce", "associations limits qos safe wckeys"),
+            ("OverSubscribe", "NO YES FORCE"),
+            ("PreemptMode", "OFF REQUEUE CANCEL SUSPEND"),
+            ("HealthCheckNodeState", "ANY ALLOC CYCLE IDLE MIXED"),
+        )
+        for value in values.split()
+    ),
+    Parameter(
+        "slurm.conf", "OverSubscribe", "EXCLUSIVE", FLOOR, None, (*SLURM_CONF, "exclusive-partitions"),
+        "deprecated in 26.05 for the partition's Exclusive=NODE (which older releases lack); 26.05 still reads it",
+    ),
+    *(
+        Parameter("slurm.conf", "HealthCheckNodeState", value, since, None, (*SLURM_CONF, "health-node-state"))
+        for value, since in (("NONDRAINED_IDLE", "23.02"), ("START_ONLY", "25.11"), ("REBOOT_ONLY", "26.05"))
     ),
     Parameter("slurm.conf", "CredType", "cred/munge", FLOOR, None, (*SLURM_CONF, "slurm-credtype")),
     Parameter(
@@ -186,6 +210,26 @@ def written(text: str) -> Iterator[tuple[str, str]]:
             yield key, value
 
 
+def slurm_parameter_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """The states of ``slurm.health_check.node_state`` are ones the cluster's Slurm takes: Slurm logs any
+    other as 'Invalid HealthCheckNodeState value ... ignored' and runs the check in every state."""
+    s = spec.slurm
+    if s is None or not s.health_check.enabled or s.health_check.interval == 0:
+        return
+    majors = sorted(spec_majors(spec), key=_key)
+    known = sorted(p.value or "" for p in PARAMETERS if p.key == "HealthCheckNodeState")
+    for state in s.health_check.node_state.split(","):
+        found = row("slurm.conf", "HealthCheckNodeState", state)
+        older = [m for m in majors if found is not None and not found.accepted_by(m)]
+        if found is None:
+            why = f"{state!r} is no HealthCheckNodeState state of Slurm ({', '.join(known)})"
+        elif older:
+            why = f"{state} came in Slurm {found.since}; this cluster runs Slurm {', '.join(older)}, which ignores it"
+        else:
+            continue
+        yield SpecIssue(("slurm", "health_check", "node_state"), f"{why} (slurm.conf(5): HealthCheckNodeState)")
+
+
 def problems(file: str, text: str, majors: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
     """Each key of ``text`` (the rendered ``file``) that has no row, or that a release of ``majors`` refuses."""
     out: list[str] = []
@@ -207,8 +251,7 @@ def problems(file: str, text: str, majors: Iterable[str], extra: Iterable[str] =
     return out
 
 
-_TAGS = "tags slurm-21-08-5-1, slurm-22-05-8-1, slurm-23-11-4-1, slurm-24-11-5-1, slurm-25-05-0-1, slurm-25-11-0-1, "
-_TAGS += "slurm-26-05-0-1"
+_TAGS = "tags " + ", ".join(CHECKED.values())
 
 SOURCES: dict[str, Citation] = {
     "slurm-conf-parser": Citation(
@@ -248,6 +291,23 @@ SOURCES: dict[str, Citation] = {
         "!xstrcmp(conf->preempt_type, \"preempt/none\"))' ... '/* empty */'; 'else if "
         "(xstrcasestr(conf->job_comp_type, \"none\")) xfree(conf->job_comp_type);'; 'else if "
         '(xstrcasestr(conf->accounting_storage_type, "none")) xfree(conf->accounting_storage_type);\'',
+    ),
+    "exclusive-partitions": Citation(
+        "slurm.conf(5) 26.05, Exclusive; the partition parser",
+        "github.com/SchedMD/slurm doc/man/man5/slurm.conf.5, src/common/read_config.c (tag slurm-26-05-0-1); "
+        "RELEASE_NOTES.md 26.05",
+        '\'Exclusive Controls partition-level exclusivity together with OverSubscribe. Specify one of "NO", '
+        '"NODE", "USER", or "TOPO". ... This replaces the deprecated options OverSubscribe=EXCLUSIVE, '
+        "ExclusiveUser, and ExclusiveTopo.'; read_config.c: 'else if (xstrcasecmp(tmp, \"EXCLUSIVE\") == 0) "
+        "p->max_share = 0; /* Exclusive=NODE */'; release notes: 'Exclusive=[NO|NODE|USER|TOPO] replaces "
+        "ExclusiveUser and ExclusiveTopo when defining Partitions.'",
+    ),
+    "health-node-state": Citation(
+        "Slurm's HealthCheckNodeState parser, _health_node_state()",
+        f"github.com/SchedMD/slurm src/common/read_config.c ({_TAGS}, slurm-23-02-0-1, slurm-24-05-0-1)",
+        "21.08, 22.05 take the tokens 'ANY' 'ALLOC' 'CYCLE' 'IDLE' 'MIXED'; 23.02 adds 'NONDRAINED_IDLE', 25.11 "
+        "'START_ONLY', 26.05 'REBOOT_ONLY'; any other token: 'error(\"Invalid HealthCheckNodeState value %s "
+        "ignored\", token);' (and ANY when no state is left)",
     ),
     "cgroup-conf": Citation(
         "cgroup.conf(5) and the cgroup.conf parser, each release",

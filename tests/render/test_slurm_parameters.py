@@ -12,7 +12,7 @@ import yaml
 
 from gpuforge.render.files import Secrets
 from gpuforge.render.slurm import slurm_files
-from gpuforge.spec import parse_spec
+from gpuforge.spec import SpecError, parse_spec
 from gpuforge.spec.nodes import resolve_nodes
 from gpuforge.spec.slurm_parameters import (
     CHECKED,
@@ -124,3 +124,29 @@ def test_every_row_cites_a_source_and_a_checked_release() -> None:
     for p in PARAMETERS:
         assert p.cites and all(c in SOURCES for c in p.cites), p
         assert p.since in CHECKED and (p.removed is None or p.removed in CHECKED), p
+
+
+def _health_issues(d: dict[str, Any], node_state: str) -> list[str]:
+    d["slurm"]["health_check"] = {"node_state": node_state}
+    try:
+        parse_spec(yaml.safe_dump(d))
+    except SpecError as e:
+        return [line.strip() for line in e.format().splitlines()[1:]]
+    return []
+
+
+def test_a_health_check_state_the_clusters_slurm_ignores_is_refused_on_its_field() -> None:
+    """22.05 logs 'Invalid HealthCheckNodeState value NONDRAINED_IDLE ignored' and checks in every state."""
+    assert _health_issues(doc("debian12"), "NONDRAINED_IDLE,CYCLE") == [
+        "slurm.health_check.node_state: NONDRAINED_IDLE came in Slurm 23.02; this cluster runs Slurm 22.05, "
+        "which ignores it (slurm.conf(5): HealthCheckNodeState)"
+    ]
+    assert _health_issues(doc("ubuntu24.04"), "NONDRAINED_IDLE,CYCLE") == []
+    assert _health_issues(doc("debian12", "26.05.5-1", "site"), "REBOOT_ONLY") == []
+    assert _health_issues(doc("debian12", "25.11.2-1", "site"), "REBOOT_ONLY") == [
+        "slurm.health_check.node_state: REBOOT_ONLY came in Slurm 26.05; this cluster runs Slurm 25.11, "
+        "which ignores it (slurm.conf(5): HealthCheckNodeState)"
+    ]
+    (unknown,) = _health_issues(doc("ubuntu24.04"), "DRAINED")
+    assert unknown.startswith("slurm.health_check.node_state: 'DRAINED' is no HealthCheckNodeState state of Slurm")
+    assert _health_issues(doc("debian12", "distro", "site"), "NONDRAINED_IDLE") == []  # release not known here
