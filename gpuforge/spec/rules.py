@@ -51,6 +51,7 @@ from gpuforge.spec.slurm_build_rules import slurm_build_rules
 from gpuforge.spec.slurm_mix_rules import slurm_release_rules
 from gpuforge.spec.slurm_model import ProcessTracking
 from gpuforge.spec.slurm_packages import CGROUP_V2_SINCE, SlurmSource
+from gpuforge.spec.slurm_parameters import slurm_parameter_rules
 from gpuforge.spec.types import k8s_name
 
 Rule = Callable[[Spec], Iterable[SpecIssue]]
@@ -784,6 +785,7 @@ RULES.append(fabric_rules)
 RULES.append(network_operator_rules)
 RULES.append(hardware_issues)
 RULES.append(slurm_release_rules)
+RULES.append(slurm_parameter_rules)
 RULES.append(slurm_build_rules)
 RULES.append(bmc_rules)
 
