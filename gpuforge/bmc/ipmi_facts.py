@@ -75,6 +75,12 @@ CITATIONS: tuple[Citation, ...] = (
         '"Incorrect password provided"})',
     ),
     Citation(
+        "pyghmi 1.6.19 (its wheel): pyghmi/ipmi/command.py, Command.set_user_password (IPMI 2.0's 20-byte passwords)",
+        f"{PYGHMI}/command.py",
+        "if 21 > len(password) > 16: password = password.ljust(20, b'\\x00') ... elif len(password) > 20: "
+        "raise Exception('password has limit of 20 chars')",
+    ),
+    Citation(
         "pyghmi 1.6.19 (its wheel): pyghmi/ipmi/private/session.py, retry timing",
         f"{PYGHMI}/private/session.py",
         "initialtimeout = 0.5 ... self.maxtimeout = 2  # be aggressive about giving up on initial packet",
