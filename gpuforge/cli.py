@@ -94,7 +94,7 @@ COMMANDS: tuple[tuple[str, Callable[..., object] | Group], ...] = (
     # command groups
     ("lab", Group(lab_cli.app, "The built-in lab: Debian nodes as containers on this machine")),
     ("image", Group(image_cli.app, "Node images baked from the spec (docs/images.md)")),
-    ("power", Group(power_cli.app, "Node power through each node's BMC: Redfish (docs/bare-metal.md)")),
+    ("power", Group(power_cli.app, "Node power through each node's BMC: Redfish or IPMI (docs/bare-metal.md)")),
 )
 
 

@@ -1,10 +1,11 @@
-"""``gpuforge power status|on|off|cycle SPEC``: node power through each node's BMC (Redfish).
+"""``gpuforge power status|on|off|cycle SPEC``: node power through each node's BMC (Redfish or IPMI).
 
 Exit status: 0 every BMC did what was asked (or already was there); 1 a BMC failed (unreachable,
 not the pinned certificate, refused the credentials or the request: named per node); 2 bad input
 or refused (a bad spec, ``--limit`` or credentials file, a node without ``bmc``, or ``off``/``cycle``
 of a node in service without ``--force``): then no BMC was asked to change anything.
-IPMI, network boot (PXE) and provisioning are not in this slice.
+Rows have one shape whatever the protocol, which each names. Network boot (PXE) and provisioning
+are not in this slice.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from gpuforge.bmc import day2
-from gpuforge.bmc.redfish import RedfishSystem, SystemState
+from gpuforge.bmc.ipmi import IpmiSystem
+from gpuforge.bmc.redfish import RedfishSystem, ResetDone, SystemState
 from gpuforge.bmc.redfish_facts import PowerAction
 from gpuforge.bmc.targets import BmcTarget, PowerInputError, bmc_targets, read_credentials
 from gpuforge.bmc.transport import BmcError, Credentials
 from gpuforge.spec import LIMIT_HELP, SpecError, hostlist, load_or_exit, resolve_nodes, select_limit
+from gpuforge.spec.bmc import BmcProtocol
 from gpuforge.spec.cluster import Cluster
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -61,20 +64,28 @@ def _state_row(s: SystemState) -> dict[str, Any]:
     return {"power_state": s.power_state, "boot_override": {"target": s.boot_target, "enabled": s.boot_enabled}}
 
 
+def _system(target: BmcTarget, creds: Credentials) -> RedfishSystem | IpmiSystem:
+    if target.protocol is BmcProtocol.IPMI:
+        return IpmiSystem(target.endpoint, creds)
+    return RedfishSystem(target.endpoint, creds, target.system_id)
+
+
 def _status_row(target: BmcTarget, creds: Credentials) -> dict[str, Any]:
+    head = {"node": target.node, "protocol": target.protocol.value}
     try:
-        state = RedfishSystem(target.endpoint, creds, target.system_id).state()
+        state = _system(target, creds).state()
     except BmcError as e:
-        return {"node": target.node, "ok": False, "error": str(e)}
-    return {"node": target.node, "ok": True, **_state_row(state)}
+        return {**head, "ok": False, "error": str(e)}
+    return {**head, "ok": True, **_state_row(state)}
 
 
 def _action_row(target: BmcTarget, creds: Credentials, action: PowerAction) -> dict[str, Any]:
+    head = {"node": target.node, "protocol": target.protocol.value}
     try:
-        done = RedfishSystem(target.endpoint, creds, target.system_id).act(action)
+        done: ResetDone = _system(target, creds).act(action)
     except BmcError as e:
-        return {"node": target.node, "ok": False, "action": action.value, "error": str(e)}
-    row = {"node": target.node, "ok": True, "action": action.value, "reset_type": done.reset_type}
+        return {**head, "ok": False, "action": action.value, "error": str(e)}
+    row = {**head, "ok": True, "action": action.value, "reset_type": done.reset_type}
     return {**row, **_state_row(done.before)}
 
 
@@ -137,12 +148,12 @@ def on_cmd(spec: SpecArg, limit: LimitOpt = None, json_out: JsonOpt = False) -> 
 
 @app.command("off")
 def off_cmd(spec: SpecArg, limit: LimitOpt = None, force: ForceOpt = False, json_out: JsonOpt = False) -> None:
-    """Power the nodes off at once (ForceOff); refused for a node in service unless --force."""
+    """Power the nodes off at once (Redfish ForceOff, IPMI off); refused for a node in service unless --force."""
     _act(spec, limit, PowerAction.OFF, force, json_out)
 
 
 @app.command("cycle")
 def cycle_cmd(spec: SpecArg, limit: LimitOpt = None, force: ForceOpt = False, json_out: JsonOpt = False) -> None:
-    """Power-cycle the nodes (PowerCycle, else ForceRestart; a node that is off is powered on);
-    refused for a node in service unless --force."""
+    """Power-cycle the nodes (Redfish PowerCycle, else ForceRestart; IPMI reset; a node that is off is
+    powered on); refused for a node in service unless --force."""
     _act(spec, limit, PowerAction.CYCLE, force, json_out)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpuforge.bmc.transport import Credentials, Endpoint
 from gpuforge.spec import hostlist
+from gpuforge.spec.bmc import BmcProtocol
 from gpuforge.spec.bmc_rules import bmc_addresses
 from gpuforge.spec.cluster import Cluster
 
@@ -29,7 +30,8 @@ class BmcTarget:
     """One node's BMC as the spec gives it."""
 
     node: str
-    endpoint: Endpoint
+    protocol: BmcProtocol
+    endpoint: Endpoint  # for IPMI its fingerprint is "" (the spec refuses one: IPMI has no TLS)
     system_id: str | None
     credentials_file: Path
     field: str  # the spec field naming the credentials file, for messages
@@ -46,8 +48,9 @@ def bmc_targets(cluster: Cluster, names: list[str]) -> list[BmcTarget]:
         path = path if path.is_absolute() else cluster.folder / path
         for name, address in zip(group.hostnames, bmc_addresses(group), strict=True):
             if name in names and address is not None:
-                ep = Endpoint(address, bmc.port, bmc.tls_fingerprint)
-                out[name] = BmcTarget(name, ep, bmc.system_id, path, f"node_groups[{gi}].bmc.credentials_file")
+                ep = Endpoint(address, bmc.service_port, bmc.tls_fingerprint or "")
+                field = f"node_groups[{gi}].bmc.credentials_file"
+                out[name] = BmcTarget(name, bmc.protocol, ep, bmc.system_id, path, field)
     missing = [n for n in names if n not in out]
     if missing:
         raise PowerInputError(

@@ -1,15 +1,18 @@
 """A node group's baseboard management controllers (``node_groups[].bmc``).
 
 Each node of the group has one BMC, addressed like the nodes themselves (``addresses`` or
-``address_start``). Only Redfish over HTTPS is spoken in this slice; ``protocol: ipmi`` parses
-and is refused by :mod:`gpuforge.spec.bmc_rules` ("not yet: Redfish only").
+``address_start``). ``protocol: redfish`` (HTTPS, the default) or ``protocol: ipmi`` (IPMI 2.0
+over RMCP+, UDP); which fields each protocol needs or refuses is checked by
+:mod:`gpuforge.spec.bmc_rules`.
 
 Invariants:
 
 * no credential is ever in the spec: ``credentials_file`` names a file on the control host that
   holds them (checked when ``gpuforge power`` runs: a regular file, not group/world readable);
-* TLS is always verified, by the certificate's SHA-256 fingerprint (``tls_fingerprint``, stored as
-  64 lower-case hexadecimal digits), since BMCs use self-signed certificates;
+* Redfish's TLS is always verified, by the certificate's SHA-256 fingerprint (``tls_fingerprint``,
+  stored as 64 lower-case hexadecimal digits), since BMCs use self-signed certificates; IPMI has no
+  TLS and no server identity, so it takes no fingerprint;
+* ``port`` absent means the protocol's own (:data:`DEFAULT_PORT`);
 * a BMC field changes nothing on a node: every field's update policy is ``live``.
 """
 
@@ -34,7 +37,12 @@ class BmcProtocol(StrEnum):
     """How gpuforge talks to a BMC."""
 
     REDFISH = "redfish"
-    IPMI = "ipmi"  # parsed so the refusal can name it; refused by a rule (not yet: Redfish only)
+    IPMI = "ipmi"
+
+
+#: The port a BMC's service listens on when the spec gives none: HTTPS for Redfish, the RMCP port
+#: (UDP) for IPMI.
+DEFAULT_PORT: dict[BmcProtocol, int] = {BmcProtocol.REDFISH: 443, BmcProtocol.IPMI: 623}
 
 
 def tls_fingerprint(value: str) -> str:
@@ -61,22 +69,32 @@ SystemId = Annotated[str, AfterValidator(system_id)]
 
 
 class Bmc(StrictModel):
-    """The BMC of each node of the group (power through Redfish: ``gpuforge power``)."""
+    """The BMC of each node of the group (power through Redfish or IPMI: ``gpuforge power``)."""
 
-    protocol: BmcProtocol = live(BmcProtocol.REDFISH, "redfish (ipmi: not yet, refused: Redfish only)")
+    protocol: BmcProtocol = live(
+        BmcProtocol.REDFISH, "redfish (HTTPS, certificate pinned) or ipmi (IPMI 2.0 RMCP+ over UDP: prefer redfish)"
+    )
     addresses: list[IpAddress] | None = live(None, "BMC address of each host, in the order of hosts")
     address_start: Ipv4Start | None = live(
         None, "First BMC IPv4 address, the rest follow in host order (with a prefix when larger than a /24)"
     )
-    port: int = live(443, "HTTPS port of the BMCs' Redfish service", ge=1, le=65535)
+    port: int | None = live(
+        None, "Port of the BMCs' service (default: 443, Redfish's HTTPS; 623, IPMI's RMCP+ over UDP)", ge=1, le=65535
+    )
     credentials_file: LocalPath = live(
         description="Control-host file holding 'username:password' (or the two on two lines); "
         "a regular file readable by its owner only (0600); relative to the spec file's folder"
     )
-    tls_fingerprint: TlsFingerprint = live(
-        description="SHA-256 fingerprint of the BMCs' TLS certificate (pinned: checked before any "
-        "credential is sent); one certificate for the whole group"
+    tls_fingerprint: TlsFingerprint | None = live(
+        None,
+        "SHA-256 fingerprint of the BMCs' TLS certificate (pinned: checked before any credential is sent); "
+        "one certificate for the whole group; required for redfish, refused for ipmi (no TLS)",
     )
     system_id: SystemId | None = live(
-        None, "Redfish ComputerSystem id (default: the only member of /redfish/v1/Systems)"
+        None, "Redfish ComputerSystem id (default: the only member of /redfish/v1/Systems); redfish only"
     )
+
+    @property
+    def service_port(self) -> int:
+        """The port gpuforge reaches the BMCs at: ``port``, else the protocol's default."""
+        return self.port if self.port is not None else DEFAULT_PORT[self.protocol]

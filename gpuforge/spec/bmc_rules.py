@@ -1,6 +1,7 @@
 """What a node group's ``bmc`` section must say before ``gpuforge power`` can reach its BMCs.
 
-* ``protocol: redfish`` only (IPMI is not in this slice);
+* ``protocol: redfish`` needs ``tls_fingerprint``; ``protocol: ipmi`` refuses it (IPMI has no TLS)
+  and refuses ``system_id`` (a Redfish resource id: an IPMI BMC has one chassis);
 * one BMC address per host: ``addresses`` (as many as hosts) or ``address_start`` (the range fits
   its network), not both, not neither;
 * a BMC address is no node's address, and no two nodes name the same system behind the same BMC
@@ -18,6 +19,9 @@ from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.model import NodeGroup, Spec
 from gpuforge.spec.nodes import address_range_problem, expand_addresses, group_addresses
 
+#: What else can tell two nodes behind one BMC apart: a Redfish system id; nothing for IPMI (one chassis).
+_OR_SYSTEM_ID = {BmcProtocol.REDFISH: ", or each its system_id", BmcProtocol.IPMI: ""}
+
 
 def bmc_addresses(group: NodeGroup) -> list[str | None]:
     """The BMC address of each host of the group, in host order (None: not given)."""
@@ -27,10 +31,31 @@ def bmc_addresses(group: NodeGroup) -> list[str | None]:
     return expand_addresses(len(group.hostnames), bmc.addresses, bmc.address_start)
 
 
+def _protocol_issues(at: tuple[str | int, ...], bmc: Bmc) -> Iterator[SpecIssue]:
+    if bmc.protocol is BmcProtocol.REDFISH:
+        if bmc.tls_fingerprint is None:
+            yield SpecIssue(
+                (*at, "tls_fingerprint"),
+                "required for protocol redfish: the SHA-256 fingerprint of the BMCs' certificate "
+                "(openssl x509 -noout -fingerprint -sha256 -in CERT)",
+            )
+        return
+    if bmc.tls_fingerprint is not None:
+        yield SpecIssue(
+            (*at, "tls_fingerprint"),
+            "protocol ipmi has no TLS, so no certificate to pin: remove tls_fingerprint "
+            "(or use protocol redfish, which pins it)",
+        )
+    if bmc.system_id is not None:
+        yield SpecIssue(
+            (*at, "system_id"),
+            "a Redfish ComputerSystem id means nothing to protocol ipmi (one chassis per BMC): remove system_id",
+        )
+
+
 def _section_issues(gi: int, group: NodeGroup, bmc: Bmc) -> Iterator[SpecIssue]:
     at = ("node_groups", gi, "bmc")
-    if bmc.protocol is not BmcProtocol.REDFISH:
-        yield SpecIssue((*at, "protocol"), f"{bmc.protocol.value}: not yet: Redfish only (protocol: redfish)")
+    yield from _protocol_issues(at, bmc)
     count = len(group.hostnames)
     if bmc.addresses is not None and bmc.address_start is not None:
         yield SpecIssue((*at, "address_start"), "give either addresses or address_start, not both")
@@ -58,12 +83,13 @@ def bmc_rules(spec: Spec) -> Iterator[SpecIssue]:
         for name, addr in zip(group.hostnames, bmc_addresses(group), strict=True):
             if addr is None:
                 continue
-            owner = bmc_owner.setdefault((addr, group.bmc.port, group.bmc.system_id), name)
+            port, system = group.bmc.service_port, group.bmc.system_id
+            owner = bmc_owner.setdefault((addr, port, system), name)
             if owner != name:
                 yield SpecIssue(
                     ("node_groups", gi, "bmc", field),
-                    f"BMC {addr}:{group.bmc.port} (system {group.bmc.system_id or 'default'}) is also {owner}'s: "
-                    "give each node its own BMC, or each its system_id",
+                    f"BMC {addr}:{port} (system {system or 'default'}) is also {owner}'s: "
+                    f"give each node its own BMC{_OR_SYSTEM_ID[group.bmc.protocol]}",
                     node=name,
                 )
             if addr in node_owner:

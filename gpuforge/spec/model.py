@@ -421,7 +421,7 @@ class NodeGroup(StrictModel):
     mig_config: Name | None = rolling(None, "Name of a mig.configs entry applied to these nodes")
     connector: Connector = live(Connector.SSH, "ssh, or vagrant (addresses from 'vagrant ssh-config')")
     fabric: Fabric | None = rolling(None, "RDMA fabric (InfiniBand or RoCE), NCCL and MPI; omit for none")
-    bmc: Bmc | None = live(None, "BMC of each node (Redfish power: gpuforge power); omit for none")
+    bmc: Bmc | None = live(None, "BMC of each node (power through Redfish or IPMI: gpuforge power); omit for none")
 
     @field_validator("hosts")
     @classmethod

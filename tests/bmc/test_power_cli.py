@@ -65,7 +65,7 @@ def test_status_on_off_cycle_change_the_emulated_power(
     st = power("status", str(spec), "--limit", "cpu1", "--json", env=ctl.env(), folder=tmp_path)
     assert st.returncode == 0, st.stderr
     row = json.loads(st.stdout)["nodes"][0]
-    assert row == {"node": "cpu1", "ok": True, "power_state": "Off",
+    assert row == {"node": "cpu1", "protocol": "redfish", "ok": True, "power_state": "Off",
                    "boot_override": {"target": "Hdd", "enabled": "Continuous"}}  # fmt: skip
     on = power("on", str(spec), "--limit", "cpu1", env=ctl.env(fail=True), folder=tmp_path)  # on asks no controller
     assert (on.returncode, on.stdout) == (0, "cpu1: was Off: On sent\n"), on.stderr
