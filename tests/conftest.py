@@ -42,12 +42,12 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 1800
 class LabCluster:
     """The lab's nodes with a spec fitted to them; apply/plan through the CLI."""
 
-    def __init__(self, lab: Any, workdir: Path, state_dir: Path) -> None:
+    def __init__(self, lab: Any, workdir: Path, state_dir: Path, base: dict[str, Any] | None = None) -> None:
         self.lab = lab
         self.workdir = workdir
         self.env = {"GPUFORGE_STATE_DIR": str(state_dir)}
         self.state_dir = state_dir
-        self.base: dict[str, Any] = yaml.safe_load(LAB_SPEC.read_text())
+        self.base: dict[str, Any] = base if base is not None else yaml.safe_load(LAB_SPEC.read_text())
         self.spec_path = self.write()
         self.outputs: list[str] = []
 

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpuforge.lab.pytest_plugin import own_lab
 from gpuforge.spec.slurm_tarballs import DEBIAN_POOL_PATH, TARBALLS
-from tests.conftest import LabCluster, run_cli
+from tests.conftest import LAB_SPEC, LabCluster, run_cli
 from tests.slurm.lab_checks import a_job_runs_on_all_three_and_is_accounted
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_beside, pytest.mark.lab_build, pytest.mark.timeout(5400)]
@@ -38,9 +39,8 @@ ROW = TARBALLS["24.11.5"]
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
     with own_lab(NAME, NODES, SUBNET, releases=["debian13", "node2=debian12"]) as lab:
-        c = LabCluster(lab, tmp_path_factory.mktemp("mx-spec"), tmp_path_factory.mktemp("mx-state"))
-        c.base = split_workers(c.base)
-        yield c
+        base = split_workers(yaml.safe_load(LAB_SPEC.read_text()))
+        yield LabCluster(lab, tmp_path_factory.mktemp("mx-spec"), tmp_path_factory.mktemp("mx-state"), base)
 
 
 def split_workers(base: dict[str, Any]) -> dict[str, Any]:
