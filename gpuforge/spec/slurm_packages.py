@@ -118,7 +118,8 @@ SOURCES: dict[str, Citation] = {
         "debian/rules: 'dh_auto_configure -- --sysconfdir=/etc/slurm --disable-debug --with-slurmrestd --with-pmix'; "
         "debian/control: 'Build-Depends: ... libpmix-dev' and 'Package: slurm-smd' 'Depends: ${shlibs:Depends}, "
         "munge' (a dlopened library is not in shlibs); the lab: slurmctld logged 'mpi/pmix_v4: ... can not load "
-        "PMIx library' at its start on a node without libpmix-dev (not yet checked with it installed)",
+        "PMIx library' at its start on a node without libpmix-dev, and no such line with it installed "
+        "(tests/slurm/test_slurm_build_lab.py)",
     ),
     "schedmd-slurm-spec": Citation(
         "SchedMD/slurm slurm.spec",

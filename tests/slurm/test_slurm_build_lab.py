@@ -98,6 +98,10 @@ def test_slurm_24_11_built_from_the_release_tarball_runs_jobs_with_accounting(
         assert held == ROW.deb_version
     assert "slurm-smd-slurmdbd" in c.ssh("node1", "dpkg-query -W -f '${Package}\\n' 'slurm-smd*'")
     assert c.ssh("node1", "slurmdbd -V").strip() == "slurm 24.11.5"
+    # slurm-smd's mpi/pmix plugin opens libpmix-dev's libpmix.so (slurm_packages schedmd-pmix-dlopen)
+    assert c.ssh("node1", "dpkg-query -W -f '${db:Status-Status}' libpmix-dev") == "installed"
+    log = c.ssh("node1", "cat /var/log/slurm/slurmctld.log")
+    assert "slurmctld version 24.11.5 started" in log and "can not load PMIx library" not in log, log[-3000:]
     a_job_runs_on_all_three_and_is_accounted(c)
     report = run_cli("validate", str(spec), "--json", env=c.env)
     assert report.returncode == 0, report.stdout[-4000:] + report.stderr[-2000:]
