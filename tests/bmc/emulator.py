@@ -126,15 +126,13 @@ def credentials_file(folder: Path, password: str = PASSWORD, mode: int = 0o600) 
     return path
 
 
-def write_spec(folder: Path, emu: Emulator, fingerprint: str | None = None, cred: str = "bmc.cred") -> Path:
-    """A Slurm spec: controller ctl1 (no BMC) and compute nodes cpu1, cpu2, each the emulator's own system."""
+def spec_with_bmcs(folder: Path, bmcs: list[dict[str, object]]) -> Path:
+    """A Slurm spec: controller ctl1 (no BMC) and compute nodes cpu1, cpu2, behind ``bmcs[0]`` and ``bmcs[1]``."""
     hardware = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 4000}
     groups: list[dict[str, object]] = [
         {"name": "ctl", "hosts": "ctl1", "address_start": "192.0.2.10", "roles": ["controller", "accounting-db"]}
     ]
-    for i, system in enumerate(emu.systems[:2], start=1):
-        bmc = {"addresses": ["127.0.0.1"], "port": emu.port, "credentials_file": cred,
-               "tls_fingerprint": fingerprint or emu.fingerprint, "system_id": system}  # fmt: skip
+    for i, bmc in enumerate(bmcs[:2], start=1):
         groups.append({"name": f"cpu{i}", "hosts": f"cpu{i}", "addresses": [f"192.0.2.2{i}"],
                        "roles": ["compute"], "hardware": hardware, "bmc": bmc})  # fmt: skip
     data = {"cluster": {"name": "t", "scheduler": "slurm"}, "node_groups": groups,
@@ -142,3 +140,13 @@ def write_spec(folder: Path, emu: Emulator, fingerprint: str | None = None, cred
     path = folder / "cluster.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def write_spec(folder: Path, emu: Emulator, fingerprint: str | None = None, cred: str = "bmc.cred") -> Path:
+    """The two-node spec, each compute node the emulator's own system (Redfish, the certificate pinned)."""
+    bmcs: list[dict[str, object]] = [
+        {"addresses": ["127.0.0.1"], "port": emu.port, "credentials_file": cred,
+         "tls_fingerprint": fingerprint or emu.fingerprint, "system_id": system}
+        for system in emu.systems[:2]
+    ]  # fmt: skip
+    return spec_with_bmcs(folder, bmcs)

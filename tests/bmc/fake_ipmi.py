@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.bmc.emulator import spec_with_bmcs
 
 USER, PASSWORD = "gpuforge-ipmi", "ipmi-Pa55-not-shown"  # IPMI 2.0: a user name of 16 bytes at most, password 20
 REPO = Path(__file__).resolve().parents[2]
@@ -67,20 +67,11 @@ def running(folder: Path, count: int) -> Iterator[FakeBmcs]:
 
 
 def write_spec(folder: Path, ports: list[int], cred: str = "bmc.cred") -> Path:
-    """A Slurm spec: controller ctl1 (no BMC) and compute nodes cpu1, cpu2, each behind its own fake BMC."""
-    hardware = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 4000}
-    groups: list[dict[str, object]] = [
-        {"name": "ctl", "hosts": "ctl1", "address_start": "192.0.2.10", "roles": ["controller", "accounting-db"]}
+    """The two-node spec of tests/bmc, each compute node behind its own fake BMC (IPMI)."""
+    bmcs: list[dict[str, object]] = [
+        {"protocol": "ipmi", "addresses": ["127.0.0.1"], "port": port, "credentials_file": cred} for port in ports[:2]
     ]
-    for i, port in enumerate(ports[:2], start=1):
-        bmc = {"protocol": "ipmi", "addresses": ["127.0.0.1"], "port": port, "credentials_file": cred}
-        groups.append({"name": f"cpu{i}", "hosts": f"cpu{i}", "addresses": [f"192.0.2.2{i}"],
-                       "roles": ["compute"], "hardware": hardware, "bmc": bmc})  # fmt: skip
-    data = {"cluster": {"name": "t", "scheduler": "slurm"}, "node_groups": groups,
-            "slurm": {"partitions": [{"name": "batch", "nodes": "cpu1,cpu2"}]}}  # fmt: skip
-    path = folder / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return spec_with_bmcs(folder, bmcs)
 
 
 def credentials_file(folder: Path, password: str = PASSWORD) -> Path:
