@@ -188,9 +188,14 @@ TABLE: dict[tuple[str, str, str | None], Parameter] = {(p.file, p.key, p.value):
 def spec_majors(spec: Spec) -> set[str]:
     """The Slurm major releases the spec's nodes run: ``versions.slurm`` where pinned (one build on every
     node), else each group's distribution release (``slurm_mix_rules``); empty where not known before the
-    nodes are read (a site repository's unpinned version, Enterprise Linux's EPEL)."""
+    nodes are read (a site repository's unpinned version, Enterprise Linux's EPEL, a pin that is no Slurm
+    release this table knows: its package may still exist, and apply says so if it does not)."""
     if spec.versions.slurm != "distro":
-        return {slurm_releases.major_of(spec.versions.slurm)}
+        try:
+            major = slurm_releases.major_of(spec.versions.slurm)
+        except ValueError:
+            return set()
+        return {major} if major in CHECKED else set()
     return {g.major for g in group_slurm_versions(spec)}
 
 

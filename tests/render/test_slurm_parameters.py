@@ -150,3 +150,12 @@ def test_a_health_check_state_the_clusters_slurm_ignores_is_refused_on_its_field
     (unknown,) = _health_issues(doc("ubuntu24.04"), "DRAINED")
     assert unknown.startswith("slurm.health_check.node_state: 'DRAINED' is no HealthCheckNodeState state of Slurm")
     assert _health_issues(doc("debian12", "distro", "site"), "NONDRAINED_IDLE") == []  # release not known here
+
+
+def test_a_pin_that_is_no_known_slurm_release_is_checked_by_nothing_here_and_never_a_traceback() -> None:
+    """``versions.slurm: 99.0.0-1`` (the lab's test of a pin no repository has) and a release newer than the
+    table's: the release is not known before the nodes are read, so nothing is refused for it (apply names a
+    missing package), and check never raises."""
+    assert _health_issues(doc("debian12", "99.0.0-1", "site"), "NONDRAINED_IDLE") == []
+    assert _health_issues(doc("debian12", "27.05.1-1", "site"), "REBOOT_ONLY") == []
+    parse_spec(yaml.safe_dump(doc("debian12", "99.0.0-1", "site")))
