@@ -307,10 +307,16 @@ def upgrade_batch(spec: Spec, io: UpgradeIO, plan: UpgradePlan, batch: list[str]
     io.say(f"slurmd {plan.version} on {', '.join(batch)} (running jobs kept)")
 
 
+def slurm_nodes(plan: UpgradePlan) -> list[str]:
+    """Every Slurm node the upgrade moves, in its order."""
+    found = [*([plan.dbd] if plan.dbd else []), *plan.controllers]
+    found += [n for batch in plan.batches for n in batch] + plan.others
+    return list(dict.fromkeys(found))
+
+
 def publish_build(io: UpgradeIO, plan: UpgradePlan) -> None:
     """gpuforge's build of the target in every moving node's apt sources, before any daemon stops."""
-    order = [*([plan.dbd] if plan.dbd else []), *plan.controllers, *(n for b in plan.batches for n in b)]
-    moving = [n for n in dict.fromkeys([*order, *plan.others]) if n not in plan.left_out]
+    moving = [n for n in slurm_nodes(plan) if n not in plan.left_out]
     if io.publish is None:
         raise UpgradeFailed("this run cannot send gpuforge's Slurm build to the nodes")
     failures = io.publish(moving)

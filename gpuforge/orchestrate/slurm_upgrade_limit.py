@@ -17,17 +17,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuforge.orchestrate.slurm_upgrade import UpgradePlan, UpgradeRefused
+from gpuforge.orchestrate.slurm_upgrade import UpgradePlan, UpgradeRefused, slurm_nodes
 from gpuforge.spec import hostlist
 
 ORDER = "SchedMD's order upgrades slurmdbd, then slurmctld, then slurmd"
-
-
-def slurm_nodes(plan: UpgradePlan) -> list[str]:
-    """Every Slurm node the upgrade moves, in its order."""
-    found = [*([plan.dbd] if plan.dbd else []), *plan.controllers]
-    found += [n for batch in plan.batches for n in batch] + plan.others
-    return list(dict.fromkeys(found))
 
 
 def _refuse_misordered(plan: UpgradePlan, selected: set[str]) -> None:
