@@ -5,6 +5,8 @@ first on PATH. ``ssh`` runs its last argument (the remote command gpuforge built
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 SSH = """#!/bin/sh
@@ -39,3 +41,20 @@ class StubController:
         env = {**os.environ, "PATH": f"{self.folder}:{os.environ['PATH']}", "STUB_DIR": str(self.folder)}
         env.pop("STUB_SSH_FAIL", None)
         return {**env, "STUB_SSH_FAIL": "1"} if fail else env
+
+
+def off_and_cycle_are_refused(
+    power: Callable[..., subprocess.CompletedProcess[str]],
+    spec: Path,
+    ctl: StubController,
+    folder: Path,
+    cases: Iterable[tuple[str, str, str]],
+) -> None:
+    """For each (sinfo, squeue, reason) the controller answers, ``power off`` and ``power cycle`` of cpu2
+    exit 2, print nothing on stdout, and say they were refused with that reason."""
+    for sinfo, squeue, why in cases:
+        ctl.set(sinfo=sinfo, squeue=squeue)
+        for verb in ("off", "cycle"):
+            done = power(verb, str(spec), "--limit", "cpu2", env=ctl.env(), folder=folder)
+            assert done.returncode == 2 and done.stdout == "", done.stderr
+            assert f"{verb} refused for cpu2, nothing was done" in done.stderr and why in done.stderr

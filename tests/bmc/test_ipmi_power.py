@@ -18,7 +18,7 @@ from gpuforge.bmc.redfish_facts import PowerAction
 from gpuforge.bmc.transport import Credentials
 from tests.bmc import fake_ipmi
 from tests.bmc.fake_ipmi import PASSWORD, FakeBmcs, credentials_file, write_spec
-from tests.bmc.stub_controller import StubController
+from tests.bmc.stub_controller import StubController, off_and_cycle_are_refused
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,15 +82,11 @@ def test_off_of_a_node_in_service_is_refused_and_nothing_is_sent(
 ) -> None:
     spec, ctl = site
     assert power("on", str(spec), "--limit", "cpu2", env=ctl.env(), folder=tmp_path).returncode == 0
-    for sinfo, squeue, why in (
+    cases = (
         ("cpu2|idle\n", "", "cpu2: in service in Slurm (state idle)"),
         ("cpu2|drained\n", "cpu[1-2]\n", "cpu2: jobs still run on it (state drained, squeue lists them)"),
-    ):
-        ctl.set(sinfo=sinfo, squeue=squeue)
-        for verb in ("off", "cycle"):
-            done = power(verb, str(spec), "--limit", "cpu2", env=ctl.env(), folder=tmp_path)
-            assert done.returncode == 2 and done.stdout == "", done.stderr
-            assert f"{verb} refused for cpu2, nothing was done" in done.stderr and why in done.stderr
+    )
+    off_and_cycle_are_refused(power, spec, ctl, tmp_path, cases)
     assert bmcs.controls() == [f"{bmcs.ports[1]} power_on"]
     ctl.set(sinfo="cpu2|allocated\n", squeue="cpu2\n")
     forced = power("off", str(spec), "--limit", "cpu2", "--force", env=ctl.env(), folder=tmp_path)

@@ -15,7 +15,7 @@ import pytest
 from gpuforge.bmc.redfish import RedfishSystem
 from gpuforge.bmc.transport import Credentials, Endpoint
 from tests.bmc.emulator import PASSWORD, USER, Emulator, credentials_file, write_spec
-from tests.bmc.stub_controller import StubController
+from tests.bmc.stub_controller import StubController, off_and_cycle_are_refused
 
 REPO = Path(__file__).resolve().parents[2]
 SECRETS = (PASSWORD, base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
@@ -92,17 +92,13 @@ def test_off_of_a_node_in_service_is_refused_and_nothing_is_sent(
 ) -> None:
     spec, ctl = site
     before = emu.resets()
-    for sinfo, squeue, why in (
+    cases = (
         ("cpu2|idle\n", "", "cpu2: in service in Slurm (state idle)"),
         ("cpu2|draining\n", "", "cpu2: in service in Slurm (state draining)"),
         ("cpu2|drained\n", "cpu[1-2]\n", "cpu2: jobs still run on it (state drained, squeue lists them)"),
         ("cpu1|drained\n", "", "cpu2: Slurm does not list it (sinfo)"),
-    ):
-        ctl.set(sinfo=sinfo, squeue=squeue)
-        for verb in ("off", "cycle"):
-            done = power(verb, str(spec), "--limit", "cpu2", env=ctl.env(), folder=tmp_path)
-            assert done.returncode == 2 and done.stdout == "", done.stderr
-            assert f"{verb} refused for cpu2, nothing was done" in done.stderr and why in done.stderr
+    )
+    off_and_cycle_are_refused(power, spec, ctl, tmp_path, cases)
     down = power("off", str(spec), "--limit", "cpu2", env=ctl.env(fail=True), folder=tmp_path)
     assert down.returncode == 2 and "cannot read its Slurm state: ssh: connect to host" in down.stderr
     ctl_node = power("off", str(spec), "--limit", "ctl1", env=ctl.env(), folder=tmp_path)
