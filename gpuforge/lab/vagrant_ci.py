@@ -90,6 +90,10 @@ class VagrantLab:
         if self.run(["vagrant", *args], timeout=timeout, log=log).returncode != 0:
             raise LabError(f"vagrant {' '.join(args)} failed; see {log}\n{self.libvirt_view()}")
 
+    def add_box(self, box: Box) -> None:
+        """``vagrant box add`` under ``box.name`` (replacing a box of that name)."""
+        self.vagrant("box", "add", "--force", "--name", box.name, box.box_file, timeout=600)
+
     def libvirt_view(self) -> str:
         """Each domain's state and interface addresses, and every network's DHCP leases (for a VM that
         never showed an address: did it get a lease at all, or did vagrant-libvirt give up waiting?)."""
@@ -251,11 +255,14 @@ def vagrant_lab(
     driver: str = "qemu",
     log: Callable[[str], None] = lambda _m: None,
     node_boxes: dict[int, Box] | None = None,
+    add_node_boxes: bool = True,
 ) -> Iterator[VagrantLab]:
     """libvirtd + a site mirror in namespace ``gf-vagrant``, the box added under ``box.name``; all gone after.
 
     ``workdir`` holds the Vagrantfile; VAGRANT_HOME is ``workdir/vagrant.d`` (the boxes are added there).
-    ``node_boxes``: node number -> its own box (the Vagrantfile's ``GPUFORGE_VAGRANT_BOX_NODE<i>``).
+    ``node_boxes``: node number -> its own box (the Vagrantfile's ``GPUFORGE_VAGRANT_BOX_NODE<i>``), added
+    at the start unless ``add_node_boxes`` is false (a box still being built: ``vl.add_box`` it before
+    that node's ``vagrant up``).
     """
     node_boxes = node_boxes or {}
     require_root()
@@ -294,8 +301,8 @@ def vagrant_lab(
         _virsh(vl.netns, "pool-create-as", POOL, "dir", "--target", pool_dir)
         start_mirror(MIRROR_ADDRESS, host_mirrors(), MIRROR_CACHE, mirror_dir)
         _start_relays(vl.netns, socket_path, state)
-        for added in (box, *node_boxes.values()):
-            vl.vagrant("box", "add", "--force", "--name", added.name, added.box_file, timeout=600)
+        for added in (box, *(node_boxes.values() if add_node_boxes else ())):
+            vl.add_box(added)
         yield vl
     finally:
         _teardown(vl, pool_dir, mirror_dir, socket_path)
