@@ -34,6 +34,7 @@ from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, 
 from gpuforge.lab import core
 from gpuforge.lab.lab_record import STATE_ROOT, LabPaths, LabState
 from gpuforge.lab.node import stop
+from gpuforge.lab.plan import DEFAULT_OS
 from gpuforge.render.health import node_health_key
 from gpuforge.spec import Spec
 from gpuforge.spec.cluster import Cluster, load_cluster
@@ -43,7 +44,6 @@ from gpuforge.spec.nodes import Node
 #: first one free and holds its lock until its lab is down; when every one is in use, it is refused.
 BUILD_LABS = (("gfimg", "10.213.21.0/24"), ("gfimg2", "10.213.25.0/24"), ("gfimg3", "10.213.26.0/24"))
 FORMATS = ("rootfs", "oci", "qcow2", "vagrant")
-BASE_OS = "debian12"
 Log = Callable[[str], None]
 
 
@@ -100,11 +100,12 @@ def free_build_lab(labs: Sequence[tuple[str, str]] = BUILD_LABS, root: str = STA
 
 
 @contextlib.contextmanager
-def build_lab(name: str, subnet: str, log: Log) -> Iterator[LabState]:
-    """A one-container lab, torn down whatever happens (the caller holds its build lock)."""
+def build_lab(name: str, subnet: str, log: Log, release: str = DEFAULT_OS) -> Iterator[LabState]:
+    """A one-container lab of ``release`` (the image's base OS), torn down whatever happens (the caller
+    holds its build lock)."""
     core.down(name, log=lambda m: None)
     try:
-        yield core.up(name, 1, subnet, log=log)
+        yield core.up(name, 1, subnet, log=log, releases=(release, {}))
     finally:
         core.down(name, log=lambda m: None)
 
@@ -133,7 +134,8 @@ def build_image(cluster: Cluster, group: str, out: Path, formats: tuple[str, ...
     hook = ImageBuild(common_files(spec, nodes))
     t0 = time.monotonic()
     result = BuildResult(out)
-    with free_build_lab() as (lab_name, subnet), build_lab(lab_name, subnet, log) as lab, \
+    base_os = nodes[0].os.value  # a group's nodes share its os
+    with free_build_lab() as (lab_name, subnet), build_lab(lab_name, subnet, log, base_os) as lab, \
             build_spec_file(cluster, lab) as fitted:  # fmt: skip
         built_as = load_cluster(fitted)  # its nodes are reached as the build container is (``build_spec_data``)
         node = group_nodes(built_as.spec, group)[0]
@@ -147,7 +149,7 @@ def build_image(cluster: Cluster, group: str, out: Path, formats: tuple[str, ...
         stop(lab_name)
         tree = LabPaths(lab_name).node_rootfs(lab.nodes[0].name)
         built = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        result.record = image_record(spec, group, hook.digests, BASE_OS, built)
+        result.record = image_record(spec, group, hook.digests, base_os, built)
         if bootable.needs_kernel(formats):
             result.record["kernel"] = bootable.kernel_release(tree)
         finish_tree(tree, result.record, secrets, hook.kept, log)

@@ -13,11 +13,12 @@ import copy
 from typing import Any
 
 from gpuforge.deploy.image_mode import common_files
+from gpuforge.lab.plan import LAB_RELEASES
 from gpuforge.spec import Spec
 from gpuforge.spec.nodes import Node, resolve_nodes
 
-#: The base OS the image build supports: the lab's recipe (Debian 12, ``gpuforge.lab.rootfs``).
-SUPPORTED_OS = ("debian12",)
+#: The base OSes the image build supports: the lab's releases (``gpuforge.lab.rootfs``), one per image.
+SUPPORTED_OS = tuple(LAB_RELEASES)
 
 
 __all__ = ["ImageSpecError", "build_spec_data", "common_files", "group_nodes"]

@@ -183,16 +183,23 @@ def spec_cmd(
 @app.command("box")
 def box_cmd(
     add: Annotated[bool, typer.Option("--add", help="Also `vagrant box add` it (under VAGRANT_HOME).")] = False,
+    release: Annotated[
+        str, typer.Option("--os", metavar="RELEASE", help=f"Debian release ({', '.join(plan.LAB_RELEASES)}).")
+    ] = plan.DEFAULT_OS,
 ) -> None:
-    """Build (once; then cached) a Vagrant box for the libvirt provider from the lab's Debian 12 rootfs."""
+    """Build (once; then cached) a Vagrant box for the libvirt provider from the lab's rootfs of a release."""
     import subprocess
 
     from .system import require_root
     from .vagrant_box import Box, build_box
 
+    if release not in plan.LAB_RELEASES:
+        err.print(f"[red]error:[/red] --os {release!r}: the lab runs {', '.join(plan.LAB_RELEASES)}", highlight=False)
+        raise typer.Exit(2)
+
     def build() -> Box:
         require_root()
-        return build_box(log=lambda m: err.print(m, highlight=False))
+        return build_box(log=lambda m: err.print(m, highlight=False), release=release)
 
     box = _guard(build)
     out.print(f"box {box.name}: {box.box_file}  (ssh key {box.private_key})", highlight=False)

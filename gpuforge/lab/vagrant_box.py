@@ -1,4 +1,4 @@
-"""A Vagrant box for the libvirt provider, built here from the lab's Debian 12 rootfs recipe.
+"""A Vagrant box for the libvirt provider, built here from the lab's rootfs recipe (Debian 12 or 13).
 
 No box can be downloaded on an air-gapped CI machine, so gpuforge builds its own: the lab's
 package set (:mod:`gpuforge.lab.rootfs`) plus Debian's generic kernel, as an ext4 filesystem made
@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .plan import DEFAULT_OS, LAB_RELEASES
 from .rootfs import PACKAGES, ensure_rootfs
 from .sources import host_mirrors, node_sources
 from .system import LabError, file_lock, remove_tree, require_tools, run, write_file
@@ -34,6 +35,13 @@ from .system import LabError, file_lock, remove_tree, require_tools, run, write_
 CACHE_DIR = "/var/cache/gpuforge/vagrant"
 BOX_NAME = "gpuforge/debian12-local"
 SUITE = "bookworm"
+
+
+def release_box_name(release: str) -> str:
+    """The box name of a lab release (``debian13`` -> ``gpuforge/debian13-local``)."""
+    return f"gpuforge/{release}-local"
+
+
 # Bump when the customisation below changes what the box contains.
 RECIPE = 4
 # Debian 12's generic kernel: rdma_rxe and nfsd's server side (lab notes, "VM kernels"); the cloud
@@ -174,10 +182,12 @@ def _boot_file(tree: str, prefix: str) -> str:
     return os.path.join(tree, "boot", found[-1])
 
 
-def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print) -> Box:
-    """Return the cached box, building it first if needed (root, mmdebstrap, e2fsprogs, qemu-utils)."""
-    key = box_key()
-    box = Box(os.path.join(cache_dir, key))
+def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print, release: str = DEFAULT_OS) -> Box:
+    """Return the cached box of a lab release (``debian12``, ``debian13``), building it first if needed
+    (root, mmdebstrap, e2fsprogs, qemu-utils). Its apt sources name the release's suite."""
+    suite = LAB_RELEASES[release]
+    key = box_key(suite)
+    box = Box(os.path.join(cache_dir, key), release_box_name(release))
     if box.complete():
         return box
     os.makedirs(cache_dir, mode=0o755, exist_ok=True)
@@ -186,12 +196,12 @@ def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print) ->
             return box
         require_tools(BOX_TOOLS)
         t0 = time.monotonic()
-        base = ensure_rootfs(SUITE, log=log, extra=BOX_PACKAGES)
+        base = ensure_rootfs(suite, log=log, extra=BOX_PACKAGES)
         tmp = f"{box.folder}.build-{os.getpid()}"
         remove_tree(tmp)
         os.makedirs(tmp, mode=0o755)
         try:
-            _build_into(tmp, base, Box(tmp, box.name), box, key, log)
+            _build_into(tmp, base, Box(tmp, box.name), box, key, suite, log)
             remove_tree(box.folder)
             os.rename(tmp, box.folder)
         except BaseException:
@@ -201,10 +211,12 @@ def build_box(cache_dir: str = CACHE_DIR, log: Callable[[str], None] = print) ->
     return box
 
 
-def _build_into(tmp: str, base: str, staging: Box, final: Box, key: str, log: Callable[[str], None]) -> None:
+def _build_into(
+    tmp: str, base: str, staging: Box, final: Box, key: str, suite: str, log: Callable[[str], None]
+) -> None:
     tree = os.path.join(tmp, "tree")
     run(["cp", "-a", base, tree], timeout=600)
-    pack_box(tree, staging, final, f"gpuforge box {key}", node_sources(host_mirrors()), log)
+    pack_box(tree, staging, final, f"gpuforge box {key}", node_sources(host_mirrors(), suite), log)
 
 
 def pack_box(

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuforge.deploy.converge import Account, Directory, Layer, LayerFacts, Service, Step, StepKind, plan_layer
 from gpuforge.deploy.image_mode import (
@@ -37,7 +38,7 @@ from gpuforge.image.scope import ImageSpecError, build_spec_data, common_files, 
 from gpuforge.lab.system import LabError
 from gpuforge.probes.image import parse_image_record
 from gpuforge.render.files import RenderedFile
-from gpuforge.spec import load_spec
+from gpuforge.spec import Spec, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_SPEC = REPO / "inventories" / "lab.yaml"
@@ -381,3 +382,13 @@ def test_builds_at_once_take_their_own_build_labs_and_a_build_past_the_last_is_r
             pass
     with free_build_lab(labs, str(tmp_path)) as again:  # both released
         assert again == labs[0]
+
+
+def test_a_group_on_debian13_is_baked_and_an_os_without_a_lab_release_is_refused_naming_the_group() -> None:
+    """Images are baked on the lab's releases (a build lab of the group's release): Debian 12 and 13."""
+    data = yaml.safe_load(LAB_SPEC.read_text())
+    data["node_groups"][1]["os"] = "debian13"
+    assert {n.os.value for n in group_nodes(Spec.model_validate(data), "workers")} == {"debian13"}
+    data["node_groups"][1]["os"] = "ubuntu24.04"
+    with pytest.raises(ImageSpecError, match=r"node_groups\[workers\]\.os"):
+        group_nodes(Spec.model_validate(data), "workers")
