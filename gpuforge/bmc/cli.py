@@ -36,7 +36,11 @@ LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object: a row per node")]
 TargetOpt = Annotated[
     BootTarget,
-    typer.Option("--target", case_sensitive=False, help="Boot from the network (PXE), the disk, or no override"),
+    typer.Option(
+        "--target",
+        case_sensitive=False,
+        help="pxe: the network (Redfish Pxe, IPMI network); disk: a hard drive (Hdd, hd); none: no override",
+    ),
 ]
 PersistOpt = Annotated[
     bool, typer.Option("--persistent/--once", help="Every boot from now on, or the next boot only (the default)")
