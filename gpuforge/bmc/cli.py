@@ -1,11 +1,13 @@
-"""``gpuforge power status|on|off|cycle SPEC``: node power through each node's BMC (Redfish or IPMI).
+"""``gpuforge power status|on|off|cycle|bootdev SPEC``: node power and boot override through each
+node's BMC (Redfish or IPMI).
 
 Exit status: 0 every BMC did what was asked (or already was there); 1 a BMC failed (unreachable,
-not the pinned certificate, refused the credentials or the request: named per node); 2 bad input
-or refused (a bad spec, ``--limit`` or credentials file, a node without ``bmc``, or ``off``/``cycle``
-of a node in service without ``--force``): then no BMC was asked to change anything.
-Rows have one shape whatever the protocol, which each names. Network boot (PXE) and provisioning
-are not in this slice.
+not the pinned certificate, refused the credentials or the request, does not allow the boot
+target: named per node); 2 bad input or refused (a bad spec, ``--limit``, ``--target`` or
+credentials file, a node without ``bmc``, or ``off``/``cycle`` of a node in service without
+``--force``): then no BMC was asked to change anything. Rows have one shape whatever the protocol,
+which each names. ``bootdev`` changes no power (so it needs no drain); the PXE/DHCP/TFTP side of
+network boot and provisioning are not in this slice.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import typer
 
 from gpuforge.bmc import day2
 from gpuforge.bmc.ipmi import IpmiSystem
-from gpuforge.bmc.redfish import RedfishSystem, ResetDone, SystemState
-from gpuforge.bmc.redfish_facts import PowerAction
+from gpuforge.bmc.redfish import BootDone, RedfishSystem, ResetDone, SystemState
+from gpuforge.bmc.redfish_facts import BootTarget, PowerAction
 from gpuforge.bmc.targets import BmcTarget, PowerInputError, bmc_targets, read_credentials
 from gpuforge.bmc.transport import BmcError, Credentials
 from gpuforge.spec import LIMIT_HELP, SpecError, hostlist, load_or_exit, resolve_nodes, select_limit
@@ -32,6 +34,17 @@ app = typer.Typer(no_args_is_help=True, add_completion=False)
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)")]
 LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object: a row per node")]
+TargetOpt = Annotated[
+    BootTarget,
+    typer.Option(
+        "--target",
+        case_sensitive=False,
+        help="pxe: the network (Redfish Pxe, IPMI network); disk: a hard drive (Hdd, hd); none: no override",
+    ),
+]
+PersistOpt = Annotated[
+    bool, typer.Option("--persistent/--once", help="Every boot from now on, or the next boot only (the default)")
+]
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Power off/cycle nodes even when in service (running jobs are lost)")
 ]
@@ -89,13 +102,30 @@ def _action_row(target: BmcTarget, creds: Credentials, action: PowerAction) -> d
     return {**row, **_state_row(done.before)}
 
 
+def _boot_row(target: BmcTarget, creds: Credentials, boot: BootTarget, persistent: bool) -> dict[str, Any]:
+    head = {"node": target.node, "protocol": target.protocol.value, "action": "bootdev"}
+    try:
+        done: BootDone = _system(target, creds).set_boot(boot, persistent)
+    except BmcError as e:
+        return {**head, "ok": False, "error": str(e)}
+    was = _state_row(done.before)["boot_override"]
+    return {**head, "ok": True, "sent": done.sent, "was": was, **_state_row(done.after)}
+
+
+def _override(boot: dict[str, Any]) -> str:
+    return f"{boot['target'] or 'none'} ({boot['enabled'] or 'unknown'})"
+
+
 def _line(row: dict[str, Any]) -> str:
     if not row["ok"]:
         return f"{row['node']}: error: {row['error']}"
-    boot = row["boot_override"]
-    override = f"boot override {boot['target'] or 'none'} ({boot['enabled'] or 'unknown'})"
+    override = _override(row["boot_override"])
     if "action" not in row:
-        return f"{row['node']}: {row['power_state'] or 'unknown'}, {override}"
+        return f"{row['node']}: {row['power_state'] or 'unknown'}, boot override {override}"
+    if row["action"] == "bootdev":
+        if row["sent"] is None:
+            return f"{row['node']}: boot override already {override}: nothing sent"
+        return f"{row['node']}: boot override {row['sent']} sent; was {_override(row['was'])}, reads back {override}"
     if row["reset_type"] is None:
         return f"{row['node']}: already {row['power_state']}: nothing sent"
     return f"{row['node']}: was {row['power_state'] or 'unknown'}: {row['reset_type']} sent"
@@ -157,3 +187,15 @@ def cycle_cmd(spec: SpecArg, limit: LimitOpt = None, force: ForceOpt = False, js
     """Power-cycle the nodes (Redfish PowerCycle, else ForceRestart; IPMI reset; a node that is off is
     powered on); refused for a node in service unless --force."""
     _act(spec, limit, PowerAction.CYCLE, force, json_out)
+
+
+@app.command("bootdev")
+def bootdev_cmd(
+    spec: SpecArg, target: TargetOpt, persistent: PersistOpt = False, limit: LimitOpt = None, json_out: JsonOpt = False
+) -> None:
+    """Set the boot override of the nodes (Redfish BootSourceOverrideTarget, IPMI boot device): the next
+    boot only unless --persistent; nothing is sent to a node already set so. Changes no power: no drain."""
+    if target is BootTarget.NONE and persistent:
+        _refuse("--persistent means nothing with --target none (it removes the override)")
+    _, targets = _prepare(spec, limit)
+    _report([_boot_row(t, c, target, persistent) for t, c in targets], json_out)

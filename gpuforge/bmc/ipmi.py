@@ -1,5 +1,5 @@
 """A node's chassis through IPMI 2.0 (RMCP+ over UDP, pyghmi): read its power and boot override,
-power it on, off or reset it.
+power it on, off or reset it, set its boot device.
 
 Invariants:
 
@@ -7,7 +7,8 @@ Invariants:
   :class:`~gpuforge.bmc.redfish.ResetDone`): power "On"/"Off", the boot override, and the state
   sent (a pyghmi ``set_power`` state, :data:`~gpuforge.bmc.ipmi_facts.SET_POWER`);
 * an action already done (``on`` of a chassis that is on) sends nothing; ``cycle`` of a chassis
-  that is off powers it on;
+  that is off powers it on; a boot device already set as asked (device and persistence, as
+  ``get_bootdev()`` reads them) is not sent again, and the override is read back after setting;
 * every failure is a :class:`BmcError` naming the BMC (address:port), never the password, never a
   traceback; pyghmi gives up on a BMC that does not answer after its own bounded retries (a few
   seconds: :data:`~gpuforge.bmc.ipmi_facts.CITATIONS`); the session is logged out after each node
@@ -25,8 +26,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from gpuforge.bmc import ipmi_facts as ipf
-from gpuforge.bmc.redfish import ResetDone, SystemState
-from gpuforge.bmc.redfish_facts import PowerAction
+from gpuforge.bmc.redfish import BootDone, ResetDone, SystemState
+from gpuforge.bmc.redfish_facts import BootTarget, PowerAction
 from gpuforge.bmc.transport import BmcError, Credentials, Endpoint
 
 CHASSIS = "IPMI chassis"
@@ -60,6 +61,15 @@ def chosen_state(action: PowerAction, power_state: str | None) -> str | None:
     if action is PowerAction.CYCLE and power_state == "Off":
         return ipf.CYCLE_WHEN_OFF
     return ipf.SET_POWER[action]
+
+
+def bootdev_needed(state: SystemState, target: BootTarget, persistent: bool) -> tuple[str, str] | None:
+    """The (device, row's enabled word) to send for ``target`` (None: it is already the override)."""
+    device = ipf.SET_BOOTDEV[target]
+    if target is BootTarget.NONE:
+        return None if state.boot_target == ipf.NO_OVERRIDE else (device, ipf.NO_OVERRIDE_ENABLED)
+    enabled = ipf.BOOT_ENABLED[persistent]
+    return None if (state.boot_target, state.boot_enabled) == (device, enabled) else (device, enabled)
 
 
 def error_text(e: BaseException, creds: Credentials) -> str:
@@ -121,5 +131,20 @@ class IpmiSystem:
             if state is not None:
                 cmd.set_power(state)
             return ResetDone(before, state)
+
+        return self._call(run)
+
+    def set_boot(self, target: BootTarget, persistent: bool) -> BootDone:
+        """Set the boot device (nothing is sent when it is already so) and read it back."""
+
+        def run(cmd: Any) -> BootDone:
+            before = self._read(cmd)
+            needed = bootdev_needed(before, target, persistent)
+            if needed is None:
+                return BootDone(before, None, before)
+            answer = cmd.set_bootdev(needed[0], persist=persistent)
+            if isinstance(answer, dict) and "error" in answer:  # pyghmi's answer to a device it does not know
+                raise BmcError(f"{self.endpoint.label}: IPMI: {str(answer['error'])[:200]}")
+            return BootDone(before, f"{needed[0]} ({needed[1]})", self._read(cmd))
 
         return self._call(run)

@@ -8,12 +8,15 @@ gpuforge speaks IPMI 2.0 (RMCP+, UDP) through ``pyghmi.ipmi.command.Command``:
   Options, boot flags); ``'default'`` is "no override";
 * ``set_power(STATE)`` sends Chassis Control, after reading the power state itself: a state
   already reached sends nothing. ``'reset'`` is a hard reset (directive 3) without waiting for the
-  OS, the nearest of its states to Redfish's ForceRestart; it has no power-cycle state.
+  OS, the nearest of its states to Redfish's ForceRestart; it has no power-cycle state;
+* ``set_bootdev(NAME, persist=BOOL)`` sends Set System Boot Options (boot flags, valid bit set):
+  ``persist`` asks for every boot instead of the next one only ("many systems do not honor this");
+  ``'default'`` removes the override. It reads nothing first: gpuforge compares ``get_bootdev()``.
 """
 
 from __future__ import annotations
 
-from gpuforge.bmc.redfish_facts import PowerAction
+from gpuforge.bmc.redfish_facts import BootTarget, PowerAction
 from gpuforge.spec.citation import Citation
 
 #: The pyghmi ``set_power`` state sent for each action of a system that is on; ``cycle`` of a
@@ -33,6 +36,10 @@ BOOT_ENABLED: dict[bool, str] = {True: "Continuous", False: "Once"}
 #: The bootdev that means "no override" and what the row says of it instead.
 NO_OVERRIDE = "default"
 NO_OVERRIDE_ENABLED = "Disabled"
+
+#: The pyghmi ``set_bootdev`` device of each boot target (names of its ``boot_devices`` table that
+#: ``get_bootdev()`` answers with again: 'network' is 4, 'hd' 8, 'default' 0).
+SET_BOOTDEV: dict[BootTarget, str] = {BootTarget.PXE: "network", BootTarget.DISK: "hd", BootTarget.NONE: "default"}
 
 #: pyghmi's message for a password the BMC refused (RAKP 2's HMAC does not match).
 WRONG_PASSWORD = "Incorrect password provided"
@@ -79,6 +86,22 @@ CITATIONS: tuple[Citation, ...] = (
         f"{PYGHMI}/command.py",
         "if 21 > len(password) > 16: password = password.ljust(20, b'\\x00') ... elif len(password) > 20: "
         "raise Exception('password has limit of 20 chars')",
+    ),
+    Citation(
+        "pyghmi 1.6.19 (its wheel): pyghmi/ipmi/command.py, boot_devices and Command.set_bootdev",
+        f"{PYGHMI}/command.py",
+        "boot_devices = { 'net': 4, 'network': 4, 'pxe': 4, 'http': 4, 'hd': 8, ... 'default': 0x0, ... 1: "
+        "'network', 2: 'hd', ... 0: 'default' } ... def set_bootdev(self, bootdev, persist=False, "
+        "uefiboot=False): ... :param persist: If true, ask that system firmware use this device beyond next "
+        "boot. Be aware many systems do not honor this ... bootflags = 0x80 ... if persist: bootflags |= 1 << 6 "
+        "if bootdevnum == 0: bootflags = 0 data = (5, bootflags, bootdevnum, 0, 0, 0)",
+    ),
+    Citation(
+        "pyghmi 1.6.19 (its wheel): pyghmi/ipmi/bmc.py, Bmc.set_system_boot_options and "
+        "get_system_boot_options (the server side)",
+        f"{PYGHMI}/bmc.py",
+        "elif request['data'][0] == 5: bootdevice = (request['data'][2] >> 2) & 0b1111 ... "
+        "self.set_boot_device(bootdevice) ... paramdata = [1, 5, 0b10000000, bootdevice, 0, 0, 0]",
     ),
     Citation(
         "pyghmi 1.6.19 (its wheel): pyghmi/ipmi/private/session.py, retry timing",

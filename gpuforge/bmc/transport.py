@@ -8,7 +8,9 @@ Invariants:
 * certificate-authority verification is replaced by the pin, never skipped without it: BMCs use
   self-signed certificates, so the pin is the only trust anchor;
 * a response body is read up to :data:`MAX_BODY` bytes (more is an error), every socket call has a
-  timeout, and a :class:`BmcError`'s text names the BMC (address:port) and never a credential.
+  timeout, and a :class:`BmcError`'s text names the BMC (address:port) and never a credential;
+* a resource's ``ETag`` header is handed back (one printable line, at most :data:`MAX_ETAG`
+  characters, else None) so that a PATCH can send it in ``If-Match``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 
 #: The largest response body read from a BMC (a ComputerSystem resource is a few KiB).
 MAX_BODY = 1 << 20
+#: The longest ETag sent back in ``If-Match`` (longer ones are not sent: the PATCH goes unconditional).
+MAX_ETAG = 256
 #: Paths gpuforge requests: under the Redfish service root, no query, no scheme, no host (and no
 #: ``.``/``..`` segment: checked beside the pattern).
 _PATH = re.compile(r"/redfish/v1(/[A-Za-z0-9._~%-]+)*/?")
@@ -109,14 +113,31 @@ def _error_text(body: bytes) -> str:
     return _UNPRINTABLE.sub(" ", text)[:200]
 
 
-def request(ep: Endpoint, creds: Credentials, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """``method path`` on the BMC (pinned, Basic auth); the JSON answer (None for an empty one)."""
+def _etag(value: str | None) -> str | None:
+    """An ETag header worth sending back in ``If-Match`` (None: absent, or not one printable line)."""
+    if value is None or not value.strip() or len(value) > MAX_ETAG or _UNPRINTABLE.search(value):
+        return None
+    return value.strip()
+
+
+def exchange(
+    ep: Endpoint,
+    creds: Credentials,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    if_match: str | None = None,
+) -> tuple[Any, str | None]:
+    """``method path`` on the BMC (pinned, Basic auth, ``If-Match`` when given): the JSON answer
+    (None for an empty one) and the resource's ETag header (None when it sends none)."""
     if not _PATH.fullmatch(path) or any(part in (".", "..") for part in path.split("/")):
         raise BmcError(f"{ep.label}: refusing to request {path[:120]!r}: not a path under /redfish/v1")
     payload = json.dumps(body).encode() if body is not None else None
     headers = {"Authorization": creds.header(), "Accept": "application/json", "OData-Version": "4.0"}
     if payload is not None:
         headers["Content-Type"] = "application/json"
+    if if_match is not None:
+        headers["If-Match"] = if_match
     conn = pinned_connection(ep)
     try:
         conn.request(method, path, body=payload, headers=headers)
@@ -126,16 +147,26 @@ def request(ep: Endpoint, creds: Credentials, method: str, path: str, body: dict
         raise BmcError(f"{ep.label}: {method} {path}: {_reason(e)}") from None
     finally:
         conn.close()
+    return _answer(ep, method, path, resp.status, data), _etag(resp.getheader("ETag"))
+
+
+def _answer(ep: Endpoint, method: str, path: str, status: int, data: bytes) -> Any:
+    """The JSON of a response, or the BmcError its status or size means."""
     if len(data) > MAX_BODY:
         raise BmcError(f"{ep.label}: {method} {path}: answer larger than {MAX_BODY} bytes")
-    if resp.status in (401, 403):
-        raise BmcError(f"{ep.label}: the BMC refused the credentials (HTTP {resp.status}); check bmc.credentials_file")
-    if resp.status >= 300:
+    if status in (401, 403):
+        raise BmcError(f"{ep.label}: the BMC refused the credentials (HTTP {status}); check bmc.credentials_file")
+    if status >= 300:
         why = _error_text(data)
-        raise BmcError(f"{ep.label}: {method} {path}: HTTP {resp.status}{': ' + why if why else ''}")
+        raise BmcError(f"{ep.label}: {method} {path}: HTTP {status}{': ' + why if why else ''}")
     if not data.strip():
         return None
     try:
         return json.loads(data)
     except ValueError:
         raise BmcError(f"{ep.label}: {method} {path}: the answer is not JSON") from None
+
+
+def request(ep: Endpoint, creds: Credentials, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """``method path`` on the BMC (pinned, Basic auth); the JSON answer (None for an empty one)."""
+    return exchange(ep, creds, method, path, body)[0]

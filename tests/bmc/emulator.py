@@ -55,6 +55,10 @@ class Emulator:
         """How many reset actions the emulator has been sent so far (its request log)."""
         return self.log.read_text(errors="replace").count("Actions/ComputerSystem.Reset")
 
+    def patches(self, system: str) -> int:
+        """How many PATCH requests of ``system`` the emulator has logged so far (werkzeug's request log)."""
+        return self.log.read_text(errors="replace").count(f"PATCH /redfish/v1/Systems/{system} HTTP/")
+
 
 def make_cert(folder: Path) -> tuple[Path, Path, str]:
     """A self-signed certificate and key for 127.0.0.1; (cert, key, SHA-256 fingerprint of the DER)."""
@@ -142,11 +146,14 @@ def spec_with_bmcs(folder: Path, bmcs: list[dict[str, object]]) -> Path:
     return path
 
 
-def write_spec(folder: Path, emu: Emulator, fingerprint: str | None = None, cred: str = "bmc.cred") -> Path:
-    """The two-node spec, each compute node the emulator's own system (Redfish, the certificate pinned)."""
+def write_spec(
+    folder: Path, emu: Emulator, fingerprint: str | None = None, cred: str = "bmc.cred", first: int = 0
+) -> Path:
+    """The two-node spec, each compute node the emulator's own system (Redfish, the certificate pinned):
+    cpu1 and cpu2 are ``emu.systems[first]`` and the next one."""
     bmcs: list[dict[str, object]] = [
         {"addresses": ["127.0.0.1"], "port": emu.port, "credentials_file": cred,
          "tls_fingerprint": fingerprint or emu.fingerprint, "system_id": system}
-        for system in emu.systems[:2]
+        for system in emu.systems[first : first + 2]
     ]  # fmt: skip
     return spec_with_bmcs(folder, bmcs)

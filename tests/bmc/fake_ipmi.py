@@ -1,7 +1,9 @@
 """Fake IPMI BMCs: pyghmi's own BMC server class (``pyghmi.ipmi.bmc.Bmc``, what virtualbmc is built
 on) with an in-memory chassis (power, boot device), one per UDP port on 127.0.0.1, all in one
 subprocess (``python -m tests.bmc.fake_ipmi LOG USER PASSWORD PORT...``), and helpers to start
-it and write a spec that points at it. Every chassis control it is sent is a line of LOG.
+it and write a spec that points at it. Every chassis control and every boot device it is set to is
+a line of LOG. As pyghmi's server does, it keeps the device only: the persistent bit of Set System
+Boot Options is not read, and Get System Boot Options always answers a one-time override.
 
 pyghmi 1.6.19's client opens RMCP+ proposing cipher suite 17 (RAKP-HMAC-SHA256) and falls back to
 suite 3 (RAKP-HMAC-SHA1) when the BMC refuses; its server only implements suite 3 but accepts any
@@ -38,6 +40,12 @@ class FakeBmcs:
     def controls(self) -> list[str]:
         """The chassis controls received so far, in order (``port power_on`` ...)."""
         return [line for line in self.log.read_text().splitlines() if " power_" in line]
+
+    def boot_sets(self) -> list[str]:
+        """The boot devices set so far, in order (``port network`` ...)."""
+        return [
+            line.replace(" set_boot_device", "") for line in self.log.read_text().splitlines() if " set_boot_" in line
+        ]
 
 
 def free_udp_port() -> int:
@@ -124,6 +132,7 @@ def _serve(log: Path, user: str, password: str, ports: list[int]) -> None:
             return self.boot
 
         def set_boot_device(self, device: str) -> None:
+            note(f"{self.port} set_boot_device {device}")
             self.boot = device
 
     for port in ports:

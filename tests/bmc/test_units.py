@@ -1,5 +1,5 @@
-"""The pure parts of gpuforge power: reset type choice, ComputerSystem parsing, the Slurm verdict,
-credentials files."""
+"""The pure parts of gpuforge power: reset type choice, ComputerSystem parsing, boot override
+requests (Redfish PATCH bodies, IPMI devices), the Slurm verdict, credentials files."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.bmc import day2
-from gpuforge.bmc.redfish import choose_reset_type, parse_system
-from gpuforge.bmc.redfish_facts import PowerAction
+from gpuforge.bmc import day2, transport
+from gpuforge.bmc.ipmi import CHASSIS, bootdev_needed
+from gpuforge.bmc.redfish import SystemState, boot_patch, choose_reset_type, parse_system
+from gpuforge.bmc.redfish_facts import BootTarget, PowerAction
 from gpuforge.bmc.targets import PowerInputError, read_credentials
 from gpuforge.bmc.transport import Credentials
 
@@ -95,3 +96,66 @@ def test_a_directory_is_not_a_credentials_file(tmp_path: Path) -> None:
 def test_the_password_is_in_no_repr() -> None:
     c = Credentials("admin", "hidden-pw")
     assert "hidden-pw" not in repr(c) and "hidden-pw" not in str(c)
+
+
+def _state(target: str | None, enabled: str | None, **kw: object) -> SystemState:
+    return SystemState("/redfish/v1/Systems/1", "On", target, enabled, None, None, **kw)  # type: ignore[arg-type]
+
+
+PXE_ONCE = {"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}}
+
+
+def test_the_boot_override_patch_is_nothing_when_already_so_and_keeps_the_mode() -> None:
+    assert boot_patch(_state("Hdd", "Continuous"), BootTarget.PXE, False) == PXE_ONCE
+    assert boot_patch(_state("Pxe", "Once"), BootTarget.PXE, False) is None
+    assert boot_patch(_state("Pxe", "Continuous"), BootTarget.PXE, False) == PXE_ONCE  # once is not continuous
+    assert boot_patch(_state("Pxe", "Once"), BootTarget.PXE, True) == {
+        "Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Continuous"}
+    }
+    assert boot_patch(_state("Pxe", "Once", boot_mode="Legacy"), BootTarget.DISK, False) == {
+        "Boot": {
+            "BootSourceOverrideTarget": "Hdd",
+            "BootSourceOverrideEnabled": "Once",
+            "BootSourceOverrideMode": "Legacy",
+        }
+    }
+    assert boot_patch(_state("Pxe", "Once"), BootTarget.NONE, False) == {
+        "Boot": {"BootSourceOverrideTarget": "None", "BootSourceOverrideEnabled": "Disabled"}
+    }
+    assert boot_patch(_state("Pxe", "Disabled"), BootTarget.NONE, False) is None
+    assert boot_patch(_state("None", "Once"), BootTarget.NONE, False) is None
+
+
+def test_a_boot_override_the_system_does_not_allow_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^it does not allow BootSourceOverrideTarget Pxe \(it allows Hdd, Cd\)$"):
+        boot_patch(_state("Hdd", "Once", boot_targets=("Hdd", "Cd")), BootTarget.PXE, False)
+    with pytest.raises(
+        ValueError, match=r"^it does not allow BootSourceOverrideEnabled Continuous \(it allows Once\)$"
+    ):
+        boot_patch(_state("Hdd", "Once", boot_enabled_values=("Once",)), BootTarget.PXE, True)
+    assert boot_patch(_state("Hdd", "Once", boot_targets=("Pxe",)), BootTarget.DISK, False) is None  # already so
+
+
+def test_a_system_resource_is_read_for_its_boot_override_choices_and_etag() -> None:
+    boot = {"BootSourceOverrideTarget": "Hdd", "BootSourceOverrideMode": "UEFI",
+            "BootSourceOverrideTarget@Redfish.AllowableValues": ["Pxe", "Cd", "Hdd", 3],
+            "BootSourceOverrideEnabled@Redfish.AllowableValues": ["Once", "Continuous"]}  # fmt: skip
+    s = parse_system("/redfish/v1/Systems/1", {"Boot": boot}, 'W/"7"')
+    assert (s.boot_targets, s.boot_enabled_values) == (("Pxe", "Cd", "Hdd"), ("Once", "Continuous"))
+    assert (s.boot_mode, s.etag) == ("UEFI", 'W/"7"')
+    bare = parse_system("/redfish/v1/Systems/1", {"Boot": {"BootSourceOverrideMode": 1}})
+    assert (bare.boot_targets, bare.boot_enabled_values, bare.boot_mode, bare.etag) == (None, None, None, None)
+
+
+def test_only_a_printable_etag_is_sent_back() -> None:
+    assert transport._etag(' W/"abc" ') == 'W/"abc"'
+    assert [transport._etag(v) for v in (None, "", "a\r\nX-Evil: 1", "x" * 300)] == [None] * 4
+
+
+def test_the_ipmi_boot_device_is_sent_only_when_not_already_so() -> None:
+    hd_once = SystemState(CHASSIS, "On", "hd", "Once", None, None)
+    assert bootdev_needed(hd_once, BootTarget.PXE, False) == ("network", "Once")
+    assert bootdev_needed(hd_once, BootTarget.DISK, False) is None
+    assert bootdev_needed(hd_once, BootTarget.DISK, True) == ("hd", "Continuous")
+    assert bootdev_needed(hd_once, BootTarget.NONE, False) == ("default", "Disabled")
+    assert bootdev_needed(SystemState(CHASSIS, "On", "default", "Disabled", None, None), BootTarget.NONE, False) is None
