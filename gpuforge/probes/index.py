@@ -24,6 +24,7 @@ from gpuforge.probes import (
     platform,
     slurm,
     slurm_log,
+    slurm_version,
     swap,
     systemd,
 )
@@ -66,7 +67,7 @@ READINGS: dict[str, Reading[Any]] = {
         slurm.SCONTROL_PARTITIONS,
         slurm.SACCTMGR,
         slurm.SLURMD_HARDWARE,
-        slurm.SLURM_VERSION,
+        slurm_version.SLURM_VERSION,
         slurm.MUNGE_ROUND_TRIP,
         slurm.SRUN_HELP,
         containers.CONTAINER_GPUS,

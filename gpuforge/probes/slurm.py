@@ -1,5 +1,5 @@
-"""Slurm readings: node and partition state, accounting entities, node hardware and versions, and the
-node checks' munge round trip and ``srun --help``."""
+"""Slurm readings: node and partition state, accounting entities, node hardware, and the node checks'
+munge round trip and ``srun --help`` (versions: :mod:`gpuforge.probes.slurm_version`)."""
 
 from __future__ import annotations
 
@@ -313,38 +313,6 @@ def parse_slurmd_c(lines: list[str]) -> SlurmdHardwareInfo:
     return SlurmdHardwareInfo(**_status(out.available, out.rc, messages, "slurmd"), hardware=hardware)
 
 
-# --------------------------------------------------------------------------- versions
-
-
-class SlurmVersionInfo(TypedDict):
-    """Versions reported by ``sinfo -V`` and ``slurmd -V`` (None when not installed)."""
-
-    version: str | None
-    sinfo: str | None
-    slurmd: str | None
-
-
-_VERSION_RE = re.compile(r"^slurm(?:-wlm)?\s+(?P<version>\d+\.\d+\.\d+\S*)\s*$")
-
-
-def parse_slurm_version(lines: list[str]) -> SlurmVersionInfo:
-    """Parse ``__bin=<binary>`` markers followed by ``slurm 22.05.8`` lines."""
-    info = SlurmVersionInfo(version=None, sinfo=None, slurmd=None)
-    binary: str | None = None
-    for line in lines:
-        marker = parse_marker(line)
-        if marker is not None:
-            binary = marker[1] if marker[0] == "bin" else binary
-            continue
-        match = _VERSION_RE.match(line.strip())
-        if match and binary == "sinfo":
-            info["sinfo"] = match.group("version")
-        elif match and binary == "slurmd":
-            info["slurmd"] = match.group("version")
-    info["version"] = info["sinfo"] or info["slurmd"]
-    return info
-
-
 # --------------------------------------------------------------------------- readings
 
 _NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]*$")
@@ -366,11 +334,6 @@ def sacctmgr_command() -> str:
     return "if command -v sacctmgr >/dev/null 2>&1; then " + "; ".join(parts) + "; else echo '__missing=sacctmgr'; fi"
 
 
-SLURM_VERSION_COMMAND = (
-    "for b in sinfo slurmd; do if command -v $b >/dev/null 2>&1; "
-    'then echo "__bin=$b"; $b -V 2>&1; fi; done; echo "__done=1"'
-)
-
 SINFO_NODES: Reading[SinfoInfo] = Reading(
     "slurm.sinfo_nodes", lambda: guarded("sinfo", f"sinfo -h -N -o '{SINFO_FORMAT}'"), parse_sinfo_nodes, timeout_s=15.0
 )
@@ -387,7 +350,6 @@ SACCTMGR: Reading[SacctmgrInfo] = Reading("slurm.sacctmgr", sacctmgr_command, pa
 SLURMD_HARDWARE: Reading[SlurmdHardwareInfo] = Reading(
     "slurm.slurmd_hardware", lambda: guarded("slurmd", "slurmd -C"), parse_slurmd_c
 )
-SLURM_VERSION: Reading[SlurmVersionInfo] = Reading("slurm.version", lambda: SLURM_VERSION_COMMAND, parse_slurm_version)
 #: A munge credential encoded and decoded on this node: ``ok`` when munged works with its key.
 MUNGE_ROUND_TRIP: Reading[CommandOutput] = Reading(
     "slurm.munge_round_trip", lambda: guarded("munge", "munge -n | unmunge"), split_guarded

@@ -235,25 +235,39 @@ def slurm_parameter_rules(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(("slurm", "health_check", "node_state"), f"{why} (slurm.conf(5): HealthCheckNodeState)")
 
 
+def _looked_up(file: str, text: str, extra: Iterable[str]) -> Iterator[tuple[str, str, Parameter | None]]:
+    """``(key, value, row)`` for each ``Key=Value`` of ``text`` (a comma list of a :data:`VALUED` key item by
+    item), the keys of ``extra`` left out."""
+    skip = set(extra)
+    for key, value in written(text):
+        if key not in skip:
+            for one in value.split(",") if (file, key) in VALUED else [value]:
+                yield key, one, row(file, key, one)
+
+
 def problems(file: str, text: str, majors: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
     """Each key of ``text`` (the rendered ``file``) that has no row, or that a release of ``majors`` refuses."""
     out: list[str] = []
-    skip = set(extra)
-    for key, value in written(text):
-        if key in skip:
+    for key, one, found in _looked_up(file, text, extra):
+        if found is None:
+            out.append(f"{file}: {key}={one} has no row in gpuforge.spec.slurm_parameters (cite it)")
             continue
-        values = value.split(",") if (file, key) in VALUED else [value]
-        for one in values:
-            found = row(file, key, one)
-            if found is None:
-                out.append(f"{file}: {key}={one} has no row in gpuforge.spec.slurm_parameters (cite it)")
-                continue
-            out.extend(
-                f"{file}: {key}={one} is not accepted by Slurm {m} (since {found.since}, removed {found.removed})"
-                for m in majors
-                if not found.accepted_by(m)
-            )
+        out.extend(
+            f"{file}: {key}={one} is not accepted by Slurm {m} (since {found.since}, removed {found.removed})"
+            for m in majors
+            if not found.accepted_by(m)
+        )
     return out
+
+
+def refused(file: str, text: str, major: str, extra: Iterable[str] = ()) -> list[str]:
+    """``Key=Value (since S[, removed R])`` for each key of ``text`` whose row says Slurm ``major`` (one of
+    :data:`CHECKED`) does not take it; a key without a row is :func:`problems`' to report, not refused."""
+    return [
+        f"{key}={one} (since {found.since}" + (f", removed in {found.removed})" if found.removed else ")")
+        for key, one, found in _looked_up(file, text, extra)
+        if found is not None and not found.accepted_by(major)
+    ]
 
 
 _TAGS = "tags " + ", ".join(CHECKED.values())

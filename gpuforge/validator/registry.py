@@ -20,6 +20,7 @@ from gpuforge.validator import (
     cluster_k8s_certs,
     cluster_network_operator,
     cluster_slurm_conf,
+    cluster_slurm_version,
     cluster_storage,
     k8s_probe,
 )
@@ -40,6 +41,7 @@ assert any(c.fn is cluster_k8s_certs.certificates for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_ha.controllers for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_storage.mounts for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_slurm_conf.slurm_conf_hash for c in CLUSTER_CHECKS)
+assert any(c.fn is cluster_slurm_version.slurm_version for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_fabric.fabric_pairs for c in CLUSTER_CHECKS)
 assert any(c.fn is cluster_network_operator.rdma_allocatable for c in CLUSTER_CHECKS)
 #: Heavy checks that run only where ``--checks`` names them (id or area), never by default or by layer.

@@ -33,13 +33,21 @@ from gpuforge.spec.bounded_read import NodeOutputError, bounded_json, run_bounde
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.model import Connector
 from gpuforge.spec.nodes import Node, nodes_with, resolve_nodes, select_limit
-from gpuforge.validator import cluster, cluster_config, cluster_gpu_jobs, cluster_k8s, k8s_probe, site_checks
+from gpuforge.validator import (
+    cluster,
+    cluster_config,
+    cluster_gpu_jobs,
+    cluster_k8s,
+    cluster_slurm_version,
+    k8s_probe,
+    site_checks,
+)
 from gpuforge.validator.cluster import CONNECTION, ClusterData
 from gpuforge.validator.cluster_fabric import PAIRS, run_pairs
 from gpuforge.validator.config_drift import managed_units
 from gpuforge.validator.node.base import BLOCKED, FAIL, LAYERS, PASS, SKIP
 from gpuforge.validator.node.framework import Check, Result, evaluate
-from gpuforge.validator.node.inputs import INPUTS, READ_MANAGED
+from gpuforge.validator.node.inputs import INPUTS, READ_MANAGED, READ_SLURM_VERSION, SLURM_VERSIONS
 from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 
@@ -251,9 +259,11 @@ def run_node(
     node_checks: list[Check],
     timeout: float = NODE_TIMEOUT_S,
     read_managed: bool = False,
+    read_slurm: bool = False,
 ) -> NodeRun:
     """Send the node program to the node, run its checks there, read the JSON answer (with the
-    managed files' digests in its data when ``read_managed``: the config layer's one round trip)."""
+    managed files' digests in its data when ``read_managed``: the config layer's one round trip; with
+    the node's Slurm versions when ``read_slurm`` and the node runs Slurm: ``scheduler.slurm_version``)."""
     managed = render_managed(spec, node)
     cfg = health_config(spec, node, managed)
     # validate's config layer judges the managed files itself (with diffs): the node program only reads
@@ -263,6 +273,8 @@ def run_node(
         cfg["config_files"] = [{"path": f.path} for f in render_node(spec, node)]
         cfg[READ_MANAGED] = True
     cfg["managed_units"] = managed_units(spec, node, managed)
+    if read_slurm and cluster.gate_slurm_node(spec, node) is None:
+        cfg[READ_SLURM_VERSION] = True
     args = ["--validate", "--json", "--no-slurm", "--config-b64", base64.b64encode(json.dumps(cfg).encode()).decode()]
     if node_checks:
         args += ["--checks", ",".join(c.id for c in node_checks)]
@@ -296,6 +308,8 @@ def _slow_budget(cfg: dict[str, Any], node_checks: list[Check]) -> float:
     for c in node_checks:
         if not c.health and c.gate and not c.gate(cfg):
             extra += sum(INPUTS[k].timeout(cfg) for k in c.needs if not INPUTS[k].cheap)
+    if cfg.get(READ_SLURM_VERSION):  # read after the checks, in the same round trip
+        extra += SLURM_VERSIONS.timeout(cfg)
     return extra
 
 
@@ -426,7 +440,11 @@ def validate(
     say(f"reading {len(nodes)} node(s)")
     with ThreadPoolExecutor(max_workers=max(4, min(32, len(nodes) + 2))) as pool:
         read_managed = cluster_config.CONFIG_FILES in selected_ids
-        futures = {n.name: pool.submit(run_node, spec, n, tr, node_checks, NODE_TIMEOUT_S, read_managed) for n in nodes}
+        read_slurm = cluster_slurm_version.SLURM_VERSION_CHECK in selected_ids
+        futures = {
+            n.name: pool.submit(run_node, spec, n, tr, node_checks, NODE_TIMEOUT_S, read_managed, read_slurm)
+            for n in nodes
+        }
         slurm_f = pool.submit(tr.run, controllers[0], cluster.SLURM_QUERY) if want_slurm and controllers else None
         kube_f = pool.submit(tr.run, planes[0], _kube_command(spec)) if want_kube and planes else None
         site_f = _start_site_checks(pool, loaded, tr, nodes, say) if want_site else {}

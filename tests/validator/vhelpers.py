@@ -162,7 +162,25 @@ def lab_node_outputs(n: Node) -> dict[str, list[str]]:
         "slurmdbd_conf": ["__file=/etc/slurm/slurmdbd.conf", "__stat=600|slurm|slurm|regular file|500", "__sha256=1"],
         "node_exporter": NODE_METRICS,
         "srun_help": ["Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]]", "__rc=0"],
+        "slurm_version": slurm_version_lines(n),
     }
+
+
+def slurm_version_lines(n: Node, version: str = "22.05.8", running: str | None = None) -> list[str]:
+    """What the ``slurm.version`` reading prints on a lab node (Debian 12's build: ``slurm-wlm``); its
+    daemons run ``running`` (default: ``version``)."""
+    from gpuforge.spec import Role
+
+    lines = ["__bin=sinfo", f"slurm-wlm {version}"]
+    lines += ["__bin=slurmd", f"slurm-wlm {version}"] if n.has(Role.COMPUTE) else []
+    lines += ["__bin=slurmctld", f"slurm-wlm {version}"] if n.has(Role.CONTROLLER) else []
+    lines += ["__bin=slurmdbd", f"slurm-wlm {version}"] if n.has(Role.ACCOUNTING_DB) else []
+    if n.has(Role.COMPUTE):
+        lines += ["__running=slurmd", f"Version                  = {running or version}"]
+    if n.has(Role.CONTROLLER):
+        lines += ["__running=slurmctld", f"SLURM_VERSION           = {running or version}"]
+        lines += [f"Slurmctld(primary) at {n.name} is UP"]
+    return [*lines, "__done=1"]
 
 
 class FakeCluster:

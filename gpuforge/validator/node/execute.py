@@ -18,7 +18,7 @@ from gpuforge.validator.node.framework import (
     order_checks,
     with_dependencies,
 )
-from gpuforge.validator.node.inputs import MANAGED_FILES, READ_MANAGED
+from gpuforge.validator.node.inputs import MANAGED_FILES, READ_MANAGED, READ_SLURM_VERSION, SLURM_VERSIONS
 
 
 def select(ids: Iterable[str] | None = None, health_only: bool = False) -> list[Check]:
@@ -65,4 +65,7 @@ def run_node_checks(
             results[c.id] = r
     if cfg.get(READ_MANAGED):  # validate's config layer: the digests, judged on the control host
         ctx.data[MANAGED_FILES.key] = dict(ctx.read(MANAGED_FILES)["files"])
+    if cfg.get(READ_SLURM_VERSION):  # validate's scheduler.slurm_version, judged on the control host
+        versions = ctx.read(SLURM_VERSIONS)
+        ctx.data[SLURM_VERSIONS.key] = {**versions}
     return [results[c.id] for c in checks], ctx

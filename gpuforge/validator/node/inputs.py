@@ -25,6 +25,7 @@ from gpuforge.probes import (
     pci,
     platform,
     slurm,
+    slurm_version,
     swap,
     systemd,
 )
@@ -162,6 +163,10 @@ MANAGED_FILES = Input("managed_files", files.MANAGED_FILES, _managed_paths)
 KEYED_FILES = Input("keyed_files", files.KEYED_DIGESTS, _keyed_paths)
 #: Config key: the node program returns the managed files' digests in its data (validate's config layer).
 READ_MANAGED = "read_managed_files"
+SLURM_VERSIONS = Input("slurm_version", slurm_version.SLURM_VERSION)
+#: Config key: the node program returns the installed and running Slurm versions in its data
+#: (validate's ``scheduler.slurm_version``).
+READ_SLURM_VERSION = "read_slurm_version"
 NODE_EXPORTER = Input(
     "node_exporter", metrics.EXPORTER_METRICS, _exporter("node_exporter", "port", 9100, NODE_EXPORTER_TARGET)
 )
@@ -172,7 +177,7 @@ INPUTS: dict[str, Input[Any]] = {
     for i in (
         OS_RELEASE, HARDWARE, LSPCI, SYSFS_PCI, SMI, REMAPPED, NVLINK, TOPO, XID, MODULES, SWAPS, DRIVER, UNITS, MUNGE,
         SRUN_HELP, MIG, MIG_PROFILES, DCGM_DIAG, CONTAINER, MUNGE_KEY, SLURMDBD_CONF, CONTAINERD_DROPIN, RUNTIME_CONFIG,
-        RUNTIME_BINARY, MANAGED_FILES, KEYED_FILES, NODE_EXPORTER, DCGM_EXPORTER, RDMA,
+        RUNTIME_BINARY, MANAGED_FILES, KEYED_FILES, NODE_EXPORTER, DCGM_EXPORTER, RDMA, SLURM_VERSIONS,
     )
 }  # fmt: skip
 
