@@ -390,15 +390,20 @@ def _check_rpms(inputs: rb.BuildInputs, repo: Path) -> None:
 def _sign(part: Path, inputs: rb.BuildInputs) -> None:
     """The index signed with a key made for this build (apt: InRelease over Packages; dnf: repomd.xml.asc
     over repomd.xml); its public half beside the repo (and ASCII-armored for dnf)."""
-    repo = part / REPO
     try:
         with BundleSigner(f"gpuforge Slurm build {inputs.key}") as signer:
-            if inputs.format is PackageFormat.RPM:
-                (repo / REPOMD_SIG).write_bytes(signer.detach_sign((repo / REPOMD).read_bytes()))
-                (part / rb.NODE_KEY_FILE[inputs.format]).write_bytes(signer.public_key_armored())
-            else:
-                index = (repo / "Packages").read_bytes()
-                (repo / "InRelease").write_bytes(signer.clearsign(release_text(REPO, {"Packages": index})))
+            {PackageFormat.DEB: _sign_apt, PackageFormat.RPM: _sign_rpm}[inputs.format](part, signer)
             (part / PUBLIC_KEY).write_bytes(signer.public_key())
     except SignatureError as e:
         raise SlurmBuildError(f"signing the built repository: {e}") from None
+
+
+def _sign_apt(part: Path, signer: BundleSigner) -> None:
+    index = (part / REPO / "Packages").read_bytes()
+    (part / REPO / "InRelease").write_bytes(signer.clearsign(release_text(REPO, {"Packages": index})))
+
+
+def _sign_rpm(part: Path, signer: BundleSigner) -> None:
+    repo = part / REPO
+    (repo / REPOMD_SIG).write_bytes(signer.detach_sign((repo / REPOMD).read_bytes()))
+    (part / rb.NODE_KEY_FILE[PackageFormat.RPM]).write_bytes(signer.public_key_armored())
