@@ -6,11 +6,12 @@ already has a verified build of the same inputs:
 1. the tarball is fetched on the control host (a URL, or the offline bundle's ``artifacts/``) and kept
    only with the known sha256 (a corrupted or different file stops here, before any host is touched);
 2. it is sent to the build host, which checks the sha256 again, installs the build dependencies and
-   runs ``dpkg-buildpackage -b`` (``render.slurm_build.build_script``);
-3. the debs and their ``Packages`` index come back as one bounded tar stream; every deb must match
-   the index and every package gpuforge installs must be there at ``versions.slurm``;
-4. the folder is signed (``InRelease``, a key made for this build whose secret half is never kept)
-   and renamed into ``<state root>/slurm-builds/<key>/`` in one step.
+   runs ``dpkg-buildpackage -b``, or on an EL host ``rpmbuild -ta`` (``render.slurm_build.build_script``);
+3. the packages and their index (``Packages``; rpm-md ``repodata/``) come back as one bounded tar stream;
+   every package file must match the index and every package gpuforge installs must be there at
+   ``versions.slurm``;
+4. the folder is signed (``InRelease``; ``repomd.xml.asc``; a key made for this build whose secret half
+   is never kept) and renamed into ``<state root>/slurm-builds/<key>/`` in one step.
 
 Invariant: a folder under ``slurm-builds/`` is either a complete, signed build or absent (work happens
 in ``.<key>.part``); a failed build leaves no folder and converges no node.
