@@ -6,11 +6,12 @@ already has a verified build of the same inputs:
 1. the tarball is fetched on the control host (a URL, or the offline bundle's ``artifacts/``) and kept
    only with the known sha256 (a corrupted or different file stops here, before any host is touched);
 2. it is sent to the build host, which checks the sha256 again, installs the build dependencies and
-   runs ``dpkg-buildpackage -b`` (``render.slurm_build.build_script``);
-3. the debs and their ``Packages`` index come back as one bounded tar stream; every deb must match
-   the index and every package gpuforge installs must be there at ``versions.slurm``;
-4. the folder is signed (``InRelease``, a key made for this build whose secret half is never kept)
-   and renamed into ``<state root>/slurm-builds/<key>/`` in one step.
+   runs ``dpkg-buildpackage -b``, or on an EL host ``rpmbuild -ta`` (``render.slurm_build.build_script``);
+3. the packages and their index (``Packages``; rpm-md ``repodata/``) come back as one bounded tar stream;
+   every package file must match the index and every package gpuforge installs must be there at
+   ``versions.slurm``;
+4. the folder is signed (``InRelease``; ``repomd.xml.asc``; a key made for this build whose secret half
+   is never kept) and renamed into ``<state root>/slurm-builds/<key>/`` in one step.
 
 Invariant: a folder under ``slurm-builds/`` is either a complete, signed build or absent (work happens
 in ``.<key>.part``); a failed build leaves no folder and converges no node.
@@ -34,12 +35,15 @@ from pathlib import Path
 from debian.deb822 import Packages
 
 from gpuforge.bundle.fetch import Fetcher, FetchError
+from gpuforge.bundle.rpmmd import REPOMD, REPOMD_SIG, MetadataError, parse_primary, parse_repomd
 from gpuforge.bundle.signing import BundleSigner, SignatureError, inrelease_problem, release_text
+from gpuforge.bundle.trust import repomd_problem
 from gpuforge.orchestrate.remote import ssh_argv
 from gpuforge.render import slurm_build as rb
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.bounded_read import NodeOutputError, run_bounded
 from gpuforge.spec.cluster import Cluster
+from gpuforge.spec.platforms import PackageFormat
 from gpuforge.validator.report import terminal_safe
 
 BUILD_TIMEOUT = 3 * 3600.0
@@ -72,7 +76,8 @@ def cached_build(cluster: Cluster, inputs: rb.BuildInputs) -> dict[str, object] 
         key = (folder / PUBLIC_KEY).read_bytes()
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or inrelease_problem(folder, REPO, key) is not None:
+    problem = {PackageFormat.DEB: inrelease_problem, PackageFormat.RPM: repomd_problem}[inputs.format]
+    if not isinstance(record, dict) or problem(folder, REPO, key) is not None:
         return None
     return record
 
@@ -132,9 +137,9 @@ def publish_tar(cluster: Cluster, inputs: rb.BuildInputs) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path in sorted((folder / REPO).iterdir()):
-            tar.add(path, f"{rb.PUBLISH_REPO}/{path.name}", recursive=False)
-        tar.add(folder / PUBLIC_KEY, rb.PUBLISH_KEY, recursive=False)
-        sources = rb.sources_text(inputs).encode()
+            tar.add(path, f"{rb.PUBLISH_REPO}/{path.name}")  # an rpm build's repodata/ with its files
+        tar.add(folder / rb.NODE_KEY_FILE[inputs.format], rb.PUBLISH_KEY, recursive=False)
+        sources = rb.source_text(inputs).encode()
         info = tarfile.TarInfo(rb.PUBLISH_SOURCES)
         info.size, info.mode = len(sources), 0o644
         tar.addfile(info, io.BytesIO(sources))
@@ -300,16 +305,32 @@ def _download(cluster: Cluster, inputs: rb.BuildInputs, into: Path) -> None:
     with tarfile.open(stream) as tar:
         for member in tar.getmembers():
             name = member.name.removeprefix("./")
-            if not member.isreg() or "/" in name or name.startswith(".") or not name:
+            if _index_folder(inputs, name) and member.isdir():
+                (into / name).mkdir(exist_ok=True)
+                continue
+            folder, _, base = name.rpartition("/")
+            if not member.isreg() or (folder and not _index_folder(inputs, folder)) or base.startswith(".") or not base:
                 raise SlurmBuildError(f"{inputs.host}: the built packages hold an unexpected entry {name!r}")
             src = tar.extractfile(member)
             assert src is not None
+            (into / folder).mkdir(exist_ok=True)
             with src, (into / name).open("wb") as out:
                 shutil.copyfileobj(src, out)
     stream.unlink()
 
 
+def _index_folder(inputs: rb.BuildInputs, name: str) -> bool:
+    """Is ``name`` the one folder the built packages may hold (an rpm build's ``repodata``)?"""
+    return name == {PackageFormat.DEB: "", PackageFormat.RPM: "repodata"}[inputs.format] != ""
+
+
 def _check_packages(inputs: rb.BuildInputs, repo: Path) -> None:
+    """Every package file is what the index says, and every package gpuforge installs is there at
+    ``versions.slurm`` (:func:`_check_debs`, :func:`_check_rpms`)."""
+    {PackageFormat.DEB: _check_debs, PackageFormat.RPM: _check_rpms}[inputs.format](inputs, repo)
+
+
+def _check_debs(inputs: rb.BuildInputs, repo: Path) -> None:
     """Every deb is what the index says (size, sha256), and every package gpuforge installs is there
     at ``versions.slurm``."""
     try:
@@ -331,17 +352,59 @@ def _check_packages(inputs: rb.BuildInputs, repo: Path) -> None:
     extra = {p.name for p in repo.glob("*.deb")} - listed
     if extra:
         raise SlurmBuildError(f"debs not in the built index: {', '.join(sorted(extra))}")
-    wrong = [f"{p} ({versions.get(p, 'missing')})" for p in rb.REQUIRED_PACKAGES if versions.get(p) != inputs.version]
+    _require(inputs, versions)
+
+
+def _require(inputs: rb.BuildInputs, versions: dict[str, str]) -> None:
+    """Every package gpuforge installs (``rb.required_packages``) was built at ``versions.slurm``."""
+    wanted = rb.required_packages(inputs)
+    wrong = [f"{p} ({versions.get(p, 'missing')})" for p in wanted if versions.get(p) != inputs.version]
     if wrong:
         raise SlurmBuildError(f"the build did not make these packages at {inputs.version}: {', '.join(wrong)}")
 
 
+def _check_rpms(inputs: rb.BuildInputs, repo: Path) -> None:
+    """repomd.xml's primary is the file it names (checksum), every rpm is the one primary describes
+    (size, sha256) and none is left out of it; every package gpuforge installs is at ``versions.slurm``."""
+    try:
+        record = parse_repomd((repo / REPOMD).read_bytes())["primary"]
+        primary = repo / record.href
+        if record.checksum_type != "sha256" or _sha256(primary) != record.checksum:
+            raise MetadataError(f"{record.href} is not the file repomd.xml describes")
+        packages = parse_primary(primary)
+    except (OSError, MetadataError) as e:
+        raise SlurmBuildError(f"the built packages' index is not an rpm-md repository ({e})") from None
+    versions: dict[str, str] = {}
+    for p in packages:
+        path = repo / p.href
+        if "/" in p.href or not path.is_file():
+            raise SlurmBuildError(f"the built index lists {p.href}, which did not come back")
+        if p.checksum_type != "sha256" or path.stat().st_size != p.size or _sha256(path) != p.pkgid:
+            raise SlurmBuildError(f"{p.href} is not the file the built index describes")
+        versions[p.name] = p.version
+    extra = {f.name for f in repo.glob("*.rpm")} - {p.href for p in packages}
+    if extra:
+        raise SlurmBuildError(f"rpms not in the built index: {', '.join(sorted(extra))}")
+    _require(inputs, versions)
+
+
 def _sign(part: Path, inputs: rb.BuildInputs) -> None:
-    """InRelease over the index, signed with a key made for this build; its public half beside the repo."""
-    index = (part / REPO / "Packages").read_bytes()
+    """The index signed with a key made for this build (apt: InRelease over Packages; dnf: repomd.xml.asc
+    over repomd.xml); its public half beside the repo (and ASCII-armored for dnf)."""
     try:
         with BundleSigner(f"gpuforge Slurm build {inputs.key}") as signer:
-            (part / REPO / "InRelease").write_bytes(signer.clearsign(release_text(REPO, {"Packages": index})))
+            {PackageFormat.DEB: _sign_apt, PackageFormat.RPM: _sign_rpm}[inputs.format](part, signer)
             (part / PUBLIC_KEY).write_bytes(signer.public_key())
     except SignatureError as e:
         raise SlurmBuildError(f"signing the built repository: {e}") from None
+
+
+def _sign_apt(part: Path, signer: BundleSigner) -> None:
+    index = (part / REPO / "Packages").read_bytes()
+    (part / REPO / "InRelease").write_bytes(signer.clearsign(release_text(REPO, {"Packages": index})))
+
+
+def _sign_rpm(part: Path, signer: BundleSigner) -> None:
+    repo = part / REPO
+    (repo / REPOMD_SIG).write_bytes(signer.detach_sign((repo / REPOMD).read_bytes()))
+    (part / rb.NODE_KEY_FILE[PackageFormat.RPM]).write_bytes(signer.public_key_armored())

@@ -5,7 +5,9 @@ that changes its result (platform, package version, tarball sha256, options): th
 keeps each finished build in ``<state root>/slurm-builds/<key>/`` (``repo/``: the debs, ``Packages``,
 a signed ``InRelease``; ``key.gpg``: the public half of the key that signed it; ``build.json``).
 The nodes get that folder as a flat apt repository (``REPO_ON_NODE/<key>``) that apt trusts through
-``KEYRING`` only, and install SchedMD's package names from it, held at ``versions.slurm``.
+``KEYRING`` only, and install SchedMD's package names from it, held at ``versions.slurm``. On an rpm
+platform the same folder holds SchedMD's rpms and ``repodata/`` with a signed ``repomd.xml``, and the
+node's ``.repo`` file trusts the build's key only (``render.slurm_build_rpm``).
 
 Invariant: the key changes whenever an input of the build changes, and nothing else goes in it;
 every path and value in a command below is either a constant or quoted (``shlex.quote``).
@@ -19,8 +21,11 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuforge.render import slurm_build_rpm as rpm
 from gpuforge.spec import Spec
+from gpuforge.spec import slurm_rpm_build as spec_rpm
 from gpuforge.spec.nodes import Node
+from gpuforge.spec.platforms import PackageFormat
 from gpuforge.spec.slurm_build_rules import build_hosts, known_sha256, platform_key
 from gpuforge.spec.slurm_packages import SITE_PACKAGES
 from gpuforge.spec.slurm_tarballs import tarball, upstream_version
@@ -32,6 +37,8 @@ SOURCES_FILE = "/etc/apt/sources.list.d/gpuforge-slurm.sources"
 WORK_ON_HOST = "/var/tmp/gpuforge-slurm-build"
 #: Packages every build must make (SchedMD's debian/control): the roles gpuforge installs.
 REQUIRED_PACKAGES = ("slurm-smd", *sorted({p for p in SITE_PACKAGES["deb"].values() if p}))
+#: The same for slurm.spec's rpms (``slurm`` holds the commands and plugins).
+REQUIRED_RPMS = tuple(sorted({p for p in SITE_PACKAGES["rpm"].values() if p}))
 #: What the build host needs besides the tarball's Build-Depends (apt-get build-dep reads those).
 BUILD_TOOLS = ("build-essential", "dpkg-dev", "fakeroot")
 NVML_BUILD_DEPENDS = ("libnvidia-ml-dev",)
@@ -39,6 +46,9 @@ BUILDS_FOLDER = "slurm-builds"
 #: A build folder's parts: the flat repository, the public key that signed it, the build's record.
 REPO_FOLDER = "repo"
 PUBLIC_KEY_FILE = "key.gpg"
+#: The public key as the node reads it, by format: apt's Signed-By takes the binary key, dnf's gpgkey
+#: only an ASCII-armored one (``key.asc`` beside ``key.gpg`` in an rpm build's folder).
+NODE_KEY_FILE = {PackageFormat.DEB: PUBLIC_KEY_FILE, PackageFormat.RPM: "key.asc"}
 RECORD_FILE = "build.json"
 
 
@@ -54,6 +64,10 @@ class BuildInputs:
     file_name: str
     top_folder: str | None
     """The tarball's one top folder when gpuforge's table knows it (checked before building)."""
+    format: PackageFormat = PackageFormat.DEB
+    """SchedMD's debian/ (``dpkg-buildpackage``) or slurm.spec (``rpmbuild -ta``): the build host's."""
+    crb: str = "true"
+    """How the build host enables CodeReady Builder (its platform row's ``crb``; rpm builds only)."""
 
     @property
     def upstream(self) -> str:
@@ -62,7 +76,10 @@ class BuildInputs:
     @property
     def key(self) -> str:
         """The cache key: platform, version, digest and options, nothing else (not the host)."""
-        data = json.dumps([self.platform, self.version, self.sha256, self.nvml], separators=(",", ":"))
+        parts: list[object] = [self.platform, self.version, self.sha256, self.nvml]
+        if self.format is PackageFormat.RPM:  # gpuforge chooses slurm.spec's options: they are an input too
+            parts.append(spec_rpm.rpmbuild_options(self.nvml))
+        data = json.dumps(parts, separators=(",", ":"))
         return f"{self.platform}-{self.version}-{hashlib.sha256(data.encode()).hexdigest()[:16]}"
 
 
@@ -74,10 +91,14 @@ def build_inputs(spec: Spec) -> dict[str, BuildInputs]:
         return {}
     row = tarball(upstream_version(spec.versions.slurm))
     name = row.file_name if row else f"slurm-{upstream_version(spec.versions.slurm)}.tar.gz"
+    top = row.top_folder if row else None
     return {
-        key: BuildInputs(key, spec.versions.slurm, sha, s.build.nvml, host.name, name, row.top_folder if row else None)
+        key: BuildInputs(
+            key, spec.versions.slurm, sha, s.build.nvml, host.name, name, top,
+            host.os.distribution.package_format, host.os.distribution.crb or "true",
+        )
         for key, host in build_hosts(spec).items()
-    }
+    }  # fmt: skip
 
 
 def inputs_for(spec: Spec, node: Node) -> BuildInputs | None:
@@ -121,7 +142,29 @@ def sources_text(inputs: BuildInputs) -> str:
     )
 
 
-#: The members of the tar stream :func:`publish_command` reads (``orchestrate.slurm_build.publish_tar``).
+def node_paths(inputs: BuildInputs) -> tuple[str, str]:
+    """Where a node keeps the build's public key and the package manager's source for it, by format."""
+    return {PackageFormat.DEB: (KEYRING, SOURCES_FILE), PackageFormat.RPM: (rpm.KEY, rpm.REPO_FILE)}[inputs.format]
+
+
+def source_text(inputs: BuildInputs) -> str:
+    """The node's source for the build: apt's deb822 file (InRelease checked with KEYRING) or dnf's
+    ``.repo`` file (repomd.xml.asc checked with the build's key)."""
+    texts = {PackageFormat.DEB: sources_text, PackageFormat.RPM: lambda i: rpm.repo_text(i, REPO_ON_NODE)}
+    return texts[inputs.format](inputs)
+
+
+def required_packages(inputs: BuildInputs) -> tuple[str, ...]:
+    """The packages the build must make at ``versions.slurm`` (those gpuforge installs), by format."""
+    return {PackageFormat.DEB: REQUIRED_PACKAGES, PackageFormat.RPM: REQUIRED_RPMS}[inputs.format]
+
+
+#: The signed index of a build's repository, by format (relative to ``repo/``).
+SIGNED_INDEX = {PackageFormat.DEB: "InRelease", PackageFormat.RPM: rpm.INDEX}
+
+
+#: The members of the tar stream :func:`publish_command` reads (``orchestrate.slurm_build.publish_tar``);
+#: ``key.gpg`` is the build's public key (ASCII-armored for an rpm build: dnf's ``gpgkey`` reads only those).
 PUBLISH_REPO, PUBLISH_KEY, PUBLISH_SOURCES = "repo", "key.gpg", "sources"
 
 
@@ -133,13 +176,15 @@ def publish_command(inputs: BuildInputs) -> str:
     base = shlex.quote(REPO_ON_NODE)
     dest = shlex.quote(f"{REPO_ON_NODE}/{inputs.key}")
     new = shlex.quote(f"{REPO_ON_NODE}/.{inputs.key}.new")
-    key, src = shlex.quote(KEYRING), shlex.quote(SOURCES_FILE)
+    key, src = (shlex.quote(p) for p in node_paths(inputs))
+    index = SIGNED_INDEX[inputs.format]
     return (
         f"install -d -m 0755 {base} && t=$(mktemp -d {base}/.publish.XXXXXX) && trap 'rm -rf \"$t\"' EXIT && "
         'tar -xf - -C "$t" --no-same-owner --no-same-permissions && '
-        f'[ -f "$t/{PUBLISH_REPO}/InRelease" ] && [ -f "$t/{PUBLISH_KEY}" ] && [ -f "$t/{PUBLISH_SOURCES}" ] || '
+        f'[ -f "$t/{PUBLISH_REPO}/{index}" ] && [ -f "$t/{PUBLISH_KEY}" ] && [ -f "$t/{PUBLISH_SOURCES}" ] || '
         "{ echo 'the build sent is incomplete' >&2; exit 1; }; "
-        f'rm -rf {new} && chmod 0755 "$t/{PUBLISH_REPO}" && chmod 0644 "$t/{PUBLISH_REPO}"/* && '
+        f'rm -rf {new} && find "$t/{PUBLISH_REPO}" -type d -exec chmod 0755 {{}} + && '
+        f'find "$t/{PUBLISH_REPO}" -type f -exec chmod 0644 {{}} + && '
         f'mv "$t/{PUBLISH_REPO}" {new} && rm -rf {dest} && mv {new} {dest} && '
         f'install -D -m 0644 "$t/{PUBLISH_KEY}" {key}.gpuforge-new && mv -f {key}.gpuforge-new {key} && '
         f'install -D -m 0644 "$t/{PUBLISH_SOURCES}" {src}.gpuforge-new && mv -f {src}.gpuforge-new {src}'
@@ -180,7 +225,17 @@ def upload_command(inputs: BuildInputs) -> str:
 
 
 def build_script(inputs: BuildInputs, jobs: int | None = None) -> str:
-    """The build on the build host: unpack, check the packaging and its version, install the build
+    """The build on the build host, by package format: SchedMD's debian/ (:func:`deb_build_script`)
+    or slurm.spec (``render.slurm_build_rpm.build_script``); the same exit statuses."""
+    scripts = {
+        PackageFormat.DEB: lambda: deb_build_script(inputs, jobs),
+        PackageFormat.RPM: lambda: rpm.build_script(inputs, work_folder(inputs), inputs.crb, jobs),
+    }
+    return scripts[inputs.format]()
+
+
+def deb_build_script(inputs: BuildInputs, jobs: int | None = None) -> str:
+    """The build on a deb build host: unpack, check the packaging and its version, install the build
     dependencies (the tarball's own debian/control), ``dpkg-buildpackage -b``, index the debs.
 
     Exit 3: the tarball is not what it should be; 4: a build dependency cannot be installed
@@ -217,8 +272,11 @@ def build_script(inputs: BuildInputs, jobs: int | None = None) -> str:
 
 
 def download_command(inputs: BuildInputs) -> str:
-    """The built debs and their index as a tar stream on stdout."""
-    return f"cd {shlex.quote(work_folder(inputs) + '/out')} && tar -cf - Packages ./*.deb"
+    """The built packages and their index as a tar stream on stdout (debs and ``Packages``; rpms and
+    ``repodata/``)."""
+    out = work_folder(inputs) + "/out"
+    deb = f"cd {shlex.quote(out)} && tar -cf - Packages ./*.deb"
+    return {PackageFormat.DEB: deb, PackageFormat.RPM: rpm.download_command(out)}[inputs.format]
 
 
 def cleanup_command(inputs: BuildInputs) -> str:

@@ -756,7 +756,9 @@ def site_rules(spec: Spec) -> Iterator[SpecIssue]:
         for t in checks.targets:
             if t not in known:
                 yield SpecIssue(("site", "testinfra", i, "targets"), f"{t!r} is neither a node role nor a node group")
-    if spec.slurm is not None and spec.versions.slurm != "distro":
+    # gpuforge's own build (slurm.source: build) makes the packages at versions.slurm on rpm platforms too
+    # (slurm_rpm_build: no %{?dist}), and dnf installs them at that version
+    if spec.slurm is not None and spec.versions.slurm != "distro" and spec.slurm.source is not SlurmSource.BUILD:
         from gpuforge.spec.roles import deploys_for
 
         rpm = sorted(n.name for n in resolve_nodes(spec) if not n.os.is_deb and "slurm" in deploys_for(n))

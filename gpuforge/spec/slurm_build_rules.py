@@ -5,8 +5,8 @@
 * the tarball's sha256 is known: gpuforge's cited table (``slurm_tarballs``) or ``slurm.build.sha256``,
   and the two agree where both are given; without ``tarball`` the offline bundle must be the source;
 * every build host is a node of the spec, and each platform (OS release, architecture) of the Slurm
-  nodes has exactly one build host of that platform (the packages are built where they run);
-* deb platforms only: SchedMD's ``slurm.spec`` (``rpmbuild -ta``) is not built by gpuforge yet.
+  nodes has exactly one build host of that platform (the packages are built where they run): SchedMD's
+  ``debian/`` on deb platforms, its ``slurm.spec`` (``rpmbuild -ta``, ``slurm_rpm_build``) on rpm ones.
 
 Invariant: :func:`slurm_build_rules` yields nothing for a spec whose Slurm is not built by gpuforge,
 except a ``slurm.build`` set for another source.
@@ -82,7 +82,8 @@ def slurm_build_rules(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(
             ("slurm", "build", "nvml"),
             "slurm.gpu_autodetect: nvml needs Slurm's NVML plugin (gpu_nvml.so), which the build makes only with "
-            "nvml: true (libnvidia-ml-dev from Debian's non-free on the build hosts)",
+            "nvml: true (libnvidia-ml-dev from Debian's non-free on deb build hosts; rpmbuild --with nvml and "
+            "CUDA's nvml.h on EL build hosts)",
         )
 
 
@@ -138,12 +139,6 @@ def _host_issues(spec: Spec) -> Iterator[SpecIssue]:
         if n is None:
             yield SpecIssue(("slurm", "build", "hosts", i), f"{name!r} is not a node of the spec")
             continue
-        if not n.os.is_deb:
-            yield SpecIssue(
-                ("slurm", "build", "hosts", i),
-                f"{name} runs {n.os.distribution.title}: gpuforge builds SchedMD's debs only (rpmbuild -ta of "
-                "slurm.spec is not done yet); use slurm.source: site with a repository of SchedMD's rpms",
-            )
         key = platform_key(n)
         if key in seen:
             yield SpecIssue(

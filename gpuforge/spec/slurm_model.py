@@ -195,7 +195,8 @@ class SlurmBuild(StrictModel):
     hosts: list[Name] = live(
         min_length=1,
         description="Build hosts: one node per platform (OS release and architecture) of the Slurm nodes. Each "
-        "gets the build dependencies (SchedMD's debian/control, libnvidia-ml-dev for NVML) and builds the "
+        "gets the build dependencies (SchedMD's debian/control, libnvidia-ml-dev for NVML; on EL 9 slurm.spec's "
+        "BuildRequires, with CodeReady Builder and EPEL) and builds the "
         "packages once; the result is cached on the control host by platform, version, digest and options (not "
         "by host: moving the build changes nothing on the nodes). The compile uses every core: a build host "
         "running Slurm job steps is refused (drain it first, or name nodes that run no jobs: controller, login, "
@@ -203,8 +204,9 @@ class SlurmBuild(StrictModel):
     )
     nvml: bool = rebuild(
         False,
-        "Build Slurm's NVML GPU plugin (gpu_nvml.so): the build host needs Debian's non-free "
-        "libnvidia-ml-dev. Part of the cache key. A change is another build of the same package version, "
+        "Build Slurm's NVML GPU plugin (gpu_nvml.so): a Debian build host needs Debian's non-free "
+        "libnvidia-ml-dev, an EL one CUDA's nvml.h (rpmbuild --with nvml). Part of the cache key. "
+        "A change is another build of the same package version, "
         "which apt does not install over the nodes' packages: refused on a running cluster; build the new "
         "options with a new versions.slurm (gpuforge slurm-upgrade)",
     )

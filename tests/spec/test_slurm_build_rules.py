@@ -108,11 +108,19 @@ def test_build_hosts_are_nodes_one_per_platform_covering_every_slurm_node() -> N
     assert issues(d) == []
 
 
-def test_an_rpm_build_host_is_refused_with_the_way_out() -> None:
+def test_an_rpm_platform_is_built_on_its_own_build_host() -> None:
+    """EL 9 builds slurm.spec (``rpmbuild -ta``): a Rocky 9 build host passes (refused before), and a
+    cluster of Rocky 9 and Debian 12 nodes needs one build host of each."""
     d = doc()
     d["cluster"]["os"] = "rocky9"
-    found = issues(d)
-    assert found[0].startswith("slurm.build.hosts[0]: ctl1 runs Rocky Linux 9: gpuforge builds SchedMD's debs only")
+    assert issues(d) == []
+    s = parse_spec(yaml.safe_dump(d))
+    assert {k: n.name for k, n in build_hosts(s).items()} == {"rocky9-x86_64": "ctl1"}
+    d["node_groups"][1]["os"] = "debian12"
+    [found] = issues(d)
+    assert "no build host of platform debian12-x86_64, which Slurm nodes cpu1, cpu2 run" in found
+    d["slurm"]["build"]["hosts"] = ["ctl1", "cpu1"]
+    assert issues(d) == []
 
 
 def test_every_tarball_row_names_a_citation() -> None:
@@ -128,7 +136,8 @@ def test_nvml_autodetect_needs_a_build_with_nvml() -> None:
     found = [f for f in issues(d) if f.startswith("slurm.build.nvml")]
     assert found == [
         "slurm.build.nvml: slurm.gpu_autodetect: nvml needs Slurm's NVML plugin (gpu_nvml.so), which the build makes "
-        "only with nvml: true (libnvidia-ml-dev from Debian's non-free on the build hosts)"
+        "only with nvml: true (libnvidia-ml-dev from Debian's non-free on deb build hosts; rpmbuild --with nvml "
+        "and CUDA's nvml.h on EL build hosts)"
     ]
     d["slurm"]["build"]["nvml"] = True
     assert issues(d) == []
