@@ -41,15 +41,16 @@ class BootNode:
     image: str  # the group's image folder, as the spec gives it (relative to the spec's folder)
 
 
-def boot_nodes(spec: Spec) -> list[BootNode]:
-    """The nodes with a boot MAC and an address, in spec order (the spec's rules refuse the others)."""
+def boot_nodes(spec: Spec, names: list[str] | None = None) -> list[BootNode]:
+    """The nodes with a boot MAC and an address (of ``names``; None: all), in spec order (the spec's
+    rules refuse a booting node without either)."""
     out: list[BootNode] = []
     for group in spec.node_groups:
         boot = group.boot
         if boot is None:
             continue
         for name, address in zip(group.hostnames, group_addresses(group), strict=True):
-            if name in boot.macs and address is not None:
+            if name in boot.macs and address is not None and (names is None or name in names):
                 out.append(BootNode(name, group.name, boot.macs[name], address, boot.mode, boot.image))
     return out
 
@@ -101,13 +102,14 @@ def _chainload_lines(server: ProvisioningServer) -> list[str]:
     return lines
 
 
-def dnsmasq_conf(spec: Spec) -> str:
-    """dnsmasq's whole configuration file for the spec's boot network (``--conf-file``)."""
+def dnsmasq_conf(spec: Spec, names: list[str] | None = None) -> str:
+    """dnsmasq's whole configuration file for the spec's boot network (``--conf-file``), serving the
+    nodes of ``names`` (None: every node with a ``boot`` section)."""
     prov = spec.provisioning
     if prov is None:
         raise ValueError("the spec has no provisioning section")
     server = prov.server
-    nodes = boot_nodes(spec)
+    nodes = boot_nodes(spec, names)
     lines = [
         f"# gpuforge provision: network boot of cluster {spec.cluster.name} (generated: do not edit)",
         "port=0",
@@ -146,13 +148,14 @@ def ipxe_script(server: ProvisioningServer, group: str, boot: NodeBoot) -> str:
     ) + "\n"  # fmt: skip
 
 
-def rendered_files(spec: Spec) -> dict[str, str]:
-    """Every file ``gpuforge provision --render`` writes: path (relative to its folder) -> content."""
+def rendered_files(spec: Spec, names: list[str] | None = None) -> dict[str, str]:
+    """Every file ``gpuforge provision --render`` writes for ``names`` (None: every booting node):
+    path (relative to its folder) -> content."""
     prov = spec.provisioning
     if prov is None:
         return {}
-    files = {DNSMASQ_CONF: dnsmasq_conf(spec)}
+    files = {DNSMASQ_CONF: dnsmasq_conf(spec, names)}
     boots = {g.name: g.boot for g in spec.node_groups if g.boot is not None}
-    for node in boot_nodes(spec):
+    for node in boot_nodes(spec, names):
         files[script_path(node.name)] = ipxe_script(prov.server, node.group, boots[node.group])
     return files

@@ -5,7 +5,7 @@
   DHCP server hands out addresses); the server's own address is in no range;
 * ``boot.macs`` names every node of its group and no other; no MAC is two nodes';
 * a booting node has an IPv4 address inside the server's network (the network it boots in), not the
-  server's, not inside the range;
+  server's; no node of the spec has an address inside the range;
 * ``stateless`` needs ``nfs_export`` and takes no ``root``; ``disk`` needs ``root`` and takes no
   ``nfs_export``.
 
@@ -92,14 +92,26 @@ def _address_issues(
         yield SpecIssue(at, f"address {ip} is outside the boot network {iface.network}", node=name)
     elif ip == iface.ip:
         yield SpecIssue(at, f"address {ip} is the provisioning server's own", node=name)
-    elif _in_range(server, str(ip)):
-        rng = server.range
-        assert rng is not None
-        yield SpecIssue(
-            ("provisioning", "server", "range"),
-            f"the range {rng.start}-{rng.end} holds node {name}'s address {ip}: keep the nodes' addresses out of it",
-            node=name,
-        )
+
+
+def _range_overlaps(spec: Spec, server: ProvisioningServer) -> Iterator[SpecIssue]:
+    """A node of the spec (network-booted or not) whose address the range would hand to another machine."""
+    rng = server.range
+    if rng is None or server.mode is DhcpMode.PROXY:
+        return
+    for group in spec.node_groups:
+        for name, address in zip(group.hostnames, group_addresses(group), strict=True):
+            try:
+                inside = address is not None and _in_range(server, address)
+            except ValueError:  # an IPv6 address: in no IPv4 range
+                continue
+            if inside:
+                yield SpecIssue(
+                    (*_SERVER, "range"),
+                    f"the range {rng.start}-{rng.end} holds node {name}'s address {address}: "
+                    "keep the nodes' addresses out of it",
+                    node=name,
+                )
 
 
 def _group_issues(gi: int, group: NodeGroup, boot: NodeBoot, server: ProvisioningServer) -> Iterator[SpecIssue]:
@@ -116,6 +128,7 @@ def provisioning_rules(spec: Spec) -> Iterator[SpecIssue]:
     prov = spec.provisioning
     if prov is not None:
         yield from _range_issues(prov.server)
+        yield from _range_overlaps(spec, prov.server)
     owner: dict[str, str] = {}
     for gi, group in enumerate(spec.node_groups):
         boot = group.boot
