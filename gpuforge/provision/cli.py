@@ -30,7 +30,8 @@ from gpuforge.spec.model import Spec
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)")]
 PlanOpt = Annotated[bool, typer.Option("--plan", help="Print what would boot how, and the files; write nothing")]
 RenderOpt = Annotated[
-    Path | None, typer.Option("--render", help="Write dnsmasq.conf and http/ipxe/<node>.ipxe into this folder")
+    Path | None,
+    typer.Option("--render", metavar="DIR", help="Write dnsmasq.conf and http/ipxe/<node>.ipxe into this folder"),
 ]
 LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
 
