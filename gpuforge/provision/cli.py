@@ -70,6 +70,14 @@ def _bmc_column(spec: Spec, folder: Path) -> dict[str, str]:
     return out
 
 
+def _image_note(image: Path) -> str:
+    """`` (no vmlinuz, initrd.img: ...)`` when the image folder lacks the files its script loads."""
+    missing = [name for name in (pxe.KERNEL_FILE, pxe.INITRD_FILE) if not (image / name).is_file()]
+    if not missing:
+        return ""
+    return f" (no {', '.join(missing)}: gpuforge image build --format qcow2 writes them)"
+
+
 def plan_text(spec: Spec, folder: Path, names: list[str]) -> str:
     """The plan: the server, a row per node, the files ``--render`` writes."""
     prov = spec.provisioning
@@ -85,8 +93,8 @@ def plan_text(spec: Spec, folder: Path, names: list[str]) -> str:
         image = Path(os.path.expanduser(n.image))
         image = image if image.is_absolute() else folder / image
         lines.append(
-            f"  {n.name}: mac {n.mac}, address {n.address}, boot {n.mode.value}, image {image}, "
-            f"bmc {bmcs.get(n.name, 'none')}"
+            f"  {n.name}: mac {n.mac}, address {n.address}, boot {n.mode.value}, image {image}"
+            f"{_image_note(image)}, bmc {bmcs.get(n.name, 'none')}"
         )
     lines.append("files --render would write:")
     lines += [f"  {path}" for path in pxe.rendered_files(spec, names)]

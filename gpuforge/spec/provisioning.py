@@ -28,8 +28,9 @@ from gpuforge.spec.types import LocalPath
 _MAC = re.compile(r"[0-9a-f]{2}(?:[:-][0-9a-f]{2}){5}")
 #: Linux interface names: fewer than IFNAMSIZ (16) bytes; no '/', ':', space (kept to a safe set).
 _IFNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
-#: An absolute path of plain segments (no ',' dnsmasq splits at, no ':' nfsroot splits at).
-_PLAIN_PATH = re.compile(r"(?:/[A-Za-z0-9_.+-]+)+|/")
+#: An absolute path of plain segments (no ',' dnsmasq splits at, no ':' nfsroot splits at), not ``/``
+#: itself (a TFTP root or an NFS export of the whole control host).
+_PLAIN_PATH = re.compile(r"(?:/[A-Za-z0-9_.+-]+)+")
 _ROOT_DEVICE = re.compile(
     r"/dev/[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*|(?:UUID|PARTUUID)=[0-9A-Fa-f-]{1,64}|LABEL=[A-Za-z0-9_.-]{1,64}"
 )
@@ -71,10 +72,10 @@ def server_address(value: str) -> str:
 
 
 def plain_path(value: str) -> str:
-    """An absolute path of plain segments (letters, digits, '_', '.', '+', '-'; no '..')."""
+    """An absolute path of plain segments (letters, digits, '_', '.', '+', '-'; no '..'), not ``/``."""
     if len(value) > 1024 or not _PLAIN_PATH.fullmatch(value) or "/../" in f"{value}/" or "/./" in f"{value}/":
         raise ValueError(
-            f"{value!r} is not an absolute path of plain segments (letters, digits, '_', '.', '+', '-'; "
+            f"{value!r} is not an absolute path of plain segments below / (letters, digits, '_', '.', '+', '-'; "
             "no spaces, ',', ':' or '..')"
         )
     return value

@@ -48,11 +48,12 @@ def test_the_plan_names_each_node_and_the_files_and_writes_nothing(site: Path) -
     done = provision(str(site), "--plan")
     assert done.returncode == 0, done.stderr
     folder = site.parent
+    missing = "(no vmlinuz, initrd.img: gpuforge image build --format qcow2 writes them)"
     assert done.stdout.splitlines() == [
         "provisioning server: 10.99.0.1/24 on gfpxe0, mode dhcp, TFTP /usr/lib/ipxe, HTTP http://10.99.0.1:8080",
-        f"  cpu1: mac 0c:c4:7a:00:00:01, address 10.99.0.11, boot stateless, image {folder}/images/cpu, "
+        f"  cpu1: mac 0c:c4:7a:00:00:01, address 10.99.0.11, boot stateless, image {folder}/images/cpu {missing}, "
         f"bmc ipmi 198.51.100.21:623 (credentials file {folder}/bmc.cred)",
-        f"  cpu2: mac 0c:c4:7a:00:00:02, address 10.99.0.12, boot stateless, image {folder}/images/cpu, "
+        f"  cpu2: mac 0c:c4:7a:00:00:02, address 10.99.0.12, boot stateless, image {folder}/images/cpu {missing}, "
         f"bmc ipmi 198.51.100.22:623 (credentials file {folder}/bmc.cred)",
         "files --render would write:",
         "  dnsmasq.conf",
@@ -63,10 +64,15 @@ def test_the_plan_names_each_node_and_the_files_and_writes_nothing(site: Path) -
     assert _tree(site.parent) == before
 
 
-def test_the_plan_of_a_limit_shows_only_its_nodes(site: Path) -> None:
+def test_the_plan_of_a_limit_shows_only_its_nodes_and_a_built_image_without_a_note(site: Path) -> None:
+    image = site.parent / "images" / "cpu"
+    image.mkdir(parents=True)
+    for name in ("vmlinuz", "initrd.img"):
+        (image / name).write_bytes(b"")
     done = provision(str(site), "--plan", "--limit", "cpu2")
     assert done.returncode == 0, done.stderr
-    assert "cpu1" not in done.stdout and "  cpu2: mac 0c:c4:7a:00:00:02" in done.stdout
+    assert "cpu1" not in done.stdout
+    assert f"  cpu2: mac 0c:c4:7a:00:00:02, address 10.99.0.12, boot stateless, image {image}, bmc ipmi" in done.stdout
 
 
 def test_render_writes_the_rendered_files_0644_without_a_credential(site: Path, tmp_path: Path) -> None:
