@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from gpuforge.spec.citation import Citation
 from gpuforge.spec.provisioning import BootMode
 
-_DNSMASQ = "dnsmasq(8), dnsmasq 2.90 (Debian bookworm dnsmasq-base 2.90: man dnsmasq)"
-_MAN = "https://thekelleys.org.uk/dnsmasq/docs/dnsmasq-man.html"
+_DNSMASQ = "dnsmasq(8), dnsmasq 2.90"
+#: The manual as the installed package ships it (the version the namespace test runs).
+_MAN = "Debian bookworm dnsmasq-base 2.90: /usr/share/man/man8/dnsmasq.8.gz (man 8 dnsmasq)"
 
 
 def _man(section: str) -> Citation:
