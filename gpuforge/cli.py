@@ -18,6 +18,7 @@ from gpuforge.console import help_settings
 from gpuforge.image import cli as image_cli
 from gpuforge.lab import cli as lab_cli
 from gpuforge.orchestrate import slurm_build_cli, slurm_upgrade_cli
+from gpuforge.provision import cli as provision_cli
 from gpuforge.validator import cli as validator_cli
 
 app = typer.Typer(
@@ -91,6 +92,8 @@ COMMANDS: tuple[tuple[str, Callable[..., object] | Group], ...] = (
     ("slurm-upgrade", slurm_upgrade_cli.upgrade_typer),
     ("slurm-build", slurm_build_cli.slurm_build_typer),
     ("log", cli_log.log_cmd),
+    # network boot of the nodes: its plan and its files (dnsmasq, iPXE)
+    ("provision", provision_cli.provision),
     # command groups
     ("lab", Group(lab_cli.app, "The built-in lab: Debian nodes as containers on this machine")),
     ("image", Group(image_cli.app, "Node images baked from the spec (docs/images.md)")),

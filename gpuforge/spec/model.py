@@ -54,6 +54,7 @@ from gpuforge.spec.patterns import VERSION as VERSION
 from gpuforge.spec.platforms import Arch as Arch
 from gpuforge.spec.platforms import OsFamily as OsFamily
 from gpuforge.spec.policy import live, rebuild, rolling
+from gpuforge.spec.provisioning import NodeBoot, Provisioning
 from gpuforge.spec.slurm_model import (
     Account as Account,
 )
@@ -422,6 +423,9 @@ class NodeGroup(StrictModel):
     connector: Connector = live(Connector.SSH, "ssh, or vagrant (addresses from 'vagrant ssh-config')")
     fabric: Fabric | None = rolling(None, "RDMA fabric (InfiniBand or RoCE), NCCL and MPI; omit for none")
     bmc: Bmc | None = live(None, "BMC of each node (power through Redfish or IPMI: gpuforge power); omit for none")
+    boot: NodeBoot | None = live(
+        None, "Network boot of the group's nodes (gpuforge provision; needs the provisioning section); omit for none"
+    )
 
     @field_validator("hosts")
     @classmethod
@@ -646,6 +650,9 @@ class Spec(StrictModel):
     site: Site = live(default_factory=Site, description="The site's own Ansible roles and testinfra checks")
     storage: Storage = live(default_factory=Storage, description="Shared storage: NFS exports and mounts")
     acceptance: Acceptance = live(default_factory=Acceptance, description="Acceptance campaigns (gpuforge accept)")
+    provisioning: Provisioning | None = live(
+        None, "Network boot from the control host: dnsmasq's DHCP/TFTP and iPXE (gpuforge provision); omit for none"
+    )
 
     @model_validator(mode="before")
     @classmethod

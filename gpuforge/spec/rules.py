@@ -47,6 +47,7 @@ from gpuforge.spec.model import (
 from gpuforge.spec.network_operator_rules import network_operator_rules
 from gpuforge.spec.nodes import address_range_problem, group_addresses, resolve_nodes
 from gpuforge.spec.platforms import Arch, UnsupportedPlatform, platform_for
+from gpuforge.spec.provisioning_rules import provisioning_rules
 from gpuforge.spec.slurm_build_rules import slurm_build_rules
 from gpuforge.spec.slurm_mix_rules import slurm_release_rules
 from gpuforge.spec.slurm_model import ProcessTracking
@@ -790,6 +791,7 @@ RULES.append(slurm_release_rules)
 RULES.append(slurm_parameter_rules)
 RULES.append(slurm_build_rules)
 RULES.append(bmc_rules)
+RULES.append(provisioning_rules)
 
 
 def check_rules(spec: Spec) -> list[SpecIssue]:

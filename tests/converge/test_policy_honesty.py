@@ -745,6 +745,13 @@ BMC_ONLY = (
     "no deploy reads it; the section's mutation (node_groups[].bmc, live) covers each field"
 )
 EXEMPT.update({p: BMC_ONLY for p in DECLARED if p.startswith("node_groups[].bmc.")})
+BOOT_SERVER_ONLY = (
+    "read only by 'gpuforge provision' on the control host (the boot server's dnsmasq configuration and iPXE "
+    "scripts): no node file is rendered from it and no deploy reads it (test_provisioning_changes_no_node_file)"
+)
+EXEMPT.update(
+    {p: BOOT_SERVER_ONLY for p in DECLARED if p.split(".")[0] == "provisioning" or p.startswith("node_groups[].boot")}
+)
 
 ALWAYS_PRESENT = (
     "a model that is always there (required, or made from its defaults): a change to it is a change to one "
@@ -1129,3 +1136,27 @@ def test_acceptance_changes_no_node_file() -> None:
     root = Path(__file__).resolve().parents[2] / "gpuforge"
     readers = [p for d in ("render", "deploy") for p in (root / d).rglob("*.py") if "acceptance" in p.read_text()]
     assert not readers, readers
+
+
+def test_provisioning_changes_no_node_file() -> None:
+    """The network boot's sections (exempt above) change no file on any node; of the renderers and deploys
+    only the boot server's renderer (render/pxe.py) reads them."""
+    from gpuforge.render import render_cluster
+
+    path = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "every_field_slurm.yaml"
+    data = yaml.safe_load(path.read_text())
+    assert data.get("provisioning") and any("boot" in g for g in data["node_groups"]), "the fixture sets both"
+    without = {k: v for k, v in data.items() if k != "provisioning"}
+    without["node_groups"] = [{k: v for k, v in g.items() if k != "boot"} for g in data["node_groups"]]
+    with_it, without_it = (render_cluster(spec_load.parse_spec(yaml.safe_dump(d))) for d in (data, without))
+    assert {n: [(f.path, f.data) for f in fs] for n, fs in with_it.items()} == {
+        n: [(f.path, f.data) for f in fs] for n, fs in without_it.items()
+    }
+    root = Path(__file__).resolve().parents[2] / "gpuforge"
+    readers = [
+        p.relative_to(root).as_posix()
+        for d in ("render", "deploy")
+        for p in (root / d).rglob("*.py")
+        if re.search(r"\.provisioning\b|\.boot\b", p.read_text())
+    ]
+    assert readers == ["render/pxe.py"], readers

@@ -231,6 +231,23 @@ def _words_per_line(text: str) -> Parsed:
     return Parsed(tuple(len(ln) for ln in lines), tuple(w for ln in lines for w in ln))
 
 
+def _dnsmasq(text: str) -> Parsed:
+    """dnsmasq's configuration: ``option[=value]`` per line, the value split at ','; '#' starts a comment line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    pairs = [ln.partition("=") for ln in lines]
+    return Parsed(
+        tuple((key, len(value.split(","))) for key, _, value in pairs),
+        tuple(field for _, _, value in pairs for field in value.split(",")),
+    )
+
+
+def _ipxe(text: str) -> Parsed:
+    """An iPXE script: words per line, and each line's ``$`` (iPXE expands ``${setting}`` in every word)."""
+    words = _words_per_line(text)
+    dollars = tuple(ln.count("$") for ln in text.splitlines())
+    return Parsed((words.shape, dollars), words.leaves)
+
+
 def _shell_env(text: str) -> Parsed:
     """/etc/default files (sourced by a shell or systemd's EnvironmentFile=): bash -n, then shlex."""
     check = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, check=False)
@@ -440,6 +457,10 @@ def parse_file(path: str, data: bytes) -> Parsed:
         return _csv(text)
     if path.startswith("/usr/local/sbin/"):
         return _python(text)
+    if name == "dnsmasq.conf":
+        return _dnsmasq(text)
+    if name.endswith(".ipxe"):
+        return _ipxe(text)
     return _words_per_line(text)
 
 

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from gpuforge.deploy.operations.slurm_accounting import batch_command, plan_accounting
 from gpuforge.extensions.ansible_inventory import ansible_inventory
 from gpuforge.orchestrate.plan import plan
-from gpuforge.render import render_cluster
+from gpuforge.render import pxe, render_cluster
+from gpuforge.render.files import RenderedFile
 from gpuforge.spec import SpecError, parse_spec
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.model import Spec
@@ -84,10 +85,21 @@ def parsed(path: str, data: bytes) -> Parsed:
     return parse_file(path, data)
 
 
+#: The boot server's files (``gpuforge provision --render``: dnsmasq's configuration, the iPXE scripts),
+#: compared as the files of one more "node".
+BOOT_SERVER = "(boot server)"
+
+
+def every_file(spec: Spec) -> dict[str, list[RenderedFile]]:
+    """Every node's files, and the boot server's."""
+    boot = [RenderedFile(path, text) for path, text in pxe.rendered_files(spec).items()]
+    return {**render_cluster(spec), BOOT_SERVER: boot}
+
+
 @functools.cache
 def base_render(base: str) -> dict[str, dict[str, bytes | None]]:
     """The base spec's files per node (None: secret or streamed, not compared), each one parsed."""
-    files = render_cluster(parse_spec(yaml.safe_dump(BASES[base])))
+    files = every_file(parse_spec(yaml.safe_dump(BASES[base])))
     out: dict[str, dict[str, bytes | None]] = {}
     for node, rendered in files.items():
         out[node] = {f.path: None if f.secret or f.streamed else f.data for f in rendered}
@@ -129,7 +141,7 @@ def shown(value: str | None) -> str:
 
 def assert_files_keep_their_shape(base: str, loc: Location, spec: Spec, value: str | None) -> None:
     want = base_render(base)
-    got = render_cluster(spec)
+    got = every_file(spec)
     assert list(got) == list(want), f"{case_id((base, loc))}: the nodes changed"
     for node, files in got.items():
         assert sorted(f.path for f in files) == sorted(want[node]), f"{node}: the set of files changed"

@@ -1,0 +1,133 @@
+"""``gpuforge provision SPEC --plan | --render DIR [--limit ...]``: what the network boot of the nodes
+is, and its files (dnsmasq's configuration and each node's iPXE script).
+
+``--plan`` prints, per node, its boot MAC, address, boot mode, image folder and BMC (protocol,
+address and the credentials file's path: the file is not read, no credential is shown) and the files
+``--render`` would write; nothing is written or started. ``--render DIR`` writes those files, each
+to a temp file renamed into place (mode 0644; no credential is in any of them).
+
+Exit status: 0 done; 2 bad input (a bad spec or ``--limit``, no ``provisioning`` section, a node of
+the limit without a ``boot`` section, neither or both of ``--plan`` and ``--render``), nothing written.
+Starting dnsmasq and the HTTP server, and powering the nodes on to boot, are not in this command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from gpuforge.image.safe_files import write_file
+from gpuforge.render import pxe
+from gpuforge.spec import LIMIT_HELP, SpecError, hostlist, load_or_exit, resolve_nodes, select_limit
+from gpuforge.spec.bmc_rules import bmc_addresses
+from gpuforge.spec.cluster import Cluster
+from gpuforge.spec.model import Spec
+
+SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)")]
+PlanOpt = Annotated[bool, typer.Option("--plan", help="Print what would boot how, and the files; write nothing")]
+RenderOpt = Annotated[
+    Path | None,
+    typer.Option("--render", metavar="DIR", help="Write dnsmasq.conf and http/ipxe/<node>.ipxe into this folder"),
+]
+LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
+
+
+def _refuse(message: str) -> NoReturn:
+    print(f"gpuforge provision: {message}", file=sys.stderr)
+    raise typer.Exit(2)
+
+
+def _chosen(spec: Spec, limit: str | None) -> list[str]:
+    """The nodes to boot: the limit's (each must have a ``boot`` section), else every node with one."""
+    booting = {n.name for n in pxe.boot_nodes(spec)}
+    if limit is None:
+        return [n.name for n in resolve_nodes(spec) if n.name in booting]
+    try:
+        names = select_limit(spec, limit)
+    except SpecError as e:
+        _refuse(e.format())
+    missing = [n for n in names if n not in booting]
+    if missing:
+        _refuse(f"{hostlist.compress(missing)}: no boot section in the spec (node_groups[].boot): not network-booted")
+    return names
+
+
+def _bmc_column(spec: Spec, folder: Path) -> dict[str, str]:
+    """Each node's BMC as the plan shows it: protocol, address:port, and the credentials file's path."""
+    out: dict[str, str] = {}
+    for group in spec.node_groups:
+        bmc = group.bmc
+        if bmc is None:
+            continue
+        cred = Path(os.path.expanduser(bmc.credentials_file))
+        cred = cred if cred.is_absolute() else folder / cred
+        for name, address in zip(group.hostnames, bmc_addresses(group), strict=True):
+            out[name] = f"{bmc.protocol.value} {address}:{bmc.service_port} (credentials file {cred})"
+    return out
+
+
+def _image_note(image: Path) -> str:
+    """`` (no vmlinuz, initrd.img: ...)`` when the image folder lacks the files its script loads."""
+    missing = [name for name in (pxe.KERNEL_FILE, pxe.INITRD_FILE) if not (image / name).is_file()]
+    if not missing:
+        return ""
+    return f" (no {', '.join(missing)}: gpuforge image build --format qcow2 writes them)"
+
+
+def plan_text(spec: Spec, folder: Path, names: list[str]) -> str:
+    """The plan: the server, a row per node, the files ``--render`` writes."""
+    prov = spec.provisioning
+    assert prov is not None
+    server = prov.server
+    bmcs = _bmc_column(spec, folder)
+    nodes = [n for n in pxe.boot_nodes(spec) if n.name in names]
+    lines = [
+        f"provisioning server: {server.address} on {server.interface}, mode {server.mode.value}, "
+        f"TFTP {server.tftp_root}, HTTP {pxe.base_url(server)}",
+    ]
+    for n in nodes:
+        image = Path(os.path.expanduser(n.image))
+        image = image if image.is_absolute() else folder / image
+        lines.append(
+            f"  {n.name}: mac {n.mac}, address {n.address}, boot {n.mode.value}, image {image}"
+            f"{_image_note(image)}, bmc {bmcs.get(n.name, 'none')}"
+        )
+    lines.append("files --render would write:")
+    lines += [f"  {path}" for path in pxe.rendered_files(spec, names)]
+    lines.append("nothing written, nothing started")
+    return "\n".join(lines)
+
+
+def render(spec: Spec, names: list[str], folder: Path) -> list[Path]:
+    """Write the files into ``folder`` (created 0755 when missing), each atomically, mode 0644."""
+    written: list[Path] = []
+    for rel, text in pxe.rendered_files(spec, names).items():
+        path = folder / rel
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        write_file(str(path), text.encode(), 0o644)
+        written.append(path)
+    return written
+
+
+def provision(
+    spec: SpecArg, plan: PlanOpt = False, render_to: RenderOpt = None, limit: LimitOpt = None
+) -> None:  # fmt: skip
+    """Network boot of the nodes: its plan (--plan), or its files (--render DIR)."""
+    if plan == (render_to is not None):
+        _refuse("give --plan (print, write nothing) or --render DIR (write the files), one of them")
+    loaded = load_or_exit(spec)
+    if loaded.provisioning is None:
+        _refuse(f"{spec}: no provisioning section: nothing boots over the network")
+    names = _chosen(loaded, limit)
+    if not names:
+        _refuse(f"{spec}: no node group has a boot section: nothing boots over the network")
+    if plan:
+        print(plan_text(loaded, Cluster.of(loaded, spec).folder, names))
+        return
+    assert render_to is not None
+    for path in render(loaded, names, render_to):
+        print(f"wrote {path}")
