@@ -81,11 +81,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
 
 
 def synthesize_week(c: LabCluster, job: str, count: int) -> None:
-    """``count`` copies of job ``job``'s row in the job table, new ids, one every 120 s back from now."""
+    """``count`` copies of job ``job``'s row in the job table, new ids, one every 120 s back from now (the
+    column names quoted: the job table has a column ``partition``, a reserved word of MariaDB's)."""
     table = f"{c.base['cluster']['name']}_job_table"
     now = int(time.time())
     script = f"""set -e
-cols=$(mysql -N -e "select group_concat(column_name order by ordinal_position) from information_schema.columns
+cols=$(mysql -N -e "set session group_concat_max_len = 65536;
+  select group_concat(concat(char(96), column_name, char(96)) order by ordinal_position) from information_schema.columns
   where table_schema='{DB}' and table_name='{table}'
   and column_name not in ('job_db_inx','id_job','time_submit','time_eligible','time_start','time_end')")
 mysql {DB} -e "insert into {table} ($cols,id_job,time_submit,time_eligible,time_start,time_end)
