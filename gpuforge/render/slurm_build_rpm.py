@@ -15,12 +15,23 @@ Invariant: every value in a command below is a constant or quoted (``shlex.quote
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpuforge.spec import slurm_rpm_build as spec_rpm
 
-if TYPE_CHECKING:
-    from gpuforge.render.slurm_build import BuildInputs
+
+class BuildInputs(Protocol):
+    """What this module reads of a build (``render.slurm_build.BuildInputs``, which imports this module)."""
+
+    @property
+    def version(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def nvml(self) -> bool: ...
+    @property
+    def top_folder(self) -> str | None: ...
+
 
 KEY = "/etc/pki/rpm-gpg/gpuforge-slurm.asc"
 REPO_FILE = "/etc/yum.repos.d/gpuforge-slurm.repo"
