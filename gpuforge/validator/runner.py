@@ -462,18 +462,32 @@ def validate(
         slurm_done = slurm_f.result() if slurm_f else None
         kube_done = kube_f.result() if kube_f else None
 
-    if want_slurm and not controllers:
-        data.slurm_error = "the spec has no controller node"
-    elif slurm_done is not None:
-        _read_slurm(data, slurm_done)
-    if kube_done is not None:
-        _read_kube(data, kube_done, tr, selected_ids, planes, say)
-    elif want_kube:
-        data.kube_error = "the spec has no control-plane node"
+    if want_slurm:
+        _read_slurm_answer(data, slurm_done)
+    if want_kube:
+        _read_kube_answer(data, kube_done, tr, selected_ids, planes, say)
     _merge_node_runs(data, nodes, runs, node_checks)
     _judge_cluster_checks(data, tr, cluster_checks, controllers, say)
     reports = _node_reports(data, nodes, runs, site_runs, selected_ids)
     return Report(spec.cluster.name, str(loaded.path), reports, started, time.monotonic() - t_start)
+
+
+def _read_slurm_answer(data: ClusterData, done: Any) -> None:
+    """The controller's Slurm query into ``data`` (no controller: an error the Slurm checks report)."""
+    if done is None:
+        data.slurm_error = "the spec has no controller node"
+    else:
+        _read_slurm(data, done)
+
+
+def _read_kube_answer(
+    data: ClusterData, done: Any, tr: Transport, selected_ids: set[str], planes: list[Node], say: Callable[[str], None]
+) -> None:
+    """The control plane's answer into ``data`` (no control-plane node: an error the k8s checks report)."""
+    if done is None:
+        data.kube_error = "the spec has no control-plane node"
+    else:
+        _read_kube(data, done, tr, selected_ids, planes, say)
 
 
 def _limited_nodes(spec: Spec, limit: str | None) -> list[Node]:
