@@ -108,9 +108,9 @@ def server(tmp_path: Path) -> Iterator[Server]:
     s.stop()
 
 
-def cluster_of(tmp_path: Path, url: str, sha256: str, **build: Any) -> Cluster:
+def cluster_of(tmp_path: Path, url: str, sha256: str, os: str = "debian12", **build: Any) -> Cluster:
     doc = {
-        "cluster": {"name": "t", "scheduler": "slurm", "os": "debian12"},
+        "cluster": {"name": "t", "scheduler": "slurm", "os": os},
         "versions": {"slurm": VERSION},
         "node_groups": [
             {"name": "ctl", "hosts": "ctl1", "roles": ["controller"]},

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.bundle.trust import repomd_problem
 from gpuforge.deploy.layers.slurm_repo import slurm_repo_layer
@@ -35,7 +34,7 @@ from gpuforge.orchestrate import slurm_build as sb
 from gpuforge.render import slurm_build as rb
 from gpuforge.render import slurm_build_rpm as rbr
 from gpuforge.render.slurm import slurm_package
-from gpuforge.spec import parse_spec, resolve_nodes
+from gpuforge.spec import resolve_nodes
 from gpuforge.spec import slurm_rpm_build as spec_rpm
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.platforms import DISTRIBUTIONS, OsFamily, PackageFormat
@@ -44,7 +43,10 @@ from gpuforge.spec.slurm_tarballs import TARBALLS
 from tests.bundle.conftest import Server
 from tests.bundle.rpmrepo import Rpm, build_rpm, require_rpm_tools
 from tests.bundle.test_rpm_bundle import dnf_root  # noqa: F401  (the fixture)
-from tests.slurm.test_slurm_build import host  # noqa: F401  (the fixture)
+from tests.slurm.test_slurm_build import (
+    cluster_of,
+    host,  # noqa: F401  (the fixture)
+)
 
 FIXTURE = Path(__file__).parent / "upstream" / "slurm-24.11.5-rpmspec.txt"
 VERSION = "25.05.9-1"
@@ -205,27 +207,9 @@ def server(tmp_path: Path) -> Any:
 
 
 def el_cluster(tmp_path: Path, server: Server, **build: Any) -> Cluster:
+    """The build spec of test_slurm_build.py on Rocky 9, the fake tarball's digest pinned."""
     sha = hashlib.sha256((server.root / "slurm-25.05.9.tar.gz").read_bytes()).hexdigest()
-    doc = {
-        "cluster": {"name": "t", "scheduler": "slurm", "os": "rocky9"},
-        "versions": {"slurm": VERSION},
-        "node_groups": [
-            {"name": "ctl", "hosts": "ctl1", "roles": ["controller"]},
-            {
-                "name": "cpu", "hosts": "cpu[1-2]", "roles": ["compute"],
-                "hardware": {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000},
-            },
-        ],
-        "slurm": {
-            "source": "build",
-            "build": {"tarball": f"{server.url}/slurm-25.05.9.tar.gz", "sha256": sha, "hosts": ["ctl1"], **build},
-            "accounting": {"enabled": False},
-            "partitions": [{"name": "b", "nodes": "cpu"}],
-        },
-    }  # fmt: skip
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return Cluster.of(parse_spec(path.read_text()), path)
+    return cluster_of(tmp_path, f"{server.url}/slurm-25.05.9.tar.gz", sha, "rocky9", **build)
 
 
 def test_plan_shows_the_rpm_build_before_it_is_made(tmp_path: Path, server: Server) -> None:
