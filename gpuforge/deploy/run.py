@@ -19,13 +19,13 @@ from typing import Any
 import gevent
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.deploy import add_deploy
-from pyinfra.api.operations import run_ops
 from pyinfra.api.state import BaseStateCallback
 
 from gpuforge.deploy.connect import connect_nodes
 from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.inventory import inventory_groups
 from gpuforge.deploy.layer_progress import LayerProgress, ProgressCallback
+from gpuforge.deploy.op_runner import run_ops_each_host_alone
 from gpuforge.deploy.runlog_hooks import RunLogCallback
 from gpuforge.deploy.runstate import RunState
 from gpuforge.progress import Milestone, logging_configured
@@ -186,13 +186,15 @@ def run_site(
     logged = RunLogCallback(run.runlog) if run.runlog is not None else None
     if logged is not None:
         state.add_callback_handler(logged)
-    # A node that dies mid-run ends its greenlet with an exception (paramiko's EOFError) that
-    # gevent's hub would print as a traceback: keep it, and report it as that node's error.
+    # A node that dies mid-run raises out of its operation (paramiko's EOFError): that node fails
+    # alone (run_ops_each_host_alone). A crash in another greenlet would be printed by gevent's hub
+    # as a traceback: keep it, and report it as that node's error too.
     hub = gevent.get_hub()
     crashes = io.StringIO()
     hub.exception_stream = crashes
+    lost: dict[str, str] = {}
     try:
-        run_ops(state)
+        run_ops_each_host_alone(state, lost)
     except Exception as e:  # pyinfra raises when every host failed
         say(f"stopped: {e}")
     finally:
@@ -200,7 +202,7 @@ def run_site(
         progress.finish()
         if logged is not None:
             logged.flush(state)
-    collect_results(state, run, results, lost_hosts(crashes.getvalue()))
+    collect_results(state, run, results, {**lost_hosts(crashes.getvalue()), **lost})
     return ApplyResult(without_token_hosts(results, run))
 
 

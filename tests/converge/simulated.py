@@ -34,6 +34,8 @@ class SimulatedCluster:
     uploads: dict[str, list[tuple[str, bytes]]] = field(default_factory=dict)
     unreachable: set[str] = field(default_factory=set)
     responders: list[Responder] = field(default_factory=list)
+    #: host -> a regex: the node goes away when a command matching it runs (paramiko's EOFError)
+    dies_at: dict[str, str] = field(default_factory=dict)
 
     def respond(self, pattern: str, lines: list[str], ok: bool = True, host: str | None = None) -> None:
         """Answer commands matching ``pattern`` (a regex searched in the command) with ``lines``."""
@@ -48,6 +50,8 @@ class SimulatedCluster:
 
     def answer(self, host: str, command: str) -> tuple[bool, list[str]]:
         self.commands.setdefault(host, []).append(command)
+        if host in self.dies_at and re.search(self.dies_at[host], command):
+            raise EOFError  # what paramiko raises when the node powers off mid-command
         for responder in self.responders:
             got = responder(host, command)
             if got is not None:

@@ -174,28 +174,43 @@ def test_a_node_that_dies_mid_apply_fails_alone_and_the_rerun_finishes_it(lab_cl
     finally:
         if apply.poll() is None:
             apply.kill()
-    assert "Traceback" not in err, err
-    result = json.loads(out)
-    assert apply.returncode == 1 and not result["ok"], result
-    # Where the node went away decides the words: mid-command, while connecting, or between commands.
-    error = result["hosts"]["node3"]["error"] or ""
-    assert any(
-        words in error for words in ("connection to the node was lost mid-run", "unreachable", "failed without a word")
-    ), result["hosts"]["node3"]
-    for node in ("node1", "node2"):
-        assert result["hosts"][node]["error"] is None, result["hosts"][node]
-        assert c.ssh(node, f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
-
-    from gpuforge.lab import node as lab_node
-
-    deadline = time.monotonic() + 120
-    while lab_node.nspawn_pid(c.lab.name, "node3") is not None and time.monotonic() < deadline:
-        time.sleep(0.5)  # the container is gone before the lab repairs it
-    c.lab.up()  # node3 boots again
+    try:
+        assert "Traceback" not in err, err
+        result = json.loads(out)
+        assert apply.returncode == 1 and not result["ok"], result
+        # Where the node went away decides the words: mid-command, while connecting, between
+        # commands, or with an operation begun and never answered.
+        error = result["hosts"]["node3"]["error"] or ""
+        assert any(words in error for words in NODE_GONE_WORDS), result["hosts"]["node3"]
+        for node in ("node1", "node2"):
+            assert result["hosts"][node]["error"] is None, result["hosts"][node]
+            assert c.ssh(node, f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
+    finally:  # node3 comes back even when an assertion failed: the tests after this one share the lab
+        bring_back(c, "node3")
     assert c.lab.ssh("node3", "true").returncode == 0
     again = c.apply()
     assert again["returncode"] == 0 and again["ok"], again
     assert c.ssh("node3", f"test -s {HEALTH_CONFIG} && echo ok") == "ok\n"
+
+
+NODE_GONE_WORDS = (
+    "connection to the node was lost mid-run",
+    "unreachable",
+    "failed without a word",
+    "the run stopped on this node before its last operation",
+)
+
+
+def bring_back(c: Any, node: str) -> None:
+    """Waits for the powered-off container to be gone, then ``lab up`` boots it again."""
+    import time
+
+    from gpuforge.lab import node as lab_node
+
+    deadline = time.monotonic() + 120
+    while lab_node.nspawn_pid(c.lab.name, node) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)  # the container is gone before the lab repairs it
+    c.lab.up()
 
 
 def test_a_stopped_site_mirror_fails_the_node_that_needs_it_naming_the_package(lab_cluster: Any) -> None:

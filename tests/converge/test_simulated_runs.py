@@ -127,6 +127,24 @@ def test_a_failing_step_fails_that_node_only_with_the_line_that_says_why(
     assert not any("systemctl" in c and "slurmd" in c for c in cluster.commands["login01"])
 
 
+def test_a_node_that_goes_away_mid_command_fails_alone_and_the_others_finish(
+    spec_file: Path, cluster: SimulatedCluster
+) -> None:
+    """An exception out of one node's connection (paramiko's EOFError when it powers off) fails that
+    node, named; the other nodes run every remaining operation (pyinfra alone would stop them all)."""
+    alone = run_deploys(load_cluster(spec_file), "mon01")
+    assert alone.ok
+    everything = list(cluster.commands["mon01"])
+    cluster.commands.clear()
+    cluster.dies_at["login01"] = r"apt-get .* install .*chrony"
+    result = run_deploys(load_cluster(spec_file), "login01,mon01")
+    login = result.hosts["login01"]
+    assert not login.ok and "the connection to the node was lost mid-run (EOFError)" in (login.error or ""), login
+    assert result.hosts["mon01"].ok and result.hosts["mon01"].error is None, result.hosts["mon01"]
+    assert cluster.commands["mon01"][-1] == everything[-1]  # mon01 ran to its last command
+    assert not any("systemctl" in c and "slurmd" in c for c in cluster.commands["login01"])
+
+
 def test_an_unreachable_node_is_reported_and_the_others_converge(spec_file: Path, cluster: SimulatedCluster) -> None:
     cluster.unreachable.add("db01")
     result = run_deploys(load_cluster(spec_file), "db01,mon01")
