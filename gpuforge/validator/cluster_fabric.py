@@ -89,10 +89,19 @@ def _run_pair(data: ClusterData, run: Runner, server: Node, client: Node) -> fp.
         s_done = s_future.result()
     for side, done in ((server.name, s_done), (client.name, c_done)):
         if done.rc in (124, 255):
-            result.problems.append(f"{side} not reached over SSH (exit {done.rc}): {done.stderr.strip()[-150:]}")
+            result.problems.append(f"{side} not reached over SSH (exit {done.rc}): {_ssh_detail(done)}")
     if not result.problems:
         fp.judge_perftest(result, c_done.stdout, s_done.stdout, limits(data.spec, server))
     return result
+
+
+def _ssh_detail(done: Ran) -> str:
+    """Why a side's session failed: ssh's own words (or what its silence means), and the last
+    lines the script printed before it (none: the script never started)."""
+    said = " | ".join(x for x in done.stdout.strip().splitlines()[-3:])
+    silent = "ssh said nothing (at LogLevel=ERROR: the node hung up after the key exchange)"
+    why = " ".join(done.stderr.split()) or silent
+    return f"{why[-200:]}; the script printed {said[-200:]!r}" if said else f"{why[-200:]}; the script printed nothing"
 
 
 def _nccl(data: ClusterData, run: Runner, result: fp.PairResult, server: Node, client: Node) -> None:

@@ -6,7 +6,8 @@ except the node program, which it answers with the node checks passed and the ``
 of the state. The perftest stub behaves as perftest does: a server (no address) starts listening after
 ``listen_delay`` seconds (never, for a node in ``dead``) and waits for its client; a client whose
 server is not listening yet fails with perftest's own ``Couldn't connect to <addr>:18515``, so the
-answers change while the client retries. The bandwidth of a pair is the state's ``bw["a->b"]``.
+answers change while the client retries. The bandwidth of a pair is the state's ``bw["a->b"]``. A node in
+``hang_up`` takes the node program's session but hangs up on every other (ssh exits 255, saying nothing).
 Every call is logged (``<dir>/log``).
 """
 
@@ -40,6 +41,8 @@ if "python3 - " in command:
     print(json.dumps({"results": results, "data": {"fabric.ports": STATE["ports"][node]}}))
     sys.exit(0)
 log(f"ssh {node}")
+if node in STATE.get("hang_up", []):  # the node's sshd closes the session at once: ssh exits 255, silent
+    sys.exit(255)
 env = dict(os.environ, NODE=node, PATH=D + ":" + os.environ["PATH"])
 sys.exit(subprocess.run(["sh", "-c", command], env=env, input=stdin).returncode)
 """

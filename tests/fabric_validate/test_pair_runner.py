@@ -93,6 +93,19 @@ def test_pairs_stay_within_their_leaf_and_a_dead_server_is_named(
     assert "server exit 1: Unable to find the Infiniband/RoCE device" in node5.message
 
 
+def test_a_side_whose_session_hangs_up_is_named_with_what_ssh_and_the_script_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fabric_pairs, "CONNECT_WINDOW_S", 2)
+    leaves = {"leaf1": "node[2-3]", "leaf2": "node[4-5]"}
+    report, _log = run_pairs(tmp_path, monkeypatch, fabric_lab(ROCE, leaves=leaves), hang_up=["node4"])
+    node5 = by_node(report)["node5"]["fabric.pairs"]
+    assert node5.status == FAIL
+    assert "node4 not reached over SSH (exit 255): ssh said nothing (at LogLevel=ERROR: the node hung up after " \
+           "the key exchange); the script printed nothing" in node5.message, node5.message  # fmt: skip
+    assert by_node(report)["node2"]["fabric.pairs"].status == PASS
+
+
 def test_the_spec_sets_how_long_ib_write_bw_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``thresholds.write_bw_seconds`` reaches perftest's -D on both sides (default 5)."""
     slow = {**ROCE, "thresholds": {**ROCE["thresholds"], "write_bw_seconds": 9}}
