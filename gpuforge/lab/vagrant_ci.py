@@ -255,14 +255,11 @@ def vagrant_lab(
     driver: str = "qemu",
     log: Callable[[str], None] = lambda _m: None,
     node_boxes: dict[int, Box] | None = None,
-    add_node_boxes: bool = True,
 ) -> Iterator[VagrantLab]:
     """libvirtd + a site mirror in namespace ``gf-vagrant``, the box added under ``box.name``; all gone after.
 
     ``workdir`` holds the Vagrantfile; VAGRANT_HOME is ``workdir/vagrant.d`` (the boxes are added there).
-    ``node_boxes``: node number -> its own box (the Vagrantfile's ``GPUFORGE_VAGRANT_BOX_NODE<i>``), added
-    at the start unless ``add_node_boxes`` is false (a box still being built: ``vl.add_box`` it before
-    that node's ``vagrant up``).
+    ``node_boxes``: node number -> its own box (the Vagrantfile's ``GPUFORGE_VAGRANT_BOX_NODE<i>``).
     """
     node_boxes = node_boxes or {}
     require_root()
@@ -301,7 +298,7 @@ def vagrant_lab(
         _virsh(vl.netns, "pool-create-as", POOL, "dir", "--target", pool_dir)
         start_mirror(MIRROR_ADDRESS, host_mirrors(), MIRROR_CACHE, mirror_dir)
         _start_relays(vl.netns, socket_path, state)
-        for added in (box, *(node_boxes.values() if add_node_boxes else ())):
+        for added in (box, *node_boxes.values()):
             vl.add_box(added)
         yield vl
     finally:
