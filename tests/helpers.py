@@ -109,7 +109,7 @@ def wait_until(what: str, fn: Callable[[], Any], timeout: float, every: float) -
 
 
 #: Ubuntu 22.04's own Slurm (21.08) drives cgroup v1 only and 22.04 mounts only cgroup v2: ``check``
-#: refuses it with Slurm's cgroup plugins (``rules.distro_slurm_cgroup``). Tests of other layers on 22.04
+#: refuses it with Slurm's cgroup plugins (``slurm_rules.distro_slurm_cgroup``). Tests of other layers on 22.04
 #: track processes with linuxproc (no cgroup plugin), which leaves every package name as it was.
 JAMMY_TRACKING = "  process_tracking: linuxproc\n"
 

@@ -1,5 +1,6 @@
-"""Cross-field rules of the Kubernetes day-2 sections (``gpuforge.spec.k8s_lifecycle``): each problem
-names its field. Registered in :mod:`gpuforge.spec.rules` (``RULES``)."""
+"""Cross-field rules of the ``kubernetes`` section: tenants and their quotas, what kubeadm and
+pkgs.k8s.io need, one DCGM host engine per GPU, and the day-2 sections (``gpuforge.spec.k8s_lifecycle``).
+Each problem names its field. Registered in :mod:`gpuforge.spec.rules` (``RULES``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Iterator
 from gpuforge.spec import hostlist, k8s_frameworks, k8s_upstream
 from gpuforge.spec.errors import SpecIssue
 from gpuforge.spec.mig import mig_layout
-from gpuforge.spec.model import K8S_ROLES, MigStrategy, Role, Scheduler, Spec
+from gpuforge.spec.model import K8S_ROLES, ContainerEngine, MigStrategy, Role, Scheduler, Spec
 from gpuforge.spec.nodes import resolve_nodes
+from gpuforge.spec.rule_helpers import dupes, role_nodes
 from gpuforge.spec.types import k8s_name
 
 
@@ -135,4 +137,85 @@ def kubernetes_day2_rules(spec: Spec) -> Iterator[SpecIssue]:
             ("kubernetes", "certificates", "warn_days"),
             f"{certs.warn_days} is not below renew_days_before ({certs.renew_days_before}): validate would fail "
             "certificates the timer has not been due to renew yet",
+        )
+
+
+def kubernetes_rules(spec: Spec) -> Iterator[SpecIssue]:
+    k = spec.kubernetes
+    if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
+        return
+    tenants = k.batch_queue.tenants
+    for name in dupes(t.name for t in tenants):
+        yield SpecIssue(("kubernetes", "batch_queue", "tenants"), f"tenant {name!r} is defined more than once")
+    by_k8s_name: dict[str, list[str]] = {}
+    for t in tenants:
+        by_k8s_name.setdefault(k8s_name(t.name), []).append(t.name)
+    for name in dupes(k8s_name(t.name) for t in tenants):
+        same = by_k8s_name[name]
+        if len(set(same)) > 1:
+            yield SpecIssue(
+                ("kubernetes", "batch_queue", "tenants"),
+                f"tenants {' and '.join(repr(n) for n in same)} are the same Kubernetes name {name!r} "
+                "('_' becomes '-'): rename one",
+            )
+    for ns in dupes(t.namespace for t in tenants):
+        yield SpecIssue(("kubernetes", "batch_queue", "tenants"), f"namespace {ns!r} is used by two tenants")
+    if tenants and k.batch_queue.kind == "none":
+        yield SpecIssue(("kubernetes", "batch_queue", "kind"), "tenants need a batch queue: kueue or volcano")
+    total = sum(n.hardware.gpu_count for n in resolve_nodes(spec) if n.has(Role.K8S_WORKER))
+    quota = sum(t.gpu_quota for t in tenants)
+    if quota > total:
+        yield SpecIssue(
+            ("kubernetes", "batch_queue", "tenants"),
+            f"tenant GPU quotas add up to {quota}, more than the {total} GPUs on k8s-worker nodes",
+        )
+
+
+def kubeadm_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """What kubeadm and pkgs.k8s.io need (gpuforge.spec.k8s_upstream cites each)."""
+    k = spec.kubernetes
+    if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
+        return
+    version = spec.versions.kubernetes
+    if k8s_upstream.minor_of(version) < k8s_upstream.FIRST_MINOR:
+        yield SpecIssue(
+            ("versions", "kubernetes"),
+            f"Kubernetes {version} has no packages: pkgs.k8s.io starts at 1.{k8s_upstream.FIRST_MINOR} and the "
+            f"Google-hosted repositories are gone; pick 1.{k8s_upstream.FIRST_MINOR} or later",
+        )
+    planes = role_nodes(spec, Role.K8S_CONTROL_PLANE)
+    if len(planes) > 1 and k.api_endpoint is None:
+        yield SpecIssue(
+            ("kubernetes", "api_endpoint"),
+            f"{len(planes)} control planes ({hostlist.compress(planes)}) need a stable API endpoint in front of "
+            "them (a load balancer or DNS name, kubeadm's controlPlaneEndpoint): set kubernetes.api_endpoint, "
+            "or keep one control plane",
+        )
+    if spec.container_runtime.engine is not ContainerEngine.CONTAINERD:
+        yield SpecIssue(
+            ("container_runtime", "engine"),
+            f"Kubernetes nodes need containerd (the kubelet talks CRI to {k8s_upstream.CRI_SOCKET_CONTAINERD}; "
+            f"Docker Engine is no CRI runtime since Kubernetes 1.24): set engine: containerd",
+        )
+
+
+def gpu_operator_rules(spec: Spec) -> Iterator[SpecIssue]:
+    """One DCGM host engine per GPU.
+
+    dcgm-exporter starts an embedded host engine unless it is pointed at a running one, and NVIDIA
+    says to configure it accordingly on systems that run nv-hostengine (DCGM docs: Install DCGM
+    Exporter; GPU telemetry: DCGM Exporter). gpuforge's host dcgm-exporter uses the host engine
+    (``-r localhost:5555``); the operator's would start a second one next to it.
+    """
+    k = spec.kubernetes
+    if k is None or spec.cluster.scheduler is not Scheduler.KUBERNETES:
+        return
+    gpu_workers = [n for n in resolve_nodes(spec) if n.has(Role.K8S_WORKER) and n.hardware.gpu is not None]
+    if spec.dcgm.enabled and k.gpu_operator.dcgm_exporter is True and gpu_workers:
+        yield SpecIssue(
+            ("kubernetes", "gpu_operator", "dcgm_exporter"),
+            "the GPU Operator's dcgm-exporter starts its own DCGM host engine, and dcgm.enabled runs nv-hostengine "
+            "on the same GPUs (two host engines per GPU: profiling metrics break): set "
+            "gpu_operator.dcgm_exporter: false (gpuforge runs dcgm-exporter on the host against the host engine, "
+            "dcgm.exporter) or dcgm.enabled: false",
         )

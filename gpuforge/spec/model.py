@@ -4,7 +4,8 @@ One YAML file describes a whole cluster: its nodes, their roles and hardware, pi
 stack versions, package sources and the scheduler (Slurm or Kubernetes). Every field
 declares its update policy (see ``policy.py``); the generated JSON Schema carries it
 as ``x-update-policy``. Field-level checks live here; rules that relate fields to each
-other live in ``rules.py`` so that all problems of a file are reported together.
+other live in the ``*_rules.py`` modules, run together by ``rules.check_rules`` so that all problems
+of a file are reported together.
 """
 
 from __future__ import annotations

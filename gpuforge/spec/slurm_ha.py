@@ -6,7 +6,7 @@ Facts (each cited in :data:`SOURCES`):
   one takes over when it fails (slurm.conf(5), ``slurm-conf-slurmctldhost``).
 - ``StateSaveLocation`` holds every running and pending job; with a second ``SlurmctldHost`` it must
   be readable and writable by both (``slurm-conf-statesave``). gpuforge therefore refuses two
-  controllers whose state directory is not on a shared mount the spec declares (``gpuforge.spec.rules``).
+  controllers whose state directory is not on a shared mount the spec declares (``gpuforge.spec.storage_rules``).
 - ``SlurmctldTimeout`` (default 120 s) is how long the backup waits for the primary before it takes
   control; ``SlurmdTimeout`` (default 300 s, 0 = never) how long slurmctld waits for a slurmd before it
   marks the node DOWN; neither may exceed 65533 (``slurm-conf-timeouts``). A reconfigure applies them

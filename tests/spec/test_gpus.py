@@ -232,7 +232,7 @@ def test_profiles_are_consistent(model: GpuModel) -> None:
 
 @pytest.mark.parametrize("model", MIG_MODELS, ids=lambda m: m.name)
 def test_the_shared_slice_budget_is_never_looser_than_the_model(model: GpuModel) -> None:
-    """spec/rules.py checks a layout against COMPUTE_SLICES / MEMORY_SLICES. On a GPU with fewer compute
+    """spec/gpu_rules.py checks a layout against COMPUTE_SLICES / MEMORY_SLICES. On a GPU with fewer compute
     slices (RTX PRO 6000: 4) every profile takes at least its share of compute in memory eighths, so a
     layout that fits the 8 memory eighths fits the model's compute slices too."""
     if model.compute_slices == COMPUTE_SLICES:
