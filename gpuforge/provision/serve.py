@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-import gpuforge
 from gpuforge.progress import control_safe
 from gpuforge.provision import http
 from gpuforge.spec.citation import Citation
@@ -59,7 +58,7 @@ TAIL_LINES = 12
 #: The signals that stop the server (SIGHUP: the terminal went away).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: The folder holding this ``gpuforge`` package: the HTTP child imports it from there.
-PACKAGE_ROOT = str(Path(gpuforge.__file__).resolve().parents[1])
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass
