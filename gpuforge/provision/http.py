@@ -48,7 +48,7 @@ PDEATHSIG = (
 #: PYTHON* variables on the path; the child runs the parent's code, not a ``gpuforge`` found there).
 CHILD_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from gpuforge.provision.http import main; main(sys.argv[2:])"
 
-#: The Content-Type of a served file, by its suffix (iPXE reads the script's ``#!ipxe``, not this).
+#: The Content-Type of a served file, by its suffix (iPXE knows a script by its ``#!ipxe`` line: IPXE_COMMANDS).
 CONTENT_TYPES = {".ipxe": "text/plain; charset=utf-8"}
 CHUNK = 1 << 20
 
