@@ -1,26 +1,37 @@
-"""``gpuforge provision SPEC --plan | --render DIR [--limit ...]``: what the network boot of the nodes
-is, and its files (dnsmasq's configuration and each node's iPXE script).
+"""``gpuforge provision SPEC --plan | --render DIR | --serve [--render DIR] [--limit ...]``: what the
+network boot of the nodes is, its files (dnsmasq's configuration and each node's iPXE script), and
+serving it.
 
 ``--plan`` prints, per node, its boot MAC, address, boot mode, image folder and BMC (protocol,
 address and the credentials file's path: the file is not read, no credential is shown) and the files
 ``--render`` would write; nothing is written or started. ``--render DIR`` writes those files, each
 to a temp file renamed into place (mode 0644; no credential is in any of them).
 
-Exit status: 0 done; 2 bad input (a bad spec or ``--limit``, no ``provisioning`` section, a node of
-the limit without a ``boot`` section, neither or both of ``--plan`` and ``--render``), nothing written.
-Starting dnsmasq and the HTTP server, and powering the nodes on to boot, are not in this command.
+``--serve`` checks the host first (the interface and its address, the TFTP root, every image file
+a script loads, dnsmasq installed, root, the HTTP port free), writes the files as ``--render`` does
+(into ``--render DIR``, else a fresh private folder removed afterwards), then runs dnsmasq and the
+HTTP server in the foreground until Ctrl-C or SIGTERM (:mod:`gpuforge.provision.serve`).
+
+Exit status: 0 done (``--serve``: stopped by a signal); 1 ``--serve`` only: dnsmasq or the HTTP
+server exited by itself (named, with its last output); 2 bad input (a bad spec or ``--limit``, no
+``provisioning`` section, a node of the limit without a ``boot`` section, not one of ``--plan``,
+``--render`` and ``--serve``, a ``--serve`` check that failed), nothing written, nothing started.
+Powering the nodes on to boot, and exporting the image over NFS, are not in this command.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 
 from gpuforge.image.safe_files import write_file
+from gpuforge.provision import http, preflight, serve
 from gpuforge.render import pxe
 from gpuforge.spec import LIMIT_HELP, SpecError, hostlist, load_or_exit, resolve_nodes, select_limit
 from gpuforge.spec.bmc_rules import bmc_addresses
@@ -33,11 +44,20 @@ RenderOpt = Annotated[
     Path | None,
     typer.Option("--render", metavar="DIR", help="Write dnsmasq.conf and http/ipxe/<node>.ipxe into this folder"),
 ]
+ServeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--serve",
+        help="Write the files (into --render DIR, else a fresh folder removed after) and serve the boot in the "
+        "foreground: dnsmasq and the HTTP server of the scripts and images, until Ctrl-C or SIGTERM (needs root)",
+    ),
+]
 LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
 
 
-def _refuse(message: str) -> NoReturn:
-    print(f"gpuforge provision: {message}", file=sys.stderr)
+def _refuse(*messages: str) -> NoReturn:
+    for message in messages:
+        print(f"gpuforge provision: {message}", file=sys.stderr)
     raise typer.Exit(2)
 
 
@@ -107,27 +127,70 @@ def render(spec: Spec, names: list[str], folder: Path) -> list[Path]:
     written: list[Path] = []
     for rel, text in pxe.rendered_files(spec, names).items():
         path = folder / rel
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        write_file(str(path), text.encode(), 0o644)
+        try:
+            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            write_file(str(path), text.encode(), 0o644)
+        except OSError as e:
+            _refuse(f"--render {folder}: cannot write {rel}: {e.strerror or e}")
         written.append(path)
     return written
 
 
+def serve_boot(spec: Spec, spec_folder: Path, names: list[str], render_to: Path | None) -> int:
+    """``--serve``: every check, then the files, then dnsmasq and the HTTP server until a signal."""
+    prov = spec.provisioning
+    assert prov is not None
+    server = prov.server
+    issues = [
+        *preflight.server_issues(server),
+        *preflight.image_issues(spec, names, spec_folder),
+        *preflight.host_issues(),
+    ]
+    if issues:
+        _refuse(*issues)
+    try:
+        listener = http.listening(pxe.server_ip(server), server.http_port)
+    except OSError as e:
+        _refuse(preflight.bind_issue(server, e))
+    folder = Path(os.path.abspath(render_to or tempfile.mkdtemp(prefix="gpuforge-provision-")))
+    try:
+        try:
+            render(spec, names, folder)
+        except BaseException:
+            listener.close()
+            raise
+        dnsmasq = preflight.dnsmasq_path()
+        assert dnsmasq is not None  # host_issues found it
+        return serve.run(
+            dnsmasq, folder, listener, preflight.routes(spec, names, folder, spec_folder), server.interface
+        )
+    finally:
+        if render_to is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def provision(
-    spec: SpecArg, plan: PlanOpt = False, render_to: RenderOpt = None, limit: LimitOpt = None
+    spec: SpecArg, plan: PlanOpt = False, render_to: RenderOpt = None, serve_it: ServeOpt = False,
+    limit: LimitOpt = None,
 ) -> None:  # fmt: skip
-    """Network boot of the nodes: its plan (--plan), or its files (--render DIR)."""
-    if plan == (render_to is not None):
-        _refuse("give --plan (print, write nothing) or --render DIR (write the files), one of them")
+    """Network boot of the nodes: its plan (--plan), its files (--render DIR), or serving it (--serve)."""
+    if [plan, render_to is not None and not serve_it, serve_it].count(True) != 1:
+        _refuse(
+            "give --plan (print, write nothing), --render DIR (write the files) or --serve [--render DIR] "
+            "(write them and serve the boot), one of them"
+        )
     loaded = load_or_exit(spec)
     if loaded.provisioning is None:
         _refuse(f"{spec}: no provisioning section: nothing boots over the network")
     names = _chosen(loaded, limit)
     if not names:
         _refuse(f"{spec}: no node group has a boot section: nothing boots over the network")
+    folder = Cluster.of(loaded, spec).folder
     if plan:
-        print(plan_text(loaded, Cluster.of(loaded, spec).folder, names))
+        print(plan_text(loaded, folder, names))
         return
+    if serve_it:
+        raise typer.Exit(serve_boot(loaded, folder, names, render_to))
     assert render_to is not None
     for path in render(loaded, names, render_to):
         print(f"wrote {path}")

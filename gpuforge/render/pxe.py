@@ -64,8 +64,18 @@ def base_url(server: ProvisioningServer) -> str:
     return f"http://{server_ip(server)}:{server.http_port}"
 
 
+def script_url_path(node: str) -> str:
+    """The URL path of the node's script on the HTTP server."""
+    return f"/ipxe/{node}.ipxe"
+
+
+def image_url_path(group: str, name: str) -> str:
+    """The URL path of a file of the group's image folder on the HTTP server."""
+    return f"/images/{group}/{name}"
+
+
 def script_url(server: ProvisioningServer, node: str) -> str:
-    return f"{base_url(server)}/ipxe/{node}.ipxe"
+    return f"{base_url(server)}{script_url_path(node)}"
 
 
 def script_path(node: str) -> str:
@@ -137,12 +147,12 @@ def kernel_args(server: ProvisioningServer, boot: NodeBoot) -> list[str]:
 
 def ipxe_script(server: ProvisioningServer, group: str, boot: NodeBoot) -> str:
     """A node's iPXE script: the group image's kernel with the mode's command line, its initrd, boot."""
-    images = f"{base_url(server)}/images/{group}"
+    base = base_url(server)
     return "\n".join(
         [
             "#!ipxe",
-            " ".join([f"kernel {images}/{KERNEL_FILE}", *kernel_args(server, boot)]),
-            f"initrd {images}/{INITRD_FILE}",
+            " ".join([f"kernel {base}{image_url_path(group, KERNEL_FILE)}", *kernel_args(server, boot)]),
+            f"initrd {base}{image_url_path(group, INITRD_FILE)}",
             "boot",
         ]
     ) + "\n"  # fmt: skip
@@ -159,3 +169,28 @@ def rendered_files(spec: Spec, names: list[str] | None = None) -> dict[str, str]
     for node in boot_nodes(spec, names):
         files[script_path(node.name)] = ipxe_script(prov.server, node.group, boots[node.group])
     return files
+
+
+@dataclass(frozen=True)
+class Served:
+    """A file the HTTP server serves: ``name`` inside the render folder (``image`` None) or inside
+    group ``group``'s image folder ``image`` (as the spec gives it: relative to the spec's folder)."""
+
+    name: str
+    group: str | None = None
+    image: str | None = None
+
+
+def served_files(spec: Spec, names: list[str] | None = None) -> dict[str, Served]:
+    """Every URL path the rendered files point the nodes of ``names`` (None: every booting node) to,
+    and the file behind it: each node's script, and the kernel and initrd of each of their groups.
+
+    Invariant: exactly the URLs of :func:`dnsmasq_conf`'s ``dhcp-boot`` lines and of the scripts'
+    ``kernel`` and ``initrd`` lines; nothing else (no folder, no other file of an image folder)."""
+    out: dict[str, Served] = {}
+    boots = {g.name: g.boot for g in spec.node_groups if g.boot is not None}
+    for node in boot_nodes(spec, names):
+        out[script_url_path(node.name)] = Served(script_path(node.name))
+        for name in (KERNEL_FILE, INITRD_FILE):
+            out[image_url_path(node.group, name)] = Served(name, node.group, boots[node.group].image)
+    return out

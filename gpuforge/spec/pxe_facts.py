@@ -214,3 +214,36 @@ KERNEL_ARGS: dict[BootMode, KernelArgs] = {
     BootMode.STATELESS: KernelArgs(("root=/dev/nfs", "nfsroot={server}:{nfs_export}", "ip=dhcp"), _NFSROOT),
     BootMode.DISK: KernelArgs(("root={root}",), _ROOT),
 }
+
+_HTTPCORE = "https://github.com/ipxe/ipxe/blob/c8cae7cc178776dbb42cbe1cdaecbac99ddc060d/src/net/tcp/httpcore.c"
+
+#: What iPXE's HTTP client asks for when a script's ``kernel`` or ``initrd`` fetches a URI, so all the
+#: boot server's HTTP side must answer: a GET of the exact path (no HEAD, no Range), an HTTP/1.0 answer
+#: closing the connection, with the file's length.
+IPXE_HTTP: dict[str, Citation] = {
+    "GET, no Range": Citation(
+        "ipxe/ipxe src/net/tcp/httpcore.c (commit c8cae7c)", _HTTPCORE,
+        "static int http_open_get_uri ( struct interface *xfer, struct uri *uri ) { return http_open ( xfer, "
+        "&http_get, uri, NULL, NULL ); } [...] int http_open_uri ( struct interface *xfer, struct uri *uri ) { "
+        "/* Open GET/POST URI as applicable */ if ( uri->params ) { return http_open_post_uri ( xfer, uri ); } "
+        "else { return http_open_get_uri ( xfer, uri ); } } [...] static int http_format_range ( ... ) { /* "
+        "Construct range, if applicable */ if ( http->request.range.len ) { [...] } else { return 0; } }",
+    ),
+    "HEAD and Range: the HTTP block device only (sanboot)": Citation(
+        "ipxe/ipxe src/net/tcp/httpblock.c (commit b6f9e4b)",
+        "https://github.com/ipxe/ipxe/blob/b6f9e4bab082c3b7a9b587ef64109069fba59baa/src/net/tcp/httpblock.c",
+        "Hyper Text Transfer Protocol (HTTP) block device [...] /* Start a range request to retrieve the "
+        "block(s) */ [...] /* Start a HEAD request to retrieve the capacity */",
+    ),
+    "HTTP/1.0: no keep-alive": Citation(
+        "ipxe/ipxe src/net/tcp/httpcore.c (commit c8cae7c)", _HTTPCORE,
+        "/* Keepalive is enabled by default for anything newer than HTTP/1.0 */ [...] } else if ( strncmp ( "
+        "vernum, \"1.0\", 3 ) == 0 ) { /* HTTP/1.0 : keepalive not enabled by default */",
+    ),
+    "Content-Length": Citation(
+        "google/netboot commit 3aa7695 (pixiecore: set Content-Length when serving the kernel/initrd)",
+        "https://github.com/google/netboot/commit/3aa769557c8c8a5e606543f0d66b868f1314eef1",
+        "iPXE appears to have *really* poor performance (orders of magnitude worse) if it doesn't know the "
+        "length of the kernel/initrds that it's downloading.",
+    ),
+}  # fmt: skip

@@ -55,7 +55,7 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrate": {"spec", "progress", "render", "deploy", "validator", "bundle", "extensions"},
     "acceptance": {"spec", "progress", "console", "render", "probes", "validator", "deploy", "orchestrate"},
     "bmc": {"spec", "probes", "orchestrate"},  # Redfish power; the day-2 rule reads Slurm over remote.run
-    "provision": {"spec", "render", "image"},  # the boot server's files (image: its atomic file writer)
+    "provision": {"spec", "progress", "render", "image"},  # the boot server (image: its atomic file writer)
     "lab": {"spec", "console", "render", "probes"},
     "image": {"package", "spec", "progress", "console", "render", "probes", "deploy", "lab"},
     "cli": ALL_ROOMS - {"cli", "entry"},

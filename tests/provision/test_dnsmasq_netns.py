@@ -20,8 +20,6 @@ Root, dnsmasq, ip and curl are needed (skipped with the reason otherwise); about
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,20 +32,6 @@ pytestmark = pytest.mark.skipif(netns.why_not() is not None, reason=netns.why_no
 
 KNOWN, OTHER, UNKNOWN = specs.MACS["cpu1"], specs.MACS["cpu2"], "0c:c4:7a:00:00:99"
 BIOS, UEFI = "0", "7"
-
-
-@pytest.fixture
-def work() -> Iterator[Path]:
-    """A folder dnsmasq's unprivileged user can read (its TFTP root is in it): 0755, removed after."""
-    folder = Path(tempfile.mkdtemp(prefix="gfpxe-"))
-    folder.chmod(0o755)
-    tftp = folder / "tftp"
-    tftp.mkdir(mode=0o755)
-    for name in ("undionly.kpxe", "ipxe.efi"):
-        (tftp / name).write_bytes(f"iPXE stand-in: {name}\n".encode())
-        (tftp / name).chmod(0o644)
-    yield folder
-    shutil.rmtree(folder)
 
 
 def _served(mode: str, work: Path, suffix: str) -> Iterator[netns.BootNetwork]:

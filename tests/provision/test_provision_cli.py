@@ -102,7 +102,9 @@ def test_render_replaces_a_planted_link_instead_of_writing_through_it(site: Path
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "gpuforge provision: give --plan (print, write nothing) or --render DIR (write the files), one of them"),
+        ([], "gpuforge provision: give --plan (print, write nothing), --render DIR (write the files) or --serve "
+         "[--render DIR] (write them and serve the boot), one of them"),
+        (["--plan", "--serve"], "gpuforge provision: give --plan"),
         (["--plan", "--render", "x"], "gpuforge provision: give --plan"),
         (["--plan", "--limit", "ctl1"],
          "gpuforge provision: ctl1: no boot section in the spec (node_groups[].boot): not network-booted"),
