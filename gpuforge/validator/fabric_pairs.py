@@ -234,10 +234,19 @@ def parse_read_lat(lines: list[str]) -> float | None:
     return float(row.group(5)) if row else None
 
 
+#: A line of perftest's that says why it stopped (its messages: "Couldn't ...", "Failed to ...",
+#: "Unable to ...", "Completion with error ...", "Problems with warm up").
+_WHY = re.compile(r"(?i)\b(couldn't|could not|failed|unable|error|problems?|not supported)\b")
+
+
 def _tail(lines: list[str], keep: int = 2) -> str:
-    """The last ``keep`` lines that say something (perftest's rules of dashes left out), at most 200 characters."""
+    """Why perftest stopped, at most 200 characters: its last ``keep`` lines that say so, else its last
+    ``keep`` lines that say something (rules of dashes left out). perftest writes its errors to stderr
+    at once and its tables to stdout, which a pipe buffers until exit: the error comes first, the
+    table's header last."""
     said = [x.strip() for x in lines if x.strip().strip("-*")]
-    return " | ".join(said[-keep:])[-200:] or "no output"
+    why = [x for x in said if _WHY.search(x)]
+    return " | ".join((why or said)[-keep:])[-200:] or "no output"
 
 
 def judge_perftest(result: PairResult, client_out: str, server_out: str, limits: dict[str, float | None]) -> None:

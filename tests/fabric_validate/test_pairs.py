@@ -73,6 +73,22 @@ def test_a_server_that_never_listened_is_named() -> None:
     assert got.problems[1].startswith("ib_read_lat exit 124: no output")
 
 
+def test_a_failed_run_is_named_by_its_error_line_not_the_table_header_flushed_after_it() -> None:
+    """perftest's stderr comes at once, its stdout at exit: the error line precedes the header."""
+    failed = (
+        " Completion with error at client\n Failed status 12: wr_id 0 syndrom 0x81\n"
+        "---------------------------------------------------------------------------------------\n"
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+    )
+    got = fp.PairResult("n1", "n2")
+    server_out = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+    fp.judge_perftest(got, sections(failed, 1, "", 124), sections(server_out, 1, "", 124), {})
+    assert got.problems[0] == (
+        "ib_write_bw exit 1: Completion with error at client | Failed status 12: wr_id 0 syndrom 0x81 "
+        "(server exit 1: #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps])"
+    )
+
+
 def test_commands_carry_only_checked_tokens() -> None:
     server = fp.endpoint("n1", "n1", {"rxe_eth1": {"port": 1, "gid_index": 1, "ipv4": "10.0.0.1"}})
     client = fp.endpoint("n2", "n2", {"mlx5_0": {"port": 2, "gid_index": 3, "ipv4": None}})
