@@ -116,8 +116,11 @@ def boot_and_cycle(target: BmcTarget, tx: Transports, say: Callable[[str], None]
     system = tx.system(target)
     try:
         boot = system.set_boot(BootTarget.PXE, False)
-        say(f"{target.node}: boot override {boot.sent or 'already'} {boot.after.boot_target} "
-            f"({boot.after.boot_enabled})")  # fmt: skip
+        after = f"{boot.after.boot_target} ({boot.after.boot_enabled})"
+        say(
+            f"{target.node}: boot override "
+            + (f"{boot.sent} sent, reads back {after}" if boot.sent else f"already {after}")
+        )
         reset = system.act(PowerAction.CYCLE)
     except BmcError as e:
         raise Stop(f"{target.node}: {e}") from None
