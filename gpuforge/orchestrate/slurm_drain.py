@@ -85,8 +85,7 @@ def drain_command(
     parts = []
     if drain:
         parts.append(
-            f"scontrol update NodeName={shlex.quote(hostlist.compress(drain))} State=DRAIN "
-            f"Reason={shlex.quote(reason)}"
+            f"scontrol update NodeName={shlex.quote(hostlist.compress(drain))} State=DRAIN Reason={shlex.quote(reason)}"
         )
     parts.append(
         f"end=$(( $(date +%s) + {int(timeout_s)} )); "
