@@ -31,6 +31,7 @@ from enum import StrEnum
 from gpuforge.orchestrate.slurm_drain import NodeHold
 from gpuforge.render import pxe
 from gpuforge.spec import Role, Spec, nodes_with, resolve_nodes
+from gpuforge.spec.cluster import Cluster
 
 REIMAGE_TAG = "gpuforge: reimage"
 """The Slurm reason gpuforge drains a node with before it reimages it."""
@@ -96,11 +97,11 @@ def split_holds(holds: dict[str, NodeHold]) -> tuple[list[str], list[str]]:
     return ours, [n for n in holds if n not in ours]
 
 
-def next_step(spec_path: str, node: str, ours: bool | None) -> str:
+def next_step(cluster: Cluster, node: str, ours: bool | None) -> str:
     """What the operator does after ``node`` came back (``ours``: gpuforge drained it; None: no Slurm)."""
     text = (
         f"check {node}'s new host key and put it in known_hosts (ssh-keygen -R, then add it), "
-        f"then gpuforge apply {spec_path} --limit {node}"
+        f"then gpuforge apply {cluster.path} --limit {node}"
     )
     if ours is None:
         return text
@@ -109,8 +110,10 @@ def next_step(spec_path: str, node: str, ours: bool | None) -> str:
     return f"{text}; it stays drained: an operator drained it, gpuforge does not resume it"
 
 
-def node_steps(spec: Spec, spec_path: str, node: str, drain_timeout: int, boot_timeout: int) -> list[Step]:
+def node_steps(cluster: Cluster, node: str, boot_timeout: int) -> list[Step]:
     """The steps of ``node``'s reimage, in order."""
+    spec = cluster.spec
+    drain_timeout = spec.rollout.drain_timeout
     ctl = controller(spec)
     address = next(n.ssh_target for n in resolve_nodes(spec) if n.name == node)
     drain = (
@@ -127,18 +130,18 @@ def node_steps(spec: Spec, spec_path: str, node: str, drain_timeout: int, boot_t
         Step(node, StepKind.BOOT, "BMC boot override: PXE, next boot only"),
         Step(node, StepKind.POWER, "BMC power cycle (power on when off)"),
         Step(node, StepKind.WAIT, wait),
-        Step(node, StepKind.NEXT, next_step(spec_path, node, None) + (resume if ctl is not None else "")),
+        Step(node, StepKind.NEXT, next_step(cluster, node, None) + (resume if ctl is not None else "")),
     ]
     return steps
 
 
-def plan_text(spec: Spec, spec_path: str, names: list[str], boot_timeout: int) -> str:
+def plan_text(cluster: Cluster, names: list[str], boot_timeout: int) -> str:
     """The plan ``--reimage`` prints without ``--yes``: the batches and each node's steps."""
     lines: list[str] = []
-    for i, batch in enumerate(batches(spec, names), start=1):
+    for i, batch in enumerate(batches(cluster.spec, names), start=1):
         lines.append(f"batch {i}: {', '.join(batch)}")
         for node in batch:
-            for step in node_steps(spec, spec_path, node, spec.rollout.drain_timeout, boot_timeout):
+            for step in node_steps(cluster, node, boot_timeout):
                 lines.append(f"  {node}: {step.kind.value}: {step.text}")
     lines.append("nothing was changed: give --yes to reimage")
     return "\n".join(lines)

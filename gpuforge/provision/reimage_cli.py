@@ -88,12 +88,12 @@ def reimage_command(spec_path: Path, loaded: Spec, limit: str | None, yes: bool,
         _err(str(e), "nothing was changed")
         return 2
     if not yes:
-        print(reimage.plan_text(loaded, str(spec_path), names, boot_timeout))
+        print(reimage.plan_text(cluster, names, boot_timeout))
         return 0
     timing = reimage_run.Timing(loaded.rollout.drain_timeout, boot_timeout)
     targets = {n: t for n, (t, _) in found.items()}
     try:
-        reimage_run.run(loaded, str(spec_path), names, targets, transports(cluster, found), timing, print)
+        reimage_run.run(cluster, names, targets, transports(cluster, found), timing, print)
     except reimage_run.Stop as e:
         _err(f"reimage stopped: {e}")
         return 1

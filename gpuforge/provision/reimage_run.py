@@ -32,6 +32,7 @@ from gpuforge.orchestrate import slurm_drain
 from gpuforge.orchestrate.node_hold import QUICK_TIMEOUT, parse_known
 from gpuforge.provision import reimage
 from gpuforge.spec import Spec, hostlist, resolve_nodes
+from gpuforge.spec.cluster import Cluster
 
 
 class BmcSystem(Protocol):
@@ -168,14 +169,14 @@ def run_batch(
 
 
 def run(
-    spec: Spec, spec_path: str, names: list[str], targets: dict[str, BmcTarget], tx: Transports, timing: Timing,
+    cluster: Cluster, names: list[str], targets: dict[str, BmcTarget], tx: Transports, timing: Timing,
     say: Callable[[str], None],
 ) -> Outcome:  # fmt: skip
     """Every batch in turn; :class:`Stop` at the first failure (later batches untouched)."""
-    outcome = Outcome()
+    spec, outcome = cluster.spec, Outcome()
     for batch in reimage.batches(spec, names):
         outcome.ours.update(run_batch(spec, batch, targets, tx, timing, say))
         outcome.back += batch
         for n in batch:
-            say(f"{n}: next: {reimage.next_step(spec_path, n, outcome.ours[n])}")
+            say(f"{n}: next: {reimage.next_step(cluster, n, outcome.ours[n])}")
     return outcome

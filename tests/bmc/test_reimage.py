@@ -107,10 +107,11 @@ class Site:
         return reimage_run.Transports(self.slurm.shell, system, hostkeys.scanned, recorded)
 
     def run(self, names: list[str], boot_timeout: float = 30) -> reimage_run.Outcome:
-        found = reimage_cli.bmcs(Cluster.of(self.spec, self.path), names)
+        cluster = Cluster.of(self.spec, self.path)
+        found = reimage_cli.bmcs(cluster, names)
         timing = reimage_run.Timing(self.spec.rollout.drain_timeout, boot_timeout, drain_poll=0.2, boot_poll=0.3)
         targets = {n: t for n, (t, _) in found.items()}
-        return reimage_run.run(self.spec, "cluster.yaml", names, targets, self.transports(), timing, self.said.append)
+        return reimage_run.run(cluster, names, targets, self.transports(), timing, self.said.append)
 
 
 @pytest.fixture
@@ -141,7 +142,7 @@ def test_a_job_that_ends_is_waited_for_then_pxe_then_cycle_then_a_new_host_key(
     assert any(s.startswith("cpu1: back: SSH 127.0.0.21:") for s in site.said), site.said
     assert site.said[-1] == (
         "cpu1: next: check cpu1's new host key and put it in known_hosts (ssh-keygen -R, then add it), then "
-        "gpuforge apply cluster.yaml --limit cpu1; then resume it: scontrol update NodeName=cpu1 State=RESUME"
+        f"gpuforge apply {site.path} --limit cpu1; then resume it: scontrol update NodeName=cpu1 State=RESUME"
     )
     assert site.slurm.node("cpu2")["history"] == [] and requests_of(emu, "cpu2", site.since) == []
 
