@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,9 +36,10 @@ def resets_of(emu: Emulator, system: str) -> int:
 
 def write_site(
     folder: Path, emu: Emulator, ssh_port: int, known_hosts: Path, bmc: tuple[str, ...] = ("cpu1", "cpu2"),
-    batch_size: int = 1, drain_timeout: int = 30,
+    batch_size: int = 1, drain_timeout: int = 30, ipmi_ports: dict[str, int] | None = None,
 ) -> Path:  # fmt: skip
-    """The spec (``bmc``: the nodes with a BMC section) and its credentials file ``bmc.cred``."""
+    """The spec (``bmc``: the nodes with a BMC section, the emulator's unless ``ipmi_ports`` gives the
+    node's IPMI BMC port); the credentials file is ``bmc.cred`` beside it."""
     groups: list[dict[str, object]] = [
         {"name": "ctl", "hosts": "ctl1", "addresses": ["127.0.0.10"], "roles": ["controller", "accounting-db"]}
     ]
@@ -48,7 +49,10 @@ def write_site(
             "boot": {"mode": "stateless", "image": "images/cpu", "macs": {name: MACS[name]},
                      "nfs_export": "/srv/gpuforge/cpu"},
         }  # fmt: skip
-        if name in bmc:
+        if ipmi_ports and name in ipmi_ports:
+            group["bmc"] = {"protocol": "ipmi", "addresses": ["127.0.0.1"], "port": ipmi_ports[name],
+                            "credentials_file": "bmc.cred"}  # fmt: skip
+        elif name in bmc:
             group["bmc"] = {"addresses": ["127.0.0.1"], "port": emu.port, "credentials_file": "bmc.cred",
                             "tls_fingerprint": emu.fingerprint, "system_id": system_of(emu, name)}  # fmt: skip
         groups.append(group)
@@ -71,16 +75,23 @@ class _RefuseAll(paramiko.ServerInterface):
 
 
 class Node:
-    """A node's SSH side: its key before the reimage and the one it makes when it boots the image."""
+    """A node's SSH side: its key before the reimage and the one it makes when it boots the image
+    (once ``resets()``, the count of power changes its BMC logged, has grown)."""
 
-    def __init__(self, name: str, emu: Emulator) -> None:
-        self.name, self.emu, self.system = name, emu, system_of(emu, name)
+    def __init__(self, name: str, resets: Callable[[], int]) -> None:
+        self.name, self.resets = name, resets
         self.old, self.new = paramiko.RSAKey.generate(2048), paramiko.RSAKey.generate(2048)
-        self.resets_before = resets_of(emu, self.system)
+        self.resets_before = resets()
         self.answers = True  # False: the node never comes back (nothing listens after its reset)
 
+    @classmethod
+    def behind(cls, emu: Emulator, name: str) -> Node:
+        """The node behind its emulated Redfish system."""
+        system = system_of(emu, name)
+        return cls(name, lambda: resets_of(emu, system))
+
     def key(self) -> paramiko.PKey | None:
-        if resets_of(self.emu, self.system) == self.resets_before:
+        if self.resets() == self.resets_before:
             return self.old
         return self.new if self.answers else None
 

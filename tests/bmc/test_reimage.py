@@ -6,6 +6,7 @@ shows a fresh host key once the emulator has logged the node's reset; ``ssh-keys
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import subprocess
@@ -24,7 +25,7 @@ from gpuforge.bmc.transport import Credentials, Endpoint
 from gpuforge.provision import hostkeys, reimage_cli, reimage_run
 from gpuforge.spec import load_spec
 from gpuforge.spec.cluster import Cluster
-from tests.bmc import stub_controller
+from tests.bmc import fake_ipmi, stub_controller
 from tests.bmc.emulator import PASSWORD, USER, Emulator, credentials_file
 from tests.bmc.reimage_site import Node, ssh_nodes, system_of, write_site
 from tests.converge.stub_slurm import StubSlurm
@@ -116,7 +117,7 @@ class Site:
 
 @pytest.fixture
 def nodes(emu: Emulator) -> list[Node]:
-    return [Node("cpu1", emu), Node("cpu2", emu)]
+    return [Node.behind(emu, "cpu1"), Node.behind(emu, "cpu2")]
 
 
 @pytest.fixture
@@ -274,3 +275,29 @@ def test_bad_input_is_exit_2_before_anything_is_touched(
     assert said in done.stderr and "nothing was changed" in done.stderr
     assert not ssh_log.exists() and site.slurm.log() == []
     assert requests_of(emu, "cpu1", site.since) == requests_of(emu, "cpu2", site.since) == []
+
+
+def test_an_ipmi_node_is_set_to_network_boot_then_powered_on_through_the_cli_s_transports(
+    tmp_path: Path, emu: Emulator
+) -> None:
+    """The same run with cpu2 behind pyghmi's BMC server (UDP, 127.0.0.1) and the command line's own
+    transports (gpuforge.provision.reimage_cli.transports), only the controller swapped for the stub's shell."""
+    with fake_ipmi.running(tmp_path, count=1) as bmcs:
+        node = Node("cpu2", lambda: len(bmcs.controls()))
+        with ssh_nodes([node]) as port:
+            known = tmp_path / "known_hosts"
+            known.write_text(node.known_hosts_line(port))
+            path = write_site(tmp_path, emu, port, known, ipmi_ports={"cpu2": bmcs.ports[0]})
+            fake_ipmi.credentials_file(tmp_path)
+            slurm = StubSlurm(tmp_path / "slurm", "ctl1", ["cpu1", "cpu2"])
+            cluster = Cluster.of(load_spec(path), path)
+            found = reimage_cli.bmcs(cluster, ["cpu2"])
+            tx = dataclasses.replace(reimage_cli.transports(cluster, found), controller=slurm.shell)
+            said: list[str] = []
+            timing = reimage_run.Timing(30, 30, drain_poll=0.2, boot_poll=0.3)
+            reimage_run.run(cluster, ["cpu2"], {"cpu2": found["cpu2"][0]}, tx, timing, said.append)
+        controls, boot_sets = bmcs.controls(), bmcs.boot_sets()
+    port_ = str(bmcs.ports[0])
+    assert boot_sets == [f"{port_} network"] and controls == [f"{port_} power_on"]  # the chassis was off
+    assert said[1:3] == ["cpu2: boot override network (Once) sent, reads back network (Once)", "cpu2: was Off: on sent"]
+    assert slurm.node("cpu2") == {"drain": True, "reason": "gpuforge: reimage", "history": ["DRAIN"]}
