@@ -86,10 +86,10 @@ def drain_batch(batch: list[str], tx: Transports, timing: Timing, say: Callable[
     """Drain the batch (an operator's hold kept) and wait for its jobs; node -> gpuforge drained it."""
     names = hostlist.compress(batch)
     try:
-        holds = parse_known(slurm_drain.parse_states(_on_controller(tx, slurm_drain.state_command(batch),
-                                                                       QUICK_TIMEOUT)), batch)  # fmt: skip
+        states = _on_controller(tx, slurm_drain.state_command(batch), QUICK_TIMEOUT)
     except Stop as e:
         raise Stop(f"{names}: cannot read their Slurm state: {e}; nothing was changed") from None
+    holds = parse_known(slurm_drain.parse_states(states), batch)
     ours, operators = reimage.split_holds(holds)
     for n in operators:
         say(f"{n}: drained by an operator (reason {holds[n].reason or 'none'}): left so; waiting for its jobs")
@@ -100,7 +100,10 @@ def drain_batch(batch: list[str], tx: Transports, timing: Timing, say: Callable[
         _on_controller(tx, command, timing.drain_timeout + 60)
     except Stop as e:
         raise Stop(f"{names}: {e}; left drained, no job cancelled, no BMC asked anything") from None
-    out = _on_controller(tx, day2.slurm_command(batch), QUICK_TIMEOUT)
+    try:
+        out = _on_controller(tx, day2.slurm_command(batch), QUICK_TIMEOUT)
+    except Stop as e:
+        raise Stop(f"{names}: cannot read their Slurm state after the drain: {e}; left drained, no BMC asked") from None
     refused = day2.slurm_verdicts(batch, *day2.parse_slurm(out))
     if refused:
         why = "; ".join(f"{n}: {w}" for n, w in refused.items())

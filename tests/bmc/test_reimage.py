@@ -164,6 +164,20 @@ def test_a_job_that_never_ends_stops_the_run_with_the_node_drained_and_no_bmc_as
     assert site.events == [] and requests_of(emu, "cpu1", site.since) == []
 
 
+def test_a_controller_that_cannot_answer_stops_the_run_before_anything_changes(
+    site_of: Callable[..., Site], emu: Emulator, nodes: list[Node]
+) -> None:
+    site = site_of(2222)
+    site.slurm.fail("sinfo")
+    with pytest.raises(reimage_run.Stop) as stop:
+        site.run(["cpu1"])
+    assert str(stop.value) == (
+        "cpu1: cannot read their Slurm state: sinfo: error: Unable to contact slurm controller (connect failure); "
+        "nothing was changed"
+    )
+    assert site.slurm.node("cpu1")["history"] == [] and site.events == [] and requests_of(emu, "cpu1", site.since) == []
+
+
 def test_an_operator_drained_node_keeps_its_drain_and_reason_in_a_batch_of_two(
     site_of: Callable[..., Site], emu: Emulator, nodes: list[Node]
 ) -> None:
