@@ -84,6 +84,17 @@ def error_text(e: BaseException, creds: Credentials) -> str:
     return "IPMI: " + _UNPRINTABLE.sub(" ", text)[:200]
 
 
+def _forget(session: Any) -> None:
+    """Drop a logged-out session from pyghmi's table of sessions being set up. pyghmi (1.6) keeps it
+    there after logout and hands it to the next ``Command`` for the same BMC in this process, which
+    then fails ("'<' not supported between instances of 'float' and 'NoneType'" in ``raw_command``):
+    seen when one process sets a node's boot device and then cycles it (``provision --reimage``)."""
+    table = getattr(type(session), "initting_sessions", None)
+    if isinstance(table, dict):
+        for key in [k for k, v in table.items() if v is session]:
+            del table[key]
+
+
 class IpmiSystem:
     """One node's chassis behind its IPMI BMC (one session per instance, opened on first use)."""
 
@@ -111,6 +122,7 @@ class IpmiSystem:
             # a BMC that stopped answering cannot log out: the session times out on its side
             with contextlib.suppress(Exception):
                 cmd.ipmi_session.logout()
+            _forget(getattr(cmd, "ipmi_session", None))
 
     def _read(self, cmd: Any) -> SystemState:
         power = parse_power(cmd.get_power())

@@ -3,8 +3,9 @@
 Pure command builders and one parser; :mod:`gpuforge.orchestrate.node_hold` runs them on the
 controller. Invariants:
 
-- A node is drained with :data:`DRAIN_TAG` as its reason only by :func:`drain_command`, and only
-  nodes the caller owns are passed to it: a node an operator drained keeps its reason.
+- A node is drained with :data:`DRAIN_TAG` (or another ``gpuforge: ...`` reason a caller gives,
+  such as a reimage's) only by :func:`drain_command`, and only nodes the caller owns are passed to
+  it: a node an operator drained keeps its reason.
 - The wait ends with success only when ``squeue`` itself answered and listed no job on the nodes;
   a failing ``squeue`` (controller down, timeout) never reads as "no jobs".
 - :func:`resume_command` resumes a node only if its reason still starts with :data:`DRAIN_TAG` at
@@ -66,8 +67,11 @@ def parse_states(output: str) -> dict[str, NodeHold]:
     return holds
 
 
-def drain_command(drain: list[str], wait: list[str], timeout_s: int, poll_s: float | None = None) -> str:
-    """Drain ``drain`` (tagged), then wait until no job runs on ``drain`` + ``wait``.
+def drain_command(
+    drain: list[str], wait: list[str], timeout_s: int, poll_s: float | None = None, reason: str = DRAIN_TAG
+) -> str:
+    """Drain ``drain`` (with ``reason``: a rollout's :data:`DRAIN_TAG` unless told), then wait until
+    no job runs on ``drain`` + ``wait``.
 
     ``wait`` are nodes the caller may change but must not re-drain (an operator drained them and
     the run was given ``--include-drained``). Exit 0: no job left; 1: jobs still ran at the deadline
@@ -81,8 +85,7 @@ def drain_command(drain: list[str], wait: list[str], timeout_s: int, poll_s: flo
     parts = []
     if drain:
         parts.append(
-            f"scontrol update NodeName={shlex.quote(hostlist.compress(drain))} State=DRAIN "
-            f"Reason={shlex.quote(DRAIN_TAG)}"
+            f"scontrol update NodeName={shlex.quote(hostlist.compress(drain))} State=DRAIN Reason={shlex.quote(reason)}"
         )
     parts.append(
         f"end=$(( $(date +%s) + {int(timeout_s)} )); "

@@ -16,7 +16,9 @@ Exit status: 0 done (``--serve``: stopped by a signal); 1 ``--serve`` only: dnsm
 server exited by itself (named, with its last output); 2 bad input (a bad spec or ``--limit``, no
 ``provisioning`` section, a node of the limit without a ``boot`` section, not one of ``--plan``,
 ``--render`` and ``--serve``, a ``--serve`` check that failed), nothing written, nothing started.
-Powering the nodes on to boot, and exporting the image over NFS, are not in this command.
+``--reimage --limit NODES [--yes]`` drains, boots over the network and power-cycles running nodes
+through their BMCs (:mod:`gpuforge.provision.reimage_cli`: its own exit statuses); the server that
+answers their boot is ``--serve``, run beside it. Exporting the image over NFS is not in this command.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from gpuforge.image.safe_files import write_file
-from gpuforge.provision import http, preflight, serve
+from gpuforge.provision import http, preflight, reimage_cli, serve
 from gpuforge.render import pxe
 from gpuforge.spec import LIMIT_HELP, SpecError, hostlist, load_or_exit, resolve_nodes, select_limit
 from gpuforge.spec.bmc_rules import bmc_addresses
@@ -53,6 +55,20 @@ ServeOpt = Annotated[
     ),
 ]
 LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
+ReimageOpt = Annotated[
+    bool,
+    typer.Option(
+        "--reimage",
+        help="Reimage the --limit nodes, a rollout batch at a time: drain (Slurm; jobs never cancelled), BMC "
+        "boot override PXE once, power cycle, wait until SSH answers with a new host key; without --yes, "
+        "print the steps and change nothing",
+    ),
+]
+YesOpt = Annotated[bool, typer.Option("--yes", help="--reimage: do it (without: print the plan only)")]
+BootTimeoutOpt = Annotated[
+    int,
+    typer.Option("--boot-timeout", min=1, metavar="SECONDS", help="--reimage: how long a node has to come back"),
+]
 
 
 def _refuse(*messages: str) -> NoReturn:
@@ -171,15 +187,21 @@ def serve_boot(spec: Spec, spec_folder: Path, names: list[str], render_to: Path 
 
 def provision(
     spec: SpecArg, plan: PlanOpt = False, render_to: RenderOpt = None, serve_it: ServeOpt = False,
-    limit: LimitOpt = None,
+    limit: LimitOpt = None, reimage: ReimageOpt = False, yes: YesOpt = False,
+    boot_timeout: BootTimeoutOpt = reimage_cli.BOOT_TIMEOUT,
 ) -> None:  # fmt: skip
-    """Network boot of the nodes: its plan (--plan), its files (--render DIR), or serving it (--serve)."""
-    if [plan, render_to is not None and not serve_it, serve_it].count(True) != 1:
+    """Network boot of the nodes: its plan (--plan), its files (--render DIR), serving it (--serve),
+    or reimaging running nodes through it (--reimage --limit NODES [--yes])."""
+    if [plan, render_to is not None and not serve_it, serve_it, reimage].count(True) != 1:
         _refuse(
-            "give --plan (print, write nothing), --render DIR (write the files) or --serve [--render DIR] "
-            "(write them and serve the boot), one of them"
+            "give --plan (print, write nothing), --render DIR (write the files), --serve [--render DIR] "
+            "(write them and serve the boot) or --reimage --limit NODES [--yes], one of them"
         )
+    if yes and not reimage:
+        _refuse("--yes goes with --reimage only")
     loaded = load_or_exit(spec)
+    if reimage:
+        raise typer.Exit(reimage_cli.reimage_command(spec, loaded, limit, yes, boot_timeout))
     if loaded.provisioning is None:
         _refuse(f"{spec}: no provisioning section: nothing boots over the network")
     names = _chosen(loaded, limit)

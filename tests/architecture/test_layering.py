@@ -55,7 +55,9 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrate": {"spec", "progress", "render", "deploy", "validator", "bundle", "extensions"},
     "acceptance": {"spec", "progress", "console", "render", "probes", "validator", "deploy", "orchestrate"},
     "bmc": {"spec", "probes", "orchestrate"},  # Redfish power; the day-2 rule reads Slurm over remote.run
-    "provision": {"spec", "progress", "render", "image"},  # the boot server (image: its atomic file writer)
+    # the boot server (image: its atomic file writer); reimage drains (orchestrate's Slurm commands) and
+    # boots and cycles nodes through bmc
+    "provision": {"spec", "progress", "render", "image", "bmc", "orchestrate"},
     "lab": {"spec", "console", "render", "probes"},
     "image": {"package", "spec", "progress", "console", "render", "probes", "deploy", "lab"},
     "cli": ALL_ROOMS - {"cli", "entry"},

@@ -15,7 +15,7 @@ from tests.bmc.emulator import Emulator
 @pytest.fixture(scope="session")
 def emu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     folder = tmp_path_factory.mktemp("redfish")
-    running, proc = emulator.start(folder, count=4)
+    running, proc = emulator.start(folder, count=6)
     try:
         yield running
     finally:

@@ -102,8 +102,10 @@ def test_render_replaces_a_planted_link_instead_of_writing_through_it(site: Path
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "gpuforge provision: give --plan (print, write nothing), --render DIR (write the files) or --serve "
-         "[--render DIR] (write them and serve the boot), one of them"),
+        ([], "gpuforge provision: give --plan (print, write nothing), --render DIR (write the files), --serve "
+         "[--render DIR] (write them and serve the boot) or --reimage --limit NODES [--yes], one of them"),
+        (["--plan", "--reimage"], "gpuforge provision: give --plan"),
+        (["--plan", "--yes"], "gpuforge provision: --yes goes with --reimage only"),
         (["--plan", "--serve"], "gpuforge provision: give --plan"),
         (["--plan", "--render", "x"], "gpuforge provision: give --plan"),
         (["--plan", "--limit", "ctl1"],
