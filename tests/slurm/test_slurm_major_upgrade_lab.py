@@ -119,6 +119,10 @@ def versions_everywhere(c: LabCluster) -> dict[str, str]:
     return out
 
 
+#: The file on node3 whose appearance ends the job that runs through the upgrade.
+RELEASE = "/var/tmp/gpuforge-test-release"
+
+
 def test_24_11_to_26_05_keeps_every_job_and_the_running_one(cluster: LabCluster, tmp_path: Path) -> None:
     c = cluster
     assert versions_everywhere(c)["node2"] == "slurm 24.11.5"
@@ -127,7 +131,9 @@ def test_24_11_to_26_05_keeps_every_job_and_the_running_one(cluster: LabCluster,
     synthesize_week(c, first, SYNTHETIC)
     before = jobs_in_sacct(c)
     assert len(before) >= SYNTHETIC + 1 and first in before, len(before)
-    running = submit(c, "sleep 240")  # node3: the second batch
+    # node3, the second batch: the job runs until the test lets it end, after the upgrade (a fixed
+    # sleep ended before it: the upgrade builds 26.05 first, for longer than any sleep one can pick)
+    running = submit(c, f"while [ ! -e {RELEASE} ]; do sleep 2; done")
     wait_for("the job running", lambda: "RUNNING" in c.ssh("node1", f"squeue -h -j {running} -o %T", check=False))
 
     www = tmp_path / "www"
@@ -149,6 +155,7 @@ def test_24_11_to_26_05_keeps_every_job_and_the_running_one(cluster: LabCluster,
     print(cp.stdout[-6000:] + cp.stderr[-3000:])
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert c.ssh("node1", f"squeue -h -j {running} -o %T", check=False).strip() == "RUNNING"
+    c.ssh("node3", f"touch {RELEASE}")  # the job that ran through the upgrade may end now
     seconds, lines = conversion_seconds(c.ssh("node1", "cat /var/log/slurm/slurmdbd.log"))
     versions = versions_everywhere(c)
     assert versions == {"node1": "slurm 26.05.3", "node2": "slurm 26.05.3", "node3": "slurm 26.05.3",
