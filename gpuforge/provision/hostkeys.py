@@ -12,6 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from gpuforge.spec.bounded_read import NodeOutputError, run_bounded
+
 #: Seconds ssh-keyscan waits for a node (its ``-T``).
 SCAN_TIMEOUT = 5
 
@@ -35,10 +37,10 @@ def scanned(host: str, port: int) -> set[str]:
     """The host keys the SSH server at ``host:port`` shows now (empty: it does not answer)."""
     argv = ["ssh-keyscan", "-T", str(SCAN_TIMEOUT), "-p", str(port), host]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=SCAN_TIMEOUT * 4 + 5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_bounded(argv, b"", SCAN_TIMEOUT * 4 + 5)
+    except (OSError, subprocess.TimeoutExpired, NodeOutputError):
         return set()
-    return parse_keys(done.stdout)
+    return parse_keys(done.stdout.decode("utf-8", "replace"))
 
 
 def known_hosts_file(configured: Path | None) -> Path:

@@ -21,11 +21,15 @@ from gpuforge.bmc.redfish import RedfishSystem
 from gpuforge.bmc.targets import BmcTarget, PowerInputError, bmc_targets, read_credentials
 from gpuforge.bmc.transport import Credentials
 from gpuforge.orchestrate import remote
+from gpuforge.orchestrate.discover import printable
 from gpuforge.provision import hostkeys, reimage, reimage_run
 from gpuforge.spec import SpecError, select_limit
 from gpuforge.spec.bmc import BmcProtocol
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.model import Spec
+
+#: The most characters of one printed line (a line may quote a node's output).
+OUTPUT_CHARS = 2000
 
 #: Seconds a node has to come back after its power cycle (firmware, PXE, the image's first boot).
 BOOT_TIMEOUT = 1800
@@ -33,7 +37,13 @@ BOOT_TIMEOUT = 1800
 
 def _err(*lines: str) -> None:
     for line in lines:
-        print(f"gpuforge provision: {line}", file=sys.stderr)
+        print(f"gpuforge provision: {printable(line, OUTPUT_CHARS)}", file=sys.stderr)
+
+
+def _say(line: str) -> None:
+    """A progress line: it may carry a node's words (a drain reason, ssh's stderr), so no control
+    characters and cut."""
+    print(printable(line, OUTPUT_CHARS))
 
 
 def chosen(spec: Spec, limit: str | None) -> tuple[list[str], list[str]]:
@@ -93,7 +103,7 @@ def reimage_command(spec_path: Path, loaded: Spec, limit: str | None, yes: bool,
     timing = reimage_run.Timing(loaded.rollout.drain_timeout, boot_timeout)
     targets = {n: t for n, (t, _) in found.items()}
     try:
-        reimage_run.run(cluster, names, targets, transports(cluster, found), timing, print)
+        reimage_run.run(cluster, names, targets, transports(cluster, found), timing, _say)
     except reimage_run.Stop as e:
         _err(f"reimage stopped: {e}")
         return 1

@@ -315,3 +315,18 @@ def test_an_ipmi_node_is_set_to_network_boot_then_powered_on_through_the_cli_s_t
     assert boot_sets == [f"{port_} network"] and controls == [f"{port_} power_on"]  # the chassis was off
     assert said[1:3] == ["cpu2: boot override network (Once) sent, reads back network (Once)", "cpu2: was Off: on sent"]
     assert slurm.node("cpu2") == {"drain": True, "reason": "gpuforge: reimage", "history": ["DRAIN"]}
+
+
+def test_a_drain_reason_with_an_escape_sequence_reaches_the_terminal_inert(
+    site_of: Callable[..., Site], emu: Emulator, nodes: list[Node], tmp_path: Path
+) -> None:
+    """The operator's drain reason comes from the controller (node output): printed without control characters."""
+    with ssh_nodes(nodes) as port:
+        site = site_of(port)
+        site.slurm.drain_by_hand("cpu2", "bad DIMM \x1b[2J\x1b]0;owned\x07 ticket 12")
+        _ssh_log, env = controller_env(tmp_path, site.slurm)
+        done = provision(str(site.path), "--reimage", "--limit", "cpu2", "--yes", "--boot-timeout", "60",
+                         env=env, folder=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
+    assert "cpu2: drained by an operator (reason bad DIMM [2J]0;owned ticket 12): left so" in done.stdout, done.stdout
