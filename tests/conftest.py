@@ -16,6 +16,7 @@ import yaml
 
 from gpuforge.probes.slurm_metrics import SINFO, parse_sinfo
 from gpuforge.render.health import HEALTH_PROGRAM
+from tests import yaml_text
 
 pytest_plugins = ["gpuforge.lab.pytest_plugin"]
 
@@ -60,7 +61,7 @@ class LabCluster:
         if mutate:
             mutate(data)
         path = self.workdir / name
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        path.write_text(yaml_text.dump(data, sort_keys=False))
         return path
 
     def apply(self, spec: Path | None = None, *extra: str) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from pyinfra.api.util import get_file_io
 from pyinfra.connectors.base import BaseConnector
 from pyinfra.connectors.util import CommandOutput, OutputLine
 
+from tests import yaml_text
+
 #: (host, command) -> (ok, output lines) or None for the default (success, no output).
 Responder = Callable[[str, str], "tuple[bool, list[str]] | None"]
 
@@ -129,14 +131,12 @@ def lock_nodes_locally(monkeypatch: pytest.MonkeyPatch, where: Path, unreachable
 def write_simulated_spec(data: dict[str, Any], where: Path, name: str) -> Path:
     """Write spec ``data`` under ``where`` with placeholder SSH key and known_hosts files there
     (preflight wants them readable; nothing connects over SSH to simulated nodes)."""
-    import yaml
-
     (where / "id").write_text("not a key: nothing connects over SSH here\n")
     (where / "known_hosts").write_text("")
     data["ssh"]["key"] = str(where / "id")
     data["ssh"]["known_hosts"] = str(where / "known_hosts")
     path = where / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml_text.dump(data, sort_keys=False))
     return path
 
 

@@ -37,6 +37,7 @@ from gpuforge.spec import load as spec_load
 from gpuforge.spec.diff import FieldChange, diff_specs
 from gpuforge.spec.model import Spec as SpecModel
 from gpuforge.spec.policy import POLICY_KEY, UpdatePolicy
+from tests import yaml_text
 from tests.converge.converged import ConvergedCluster, PlannedStep, converge
 from tests.converge.simulated import write_simulated_spec
 from tests.helpers import INVENTORIES
@@ -976,7 +977,7 @@ class Examples:
         changed = copy.deepcopy(data)
         mutation.change(changed)
         new_path = self.root / mutation.example / f"{re.sub(r'[^a-z0-9]+', '-', path)}.yaml"
-        new_path.write_text(yaml.safe_dump(changed, sort_keys=False))
+        new_path.write_text(yaml_text.dump(changed, sort_keys=False))
         new = spec_load.load_spec(new_path)
         rollout = plan_rollout(cluster.spec, new)
         effects = {} if rollout.refused else node_effects(cluster.changes(new_path))
@@ -1129,7 +1130,7 @@ def test_acceptance_changes_no_node_file() -> None:
     data = yaml.safe_load(path.read_text())
     assert data.get("acceptance"), "the every-field fixture sets the acceptance section"
     without = {k: v for k, v in data.items() if k != "acceptance"}
-    with_it, without_it = (render_cluster(spec_load.parse_spec(yaml.safe_dump(d))) for d in (data, without))
+    with_it, without_it = (render_cluster(spec_load.parse_spec(yaml_text.dump(d))) for d in (data, without))
     assert {n: [(f.path, f.data) for f in fs] for n, fs in with_it.items()} == {
         n: [(f.path, f.data) for f in fs] for n, fs in without_it.items()
     }
@@ -1148,7 +1149,7 @@ def test_provisioning_changes_no_node_file() -> None:
     assert data.get("provisioning") and any("boot" in g for g in data["node_groups"]), "the fixture sets both"
     without = {k: v for k, v in data.items() if k != "provisioning"}
     without["node_groups"] = [{k: v for k, v in g.items() if k != "boot"} for g in data["node_groups"]]
-    with_it, without_it = (render_cluster(spec_load.parse_spec(yaml.safe_dump(d))) for d in (data, without))
+    with_it, without_it = (render_cluster(spec_load.parse_spec(yaml_text.dump(d))) for d in (data, without))
     assert {n: [(f.path, f.data) for f in fs] for n, fs in with_it.items()} == {
         n: [(f.path, f.data) for f in fs] for n, fs in without_it.items()
     }

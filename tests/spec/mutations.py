@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from tests import yaml_text
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES: dict[str, dict[str, Any]] = {
     p.name: yaml.safe_load(p.read_text()) for p in sorted((REPO / "inventories").glob("*.yaml"))
@@ -52,7 +54,7 @@ HOSTILE_STRINGS = [
     "*",
 ]
 HUGE_NUMBERS: list[Any] = [-1, 0, -(2**63), 2**63, 10**18 - 1, 10**18, 10**19, 1e308, float("inf"), float("nan")]
-DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+DUMPER = yaml_text.DUMPER
 OTHER_TYPES: list[Any] = [None, True, 0, -5, 1.5, "x", [], {}, ["a", 1], {"k": "v"}, 2**40]
 
 

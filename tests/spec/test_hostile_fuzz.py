@@ -42,6 +42,7 @@ from gpuforge.render import render_node
 from gpuforge.render.files import Secrets
 from gpuforge.spec import SpecError, load_spec, parse_spec, resolve_nodes
 from gpuforge.spec.limits import BUNDLE_MANIFEST_BYTES, LIMITS
+from tests import yaml_text
 from tests.spec.mutations import Mutated, mutated_specs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +101,7 @@ def mutate(leaf: int, template: str) -> tuple[dict[str, Any], str]:
 def test_hostile_strings_are_refused_or_stay_literal(leaf: int, template: str) -> None:
     data, value = mutate(leaf, template)
     try:
-        spec = parse_spec(yaml.safe_dump(data))
+        spec = parse_spec(yaml_text.dump(data))
     except SpecError:
         return
     where = ".".join(map(str, LEAVES[leaf][1]))
@@ -121,7 +122,7 @@ def test_the_fuzz_reaches_every_example_and_many_fields() -> None:
 def test_cli_check_refuses_a_newline_with_exit_2(leaf: int, tmp_path: Path) -> None:
     data, _ = mutate(leaf, "{v}\nSlurmctldHost=evil")
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(data))
+    spec.write_text(yaml_text.dump(data))
     argv = [sys.executable, "-m", "gpuforge", "check", str(spec)]
     cp = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert cp.returncode == 2 and "Traceback" not in cp.stderr, (LEAVES[leaf], cp.stdout, cp.stderr)

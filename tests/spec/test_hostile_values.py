@@ -34,6 +34,7 @@ from gpuforge.render.files import RenderedFile
 from gpuforge.spec import SpecError, parse_spec
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.model import Spec
+from tests import yaml_text
 from tests.converge.simulated import simulated, write_simulated_spec
 from tests.spec.hostile import (
     FIXED,
@@ -99,7 +100,7 @@ def every_file(spec: Spec) -> dict[str, list[RenderedFile]]:
 @functools.cache
 def base_render(base: str) -> dict[str, dict[str, bytes | None]]:
     """The base spec's files per node (None: secret or streamed, not compared), each one parsed."""
-    files = every_file(parse_spec(yaml.safe_dump(BASES[base])))
+    files = every_file(parse_spec(yaml_text.dump(BASES[base])))
     out: dict[str, dict[str, bytes | None]] = {}
     for node, rendered in files.items():
         out[node] = {f.path: None if f.secret or f.streamed else f.data for f in rendered}
@@ -111,7 +112,7 @@ def base_render(base: str) -> dict[str, dict[str, bytes | None]]:
 
 def accepted_or_refused(base: str, loc: Location, value: str) -> Spec | None:
     """The spec with ``value`` at ``loc``, or None when a SpecError refuses it naming that field."""
-    text = yaml.safe_dump(with_value(BASES[base], loc, value), allow_unicode=True)
+    text = yaml_text.dump(with_value(BASES[base], loc, value), allow_unicode=True)
     try:
         return parse_spec(text)
     except SpecError as e:
