@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from gpuforge.spec import Spec, load_spec, parse_spec
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORIES = REPO / "inventories"
@@ -41,7 +42,7 @@ def variant(name: str, change: Callable[[dict[str, Any]], None]) -> Spec:
     """An example inventory with a change applied to its YAML data, checked like a real file."""
     data = yaml.safe_load((INVENTORIES / f"{name}.yaml").read_text())
     change(data)
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 #: A well-formed bundle key fingerprint for specs that are only rendered (no bundle is verified).

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gpuforge.spec import Spec, load_spec
+from tests import yaml_text
 from tests.acceptance.stub_slurm import StubSlurm
 
 HERE = Path(__file__).resolve().parent
@@ -55,7 +56,7 @@ def lab_spec(tmp_path: Path, mutate: Callable[[dict[str, Any]], None] | None = N
     if mutate:
         mutate(data)
     path = tmp_path / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml_text.dump(data, sort_keys=False))
     return path
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from gpuforge.acceptance import batch
 from gpuforge.spec import SpecError, parse_spec
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.spec.hostile import FIXED
 
@@ -26,7 +27,7 @@ FIELDS = [
 
 
 def scripts(data: dict[str, Any]) -> list[str]:
-    spec = parse_spec(yaml.safe_dump(data), base_dir=REPO / "tests" / "spec" / "fixtures")
+    spec = parse_spec(yaml_text.dump(data), base_dir=REPO / "tests" / "spec" / "fixtures")
     return [batch.batch_script(spec, g, "c") for g in batch.plan_groups(spec, batch.campaign_nodes(spec))]
 
 

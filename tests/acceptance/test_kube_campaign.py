@@ -20,6 +20,7 @@ from gpuforge.acceptance.campaign import Cluster
 from gpuforge.cli import app
 from gpuforge.spec import Spec, load_spec
 from gpuforge.spec.cluster import Cluster as Loaded
+from tests import yaml_text
 from tests.acceptance.conftest import STRESS_STUB
 from tests.acceptance.stub_kube_jobs import StubKubeJobs
 from tests.helpers import INVENTORIES
@@ -57,7 +58,7 @@ def kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StubKubeJobs:
 def spec_file(tmp_path: Path) -> Callable[..., tuple[Spec, Path]]:
     def make(**acceptance: Any) -> tuple[Spec, Path]:
         path = tmp_path / "k8s.yaml"
-        path.write_text(yaml.safe_dump(k8s_data(**acceptance), sort_keys=False))
+        path.write_text(yaml_text.dump(k8s_data(**acceptance), sort_keys=False))
         return load_spec(path), path
 
     return make
@@ -249,7 +250,7 @@ def test_bad_kubernetes_acceptance_exits_2_naming_the_field(
     from tests.conftest import run_cli
 
     path = tmp_path / "k8s.yaml"
-    path.write_text(yaml.safe_dump(k8s_data(**section), sort_keys=False))
+    path.write_text(yaml_text.dump(k8s_data(**section), sort_keys=False))
     cp = run_cli("check", str(path))
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert expect in cp.stderr and "Traceback" not in cp.stderr

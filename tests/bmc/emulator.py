@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from tests import yaml_text
 
 USER, PASSWORD = "gpuforge-admin", "s3cret-Pa55-not-in-output"
 
@@ -142,7 +142,7 @@ def spec_with_bmcs(folder: Path, bmcs: list[dict[str, object]]) -> Path:
     data = {"cluster": {"name": "t", "scheduler": "slurm"}, "node_groups": groups,
             "slurm": {"partitions": [{"name": "batch", "nodes": "cpu1,cpu2"}]}}  # fmt: skip
     path = folder / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml_text.dump(data, sort_keys=False))
     return path
 
 

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
-import yaml
 
+from tests import yaml_text
 from tests.bmc.emulator import Emulator
 
 HARDWARE = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 4000}
@@ -65,7 +65,7 @@ def write_site(
         "rollout": {"batch_size": batch_size, "drain_timeout": drain_timeout},
     }
     path = folder / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml_text.dump(data, sort_keys=False))
     return path
 
 

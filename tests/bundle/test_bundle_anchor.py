@@ -20,6 +20,7 @@ import yaml
 from gpuforge.bundle.layout import MANIFEST, MANIFEST_SIG
 from gpuforge.bundle.signing import BUNDLE_KEY, BundleSigner
 from gpuforge.bundle.verify import verify_bundle
+from tests import yaml_text
 from tests.bundle.conftest import run_bundle
 from tests.conftest import REPO, run_cli
 from tests.helpers import bundle_fingerprint, write_bundle_manifest
@@ -160,7 +161,7 @@ def offline_spec_file(tmp_path: Path, b: Path, pin: str | None) -> Path:
     if pin is not None:
         data["sources"]["bundle_fingerprint"] = pin
     spec = tmp_path / "offline.yaml"
-    spec.write_text(yaml.safe_dump(data))
+    spec.write_text(yaml_text.dump(data))
     return spec
 
 

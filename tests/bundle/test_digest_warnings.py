@@ -15,6 +15,7 @@ import yaml
 from gpuforge.bundle.digest_warnings import artifact_warnings, representatives
 from gpuforge.bundle.downloads import spec_needs
 from gpuforge.spec import resolve_nodes
+from tests import yaml_text
 from tests.helpers import INVENTORIES, variant
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_check_prints_the_warning_and_strict_exits_2(tmp_path: Path) -> None:
     data = yaml.safe_load((INVENTORIES / "slurm-h100.yaml").read_text())
     pin(SLURM_FILES[1:])(data)
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml_text.dump(data))
     relaxed = check(path)
     assert relaxed.returncode == 0, relaxed.stderr
     assert f"{path}: warning: sources.artifact_sha256: no sha256 is known for {PYXIS}, so pyxis" in relaxed.stderr

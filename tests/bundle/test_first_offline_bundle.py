@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from tests import yaml_text
 from tests.bundle.conftest import run_bundle
 from tests.conftest import REPO, run_cli
 
@@ -21,7 +22,7 @@ def offline_lab(tmp_path: Path, **sources: Any) -> Path:
     data = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
     data["sources"] = {"mode": "offline", "bundle_dir": str(tmp_path / "bundle"), **sources}
     path = tmp_path / "offline.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml_text.dump(data))
     return path
 
 
@@ -52,7 +53,7 @@ def test_bundle_still_refuses_the_spec_s_other_problems(tmp_path: Path) -> None:
     data = yaml.safe_load(offline_lab(tmp_path).read_text())
     del data["sources"]["bundle_dir"]
     spec = tmp_path / "no-dir.yaml"
-    spec.write_text(yaml.safe_dump(data))
+    spec.write_text(yaml_text.dump(data))
     cp = run_bundle(str(spec), "-o", str(tmp_path / "bundle"))
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "sources.bundle_dir: mode offline needs bundle_dir" in cp.stderr

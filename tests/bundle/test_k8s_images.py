@@ -16,6 +16,7 @@ import yaml
 from gpuforge.bundle import images
 from gpuforge.spec import load_spec
 from gpuforge.validator import k8s_probe
+from tests import yaml_text
 from tests.bundle.test_k8s_bundle import SPEC, UPSTREAM_CHART
 
 # The image section of NFD's chart values and its Chart.yaml, as the GPU Operator v26.7.0 chart vendors
@@ -48,7 +49,7 @@ def chart(tmp_path: Path, subchart: str | None, values: Any = None, chart_yaml: 
     subchart ``"dir"`` (vendored), ``"tgz"`` (packaged) or None (not carried)."""
     top = chart_yaml if chart_yaml is not None else (UPSTREAM_CHART / "Chart.yaml").read_text()
     top = top.replace("version: v1.0.0-devel", "version: v26.7.0").replace('"main-latest"', '"v26.7.0"')
-    vals = (UPSTREAM_CHART / "values.yaml").read_text() if values is None else yaml.safe_dump(values)
+    vals = (UPSTREAM_CHART / "values.yaml").read_text() if values is None else yaml_text.dump(values)
     files = {"gpu-operator/Chart.yaml": top.encode(), "gpu-operator/values.yaml": vals.encode()}
     sub = {"Chart.yaml": NFD_CHART.encode(), "values.yaml": NFD_VALUES.encode()}
     if subchart == "dir":

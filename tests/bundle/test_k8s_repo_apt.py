@@ -23,6 +23,7 @@ from gpuforge.render import k8s_packages as pkgs
 from gpuforge.spec import Spec, k8s_upstream, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from gpuforge.spec.nodes import Node
+from tests import yaml_text
 from tests.bundle.conftest import RepoKey, Server, cli_env, flat_repo
 from tests.conftest import REPO
 
@@ -56,7 +57,7 @@ def node_files(base_url: str, key: str | None) -> tuple[Spec, Node, dict[str, st
     data["sources"] = {"mode": "mirror", "mirrors": {"kubernetes": f"{base_url}/"}}
     if key is not None:
         data["sources"]["mirror_keys"] = {"kubernetes": key}
-    spec = parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=REPO / "inventories")
+    spec = parse_spec(yaml_text.dump(data), "k8s.yaml", base_dir=REPO / "inventories")
     node = next(n for n in resolve_nodes(spec) if n.name == "kgpu01")
     return spec, node, {f.path: f.data.decode() for f in pkgs.k8s_repo_files(spec, node)}
 

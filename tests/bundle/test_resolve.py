@@ -10,6 +10,7 @@ from gpuforge.bundle.debian import PackageIndex, parse_packages, render_packages
 from gpuforge.bundle.downloads import spec_needs
 from gpuforge.bundle.resolve import Pin, Want, resolve
 from gpuforge.spec import load_spec, parse_spec
+from tests import yaml_text
 from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -298,7 +299,7 @@ def test_offline_spec_fetches_from_upstream_and_rhel_gets_rpm() -> None:
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
     data["sources"] = {"mode": "offline", "bundle_dir": "bundle", "bundle_fingerprint": RENDER_ONLY_BUNDLE_FINGERPRINT}
     data["node_groups"][5]["os"] = "rhel9"  # the mig group
-    needs = spec_needs(parse_spec(yaml.safe_dump(data)))
+    needs = spec_needs(parse_spec(yaml_text.dump(data)))
     urls = {(fmt, kind): need.url for (fmt, kind, _), need in needs.repos.items()}
     assert urls == {
         ("apt", "nvidia-cuda"): "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64",

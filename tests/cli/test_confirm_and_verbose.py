@@ -18,6 +18,7 @@ from gpuforge.deploy.runlog import run_files
 from gpuforge.orchestrate.applied_record import last_applied
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.redact import redact_url_credentials
+from tests import yaml_text
 from tests.conftest import REPO, run_cli
 from tests.converge.simulated import SimulatedCluster
 
@@ -107,7 +108,7 @@ def test_yes_applies_without_asking_and_still_shows_what_it_applies(
     data = yaml.safe_load(spec_file.read_text())
     workers = data["node_groups"][1]
     workers["hardware"] = {**workers["hardware"], "real_memory_mb": 2000}  # a rolling field of theirs
-    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec_file.write_text(yaml_text.dump(data, sort_keys=False))
     res = runner.invoke(app, ["apply", str(spec_file), "-y", "--tags", "slurm"])
     text = " ".join(res.stderr.split())
     assert "Applying to 3 node(s): node[1-3] (only slurm)" in text, text
@@ -123,7 +124,7 @@ def test_the_question_shows_a_pending_rolling_change_and_what_tags_leave_alone(
     workers = data["node_groups"][1]
     assert workers["name"] == "workers"
     workers["hardware"] = {**workers["hardware"], "real_memory_mb": 2000}  # a rolling field of theirs
-    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec_file.write_text(yaml_text.dump(data, sort_keys=False))
     on_a_terminal(monkeypatch)
     res = runner.invoke(app, ["apply", str(spec_file)], input="n\n")
     text = " ".join(res.stderr.split())

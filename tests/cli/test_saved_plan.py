@@ -18,6 +18,7 @@ from gpuforge.deploy.secrets import SecretStore
 from gpuforge.orchestrate.applied_record import last_applied
 from gpuforge.orchestrate.saved_plan import FORMAT, file_sha256
 from gpuforge.spec.cluster import load_cluster
+from tests import yaml_text
 from tests.cli.test_confirm_and_verbose import changed_anything
 from tests.converge.simulated import SimulatedCluster
 
@@ -91,7 +92,7 @@ def test_a_changed_spec_file_is_refused_and_nothing_is_touched(
     out = saved(spec_file, tmp_path)
     data = yaml.safe_load(spec_file.read_text())
     data["node_groups"][1]["hardware"]["real_memory_mb"] = 2000
-    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec_file.write_text(yaml_text.dump(data, sort_keys=False))
     reset(cluster)
     res = CliRunner().invoke(app, ["apply", str(out)])
     assert res.exit_code == 2, res.output

@@ -26,6 +26,7 @@ from gpuforge.orchestrate.plan import plan
 from gpuforge.spec import load_spec, resolve_nodes, select_limit
 from gpuforge.spec.cluster import Cluster, load_cluster
 from gpuforge.spec.layer_tags import TAGS, LayerSelection, TagError, select_layers
+from tests import yaml_text
 from tests.conftest import REPO, run_cli
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
 from tests.converge.stub_slurm import StubSlurm
@@ -138,7 +139,7 @@ def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.Monk
     assert apply(load_cluster(spec_file)).ok
     data = yaml.safe_load(spec_file.read_text())
     data["versions"]["driver"]["version"] = "570.172.08"
-    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec_file.write_text(yaml_text.dump(data, sort_keys=False))
     slurm = StubSlurm(tmp_path / "slurm", "ctl01", [n.name for n in resolve_nodes(load_spec(spec_file))])
     monkeypatch.setattr(remote, "run", slurm.remote_run)
     monkeypatch.setattr(slurm_drain, "POLL_S", 0.2)
@@ -258,7 +259,7 @@ def test_site_steps_and_segments_follow_the_tags(
 
     data = yaml.safe_load((REPO / "inventories" / "lab-slurm-minimal.yaml").read_text())
     data["site"] = {"ansible": [{"name": "baseline", "role": "roles/x", "after": "slurm"}]}
-    spec = parse_spec(yaml.safe_dump(data))
+    spec = parse_spec(yaml_text.dump(data))
     runs: list[tuple[str, ...] | None] = []
     steps: list[str] = []
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from gpuforge.cli import app
@@ -19,6 +18,7 @@ from gpuforge.spec import load_spec, parse_spec
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.nodes import Node
 from gpuforge.validator.runner import Completed
+from tests import yaml_text
 from tests.facts.test_hardware_probe import hgx
 from tests.spec.test_hardware import spec_data
 
@@ -46,7 +46,7 @@ SMALL_OUT = "\n".join(
 
 def write_spec(tmp_path: Path, gpu_hw: dict[str, Any] | None = None) -> Path:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec_data(gpu_hw if gpu_hw is not None else {"discover": True})))
+    path.write_text(yaml_text.dump(spec_data(gpu_hw if gpu_hw is not None else {"discover": True})))
     return path
 
 

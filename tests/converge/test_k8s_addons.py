@@ -20,6 +20,7 @@ from gpuforge.deploy.layers.k8s_addons import HELM, STAMP_DIR, addons, addons_la
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.conftest import REPO
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
@@ -76,7 +77,7 @@ def load(mutate: Any = None, base_dir: Path | None = None, pins: dict[str, str] 
     data.setdefault("sources", {})["artifact_sha256"] = dict(PINS if pins is None else pins)
     if mutate:
         mutate(data)
-    return parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=base_dir or K8S.parent)
+    return parse_spec(yaml_text.dump(data), "k8s.yaml", base_dir=base_dir or K8S.parent)
 
 
 def plan(spec: Any, stamps: dict[str, str | None] | None = None) -> list[Any]:

@@ -28,6 +28,7 @@ from gpuforge.deploy.converge import LayerFacts
 from gpuforge.deploy.layers.k8s_addons import STAMP_DIR, addons, addons_layer
 from gpuforge.spec import resolve_nodes
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.converge.stub_kube import StubKube
 
@@ -79,7 +80,7 @@ def data(**gpu_operator: Any) -> dict[str, Any]:
 
 
 def load(d: dict[str, Any]) -> Any:
-    return parse_spec(yaml.safe_dump(d), "k8s.yaml", base_dir=K8S.parent)
+    return parse_spec(yaml_text.dump(d), "k8s.yaml", base_dir=K8S.parent)
 
 
 def by_name(spec: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from gpuforge.render import kubeadm as cfg
 from gpuforge.spec import SpecError, k8s_day2, k8s_upstream, load_spec, resolve_nodes
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.converge.simulated import simulated, write_simulated_spec
 from tests.helpers import INVENTORIES
 from tests.render.kubeadm_api_fields import unknown_fields
@@ -43,7 +44,7 @@ def data(mutate: Any = None) -> dict[str, Any]:
 
 
 def spec_of(mutate: Any = None) -> Any:
-    return parse_spec(yaml.safe_dump(data(mutate)), "k8s.yaml")
+    return parse_spec(yaml_text.dump(data(mutate)), "k8s.yaml")
 
 
 def node(spec: Any, name: str) -> Any:
@@ -184,7 +185,7 @@ def test_the_interface_pin_sets_kubelets_node_ip_in_kubeadms_configs(pki: dict[s
     assert unknown_fields("InitConfiguration", init) == [] and unknown_fields("JoinConfiguration", join) == []
     assert {k for a in join["nodeRegistration"]["kubeletExtraArgs"] for k in a} == {"name", "value"}  # v1beta4 Arg
     older = data(lambda k: k.pop("frameworks"))  # Kubeflow Trainer needs 1.31
-    old = parse_spec(yaml.safe_dump({**older, "versions": {**older["versions"], "kubernetes": "1.30.8"}}), "k.yaml")
+    old = parse_spec(yaml_text.dump({**older, "versions": {**older["versions"], "kubernetes": "1.30.8"}}), "k.yaml")
     assert next(yaml.safe_load_all(cfg.init_config(old, node(old, "kcp1"))))["nodeRegistration"][
         "kubeletExtraArgs"
     ] == {"node-ip": "198.51.100.10"}  # v1beta3: a map

@@ -17,6 +17,7 @@ from gpuforge.deploy.layers.k8s_addons import addons
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec import k8s_day2
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.helpers import INVENTORIES
 
 
@@ -24,7 +25,7 @@ def spec_of(mutate: Any = None, name: str = "k8s-gpu-operator") -> Any:
     d = yaml.safe_load((INVENTORIES / f"{name}.yaml").read_text())
     if mutate:
         mutate(d)
-    return parse_spec(yaml.safe_dump(d), "k8s.yaml")
+    return parse_spec(yaml_text.dump(d), "k8s.yaml")
 
 
 def configuration(spec: Any) -> dict[str, Any]:

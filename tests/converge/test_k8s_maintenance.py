@@ -29,6 +29,7 @@ from gpuforge.spec import SpecError, resolve_nodes
 from gpuforge.spec.load import parse_spec
 from gpuforge.validator.cluster_k8s_certs import judge, parse_expiration
 from gpuforge.validator.node.base import BLOCKED, FAIL, PASS
+from tests import yaml_text
 from tests.helpers import INVENTORIES
 
 FIXTURE = Path(__file__).parents[1] / "validator" / "fixtures" / "kubeadm" / "check-expiration.json"
@@ -39,7 +40,7 @@ def spec_of(mutate: Any = None) -> Any:
     d = yaml.safe_load((INVENTORIES / "k8s-gpu-operator.yaml").read_text())
     if mutate:
         mutate(d["kubernetes"])
-    return parse_spec(yaml.safe_dump(d), "k8s.yaml")
+    return parse_spec(yaml_text.dump(d), "k8s.yaml")
 
 
 def node(spec: Any, name: str) -> Any:

@@ -29,6 +29,7 @@ from gpuforge.spec import load_spec
 from gpuforge.spec.cluster import Cluster as Loaded
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.converge.simulated import lock_nodes_locally, write_simulated_spec
 from tests.converge.stub_kube import StubKube
 from tests.helpers import INVENTORIES
@@ -51,7 +52,7 @@ def data(planes: str = "kcp[1-3]", gpus: str = "kgpu[01-08]") -> dict[str, Any]:
 
 
 def spec_of(**kw: str) -> Any:
-    return parse_spec(yaml.safe_dump(data(**kw)), "k8s.yaml")
+    return parse_spec(yaml_text.dump(data(**kw)), "k8s.yaml")
 
 
 def test_dropped_nodes_are_found_workers_first() -> None:
@@ -176,12 +177,12 @@ def test_apply_removes_first_and_refuses_a_quorum_loss_without_force(
     monkeypatch.setattr(apply_mod, "run_deploys", deploys)
     monkeypatch.setattr(apply_mod, "validate_nodes", lambda _path, nodes: {})
     lock_nodes_locally(monkeypatch, tmp_path / "node-locks")
-    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp1")["node_groups"]}))
+    path.write_text(yaml_text.dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp1")["node_groups"]}))
     out = CliRunner().invoke(app, ["apply", str(path), "--yes"])
     assert out.exit_code == 2 and "fewer than its quorum of 2" in out.output, out.output
     assert deployed == [] and "kcp3" in cluster.kube.read()["nodes"]  # nothing touched
     path.write_text(
-        yaml.safe_dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp[1-2]")["node_groups"]})
+        yaml_text.dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp[1-2]")["node_groups"]})
     )
     result = apply_mod.apply(load_cluster(path))
     assert result.ok and "kcp3" not in deployed and deployed
@@ -197,7 +198,7 @@ def test_plan_lists_the_removal_and_what_apply_would_refuse(tmp_path: Path, monk
     path = write_simulated_spec(data(), tmp_path, "k8s.yaml")
     record_applied(Loaded.of(load_spec(path), path))
     path.write_text(
-        yaml.safe_dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp[1-2]")["node_groups"]})
+        yaml_text.dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp[1-2]")["node_groups"]})
     )
     result = plan(load_cluster(path), limit="kcp1")
     assert [(r["node"], r["on"]) for r in result.as_dict()["removals"]] == [
@@ -205,6 +206,6 @@ def test_plan_lists_the_removal_and_what_apply_would_refuse(tmp_path: Path, monk
         ("kcp3", "first control plane"),
     ]  # fmt: skip
     assert result.removal_problem is None and result.exit_code(detailed=True) == 2  # changes pending
-    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp1")["node_groups"]}))
+    path.write_text(yaml_text.dump({**yaml.safe_load(path.read_text()), "node_groups": data("kcp1")["node_groups"]}))
     refused = plan(load_cluster(path), limit="kcp1")
     assert refused.removal_problem is not None and "quorum of 2" in refused.removal_problem

@@ -32,6 +32,7 @@ from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.spec import SpecError, load_spec, resolve_nodes
 from gpuforge.spec.cluster import Cluster, load_cluster
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.converge.converged import converge
 from tests.converge.simulated import lock_nodes_locally, write_simulated_spec
 from tests.converge.stub_kube import StubKube
@@ -50,7 +51,7 @@ def data(version: str = NEW, batch_size: int = 4) -> dict[str, Any]:
 
 
 def spec_of(version: str = NEW, batch_size: int = 4) -> Any:
-    return parse_spec(yaml.safe_dump(data(version, batch_size)), "k8s.yaml")
+    return parse_spec(yaml_text.dump(data(version, batch_size)), "k8s.yaml")
 
 
 def node(spec: Any, name: str) -> Any:
@@ -95,7 +96,7 @@ def test_apply_refuses_a_skip_before_touching_anything(tmp_path: Path, monkeypat
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     path = write_simulated_spec(data("1.34.3"), tmp_path, "k8s.yaml")
     record_applied(Cluster.of(load_spec(path), path))
-    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "versions": data(NEW)["versions"]}))
+    path.write_text(yaml_text.dump({**yaml.safe_load(path.read_text()), "versions": data(NEW)["versions"]}))
     monkeypatch.setattr(remote, "run", lambda *a, **k: pytest.fail("a node was reached"))
     monkeypatch.setattr(apply_mod, "run_deploys", lambda *a, **k: pytest.fail("a deploy ran"))
     out = CliRunner().invoke(app, ["apply", str(path), "--yes"])
@@ -222,12 +223,12 @@ class Deploys:
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, StubKube, Deploys]:
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data(OLD)))
+    path.write_text(yaml_text.dump(data(OLD)))
     record_applied(Cluster.of(load_spec(path), path))
     names = [n.name for n in resolve_nodes(load_spec(path))]
     kube = StubKube(tmp_path / "kube", "kcp1", names)
     deploys = Deploys(kube, names)
-    path.write_text(yaml.safe_dump(data(NEW)))
+    path.write_text(yaml_text.dump(data(NEW)))
     monkeypatch.setattr(remote, "run", kube.remote_run)
     monkeypatch.setattr(apply_mod, "run_deploys", deploys)
     monkeypatch.setattr(apply_mod, "validate_nodes", lambda _path, nodes: {})

@@ -32,6 +32,7 @@ from gpuforge.render.files import RenderedFile
 from gpuforge.spec import k8s_upstream, resolve_nodes
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
 from tests.render.kubeadm_api_fields import KUBELET_CONFIGURATION_FIELDS, unknown_fields
@@ -55,7 +56,7 @@ def load(mutate: Any = None) -> Any:
     data["kubernetes"].pop("node_interface", None)
     if mutate:
         mutate(data)
-    return parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=K8S.parent)
+    return parse_spec(yaml_text.dump(data), "k8s.yaml", base_dir=K8S.parent)
 
 
 def node(spec: Any, name: str) -> Any:

@@ -80,12 +80,14 @@ def test_a_plan_against_lab_nodes_lists_the_kubernetes_steps(k8s_lab: Lab, tmp_p
     nodes, never a mirror), the plan of the real lab nodes lists what a real run would do."""
     import yaml
 
+    from tests import yaml_text
+
     spec = write_lab_spec(SPEC, k8s_lab.state, tmp_path / "spec.yaml")
     data = yaml.safe_load(spec.read_text())
     data["sources"]["mirrors"] = {"kubernetes": "http://198.51.100.1/k8s", "artifacts": "http://198.51.100.1/files"}
     # Kueue publishes no sha256 of its manifests: the site pins the one of its mirrored file (made up here).
     data["sources"]["artifact_sha256"] = {"kueue-v0.19.2-manifests.yaml": "5" * 64}
-    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec.write_text(yaml_text.dump(data, sort_keys=False))
     env = {"GPUFORGE_STATE_DIR": str(tmp_path / "state")}
     cp = run_cli("plan", str(spec), "--json", env=env)
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]

@@ -29,6 +29,7 @@ from gpuforge.spec import load_spec, resolve_nodes
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.load import parse_spec
 from gpuforge.spec.roles import deploys_for
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
 
@@ -57,7 +58,7 @@ def node(name: str, mutate: Any = None) -> tuple[Any, Any]:
     data = yaml.safe_load(K8S.read_text())
     if mutate:
         mutate(data)
-    spec = parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=K8S.parent)
+    spec = parse_spec(yaml_text.dump(data), "k8s.yaml", base_dir=K8S.parent)
     return spec, next(n for n in resolve_nodes(spec) if n.name == name)
 
 

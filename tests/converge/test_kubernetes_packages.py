@@ -17,6 +17,7 @@ from gpuforge.render import k8s_packages as pkgs
 from gpuforge.render.key_check import key_check_command
 from gpuforge.spec import k8s_upstream, resolve_nodes
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.helpers import RENDER_ONLY_BUNDLE_FINGERPRINT
 
@@ -34,7 +35,7 @@ def load(os_name: str = "ubuntu22.04", mutate: Any = None, base_dir: Path | None
         data["versions"]["driver"]["source"] = "nvidia"
     if mutate:
         mutate(data)
-    return parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=base_dir or K8S.parent)
+    return parse_spec(yaml_text.dump(data), "k8s.yaml", base_dir=base_dir or K8S.parent)
 
 
 def worker(spec: Any) -> Any:

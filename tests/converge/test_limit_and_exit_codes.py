@@ -19,6 +19,7 @@ from gpuforge.deploy.runstate import PlannedOp
 from gpuforge.orchestrate.plan import PlanResult
 from gpuforge.render.files import RenderedFile
 from gpuforge.spec import SpecError, select_limit
+from tests import yaml_text
 from tests.helpers import INVENTORIES, REPO, inventory
 
 H100 = inventory("slurm-h100")
@@ -72,7 +73,7 @@ def test_cli_limit_matching_no_node_exits_2_before_connecting(tmp_path: Path, co
     data = yaml.safe_load((INVENTORIES / "lab-slurm-minimal.yaml").read_text())
     data["ssh"]["key"] = str(tmp_path / "missing-key")  # preflight would fail too: the limit is checked first
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(data))
+    spec.write_text(yaml_text.dump(data))
     cp = run_cli(command, str(spec), "--limit", "compute2", state=tmp_path / "state")
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "Traceback" not in cp.stderr

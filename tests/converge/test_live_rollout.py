@@ -23,6 +23,7 @@ from gpuforge.orchestrate.applied_record import last_applied, load_rollout_recor
 from gpuforge.orchestrate.slurm_drain import DRAIN_TAG
 from gpuforge.spec import SpecError, load_spec
 from gpuforge.spec.cluster import Cluster, load_cluster
+from tests import yaml_text
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_slurm import StubSlurm
 from tests.helpers import INVENTORIES
@@ -94,11 +95,11 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(slurm_drain, "POLL_S", 0.2)
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text(yaml.safe_dump(spec_data()))
+    spec_file.write_text(yaml_text.dump(spec_data()))
     record_applied(Cluster.of(load_spec(spec_file), spec_file))
     slurm = StubSlurm(tmp_path / "slurm", "node1", ["node1", *WORKERS])
     deploys = Deploys(slurm, spec_file.read_text())
-    spec_file.write_text(yaml.safe_dump(spec_data(real_memory=900)))
+    spec_file.write_text(yaml_text.dump(spec_data(real_memory=900)))
     monkeypatch.setattr(remote, "run", slurm.remote_run)
     monkeypatch.setattr(remote, "wait_reachable", lambda *a, **k: True)
     monkeypatch.setattr(apply_mod, "run_deploys", deploys)
@@ -139,7 +140,7 @@ def test_jobs_that_finish_during_the_wait_finish_before_their_node_changes(clust
 
 def test_jobs_outliving_the_drain_timeout_stop_the_rollout_with_the_batch_drained(cluster: Any) -> None:
     spec_file, slurm, deploys = cluster
-    spec_file.write_text(yaml.safe_dump(spec_data(real_memory=900, drain_timeout=1)))
+    spec_file.write_text(yaml_text.dump(spec_data(real_memory=900, drain_timeout=1)))
     slurm.add_job(7, "node3", seconds=60)
     result = apply_mod.apply(load_cluster(spec_file))
     assert apply_exit_code(result) == 1

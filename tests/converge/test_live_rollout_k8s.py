@@ -21,6 +21,7 @@ from gpuforge.orchestrate import remote
 from gpuforge.orchestrate.applied_record import last_applied, record_applied
 from gpuforge.spec import load_spec, resolve_nodes
 from gpuforge.spec.cluster import Cluster, load_cluster
+from tests import yaml_text
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_kube import StubKube
 from tests.helpers import INVENTORIES
@@ -75,7 +76,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     (a rolling field of kinf01 and kinf02); each inference node runs one evictable pod."""
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text(yaml.safe_dump(spec_data()))
+    spec_file.write_text(yaml_text.dump(spec_data()))
     spec = load_spec(spec_file)
     record_applied(Cluster.of(spec, spec_file))
     names = [n.name for n in resolve_nodes(spec)]
@@ -83,7 +84,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     kube.update(lambda d: d["pods"].extend({"node": n, "pdb_blocked": False} for n in ("kinf01", "kinf02")))
     deploys = Deploys(kube, spec_file.read_text(), names)
     deploys.guarded = {"kinf01", "kinf02"}
-    spec_file.write_text(yaml.safe_dump(spec_data({"2g.20gb": 3})))
+    spec_file.write_text(yaml_text.dump(spec_data({"2g.20gb": 3})))
     monkeypatch.setattr(remote, "run", kube.remote_run)
     monkeypatch.setattr(remote, "wait_reachable", lambda *a, **k: True)
     monkeypatch.setattr(apply_mod, "run_deploys", deploys)

@@ -22,6 +22,7 @@ from gpuforge.orchestrate.plan import plan
 from gpuforge.spec import SpecError, load_spec
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.redact import REDACTED, redact_url_credentials, redact_webhook_urls
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, simulated, write_simulated_spec
 
@@ -104,7 +105,7 @@ def test_plan_shows_the_alertmanager_diff_with_every_credential_hidden(
 
 def test_render_output_hides_webhook_urls_but_the_node_gets_them(tmp_path: Path) -> None:
     spec_file = tmp_path / "hopper.yaml"
-    spec_file.write_text(yaml.safe_dump(spec_data(WITH_TOKENS)))
+    spec_file.write_text(yaml_text.dump(spec_data(WITH_TOKENS)))
     cli = CliRunner().invoke(app, ["render", str(spec_file), "-o", str(tmp_path / "out"), "--limit", "mon01"])
     assert cli.exit_code == 0, cli.output
     written = (tmp_path / "out" / "mon01" / "etc" / "prometheus" / "alertmanager.yml").read_text()

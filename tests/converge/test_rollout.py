@@ -11,6 +11,7 @@ import yaml
 
 from gpuforge.orchestrate.rollout import plan_rollout
 from gpuforge.spec import Spec, load_spec, parse_spec, resolve_nodes
+from tests import yaml_text
 
 H100 = "inventories/slurm-h100.yaml"
 
@@ -18,7 +19,7 @@ H100 = "inventories/slurm-h100.yaml"
 def variant(path: str, mutate: Callable[[dict[str, Any]], None]) -> Spec:
     data = yaml.safe_load(Path(path).read_text())
     mutate(data)
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def test_first_bring_up_has_no_rollout() -> None:

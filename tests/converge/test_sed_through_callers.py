@@ -23,6 +23,7 @@ import yaml
 from gpuforge.deploy.layers.k8s_addons import cni_addon
 from gpuforge.spec import SpecError, load_spec, parse_spec
 from gpuforge.spec.model import Spec
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.converge.test_k8s_ha_endpoint import FLANNELD
 
@@ -104,5 +105,5 @@ def test_the_spec_refuses_them_first_naming_the_field(value: str) -> None:
     data = yaml.safe_load((REPO / "inventories" / "k8s-gpu-operator.yaml").read_text())
     data["kubernetes"]["pod_cidr"] = value
     with pytest.raises(SpecError) as err:
-        parse_spec(yaml.safe_dump(data))
+        parse_spec(yaml_text.dump(data))
     assert "kubernetes.pod_cidr" in err.value.format()

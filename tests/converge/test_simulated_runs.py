@@ -24,6 +24,7 @@ from gpuforge.orchestrate.apply import ApplyRefused, apply, run_deploys
 from gpuforge.orchestrate.plan import plan
 from gpuforge.spec import load_spec, resolve_nodes
 from gpuforge.spec.cluster import Cluster, load_cluster
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
 from tests.converge.stub_slurm import StubSlurm
@@ -197,7 +198,7 @@ def test_apply_records_the_spec_and_refuses_a_rebuild_field_next_time(
     assert "connected to 69 node(s)" in " ".join(events)
     data = yaml.safe_load(spec_file.read_text())
     data["cluster"]["name"] = "renamed"
-    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec_file.write_text(yaml_text.dump(data, sort_keys=False))
     cluster.commands.clear()
     with pytest.raises(ApplyRefused, match=r"cluster\.name"):
         apply(load_cluster(spec_file))
@@ -212,10 +213,10 @@ def rolling(spec_file: Path, cluster: SimulatedCluster, monkeypatch: pytest.Monk
 
     data = yaml.safe_load(spec_file.read_text())
     data["rollout"] = {"batch_size": 40, "drain_timeout": 60}
-    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec_file.write_text(yaml_text.dump(data, sort_keys=False))
     assert apply(load_cluster(spec_file)).ok
     data["versions"]["driver"]["version"] = "570.172.08"
-    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec_file.write_text(yaml_text.dump(data, sort_keys=False))
     slurm = StubSlurm(tmp_path / "slurm", "ctl01", [n.name for n in resolve_nodes(load_spec(spec_file))])
     monkeypatch.setattr(remote, "run", slurm.remote_run)
     monkeypatch.setattr(slurm_drain, "POLL_S", 0.2)

@@ -10,6 +10,7 @@ import yaml
 from gpuforge.deploy.slurm_changes import RESTART_KEYS, SlurmAction, classify, parse_slurm_conf, removed_nodes
 from gpuforge.render.slurm import slurm_conf
 from gpuforge.spec import load_spec, parse_spec
+from tests import yaml_text
 
 LAB = "inventories/lab.yaml"
 
@@ -17,7 +18,7 @@ LAB = "inventories/lab.yaml"
 def variant(mutate) -> str:  # type: ignore[no-untyped-def]
     data = yaml.safe_load(Path(LAB).read_text())
     mutate(data)
-    return slurm_conf(parse_spec(yaml.safe_dump(data)))
+    return slurm_conf(parse_spec(yaml_text.dump(data)))
 
 
 BASE = slurm_conf(load_spec(LAB))

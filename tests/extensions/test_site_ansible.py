@@ -17,6 +17,7 @@ from gpuforge.orchestrate.site_steps import segments, step_nodes
 from gpuforge.spec import parse_spec
 from gpuforge.spec.extensions import AnsibleStep
 from gpuforge.spec.roles import LAYER_ORDER
+from tests import yaml_text
 from tests.conftest import REPO, run_cli
 
 EXAMPLE = REPO / "inventories" / "lab.yaml"
@@ -25,7 +26,7 @@ EXAMPLE = REPO / "inventories" / "lab.yaml"
 def _spec(**site: Any) -> Any:
     data = yaml.safe_load(EXAMPLE.read_text())
     data["site"] = site
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def test_layer_names_of_steps_are_the_layer_order() -> None:

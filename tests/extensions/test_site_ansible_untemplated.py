@@ -20,6 +20,7 @@ from gpuforge.extensions.ansible_inventory import UNSAFE_KEY
 from gpuforge.extensions.ansible_run import role_play, run_step
 from gpuforge.spec import parse_spec
 from gpuforge.spec.extensions import AnsibleStep
+from tests import yaml_text
 from tests.conftest import REPO, run_cli
 
 pytest.importorskip("ansible_runner")
@@ -31,7 +32,7 @@ def local_spec(spec_dir: Path) -> Any:
     data = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
     data["ssh"].update(port=1, known_hosts=str(spec_dir / "known_hosts"))
     data["node_groups"][0]["address_start"] = "127.0.0.1"
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def make_role(where: Path) -> None:
@@ -68,7 +69,7 @@ def test_check_refuses_jinja_in_a_site_path(tmp_path: Path, delimiter: str, fiel
     data = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
     data["site"] = {"ansible": [{"name": "ldap", field: f"roles/a{delimiter} x"}]}
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(data))
+    spec.write_text(yaml_text.dump(data))
     cp = run_cli("check", str(spec))
     assert cp.returncode == 2 and f"site.ansible[0].{field}" in cp.stdout + cp.stderr, cp.stdout + cp.stderr
     assert "Jinja" in cp.stdout + cp.stderr and "Traceback" not in cp.stderr

@@ -6,11 +6,11 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.spec import SpecError, parse_spec, resolve_nodes
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
+from tests import yaml_text
 
 FINGERPRINT = "0123456789ABCDEF0123456789ABCDEF01234567"
 #: Every compute group states its CPU and memory figures (a Slurm NodeName line never has a default).
@@ -44,7 +44,7 @@ def group(d: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def spec_of(d: dict[str, Any]) -> Spec:
-    return parse_spec(yaml.safe_dump(d))
+    return parse_spec(yaml_text.dump(d))
 
 
 def node_of(spec: Spec, name: str) -> Node:

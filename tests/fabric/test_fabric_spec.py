@@ -7,11 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 from gpuforge.spec.fabric import Fabric, FabricType, MpiFlavor, RdmaStack
 from gpuforge.spec.fabric_rules import fabric_of, ipoib_address, pmix_default
 from gpuforge.spec.nvidia_support import support_warnings
+from tests import yaml_text
 from tests.fabric.conftest import FINGERPRINT, data, group, node_of, problems, spec_of
 
 
@@ -148,7 +147,7 @@ def test_check_exits_2_naming_the_field(tmp_path: Path) -> None:
     d = data()
     group(d, "gpu")["fabric"]["soft_roce"] = ["eth1"]
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(d))
+    path.write_text(yaml_text.dump(d))
     res = subprocess.run([sys.executable, "-m", "gpuforge", "check", str(path)], capture_output=True, text=True)
     assert res.returncode == 2
     assert "node_groups[1].fabric.soft_roce" in res.stdout + res.stderr

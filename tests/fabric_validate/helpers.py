@@ -11,6 +11,7 @@ import yaml
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.spec.model import Spec
 from gpuforge.spec.nodes import Node
+from tests import yaml_text
 from tests.validator.vhelpers import FACT_FIXTURES, INVENTORIES
 
 HERE = Path(__file__).parent
@@ -45,7 +46,7 @@ def fabric_lab(
 
 
 def spec_of(data: dict[str, Any]) -> Spec:
-    return parse_spec(yaml.safe_dump(data, sort_keys=False))
+    return parse_spec(yaml_text.dump(data, sort_keys=False))
 
 
 def node(spec: Spec, name: str) -> Node:

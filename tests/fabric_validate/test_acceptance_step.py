@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpuforge.acceptance.fabric_step import add_fabric_steps, fabric_steps
 from gpuforge.acceptance.parsers import ERROR, FAIL, PASS, SKIP
@@ -17,6 +16,7 @@ from gpuforge.spec import resolve_nodes
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.cluster import Cluster as Loaded
 from gpuforge.validator.runner import NO_SECRET_KEX_OPTION, SshTransport
+from tests import yaml_text
 from tests.conftest import run_cli
 from tests.fabric_validate.helpers import ROCE, fabric_lab, spec_of
 from tests.fabric_validate.stub_fabric import install
@@ -70,7 +70,7 @@ def test_an_unreachable_node_is_an_error_not_a_failure(tmp_path: Path) -> None:
 
 def write(tmp_path: Path, data: dict[str, object]) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml_text.dump(data, sort_keys=False))
     return path
 
 

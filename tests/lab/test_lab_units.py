@@ -224,6 +224,7 @@ def test_lab_spec_fits_the_base_spec_to_a_lab() -> None:
     from gpuforge.lab.lab_record import LabState, NodeState
     from gpuforge.lab.spec import lab_spec_data
     from gpuforge.spec import parse_spec
+    from tests import yaml_text
 
     state = LabState(
         name="other",
@@ -237,7 +238,7 @@ def test_lab_spec_fits_the_base_spec_to_a_lab() -> None:
     )
     base = yaml.safe_load((Path(__file__).resolve().parents[2] / "inventories" / "lab.yaml").read_text())
     data = lab_spec_data(base, state, {"workers": "node[2-4]"})
-    spec = parse_spec(yaml.safe_dump(data))
+    spec = parse_spec(yaml_text.dump(data))
     assert spec.ssh.key == state.ssh_key and spec.sources.apt_proxy == "http://10.213.7.1:3142"
     assert data["node_groups"][1]["addresses"] == ["10.213.7.12", "10.213.7.13", "10.213.7.14"]
     with pytest.raises(ValueError, match="node5"):

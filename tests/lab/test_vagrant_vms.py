@@ -52,6 +52,7 @@ from gpuforge.image.bootable import box_name
 from gpuforge.lab.vagrant_box import Box, build_box
 from gpuforge.lab.vagrant_ci import POOL_DIR, VagrantLab, leftovers, netns_inode, vagrant_lab
 from gpuforge.probes.vagrant import parse_ssh_config
+from tests import yaml_text
 from tests.conftest import REPO
 
 SPEC = REPO / "inventories" / "vagrant.yaml"
@@ -99,7 +100,7 @@ def fabric_spec(path: Path, known_hosts: Path) -> dict[str, Any]:
         "exports": [{"name": "shared", "path": "/srv/shared"}],
         "mounts": [{"name": "shared", "path": "/shared", "nodes": "ctl,workers", "export": "shared"}],
     }
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(yaml_text.dump(doc, sort_keys=False))
     return doc
 
 

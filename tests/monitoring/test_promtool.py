@@ -19,6 +19,7 @@ import yaml
 
 from gpuforge.render import monitoring as mon
 from gpuforge.spec.model import Spec
+from tests import yaml_text
 from tests.helpers import inventory, variant
 from tests.monitoring.panels import dashboard_queries, monitoring_files
 
@@ -44,7 +45,7 @@ def write_prometheus(spec: Spec, out: Path) -> Path:
     assert doc["rule_files"] == [mon.PROMETHEUS_RULES]
     doc["rule_files"] = [str(out / "gpuforge-rules.yml")]
     config = out / "prometheus.yml"
-    config.write_text(yaml.safe_dump(doc))
+    config.write_text(yaml_text.dump(doc))
     return config
 
 
@@ -120,6 +121,6 @@ def test_dashboard_queries_parse(tmp_path: Path) -> None:
     ]
     assert len(rules) >= 20
     path = tmp_path / "dashboards.yml"
-    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    path.write_text(yaml_text.dump({"groups": [{"name": "dashboards", "rules": rules}]}))
     cp = run(tool("promtool"), "check", "rules", str(path))
     assert cp.returncode == 0, cp.stdout + cp.stderr

@@ -11,6 +11,7 @@ import yaml
 
 from gpuforge.spec import SpecError, parse_spec
 from gpuforge.spec.model import Spec
+from tests import yaml_text
 from tests.helpers import INVENTORIES
 
 EXAMPLE = INVENTORIES / "k8s-gpu-operator.yaml"
@@ -36,7 +37,7 @@ def operator(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec_of(d: dict[str, Any]) -> Spec:
-    return parse_spec(yaml.safe_dump(d))
+    return parse_spec(yaml_text.dump(d))
 
 
 def with_(change: Callable[[dict[str, Any]], None], **fabric: Any) -> Spec:

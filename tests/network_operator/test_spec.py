@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gpuforge.spec.network_operator_rules import fabric_groups, network_operator_on
+from tests import yaml_text
 from tests.helpers import inventory
 from tests.network_operator.conftest import data, group, operator, problems, spec_of
 
@@ -85,7 +86,7 @@ def test_check_exits_2_naming_the_field(tmp_path: Path) -> None:
     d = data()
     operator(d)["ofed_driver"] = True
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(d))
+    path.write_text(yaml_text.dump(d))
     res = subprocess.run([sys.executable, "-m", "gpuforge", "check", str(path)], capture_output=True, text=True)
     assert res.returncode == 2
     assert f"{AT}.ofed_driver" in res.stdout + res.stderr

@@ -34,6 +34,7 @@ from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import OsFamily
 from gpuforge.spec.platforms import platform_for
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.nvidia.test_nvidia_plan import facts_for, layer_for, load_case
 
@@ -47,7 +48,7 @@ def spec(path: Path, pins: dict[str, str] | None = None) -> Any:
     """The spec of ``path`` from upstream, with ``pins``."""
     data = yaml.safe_load(path.read_text())
     data["sources"] = {"mode": "upstream", "artifact_sha256": dict(pins or {})}
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def every_artifact(s: Any) -> list[src.Artifact]:
@@ -71,7 +72,7 @@ def k8s_artifacts(pins: dict[str, str] | None = None) -> list[src.Artifact]:
             data["sources"] = {"mode": "upstream", "artifact_sha256": dict(pins or {})}
             data["kubernetes"]["cni"] = {"plugin": plugin}
             data["kubernetes"]["batch_queue"].update(kind=kind, version=version)
-            out += arts.addon_artifacts(parse_spec(yaml.safe_dump(data)))
+            out += arts.addon_artifacts(parse_spec(yaml_text.dump(data)))
     return out
 
 
@@ -165,7 +166,7 @@ def test_the_bundle_needs_no_file_outside_the_known_kinds() -> None:
 def load_upstream(path: Path) -> Any:
     data = yaml.safe_load(path.read_text())
     data["sources"] = {"mode": "upstream"}
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def test_cuda_keyring_is_checked_by_the_key_it_carries() -> None:
@@ -230,7 +231,7 @@ def test_planned_add_ons_check_the_sha256_before_use() -> None:
     pins = {"gpu-operator-v26.7.0.tgz": "1" * 64, "kueue-v0.19.2-manifests.yaml": "2" * 64}
     data = yaml.safe_load(K8S.read_text())
     data["sources"] = {"mode": "upstream", "artifact_sha256": pins}
-    by_name = {a.name: a.command or "" for a in addons(parse_spec(yaml.safe_dump(data)))}
+    by_name = {a.name: a.command or "" for a in addons(parse_spec(yaml_text.dump(data)))}
     _checked_before(by_name["cni"], "kubectl apply")
     _checked_before(by_name["helm"], "tar -xzf")
     _checked_before(by_name["gpu-operator"], "upgrade --install")
@@ -240,7 +241,7 @@ def test_planned_add_ons_check_the_sha256_before_use() -> None:
 def test_unpinned_add_ons_are_reported_not_fetched() -> None:
     data = yaml.safe_load(K8S.read_text())
     data["sources"] = {"mode": "upstream"}
-    by_name = {a.name: a for a in addons(parse_spec(yaml.safe_dump(data)))}
+    by_name = {a.name: a for a in addons(parse_spec(yaml_text.dump(data)))}
     for name, file in (("gpu-operator", "gpu-operator-v26.7.0.tgz"), ("queue-controller", "kueue-v0.19.2-manifests")):
         assert by_name[name].command is None
         assert file in (by_name[name].reason or "") and "sources.artifact_sha256" in (by_name[name].reason or "")

@@ -33,6 +33,7 @@ from gpuforge.deploy.layers import nvidia as nv
 from gpuforge.deploy.layers.nvidia.common import pyxis_rebuilt
 from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.spec import parse_spec, resolve_nodes
+from tests import yaml_text
 from tests.helpers import jammy_data, write_bundle_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def load_case(path: Path, tmp_path: Path) -> dict[str, Any]:
     if case.get("bundle"):
         write_bundle_manifest(bundle)  # a bundle lists its files (what `gpuforge bundle` writes)
     data = merge(data, _replace(case.get("patch", {}), "$BUNDLE", str(bundle)))
-    case["spec_obj"] = parse_spec(yaml.safe_dump(jammy_data(data)))
+    case["spec_obj"] = parse_spec(yaml_text.dump(jammy_data(data)))
     return case
 
 

@@ -21,6 +21,7 @@ from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.model import OsFamily
 from gpuforge.spec.platforms import platform_for
 from gpuforge.spec.roles import LAYER_ORDER
+from tests import yaml_text
 from tests.helpers import bundle_fingerprint, write_bundle_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +32,7 @@ LAB = REPO / "inventories" / "lab.yaml"
 def variant(path: Path, **sources: object) -> Spec:
     data = yaml.safe_load(path.read_text())
     data["sources"] = sources
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 # --------------------------------------------------------------------------- repositories
@@ -323,7 +324,7 @@ def test_the_gpu_less_lab_spec_gets_no_nvidia_layer() -> None:
 def test_rhel_nodes_read_rpm_versions_through_the_host_fact() -> None:
     data = yaml.safe_load(H100.read_text())
     data["cluster"]["os"] = "rhel9"
-    s = parse_spec(yaml.safe_dump(data))
+    s = parse_spec(yaml_text.dump(data))
     n = next(x for x in resolve_nodes(s) if x.name == "gpu001")
     names = nvidia_needs.host_packages(s, n)
     assert {"nvidia-driver", "nvidia-fabric-manager", "nvidia-container-toolkit", "cuda-toolkit-12-4"} <= set(names)

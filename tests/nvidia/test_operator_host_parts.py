@@ -21,6 +21,7 @@ from gpuforge.render import kubernetes as k8s
 from gpuforge.render.nvidia import TOOLKIT_CONFIG, toolkit_driver_root, toolkit_root_command, toolkit_root_is
 from gpuforge.spec import nvidia_packages, parse_spec, resolve_nodes
 from gpuforge.spec.model import Spec
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = "/run/nvidia/driver"
@@ -93,7 +94,7 @@ def spec_with(change: dict[str, Any] | None = None, name: str = "k8s-gpu-operato
     data = json.loads(json.dumps(data))
     for key, value in (change or {}).items():
         data["kubernetes"]["gpu_operator"][key] = value
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def test_driver_root_only_where_the_operator_brings_the_driver() -> None:

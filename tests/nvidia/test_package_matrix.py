@@ -22,6 +22,7 @@ from gpuforge.spec.errors import SpecError
 from gpuforge.spec.model import DriverFlavor, DriverSource, OsFamily
 from gpuforge.spec.nvidia_packages import FIXTURE_BRANCHES, SOURCES, UnsupportedDriver, driver_install
 from gpuforge.spec.platforms import platform_for
+from tests import yaml_text
 from tests.helpers import jammy_data
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ def spec_for(os: str, source: str, b: int, flavor: str) -> str:
     data["versions"].pop("dcgm", None)
     data["versions"].pop("dcgm_exporter", None)
     data["sources"] = {"mode": "upstream"}
-    return yaml.safe_dump(jammy_data(data))
+    return yaml_text.dump(jammy_data(data))
 
 
 COMBOS = list(
@@ -184,7 +185,7 @@ DCGM_BY_BRANCH = {
 def test_dcgm_packages_follow_the_drivers_cuda_major(os: str, branch: int) -> None:
     """The DCGM layer installs the four packages of the driver's CUDA major (apt and dnf alike)."""
     spec = parse_spec(
-        yaml.safe_dump(
+        yaml_text.dump(
             {
                 "cluster": {"name": "t", "scheduler": "slurm", "os": os},
                 "versions": {"driver": {"version": VERSIONS[branch], "source": "nvidia"}},
@@ -248,10 +249,10 @@ def test_dcgm_without_the_drivers_cuda_packages_is_refused(
     data = yaml.safe_load(text)
     data["versions"].update(dcgm=dcgm, dcgm_exporter=exporter)
     if first is None:
-        parse_spec(yaml.safe_dump(data))
+        parse_spec(yaml_text.dump(data))
         return
     with pytest.raises(SpecError) as info:
-        parse_spec(yaml.safe_dump(data))
+        parse_spec(yaml_text.dump(data))
     [issue] = info.value.issues
     line = issue.format("spec.yaml")
     assert "versions.dcgm: " in line

@@ -23,6 +23,7 @@ from gpuforge.probes.nvidia_host import HostFacts
 from gpuforge.render import nvidia_sources as src
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec import parse_spec, resolve_nodes
+from tests import yaml_text
 from tests.bundle.conftest import RepoKey, Server, cli_env
 from tests.conftest import REPO
 
@@ -77,7 +78,7 @@ def key_steps(base: str, mirror_key: str | None) -> list[Step]:
     data["sources"]["mirrors"].update(nvidia_cuda=f"{base}/cuda", nvidia_container=f"{base}/container")
     if mirror_key is not None:
         data["sources"]["mirror_keys"] = {"nvidia_cuda": mirror_key, "nvidia_container": mirror_key}
-    spec = parse_spec(yaml.safe_dump(data))
+    spec = parse_spec(yaml_text.dump(data))
     node = next(n for n in resolve_nodes(spec) if n.name == "gpu001")
     ctx = nvidia_needs.Ctx.build(spec, node, HostFacts(gpus=["2330"] * 8, package_tool="dpkg"), name="test-gpu001")
     layer = dict((layer.name, layer) for _, layer in nv.nvidia_layers(ctx))["nvidia-repos"]
@@ -136,7 +137,7 @@ def rhel_key_step(base: str, mirror_key: str | None) -> Step:
     data["sources"]["mirrors"].update(nvidia_cuda=f"{base}/cuda", nvidia_container=f"{base}/container")
     if mirror_key is not None:
         data["sources"]["mirror_keys"] = {"nvidia_container": mirror_key}
-    spec = parse_spec(yaml.safe_dump(data))
+    spec = parse_spec(yaml_text.dump(data))
     node = next(n for n in resolve_nodes(spec) if n.name == "gpu001")
     ctx = nvidia_needs.Ctx.build(spec, node, HostFacts(gpus=["2330"] * 8, package_tool="rpm"), name="test-gpu001")
     layer = dict((layer.name, layer) for _, layer in nv.nvidia_layers(ctx))["nvidia-repos"]

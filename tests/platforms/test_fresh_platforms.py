@@ -20,6 +20,7 @@ from gpuforge.cli import app
 from gpuforge.orchestrate.fresh import fresh_plan
 from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.slurm_packages import SlurmSource, runtime_packages
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).parent / "upstream"
@@ -69,7 +70,7 @@ def spec_for(os: str, source: str, where: Path) -> Path:
     data["ssh"]["key"] = str(where / "no-key")  # nothing connects: fresh plans read neither
     data["ssh"]["known_hosts"] = str(where / "no-known-hosts")
     path = where / f"{os}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml_text.dump(data, sort_keys=False))
     return path
 
 

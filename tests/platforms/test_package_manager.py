@@ -17,6 +17,7 @@ from gpuforge.spec import SpecError, parse_spec
 from gpuforge.spec.platform_sources import SOURCES
 from gpuforge.spec.platforms import DISTRIBUTIONS, OsFamily
 from gpuforge.spec.slurm_packages import LOGICAL, SITE_PACKAGES, SlurmSource, package_for
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).parent / "upstream"
@@ -112,7 +113,7 @@ def spec_data(os: str) -> dict[str, Any]:
 
 def test_ubuntu2204_distro_slurm_with_cgroup_plugins_is_refused_naming_source_and_group() -> None:
     with pytest.raises(SpecError) as err:
-        parse_spec(yaml.safe_dump(spec_data("ubuntu22.04")))
+        parse_spec(yaml_text.dump(spec_data("ubuntu22.04")))
     text = err.value.format()
     assert "slurm.source: node group 'gpu' (Ubuntu 22.04 LTS): the distribution's Slurm is 21.08.5" in text
     assert "Ubuntu 22.04 LTS mounts only cgroup v2" in text and "Set slurm.source: site" in text
@@ -133,4 +134,4 @@ def test_what_the_cgroup_refusal_leaves_alone(os: str, change: dict[str, str]) -
     data["slurm"].update(change)
     if change.get("source") == "site":
         data["versions"]["slurm"] = "24.11.5"
-    parse_spec(yaml.safe_dump(data))
+    parse_spec(yaml_text.dump(data))

@@ -7,9 +7,8 @@ from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpuforge.spec import Spec, parse_spec
+from tests import yaml_text
 
 MACS = {"cpu1": "0c:c4:7a:00:00:01", "cpu2": "0c:c4:7a:00:00:02"}
 HARDWARE = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 4000}
@@ -37,7 +36,7 @@ def spec_data(
 
 
 def text(data: dict[str, Any]) -> str:
-    return yaml.safe_dump(data, sort_keys=False)
+    return yaml_text.dump(data, sort_keys=False)
 
 
 def parse(data: dict[str, Any], folder: Path) -> Spec:

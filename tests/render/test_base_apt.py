@@ -10,6 +10,7 @@ from gpuforge.render.base import APT_LANGUAGES, base_files
 from gpuforge.spec import load_spec, parse_spec
 from gpuforge.spec.model import OsFamily
 from gpuforge.spec.nodes import resolve_nodes
+from tests import yaml_text
 
 INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 
@@ -22,7 +23,7 @@ def _files(text: str) -> dict[str, dict[str, bytes]]:
 def _lab(**sources: object) -> str:
     doc = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
     doc["sources"].update(sources)
-    return yaml.safe_dump(doc)
+    return yaml_text.dump(doc)
 
 
 def test_every_debian_node_gets_no_translations_by_default() -> None:

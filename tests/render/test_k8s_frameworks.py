@@ -19,6 +19,7 @@ from gpuforge.render import k8s_queues as queues
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec import k8s_day2
 from gpuforge.spec import k8s_frameworks as fw
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.helpers import inventory, needs_upstream, variant
 from tests.render.test_kubernetes import CRDS, crd_version, leaf_paths, strict, upstream_yaml
@@ -195,7 +196,7 @@ def test_the_kueue_configuration_enables_the_frameworks_integrations(monkeypatch
     listed = config["integrations"]["frameworks"]
     assert {"ray.io/raycluster", "trainer.kubeflow.org/trainjob"} <= set(listed)
     assert listed == k8s_day2.KUEUE_DEFAULT_CONFIG["v0.19.2"]["integrations"]["frameworks"]  # the release's own
-    release = yaml.safe_load(yaml.safe_dump(k8s_day2.KUEUE_DEFAULT_CONFIG["v0.19.2"]))
+    release = yaml.safe_load(yaml_text.dump(k8s_day2.KUEUE_DEFAULT_CONFIG["v0.19.2"]))
     release["integrations"]["frameworks"] = ["batch/job"]
     monkeypatch.setitem(k8s_day2.KUEUE_DEFAULT_CONFIG, "v0.19.2", release)
     config = yaml.safe_load(k8s.kueue_config(spec)["data"]["controller_manager_config.yaml"])  # type: ignore[index]

@@ -15,6 +15,7 @@ from gpuforge.render import kubeadm as cfg
 from gpuforge.render import kubernetes as k8s
 from gpuforge.spec import load_spec
 from gpuforge.spec.load import parse_spec
+from tests import yaml_text
 from tests.conftest import REPO
 
 K8S = REPO / "inventories" / "k8s-gpu-operator.yaml"
@@ -35,7 +36,7 @@ def test_queue_manifests_core_objects_validate(kind: str) -> None:
     if kind == "volcano":
         data = yaml.safe_load(K8S.read_text())
         data["kubernetes"]["batch_queue"].update(kind="volcano", version="v1.15.1")
-        spec = parse_spec(yaml.safe_dump(data), "k8s.yaml", base_dir=K8S.parent)
+        spec = parse_spec(yaml_text.dump(data), "k8s.yaml", base_dir=K8S.parent)
     queue_file = k8s.batch_queue_file(spec)
     assert queue_file is not None
     objects = core_objects(list(yaml.safe_load_all(queue_file.data)))

@@ -21,6 +21,7 @@ from gpuforge.render.key_check import key_check_command
 from gpuforge.spec import Spec, k8s_upstream, parse_spec
 from gpuforge.spec import nvidia_packages as table
 from gpuforge.spec.repo_keys import MIRROR_SETTING, repository_fingerprint, upstream_fingerprint
+from tests import yaml_text
 from tests.conftest import REPO
 
 
@@ -101,7 +102,7 @@ def test_cited_fingerprints_are_in_their_citations() -> None:
 def spec(mode: str, **sources: object) -> Spec:
     data = yaml.safe_load((REPO / "inventories" / "slurm-h100.yaml").read_text())
     data["sources"] = {"mode": mode, **sources}
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def test_each_mode_pins_its_key() -> None:

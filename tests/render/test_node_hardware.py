@@ -6,15 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpuforge.render.slurm import node_lines
 from gpuforge.spec import load_spec, parse_spec
+from tests import yaml_text
 from tests.spec.test_hardware import HGX, spec_data
 
 
 def test_the_readme_hgx_figures_make_the_nodename_line() -> None:
-    assert node_lines(parse_spec(yaml.safe_dump(spec_data()))) == [
+    assert node_lines(parse_spec(yaml_text.dump(spec_data()))) == [
         "NodeName=gpu[1-2] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2000000 "
         "Gres=gpu:h100:8 Feature=gpu State=UNKNOWN"
     ]
@@ -22,7 +22,7 @@ def test_the_readme_hgx_figures_make_the_nodename_line() -> None:
 
 def test_discovered_figures_make_the_nodename_line_with_the_margin(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(spec_data({"discover": True})))
+    path.write_text(yaml_text.dump(spec_data({"discover": True})))
     facts = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1}
     nodes = {"gpu1": {**facts, "memory_mb": 24105}, "gpu2": {**facts, "memory_mb": 24200}}
     path.with_name("c.hardware.json").write_text(json.dumps({"format": 1, "cluster": "t", "nodes": nodes}))
@@ -33,7 +33,7 @@ def test_discovered_figures_make_the_nodename_line_with_the_margin(tmp_path: Pat
 
 
 def test_an_undiscovered_group_has_no_nodename_line_at_all() -> None:
-    spec = parse_spec(yaml.safe_dump(spec_data({"discover": True})))
+    spec = parse_spec(yaml_text.dump(spec_data({"discover": True})))
     with pytest.raises(
         ValueError, match="node group gpu has no sockets, cores_per_socket, threads_per_core, real_memory_mb"
     ):

@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuforge import cli, cli_spec
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = str(REPO / "inventories" / "slurm-h100.yaml")
@@ -68,7 +69,7 @@ def test_a_second_render_leaves_nothing_of_the_first(tmp_path: Path) -> None:
     data = yaml.safe_load(EVERY_FIELD.read_text())
     data.pop("site")  # its roles and playbooks live beside the fixture
     spec, out = tmp_path / "spec.yaml", tmp_path / "out"
-    spec.write_text(yaml.safe_dump(data))
+    spec.write_text(yaml_text.dump(data))
     _render(spec, out)
     units = sorted(p.name for p in (out / "gpu1" / "etc" / "systemd" / "system").glob("*.mount"))
     assert units == ["home.mount", "sw.mount"]
@@ -76,7 +77,7 @@ def test_a_second_render_leaves_nothing_of_the_first(tmp_path: Path) -> None:
     data["storage"]["mounts"] = [m for m in data["storage"]["mounts"] if m["name"] != "sw"]
     group = next(g for g in data["node_groups"] if g["hosts"] == "gpu[1-2]")
     group.update(hosts="gpu1", addresses=group["addresses"][:1], leaf_switch="leaf1")  # gpu2 leaves the spec
-    spec.write_text(yaml.safe_dump(data))
+    spec.write_text(yaml_text.dump(data))
     _render(spec, out, "--limit", "gpu1")
     assert (out / "gpu2").is_dir()  # a --limit render leaves the other nodes alone
     left = sorted(p.name for p in (out / "gpu1" / "etc" / "systemd" / "system").glob("*.mount"))

@@ -11,6 +11,7 @@ import yaml
 from gpuforge.render.slurm import slurm_conf
 from gpuforge.spec import SpecError, load_spec, parse_spec
 from gpuforge.spec.types import RENDERED_SLURM_KEYS, SLURM_OBJECT_KEYS
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "templates" / "slurm" / "slurm.conf.j2"
@@ -33,11 +34,11 @@ def test_rendered_examples_use_only_known_keys() -> None:
 def test_an_allowed_extra_key_lands_as_one_line() -> None:
     data = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
     data["slurm"]["extra_config"] = {"MaxJobCount": "20000", "MessageTimeout": "30"}
-    conf = slurm_conf(parse_spec(yaml.safe_dump(data))).splitlines()
+    conf = slurm_conf(parse_spec(yaml_text.dump(data))).splitlines()
     assert "MaxJobCount=20000" in conf and "MessageTimeout=30" in conf
     data["slurm"]["extra_config"] = {"SlurmctldHost": "evil"}
     try:
-        parse_spec(yaml.safe_dump(data))
+        parse_spec(yaml_text.dump(data))
     except SpecError as e:
         assert "SlurmctldHost is rendered from the spec" in e.format()
     else:
@@ -66,7 +67,7 @@ def test_refused_keys_are_refused_in_any_case(key: str) -> None:
     data = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
     data["slurm"]["extra_config"] = {key: "evil"}
     with pytest.raises(SpecError) as info:
-        parse_spec(yaml.safe_dump(data))
+        parse_spec(yaml_text.dump(data))
     assert any(i.path == "slurm.extra_config" for i in info.value.issues), info.value.format()
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.render.files import Secrets
 from gpuforge.render.slurm import slurm_files
@@ -24,6 +23,7 @@ from gpuforge.spec.slurm_parameters import (
     row,
     spec_majors,
 )
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 HW = {"sockets": 2, "cores_per_socket": 8, "threads_per_core": 2, "real_memory_mb": 64000}
@@ -68,7 +68,7 @@ CASES = [
 
 @pytest.mark.parametrize(("major", "d"), CASES, ids=[f"{m}-{d['cluster']['os']}" for m, d in CASES])
 def test_every_rendered_key_is_taken_by_the_clusters_slurm(major: str, d: dict[str, Any]) -> None:
-    spec = parse_spec(yaml.safe_dump(d))
+    spec = parse_spec(yaml_text.dump(d))
     assert spec_majors(spec) == {major}
     seen: set[str] = set()
     for node in resolve_nodes(spec):
@@ -129,7 +129,7 @@ def test_every_row_cites_a_source_and_a_checked_release() -> None:
 def _health_issues(d: dict[str, Any], node_state: str) -> list[str]:
     d["slurm"]["health_check"] = {"node_state": node_state}
     try:
-        parse_spec(yaml.safe_dump(d))
+        parse_spec(yaml_text.dump(d))
     except SpecError as e:
         return [line.strip() for line in e.format().splitlines()[1:]]
     return []
@@ -158,4 +158,4 @@ def test_a_pin_that_is_no_known_slurm_release_is_checked_by_nothing_here_and_nev
     missing package), and check never raises."""
     assert _health_issues(doc("debian12", "99.0.0-1", "site"), "NONDRAINED_IDLE") == []
     assert _health_issues(doc("debian12", "27.05.1-1", "site"), "REBOOT_ONLY") == []
-    parse_spec(yaml.safe_dump(doc("debian12", "99.0.0-1", "site")))
+    parse_spec(yaml_text.dump(doc("debian12", "99.0.0-1", "site")))

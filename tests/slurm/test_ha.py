@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.deploy.slurm_changes import SlurmAction, classify
 from gpuforge.render.slurm import slurm_conf
@@ -17,6 +16,7 @@ from gpuforge.spec import SpecError, parse_spec
 from gpuforge.spec.slurm_ha import SOURCES, parse_ping, slurm_path
 from gpuforge.validator.cluster_ha import judge_controller, read_ping
 from gpuforge.validator.node.base import FAIL, PASS
+from tests import yaml_text
 
 #: scontrol ping as src/scontrol/scontrol.c prints it (root sees the banner when one is down).
 PING_DOWN = """Slurmctld(primary) at ctl1 is DOWN
@@ -77,7 +77,7 @@ def test_read_ping_runs_scontrol_ping_through_a_shell_on_the_first_controller_th
     stub = tmp_path / "scontrol"
     stub.write_text(f"#!{sys.executable}\nimport sys\nprint({PING_DOWN!r}, end='')\nsys.exit(0)\n")
     stub.chmod(0o755)
-    spec = parse_spec(yaml.safe_dump(ha_data()))
+    spec = parse_spec(yaml_text.dump(ha_data()))
     seen = []
 
     def run(node: Any, command: str) -> tuple[int, str, str]:
@@ -99,16 +99,16 @@ def test_read_ping_runs_scontrol_ping_through_a_shell_on_the_first_controller_th
 
 
 def test_two_controllers_need_their_state_on_a_mount_both_share() -> None:
-    parse_spec(yaml.safe_dump(ha_data()))  # an external shared mount on both: accepted
+    parse_spec(yaml_text.dump(ha_data()))  # an external shared mount on both: accepted
     for bad in (ha_data(state="/var/lib/slurm/slurmctld"), ha_data(mount_nodes="ctl1"), ha_data(writable=False)):
         with pytest.raises(SpecError) as err:
-            parse_spec(yaml.safe_dump(bad))
+            parse_spec(yaml_text.dump(bad))
         assert "slurm.state_save_location: two controllers (ctl1, ctl2) share Slurm's state" in err.value.format()
 
 
 def test_gpuforge_check_exits_2_naming_the_field(tmp_path: Path) -> None:
     path = tmp_path / "ha.yaml"
-    path.write_text(yaml.safe_dump(ha_data(state="/var/lib/slurm/slurmctld")))
+    path.write_text(yaml_text.dump(ha_data(state="/var/lib/slurm/slurmctld")))
     cp = subprocess.run([sys.executable, "-m", "gpuforge", "check", str(path)], capture_output=True, text=True)
     assert cp.returncode == 2
     assert "slurm.state_save_location: two controllers" in cp.stderr and "Traceback" not in cp.stderr
@@ -121,7 +121,7 @@ def test_state_dir_is_a_plain_absolute_path(bad: str) -> None:
 
 
 def test_slurm_conf_has_both_controllers_in_order_the_shared_state_and_the_timeouts() -> None:
-    conf = slurm_conf(parse_spec(yaml.safe_dump(ha_data())))
+    conf = slurm_conf(parse_spec(yaml_text.dump(ha_data())))
     lines = conf.splitlines()
     assert [x for x in lines if x.startswith("SlurmctldHost=")] == ["SlurmctldHost=ctl1", "SlurmctldHost=ctl2"]
     assert "StateSaveLocation=/shared/slurm/ctld" in lines
@@ -130,11 +130,11 @@ def test_slurm_conf_has_both_controllers_in_order_the_shared_state_and_the_timeo
 
 def test_timeouts_reconfigure_and_controller_order_restarts() -> None:
     data = ha_data()
-    old = slurm_conf(parse_spec(yaml.safe_dump(data)))
+    old = slurm_conf(parse_spec(yaml_text.dump(data)))
     data["slurm"]["failover"]["slurmctld_timeout"] = 30
-    assert classify(old, slurm_conf(parse_spec(yaml.safe_dump(data))))[0] is SlurmAction.RECONFIGURE
+    assert classify(old, slurm_conf(parse_spec(yaml_text.dump(data))))[0] is SlurmAction.RECONFIGURE
     data["node_groups"][0]["hosts"] = "ctl2,ctl1"
-    assert classify(old, slurm_conf(parse_spec(yaml.safe_dump(data))))[0] is SlurmAction.RESTART
+    assert classify(old, slurm_conf(parse_spec(yaml_text.dump(data))))[0] is SlurmAction.RESTART
 
 
 def test_extra_config_cannot_set_what_the_ha_fields_render() -> None:
@@ -142,4 +142,4 @@ def test_extra_config_cannot_set_what_the_ha_fields_render() -> None:
         data = ha_data()
         data["slurm"]["extra_config"] = {key: "/tmp"}
         with pytest.raises(SpecError, match="rendered from the spec"):
-            parse_spec(yaml.safe_dump(data))
+            parse_spec(yaml_text.dump(data))

@@ -40,6 +40,7 @@ import yaml
 
 from gpuforge.lab.lab_record import SharedFolder
 from gpuforge.lab.pytest_plugin import Lab, own_lab
+from tests import yaml_text
 from tests.conftest import LAB_SPEC, LabCluster, run_cli
 from tests.helpers import wait_until
 
@@ -55,7 +56,7 @@ PRIMARY, BACKUP = "Running as primary controller", "slurmctld running in backgro
 
 def ha_spec(base: dict[str, Any]) -> dict[str, Any]:
     """inventories/lab.yaml made into two controllers with shared state and one compute node."""
-    data: dict[str, Any] = yaml.safe_load(yaml.safe_dump(base))
+    data: dict[str, Any] = yaml.safe_load(yaml_text.dump(base))
     hw = data["node_groups"][0]["hardware"]
     data["cluster"]["name"] = "gfha"
     data["node_groups"] = [

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.bundle.signing import inrelease_problem
 from gpuforge.deploy.converge import StepKind
@@ -32,6 +31,7 @@ from gpuforge.orchestrate import slurm_build as sb
 from gpuforge.render import slurm_build as rb
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.spec.cluster import Cluster
+from tests import yaml_text
 from tests.bundle.conftest import Server
 
 VERSION = "25.05.9-1"  # not in gpuforge's table: the spec pins the fake tarball's digest
@@ -127,7 +127,7 @@ def cluster_of(tmp_path: Path, url: str, sha256: str, os: str = "debian12", **bu
         },
     }  # fmt: skip
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(yaml_text.dump(doc))
     return Cluster.of(parse_spec(path.read_text()), path)
 
 

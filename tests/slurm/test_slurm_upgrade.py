@@ -25,6 +25,7 @@ from gpuforge.orchestrate.slurm_upgrade_limit import upgrade_steps
 from gpuforge.spec import parse_spec
 from gpuforge.spec.model import Spec
 from gpuforge.spec.slurm_releases import major_of, upgrade_problem, upstream_of
+from tests import yaml_text
 from tests.slurm.stub_upgrade import StubCluster
 
 
@@ -44,7 +45,7 @@ def upgrade_spec(tmp: Path, version: str = "23.02.7-1") -> Spec:
         "rollout": {"batch_size": 2},
         "slurm": {"state_save_location": str(tmp / "state"), "partitions": [{"name": "b", "nodes": "cpu"}]},
     }
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 @pytest.fixture
@@ -184,10 +185,10 @@ def test_what_is_left_to_upgrade_is_read_by_package_version(tmp_path: Path, clus
 
 def build_spec(tmp: Path) -> Spec:
     """The upgrade spec with Slurm built by gpuforge (``slurm.source: build``, the operator's digest)."""
-    d = yaml.safe_load(yaml.safe_dump(upgrade_spec(tmp).model_dump(mode="json", exclude_none=True)))
+    d = yaml.safe_load(yaml_text.dump(upgrade_spec(tmp).model_dump(mode="json", exclude_none=True)))
     d["slurm"]["source"] = "build"
     d["slurm"]["build"] = {"tarball": "https://192.0.2.1/slurm-23.02.7.tar.gz", "sha256": "ab" * 32, "hosts": ["ctl1"]}
-    return parse_spec(yaml.safe_dump(d))
+    return parse_spec(yaml_text.dump(d))
 
 
 def schedmd_names(cluster: StubCluster) -> None:

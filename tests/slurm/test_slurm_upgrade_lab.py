@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from gpuforge.lab.pytest_plugin import own_lab
+from tests import yaml_text
 from tests.conftest import LAB_SPEC, LabCluster, run_cli
 from tests.helpers import wait_until
 
@@ -38,7 +39,7 @@ INSTALLED = f"dpkg-query -W -f '${{Package}} ${{Version}} ${{db:Status-Abbrev}}\
 
 
 def upgrade_spec(base: dict[str, Any], slurm: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(yaml.safe_dump(base))
+    data: dict[str, Any] = yaml.safe_load(yaml_text.dump(base))
     hw = data["node_groups"][0]["hardware"]
     data["cluster"]["name"] = "gfup"
     data["versions"]["slurm"] = slurm

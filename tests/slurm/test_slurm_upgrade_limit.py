@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from gpuforge.cli import app
@@ -16,6 +15,7 @@ from gpuforge.orchestrate import slurm_upgrade_cli
 from gpuforge.orchestrate.slurm_upgrade import UpgradePlan, UpgradeRefused, plan_upgrade, run_upgrade
 from gpuforge.orchestrate.slurm_upgrade_limit import limit_upgrade
 from gpuforge.spec import Spec
+from tests import yaml_text
 from tests.slurm.stub_upgrade import StubCluster
 from tests.slurm.test_slurm_upgrade import io_for, upgrade_spec
 
@@ -33,7 +33,7 @@ def cluster(tmp_path: Path) -> StubCluster:
 def spec_file(tmp_path: Path) -> Path:
     spec = upgrade_spec(tmp_path, version="23.02.7")  # the stub's repository's version: done nodes read as done
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False))
+    path.write_text(yaml_text.dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False))
     return path
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.deploy.run import ApplyResult, HostResult
 from gpuforge.orchestrate import apply as apply_mod
@@ -26,6 +25,7 @@ from gpuforge.orchestrate.slurm_upgrade import UpgradeIO, plan_upgrade, run_upgr
 from gpuforge.orchestrate.slurm_upgrade_commands import UpgradePaths
 from gpuforge.spec import load_spec, parse_spec
 from gpuforge.spec.cluster import Cluster, load_cluster
+from tests import yaml_text
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_slurm import StubSlurm
 from tests.slurm.stub_upgrade import StubCluster
@@ -75,7 +75,7 @@ class World:
         lock_nodes_locally(monkeypatch, tmp / "locks")
 
     def write(self, data: dict[str, Any]) -> None:
-        self.spec_file.write_text(yaml.safe_dump(data))
+        self.spec_file.write_text(yaml_text.dump(data))
 
     def remote_run(
         self, cluster: Any, node: str, command: str, timeout: float = 120
@@ -182,7 +182,7 @@ def test_a_distro_target_compares_with_the_repositorys_candidate(world: World) -
 
 
 def test_the_read_needs_slurmd_and_every_slurm_package_at_the_version(tmp_path: Path) -> None:
-    spec = parse_spec(yaml.safe_dump(spec_data(tmp_path, NEW)))
+    spec = parse_spec(yaml_text.dump(spec_data(tmp_path, NEW)))
     at = f"__installed=slurmd {NEW} ii\n__installed=slurm-client {NEW} ii\n"
     assert at_spec_version(spec, at) == NEW
     assert at_spec_version(spec, f"__installed=slurmd {NEW} ii\n__installed=slurm-client {OLD} ii\n") is None
@@ -190,7 +190,7 @@ def test_the_read_needs_slurmd_and_every_slurm_package_at_the_version(tmp_path: 
     assert at_spec_version(spec, f"__installed=slurmd {NEW} rc\n") is None  # removed, config left
     assert at_spec_version(spec, "") is None
     assert "__candidate" not in installed_command(spec)
-    distro = parse_spec(yaml.safe_dump(spec_data(tmp_path, "distro")))
+    distro = parse_spec(yaml_text.dump(spec_data(tmp_path, "distro")))
     assert at_spec_version(distro, at + f"__candidate={NEW}\n") == NEW
     assert at_spec_version(distro, at + "__candidate=(none)\n") is None
     assert at_spec_version(distro, at + "__candidate=23.02.8-1\n") is None

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpuforge.spec import SpecError, parse_spec
+from tests import yaml_text
 
 FP = "ab" * 32
 
@@ -24,7 +24,7 @@ def spec_text(bmc: dict[str, object], hosts: str = "cpu[1-2]") -> str:
         ],
         "slurm": {"partitions": [{"name": "batch", "nodes": "cpu"}]},
     }  # fmt: skip
-    return yaml.safe_dump(data, sort_keys=False)
+    return yaml_text.dump(data, sort_keys=False)
 
 
 @pytest.mark.parametrize(

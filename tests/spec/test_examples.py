@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 from gpuforge.spec import Role, Scheduler, Spec, load_spec, parse_spec, resolve_nodes, spec_json_schema
 from gpuforge.spec.diff import diff_specs, field_policy
 from gpuforge.spec.policy import POLICY_KEY, UpdatePolicy
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "inventories"
@@ -47,7 +48,7 @@ def example_data(name: str) -> dict[str, Any]:
 def variant(name: str, change: Callable[[dict[str, Any]], None]) -> Spec:
     data = example_data(name)
     change(data)
-    return parse_spec(yaml.safe_dump(data), f"{name}-variant.yaml")
+    return parse_spec(yaml_text.dump(data), f"{name}-variant.yaml")
 
 
 @cache

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.spec import SpecError, load_spec, parse_spec
 from gpuforge.spec.discovered import apply_discovered, facts_path, group_figures
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.hardware_rules import hardware_warnings, slurm_real_memory, unknown_hardware
+from tests import yaml_text
 
 HGX = {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2, "real_memory_mb": 2000000}
 
@@ -35,7 +35,7 @@ def spec_data(gpu_hw: dict[str, Any] | None = None, **more: Any) -> dict[str, An
 
 
 def parse(data: dict[str, Any]) -> Any:
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def issues(data: dict[str, Any]) -> list[str]:
@@ -93,7 +93,7 @@ def test_check_prints_the_warnings_and_exits_0(tmp_path: Path) -> None:
     data = spec_data()
     data["node_groups"][2]["hardware"]["gpu"]["count"] = 16
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml_text.dump(data))
     cp = subprocess.run([sys.executable, "-m", "gpuforge", "check", str(path)], capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr
     assert "warning: node_groups[2].hardware.gpu.count: 16 x H100-80GB in one node" in cp.stderr
@@ -115,7 +115,7 @@ def node_facts(memory_mb: int = 2063760, sockets: int = 2) -> dict[str, int]:
 
 def test_a_discovered_group_takes_the_nodes_figures_with_the_margin(tmp_path: Path) -> None:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec_data({"discover": True})))
+    path.write_text(yaml_text.dump(spec_data({"discover": True})))
     assert facts_path(path) == tmp_path / "cluster.hardware.json"
     write_facts(path, {"gpu1": node_facts(2063760), "gpu2": node_facts(2063000)})
     hw = load_spec(path).node_groups[2].hardware
@@ -126,14 +126,14 @@ def test_a_discovered_group_takes_the_nodes_figures_with_the_margin(tmp_path: Pa
 
 def test_a_group_partly_discovered_stays_unknown(tmp_path: Path) -> None:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec_data({"discover": True})))
+    path.write_text(yaml_text.dump(spec_data({"discover": True})))
     write_facts(path, {"gpu1": node_facts()})
     assert unknown_hardware(load_spec(path)) == ["gpu"]
 
 
 def test_nodes_of_one_group_that_differ_are_refused_naming_them(tmp_path: Path) -> None:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec_data({"discover": True})))
+    path.write_text(yaml_text.dump(spec_data({"discover": True})))
     write_facts(path, {"gpu1": node_facts(), "gpu2": node_facts(sockets=1)})
     with pytest.raises(SpecError) as info:
         load_spec(path)
@@ -154,7 +154,7 @@ def test_nodes_of_one_group_that_differ_are_refused_naming_them(tmp_path: Path) 
 )  # fmt: skip
 def test_a_bad_facts_file_is_a_spec_error(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec_data({"discover": True})))
+    path.write_text(yaml_text.dump(spec_data({"discover": True})))
     facts_path(path).write_text(text)
     with pytest.raises(SpecError) as info:
         load_spec(path)
@@ -163,7 +163,7 @@ def test_a_bad_facts_file_is_a_spec_error(tmp_path: Path, text: str, message: st
 
 def test_no_facts_file_is_read_without_a_discover_group(tmp_path: Path) -> None:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec_data()))
+    path.write_text(yaml_text.dump(spec_data()))
     facts_path(path).write_text("not json")
     spec = load_spec(path)
     assert apply_discovered(spec, path) is spec
@@ -178,7 +178,7 @@ def test_group_figures_needs_every_node() -> None:
 @pytest.mark.parametrize("command", ["render", "plan", "apply"])
 def test_render_plan_and_apply_refuse_an_undiscovered_group(tmp_path: Path, command: str) -> None:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec_data({"discover": True})))
+    path.write_text(yaml_text.dump(spec_data({"discover": True})))
     extra = {"render": ["-o", str(tmp_path / "out")], "plan": [], "apply": ["--yes"]}[command]
     cp = subprocess.run(
         [sys.executable, "-m", "gpuforge", command, str(path), *extra], capture_output=True, text=True, timeout=120

@@ -26,6 +26,7 @@ from gpuforge.extensions.ansible_inventory import ansible_inventory
 from gpuforge.render.base import apt_proxy_conf
 from gpuforge.spec import SpecError, parse_spec
 from gpuforge.spec.model import Spec
+from tests import yaml_text
 from tests.conftest import REPO
 from tests.spec.hostile import apt_config_dump
 
@@ -45,7 +46,7 @@ def k8s_data(change: Any = None) -> dict[str, Any]:
 def refused_at(data: dict[str, Any], field: str) -> str:
     """The problem ``parse_spec`` names ``field`` with (it must refuse the spec)."""
     with pytest.raises(SpecError) as info:
-        parse_spec(yaml.safe_dump(data))
+        parse_spec(yaml_text.dump(data))
     lines = [i.format() for i in info.value.issues if i.path == field]
     assert lines, info.value.format()
     return lines[0]
@@ -58,7 +59,7 @@ def test_check_exits_2_naming_each_field(tmp_path: Path) -> None:
         ("node_groups[0].addresses[0]", k8s_data(_address(ADDRESS))),
     ]:
         spec = tmp_path / "spec.yaml"
-        spec.write_text(yaml.safe_dump(data))
+        spec.write_text(yaml_text.dump(data))
         cp = subprocess.run([sys.executable, "-m", "gpuforge", "check", str(spec)], capture_output=True, text=True,
                             cwd=REPO, timeout=120, check=False)  # fmt: skip
         assert cp.returncode == 2 and f"{field}: " in cp.stderr and "zone ID" in cp.stderr, cp.stderr
@@ -80,14 +81,14 @@ def test_the_apt_conf_writer_refuses_what_apt_cannot_quote() -> None:
 
 def test_apt_config_reads_an_accepted_proxy_back_as_its_one_value() -> None:
     proxy = "http://[2001:db8::5]:3142"
-    spec = parse_spec(yaml.safe_dump(k8s_data(lambda d: d["sources"].update(apt_proxy=proxy))))
+    spec = parse_spec(yaml_text.dump(k8s_data(lambda d: d["sources"].update(apt_proxy=proxy))))
     assert spec.sources.apt_proxy == proxy
     assert apt_config_dump(apt_proxy_conf(proxy)) == [("Acquire::http::Proxy", proxy)]
 
 
 def test_a_url_is_kept_as_rebuilt_from_its_checked_parts() -> None:
     given = "HTTP://Mirror.Example.ORG:03142/debian/{distro}"
-    spec = parse_spec(yaml.safe_dump(k8s_data(lambda d: d["sources"].update(apt_proxy=given))))
+    spec = parse_spec(yaml_text.dump(k8s_data(lambda d: d["sources"].update(apt_proxy=given))))
     assert spec.sources.apt_proxy == "http://mirror.example.org:3142/debian/{distro}"
 
 
@@ -115,7 +116,7 @@ def _sed_step(spec: Spec, manifest: Path) -> str:
 @pytest.mark.parametrize("cidr", ["10.10.0.0/16", "fd00:10::/56", POD_CIDR])
 def test_the_sed_that_sets_flannels_network_takes_the_cidr_as_one_literal(cidr: str, tmp_path: Path) -> None:
     """Run by bash as the node would: a hostile CIDR (fed past the spec's checks) is written literally."""
-    spec = parse_spec(yaml.safe_dump(k8s_data(_k8s_mirror)))
+    spec = parse_spec(yaml_text.dump(k8s_data(_k8s_mirror)))
     k = spec.kubernetes
     assert k is not None
     spec = spec.model_copy(update={"kubernetes": k.model_copy(update={"pod_cidr": cidr})})
@@ -163,7 +164,7 @@ def test_ansible_never_templates_a_value_of_the_inventory(tmp_path: Path) -> Non
     """``gpuforge inventory`` output through ``ansible-playbook -i``: a lookup in an address (fed past
     the spec's checks) or in a key path (a path may hold braces) is printed, never run."""
     data = k8s_data(lambda d: d["ssh"].update(key="/keys/{{lookup('pipe','touch Y')}}"))
-    spec = parse_spec(yaml.safe_dump(data))
+    spec = parse_spec(yaml_text.dump(data))
     group = spec.node_groups[0]
     spec = spec.model_copy(update={"node_groups": [group.model_copy(update={"addresses": [ADDRESS]}),
                                                    *spec.node_groups[1:]]})  # fmt: skip

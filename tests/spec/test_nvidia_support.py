@@ -20,6 +20,7 @@ import yaml
 from gpuforge.spec import SpecError, load_spec, parse_spec
 from gpuforge.spec import nvidia_releases as rel
 from gpuforge.spec.nvidia_support import support_warnings
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 TODAY = date(2026, 11, 26)
@@ -31,7 +32,7 @@ def example(name: str) -> dict[str, Any]:
 
 
 def warnings_of(data: dict[str, Any], today: date = TODAY) -> list[str]:
-    return [w.format() for w in support_warnings(parse_spec(yaml.safe_dump(data)), today)]
+    return [w.format() for w in support_warnings(parse_spec(yaml_text.dump(data)), today)]
 
 
 def check(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -57,7 +58,7 @@ def spec_file(tmp_path: Path, version: str) -> Path:
     # pins of the release files nothing publishes a sha256 for (a test's value): only the driver's warning is left
     data["sources"]["artifact_sha256"] = {f: "ab" * 32 for f in UNPUBLISHED_FILES}
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml_text.dump(data))
     return path
 
 
@@ -111,7 +112,7 @@ def test_only_releases_of_the_table_go_unwarned(version: str, warned: bool | Non
     data["versions"]["driver"]["version"] = version
     if warned is None:
         with pytest.raises(SpecError, match=r"versions\.driver"):
-            parse_spec(yaml.safe_dump(data))
+            parse_spec(yaml_text.dump(data))
         return
     found = [w for w in warnings_of(data) if f"driver {version} is not a release of branch" in w]
     assert bool(found) is warned
@@ -253,7 +254,7 @@ def test_check_prints_warnings_and_exits_0(tmp_path: Path) -> None:
     data = example("k8s-gpu-operator")
     data["versions"]["kubernetes"] = "1.32.4"
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml_text.dump(data))
     result = check(path)
     assert result.returncode == 0, result.stderr
     assert f"{path}: warning: versions.kubernetes: Kubernetes 1.32.4 on ubuntu22.04" in result.stderr

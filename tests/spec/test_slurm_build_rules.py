@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.spec import parse_spec
 from gpuforge.spec.model import Spec
 from gpuforge.spec.slurm_build_rules import build_hosts, known_sha256, slurm_build_rules
 from gpuforge.spec.slurm_tarballs import SOURCES, TARBALLS
+from tests import yaml_text
 
 HW = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000}
 URL = "http://198.51.100.7/debian/pool/main/s/slurm-wlm/slurm-wlm_24.11.5.orig.tar.gz"
@@ -40,7 +40,7 @@ def issues(d: dict[str, Any]) -> list[str]:
 
 
 def test_a_known_release_with_a_build_host_per_platform_passes_every_rule() -> None:
-    s = parse_spec(yaml.safe_dump(doc()))
+    s = parse_spec(yaml_text.dump(doc()))
     assert known_sha256(s) == TARBALLS["24.11.5"].sha256
     assert {k: n.name for k, n in build_hosts(s).items()} == {"debian12-x86_64": "ctl1"}
 
@@ -114,7 +114,7 @@ def test_an_rpm_platform_is_built_on_its_own_build_host() -> None:
     d = doc()
     d["cluster"]["os"] = "rocky9"
     assert issues(d) == []
-    s = parse_spec(yaml.safe_dump(d))
+    s = parse_spec(yaml_text.dump(d))
     assert {k: n.name for k, n in build_hosts(s).items()} == {"rocky9-x86_64": "ctl1"}
     d["node_groups"][1]["os"] = "debian12"
     [found] = issues(d)

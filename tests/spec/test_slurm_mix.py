@@ -6,19 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.spec import parse_spec
 from gpuforge.spec.model import Spec
 from gpuforge.spec.rules import check_rules
 from gpuforge.spec.slurm_mix_rules import SOURCES, group_slurm_versions, slurm_release_rules
+from tests import yaml_text
 
 HW = {"sockets": 2, "cores_per_socket": 32, "threads_per_core": 2, "real_memory_mb": 500000}
 
 
 def spec(ctl_os: str, compute_os: str, db_os: str | None = None, **extra: Any) -> Any:
     """The whole spec, checked by every rule (a refused combination raises)."""
-    return parse_spec(yaml.safe_dump(spec_doc(ctl_os, compute_os, db_os, **extra)))
+    return parse_spec(yaml_text.dump(spec_doc(ctl_os, compute_os, db_os, **extra)))
 
 
 def spec_doc(ctl_os: str, compute_os: str, db_os: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from gpuforge.spec.k8s_upstream import (
 from gpuforge.spec.model import Versions
 from gpuforge.spec.nvidia_support import _release_tuple
 from gpuforge.spec.spec_warnings import all_warnings
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = "inventories/k8s-gpu-operator.yaml"
@@ -42,7 +43,7 @@ def k8s_example() -> dict[str, Any]:
 
 
 def warnings_of(data: dict[str, Any]) -> list[str]:
-    return [w.format() for w in all_warnings(parse_spec(yaml.safe_dump(data)), win.REVIEWED)]
+    return [w.format() for w in all_warnings(parse_spec(yaml_text.dump(data)), win.REVIEWED)]
 
 
 def test_the_review_date_is_a_constant() -> None:
@@ -79,7 +80,7 @@ def test_a_helm_the_table_lacks_is_a_warning_not_a_refusal() -> None:
 
 def test_helm_3_is_reported_after_its_last_security_fix() -> None:
     """Helm 3 security fixes end 2027-02-10 (helm3-eol); 3.21 covers 1.33-1.36 until then."""
-    spec = parse_spec(yaml.safe_dump({**k8s_example(), "versions": {**k8s_example()["versions"], "helm": "3.21.4"}}))
+    spec = parse_spec(yaml_text.dump({**k8s_example(), "versions": {**k8s_example()["versions"], "helm": "3.21.4"}}))
     assert not [w for w in all_warnings(spec, win.REVIEWED) if w.path == "versions.helm"]
     after = win.HELM3_SECURITY_FIXES_END.replace(day=11)
     later = [w.message for w in all_warnings(spec, after) if w.path == "versions.helm"]

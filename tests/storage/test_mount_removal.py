@@ -13,8 +13,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpuforge.deploy.converge import LayerFacts, plan_layer
 from gpuforge.deploy.layers.storage import mount_layer
 from gpuforge.deploy.runstate import RunState
@@ -22,6 +20,7 @@ from gpuforge.deploy.storage_removal import OWNED_READ, owned_units_command, par
 from gpuforge.render.storage import mount_unit
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.spec.model import Spec
+from tests import yaml_text
 
 #: A compute group's CPU and memory figures (its Slurm NodeName line never has a default).
 FIGURES = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "real_memory_mb": 8000}
@@ -47,7 +46,7 @@ def spec() -> Spec:
         },
         "slurm": {"accounting": {"enabled": False}, "partitions": [{"name": "b", "nodes": "cpu"}]},
     }
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def node(s: Spec, name: str) -> Any:

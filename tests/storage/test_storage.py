@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpuforge.render import render_node
 from gpuforge.render.storage import exports_path, exports_text, mount_unit, unit_name
@@ -17,6 +16,7 @@ from gpuforge.spec.cluster import load_cluster
 from gpuforge.spec.model import Spec
 from gpuforge.spec.platforms import DISTRIBUTIONS, OsFamily
 from gpuforge.validator.cluster_storage import judge_mount, read_mounts
+from tests import yaml_text
 from tests.converge.simulated import SimulatedCluster, assert_golden_plan, simulated, write_simulated_spec
 
 #: A compute group's CPU and memory figures (its Slurm NodeName line never has a default).
@@ -51,7 +51,7 @@ def storage_data() -> dict[str, Any]:
 
 
 def spec_of(data: dict[str, Any]) -> Spec:
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def problems(data: dict[str, Any]) -> str:

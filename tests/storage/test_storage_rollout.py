@@ -25,6 +25,7 @@ from gpuforge.orchestrate.slurm_drain import DRAIN_TAG
 from gpuforge.render.storage import node_units
 from gpuforge.spec import load_spec, parse_spec
 from gpuforge.spec.cluster import Cluster, load_cluster
+from tests import yaml_text
 from tests.converge.simulated import lock_nodes_locally
 from tests.converge.stub_slurm import StubSlurm
 from tests.helpers import INVENTORIES
@@ -89,7 +90,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Stub
     monkeypatch.setenv("GPUFORGE_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(slurm_drain, "POLL_S", 0.2)
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text(yaml.safe_dump(spec_data()))
+    spec_file.write_text(yaml_text.dump(spec_data()))
     record_applied(Cluster.of(load_spec(spec_file), spec_file))
     slurm = StubSlurm(tmp_path / "slurm", "node1", ["node1", *WORKERS])
     deploys = Deploys(slurm, spec_file.read_text())
@@ -108,7 +109,7 @@ def drains(slurm: StubSlurm) -> list[str]:
 def change(spec_file: Path, edit: Any) -> None:
     data = spec_data()
     edit(data)
-    spec_file.write_text(yaml.safe_dump(data))
+    spec_file.write_text(yaml_text.dump(data))
 
 
 def test_a_mount_changed_for_two_nodes_drains_those_two_only(cluster: Any) -> None:
@@ -168,7 +169,7 @@ def test_changes_that_change_no_compute_nodes_unit_are_live(cluster: Any) -> Non
         )
 
     change(spec_file, edit)
-    rollout = plan_rollout(parse_spec(yaml.safe_dump(spec_data())), load_spec(spec_file))
+    rollout = plan_rollout(parse_spec(yaml_text.dump(spec_data())), load_spec(spec_file))
     assert rollout.rolling == [] and not rollout.batches
     assert sorted(c.path for c in rollout.live) == ["storage.mounts.ctl", "storage.mounts.site.path"]
     result = apply_mod.apply(load_cluster(spec_file))
@@ -181,7 +182,7 @@ def test_the_plan_names_each_drained_node_with_its_own_fields() -> None:
     new = copy.deepcopy(old)
     mount(new, "scratch").update(timeout_s=60)
     mount(new, "home").update(nodes="ctl,node[2-4]")  # node5 loses /home
-    plan = plan_rollout(parse_spec(yaml.safe_dump(old)), parse_spec(yaml.safe_dump(new)))
+    plan = plan_rollout(parse_spec(yaml_text.dump(old)), parse_spec(yaml_text.dump(new)))
     assert plan.reasons == {
         "node2": ["storage.mounts.scratch.timeout_s"],
         "node3": ["storage.mounts.scratch.timeout_s"],

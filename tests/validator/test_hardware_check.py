@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpuforge.render import node_health_config
 from gpuforge.spec import parse_spec, resolve_nodes
 from gpuforge.validator.node import execute, framework
 from gpuforge.validator.node.base import FAIL, PASS, SKIP
+from tests import yaml_text
 from tests.facts.test_hardware_probe import hgx
 from tests.spec.test_hardware import spec_data
 
@@ -20,7 +20,7 @@ RECORDED = Path(__file__).parents[1] / "facts" / "fixtures" / "platform" / "hard
 
 def config(node: str, **hw: int) -> dict[str, object]:
     figures = {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2, "real_memory_mb": 2000000, **hw}
-    spec = parse_spec(yaml.safe_dump(spec_data(figures)))
+    spec = parse_spec(yaml_text.dump(spec_data(figures)))
     return node_health_config(spec, next(n for n in resolve_nodes(spec) if n.name == node))
 
 

@@ -124,10 +124,12 @@ def spec_from(path: str | Path, mutate: Any = None) -> Spec:
     """A spec file, optionally changed (``mutate(data)``) before parsing."""
     import yaml
 
+    from tests import yaml_text
+
     data = yaml.safe_load(Path(path).read_text())
     if mutate:
         mutate(data)
-    return parse_spec(yaml.safe_dump(data))
+    return parse_spec(yaml_text.dump(data))
 
 
 def node(spec: Spec, name: str) -> Node:
@@ -293,6 +295,8 @@ def lab_spec(tmp_path: Path, mutate: Any = None) -> tuple[Spec, Path]:
     """inventories/lab.yaml with a known_hosts file (under tmp_path) pinning every node."""
     import yaml
 
+    from tests import yaml_text
+
     data = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
     kh = tmp_path / "known_hosts"
     lines = []
@@ -300,7 +304,7 @@ def lab_spec(tmp_path: Path, mutate: Any = None) -> tuple[Spec, Path]:
     if mutate:
         mutate(data)
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml_text.dump(data, sort_keys=False))
     spec = parse_spec(path.read_text())
     for n in resolve_nodes(spec):
         lines.append(f"{n.ssh_target} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{n.name}")
