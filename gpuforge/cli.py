@@ -3,32 +3,16 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
-from collections.abc import Callable
+import sys
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from gpuforge import cli_bundle, cli_converge, cli_discover, cli_kube, cli_log, cli_spec
-from gpuforge.acceptance import cli as accept_cli
-from gpuforge.bmc import cli as power_cli
 from gpuforge.console import help_settings
-from gpuforge.image import cli as image_cli
-from gpuforge.lab import cli as lab_cli
-from gpuforge.orchestrate import slurm_build_cli, slurm_upgrade_cli
-from gpuforge.provision import cli as provision_cli
-from gpuforge.validator import cli as validator_cli
-
-app = typer.Typer(
-    name="gpuforge",
-    help="Declarative provisioning and validation for GPU clusters.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # click's help: flags and counts show no type, paragraphs re-wrapped to the width
-    context_settings=help_settings(),
-)
 
 
 def version_text() -> str:
@@ -51,7 +35,6 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _main(
     version: Annotated[
         bool,
@@ -63,54 +46,90 @@ def _main(
 
 @dataclass(frozen=True)
 class Group:
-    """A command group: its typer app and the line ``gpuforge --help`` shows for it."""
+    """A command group: where its typer app is (``module:attribute``) and the line ``gpuforge --help``
+    shows for it."""
 
-    app: typer.Typer
+    app: str
     help: str
 
 
 #: Every command of ``gpuforge``, in the order ``gpuforge --help`` lists them (typer lists the groups
-#: last): its name, and the function (or group) that runs it, named by its module.
-COMMANDS: tuple[tuple[str, Callable[..., object] | Group], ...] = (
+#: last): its name, and the function (or group) that runs it, as ``module:attribute``. A command's
+#: module is imported only when that command runs (or the whole table is listed): ``gpuforge check``
+#: does not load pyinfra, the lab or the bundle code, which halved its start.
+COMMANDS: tuple[tuple[str, str | Group], ...] = (
     # the spec: checked, listed, its schema, the hardware it uses (discover reads the nodes), its files
-    ("check", cli_spec.check),
-    ("inventory", cli_spec.inventory),
-    ("schema", cli_spec.schema),
-    ("discover", cli_discover.discover),
-    ("render", cli_spec.render),
+    ("check", "gpuforge.cli_spec:check"),
+    ("inventory", "gpuforge.cli_spec:inventory"),
+    ("schema", "gpuforge.cli_spec:schema"),
+    ("discover", "gpuforge.cli_discover:discover"),
+    ("render", "gpuforge.cli_spec:render"),
     # the nodes: what would change, converging them, what they give back
-    ("plan", cli_converge.plan),
-    ("apply", cli_converge.apply),
-    ("kubeconfig", cli_kube.kubeconfig),
+    ("plan", "gpuforge.cli_converge:plan"),
+    ("apply", "gpuforge.cli_converge:apply"),
+    ("kubeconfig", "gpuforge.cli_kube:kubeconfig"),
     # offline mode's bundle of packages
-    ("bundle", cli_bundle.bundle),
+    ("bundle", "gpuforge.cli_bundle:bundle"),
     # the running cluster: checks, acceptance jobs, Slurm's own upgrade and build, the run logs
-    ("validate", validator_cli.validate_typer),
-    ("health", validator_cli.health_typer),
-    ("accept", accept_cli.accept_typer),
-    ("replace", accept_cli.replace_typer),
-    ("slurm-upgrade", slurm_upgrade_cli.upgrade_typer),
-    ("slurm-build", slurm_build_cli.slurm_build_typer),
-    ("log", cli_log.log_cmd),
+    ("validate", "gpuforge.validator.cli:validate_typer"),
+    ("health", "gpuforge.validator.cli:health_typer"),
+    ("accept", "gpuforge.acceptance.cli:accept_typer"),
+    ("replace", "gpuforge.acceptance.cli:replace_typer"),
+    ("slurm-upgrade", "gpuforge.orchestrate.slurm_upgrade_cli:upgrade_typer"),
+    ("slurm-build", "gpuforge.orchestrate.slurm_build_cli:slurm_build_typer"),
+    ("log", "gpuforge.cli_log:log_cmd"),
     # network boot of the nodes: its plan and its files (dnsmasq, iPXE)
-    ("provision", provision_cli.provision),
+    ("provision", "gpuforge.provision.cli:provision"),
     # command groups
-    ("lab", Group(lab_cli.app, "The built-in lab: Debian nodes as containers on this machine")),
-    ("image", Group(image_cli.app, "Node images baked from the spec (docs/images.md)")),
-    ("power", Group(power_cli.app, "Node power through each node's BMC: Redfish or IPMI (docs/bare-metal.md)")),
+    ("lab", Group("gpuforge.lab.cli:app", "The built-in lab: Debian nodes as containers on this machine")),
+    ("image", Group("gpuforge.image.cli:app", "Node images baked from the spec (docs/images.md)")),
+    (
+        "power",
+        Group("gpuforge.bmc.cli:app", "Node power through each node's BMC: Redfish or IPMI (docs/bare-metal.md)"),
+    ),
 )
 
 
-def _register(commands: tuple[tuple[str, Callable[..., object] | Group], ...]) -> None:
-    """Add each command (or group) to the app, in the table's order."""
-    for name, runs in commands:
+def _new_app() -> typer.Typer:
+    """The app with its callback (``--version``) and no command yet."""
+    app = typer.Typer(
+        name="gpuforge",
+        help="Declarative provisioning and validation for GPU clusters.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # click's help: flags and counts show no type, paragraphs re-wrapped to the width
+        context_settings=help_settings(),
+    )
+    app.callback()(_main)
+    return app
+
+
+def _load(ref: str) -> Any:
+    """The object ``module:attribute`` names (its module imported now)."""
+    module, attribute = ref.split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _register(only: str | None = None) -> typer.Typer:
+    """The app with each command (or group) of the table added in its order; ``only``: that one alone
+    (the command about to run: its help and usage are the same as in the whole app's)."""
+    app = _new_app()
+    for name, runs in COMMANDS:
+        if only is not None and name != only:
+            continue
         if isinstance(runs, Group):
-            app.add_typer(runs.app, name=name, help=runs.help)
+            app.add_typer(_load(runs.app), name=name, help=runs.help)
         else:
-            app.command(name)(runs)
+            app.command(name)(_load(runs))
+    return app
 
 
-_register(COMMANDS)
+def __getattr__(name: str) -> typer.Typer:
+    """``gpuforge.cli.app`` for an importer (the docs, the tests): the app with every command."""
+    if name == "app":
+        globals()["app"] = whole = _register()
+        return whole
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -129,7 +148,9 @@ def main() -> None:
     """Entry point."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupted)
-    app(prog_name="gpuforge")  # also under "python -m gpuforge": completion scripts name the command
+    names = {name for name, _ in COMMANDS}
+    command = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in names else None
+    _register(command)(prog_name="gpuforge")  # also under "python -m gpuforge": completion scripts name the command
 
 
 if __name__ == "__main__":
