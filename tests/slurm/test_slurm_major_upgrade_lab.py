@@ -103,13 +103,28 @@ def jobs_in_sacct(c: LabCluster) -> set[str]:
     return {line.strip() for line in out.splitlines() if line.strip()}
 
 
-def conversion_seconds(log: str) -> tuple[float, list[str]]:
-    """From slurmdbd's log: seconds from its first 'pre-converting' line to 'Conversion done: success!'."""
-    lines = [ln for ln in log.splitlines() if "convert" in ln.lower() or "Conversion done" in ln]
-    stamps = [re.match(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]", ln) for ln in lines]
-    times = [datetime.fromisoformat(m.group(1)) for m in stamps if m]
-    assert any("Conversion done: success!" in ln for ln in lines), log[-3000:]
-    return (times[-1] - times[0]).total_seconds() if len(times) > 1 else 0.0, lines
+#: What slurmdbd logs while it brings the database to its release: its table changes
+#: (``src/database/mysql_common.c``: "adding column %s after %s in table %s", "adding key ...",
+#: "changing column ...") and the versioned conversion (``as_mysql_convert.c``: "pre-converting ...",
+#: "Conversion done: success!"). The latter only runs when ``CONVERT_VERSION`` changes: it is 16 in
+#: both 24.11.5 and 26.05.3, so this hop logs table changes and no "Conversion done".
+SCHEMA_LINE = re.compile(r"(adding|changing|dropping) (column|key)|pre-converting|post-converting|Conversion done")
+
+
+def conversion_seconds(log: str, version: str) -> tuple[float, list[str]]:
+    """From slurmdbd's log: seconds from the first schema change to "slurmdbd version VERSION started"
+    (the new slurmdbd's first start: it listens only once its database is current)."""
+    lines = log.splitlines()
+    started = next((i for i, ln in enumerate(lines) if f"slurmdbd version {version} started" in ln), None)
+    assert started is not None, f"no 'slurmdbd version {version} started' in slurmdbd's log:\n{log[-3000:]}"
+    changes = [ln for ln in lines[:started] if SCHEMA_LINE.search(ln)]
+    assert changes, f"slurmdbd {version} started without changing its database:\n{log[-3000:]}"
+    assert not any("Conversion done" in ln and "success" not in ln for ln in changes), changes
+    stamp = re.compile(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]")
+    first, done = (stamp.match(ln) for ln in (changes[0], lines[started]))
+    assert first and done, (changes[0], lines[started])
+    took = (datetime.fromisoformat(done.group(1)) - datetime.fromisoformat(first.group(1))).total_seconds()
+    return took, [*changes[:3], f"... {len(changes)} schema lines in all", lines[started]]
 
 
 def versions_everywhere(c: LabCluster) -> dict[str, str]:
@@ -156,7 +171,7 @@ def test_24_11_to_26_05_keeps_every_job_and_the_running_one(cluster: LabCluster,
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert c.ssh("node1", f"squeue -h -j {running} -o %T", check=False).strip() == "RUNNING"
     c.ssh("node3", f"touch {RELEASE}")  # the job that ran through the upgrade may end now
-    seconds, lines = conversion_seconds(c.ssh("node1", "cat /var/log/slurm/slurmdbd.log"))
+    seconds, lines = conversion_seconds(c.ssh("node1", "cat /var/log/slurm/slurmdbd.log"), "26.05.3")
     versions = versions_everywhere(c)
     assert versions == {"node1": "slurm 26.05.3", "node2": "slurm 26.05.3", "node3": "slurm 26.05.3",
                         "scontrol": "Version=26.05.3"}, versions  # fmt: skip
