@@ -9,7 +9,9 @@
    whole), upgrade its Slurm packages, start slurmdbd in the foreground as SlurmUser and wait for its
    database conversion however long it takes, showing the log's last line; then under systemd.
 3. controllers: stop every slurmctld, archive StateSaveLocation, upgrade, start (primary first), wait
-   until ``scontrol ping`` shows the primary up.
+   until ``scontrol ping`` shows the primary up; then the accounting node and the controllers are
+   converged by the deploys (what the new release changes in their files: the health check's
+   expected version, for one), so the next ``apply`` finds nothing to do there.
 4. compute nodes batch by batch (``rollout.batch_size``), never drained: slurmd stopped, upgraded,
    started (jobs keep running: their slurmstepd processes stay, as long as SlurmdTimeout is not
    reached); then the batch is converged by the deploys (pyxis rebuilt against the new Slurm, slurmd
@@ -307,6 +309,17 @@ def upgrade_batch(spec: Spec, io: UpgradeIO, plan: UpgradePlan, batch: list[str]
     io.say(f"slurmd {plan.version} on {', '.join(batch)} (running jobs kept)")
 
 
+def converge_servers(io: UpgradeIO, plan: UpgradePlan) -> None:
+    """The accounting node and the controllers the upgrade moved, converged to the spec (their daemons
+    already run the new release; a lab run found the next apply rewriting the controller's health config)."""
+    moved = [n for n in dict.fromkeys([*([plan.dbd] if plan.dbd else []), *plan.controllers]) if n not in plan.left_out]
+    failures = io.deploy(moved) if moved else {}
+    if failures:
+        raise UpgradeFailed("converging " + "; ".join(f"{n}: {why}" for n, why in sorted(failures.items())))
+    if moved:
+        plan.done.append(f"{', '.join(moved)} converged")
+
+
 def slurm_nodes(plan: UpgradePlan) -> list[str]:
     """Every Slurm node the upgrade moves, in its order."""
     found = [*([plan.dbd] if plan.dbd else []), *plan.controllers]
@@ -339,6 +352,7 @@ def run_upgrade(spec: Spec, io: UpgradeIO, plan: UpgradePlan) -> UpgradePlan:
             upgrade_dbd(spec, io, plan)
         if not set(plan.controllers) & set(plan.left_out):  # all of them or none (--limit)
             upgrade_controllers(spec, io, plan)
+        converge_servers(io, plan)
         for i, batch in enumerate(plan.batches, 1):
             io.say(f"compute batch {i}/{len(plan.batches)}: {', '.join(batch)}")
             upgrade_batch(spec, io, plan, batch)

@@ -113,9 +113,10 @@ def test_upgrade_runs_in_schedmds_order_and_keeps_jobs(tmp_path: Path, cluster: 
     assert archive.stat().st_size > 0
     # progress of the conversion was shown, line by line from slurmdbd's log
     assert any("converting the database" in m and "converting job table" in m for m in said), said
-    # nothing drained; each batch converged (pyxis rebuilt there) before the next started
+    # nothing drained; the controller (with slurmdbd) converged once slurmctld answered, then each
+    # batch converged (pyxis rebuilt there) before the next started
     assert not [c for _, c in cluster.calls if "State=DRAIN" in c]
-    assert deployed == [["cpu1", "cpu2"], ["cpu3"]]
+    assert deployed == [["ctl1"], ["cpu1", "cpu2"], ["cpu3"]]
     assert not cluster.policy_rc.exists()  # removed after each install
     assert (tmp_path / "gpuforge-slurm.pref").read_text().count("Pin: version 23.02.7-1") == 1
 
