@@ -127,6 +127,10 @@ def conversion_seconds(log: str, version: str) -> tuple[float, list[str]]:
     return took, [*changes[:3], f"... {len(changes)} schema lines in all", lines[started]]
 
 
+#: A deploy's per-layer progress line ("slurm: 1/1 node(s) done, 0 running, 0 failed, 0 s").
+PROGRESS = re.compile(r"^[a-z-]+: \d+(/\d+)? node\(s\) (done|ok)")
+
+
 def versions_everywhere(c: LabCluster) -> dict[str, str]:
     out = {n: c.ssh(n, "slurmd -V 2>/dev/null || slurmctld -V").strip() for n in ("node1", "node2", "node3")}
     nodes = c.ssh("node1", "scontrol show node node2,node3 | grep -o 'Version=[^ ]*'")
@@ -167,7 +171,9 @@ def test_24_11_to_26_05_keeps_every_job_and_the_running_one(cluster: LabCluster,
         took = time.monotonic() - started
     finally:
         server.stop()
-    print(cp.stdout[-6000:] + cp.stderr[-3000:])
+    # the upgrade's own lines (each deploy's per-layer progress left out: it would push them out)
+    own = [ln for ln in cp.stdout.splitlines() if not PROGRESS.search(ln)]
+    print("\n".join(own)[-8000:] + cp.stderr[-3000:])
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert c.ssh("node1", f"squeue -h -j {running} -o %T", check=False).strip() == "RUNNING"
     c.ssh("node3", f"touch {RELEASE}")  # the job that ran through the upgrade may end now
@@ -179,6 +185,9 @@ def test_24_11_to_26_05_keeps_every_job_and_the_running_one(cluster: LabCluster,
     after = jobs_in_sacct(c)
     lost = before - after
     assert not lost and running in after, (len(before), len(after), sorted(lost)[:20])  # every earlier job
+    print("\n".join(lines))  # before the next apply's checks: a failure there keeps these figures in the log
+    print(f"slurm-upgrade 24.11.5 -> 26.05.3: {took:.0f} s in all (the 26.05.3 build included); slurmdbd's "
+          f"conversion: {seconds:.0f} s; sacct before {len(before)} jobs, after {len(after)}")  # fmt: skip
 
     runs = c.state_dir / "runs"
     known = set(runs.glob("*.jsonl"))
@@ -189,6 +198,4 @@ def test_24_11_to_26_05_keeps_every_job_and_the_running_one(cluster: LabCluster,
     assert not [e for e in events if e["event"] in ("drain", "resume")], events
     report = run_cli("validate", str(spec), "--json", env=c.env)
     assert report.returncode == 0, report.stdout[-4000:] + report.stderr[-2000:]
-    print("\n".join(lines))
-    print(f"slurm-upgrade 24.11.5 -> 26.05.3: {took:.0f} s in all (the 26.05.3 build included); slurmdbd's "
-          f"conversion: {seconds:.0f} s; sacct before {len(before)} jobs, after {len(after)}")  # fmt: skip
+    print("the next apply: 0 changes, nothing drained; validate passed")
