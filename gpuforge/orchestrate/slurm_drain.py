@@ -101,11 +101,12 @@ def drain_command(
     return " && ".join(parts)
 
 
-def resume_command(nodes: list[str]) -> str:
-    """Resume each node whose reason still starts with :data:`DRAIN_TAG`; say which were kept."""
+def resume_command(nodes: list[str], reason: str = DRAIN_TAG) -> str:
+    """Resume each node whose reason still starts with ``reason`` (gpuforge's own: :data:`DRAIN_TAG`,
+    a reimage's); say which were kept."""
     if not nodes:
         return "true"
-    tag = shlex.quote(DRAIN_TAG)
+    tag = shlex.quote(reason)
     names = " ".join(shlex.quote(n) for n in nodes)
     return (
         f"for n in {names}; do "

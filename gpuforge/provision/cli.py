@@ -65,6 +65,15 @@ ReimageOpt = Annotated[
     ),
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", help="--reimage: do it (without: print the plan only)")]
+AcceptKeysOpt = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-keys",
+        help="--reimage: when a batch is back, record the host key each node showed first after its power "
+        "cycle in known_hosts (trust on first use on the provisioning network), then apply and validate the "
+        "batch and resume the nodes gpuforge drained (without: stop and print these steps)",
+    ),
+]
 BootTimeoutOpt = Annotated[
     int,
     typer.Option("--boot-timeout", min=1, metavar="SECONDS", help="--reimage: how long a node has to come back"),
@@ -188,7 +197,7 @@ def serve_boot(spec: Spec, spec_folder: Path, names: list[str], render_to: Path 
 def provision(
     spec: SpecArg, plan: PlanOpt = False, render_to: RenderOpt = None, serve_it: ServeOpt = False,
     limit: LimitOpt = None, reimage: ReimageOpt = False, yes: YesOpt = False,
-    boot_timeout: BootTimeoutOpt = reimage_cli.BOOT_TIMEOUT,
+    boot_timeout: BootTimeoutOpt = reimage_cli.BOOT_TIMEOUT, accept_new_host_keys: AcceptKeysOpt = False,
 ) -> None:  # fmt: skip
     """Network boot of the nodes: its plan (--plan), its files (--render DIR), serving it (--serve),
     or reimaging running nodes through it (--reimage --limit NODES [--yes])."""
@@ -197,11 +206,11 @@ def provision(
             "give --plan (print, write nothing), --render DIR (write the files), --serve [--render DIR] "
             "(write them and serve the boot) or --reimage --limit NODES [--yes], one of them"
         )
-    if yes and not reimage:
-        _refuse("--yes goes with --reimage only")
+    if (yes or accept_new_host_keys) and not reimage:
+        _refuse("--yes and --accept-new-host-keys go with --reimage only")
     loaded = load_or_exit(spec)
     if reimage:
-        raise typer.Exit(reimage_cli.reimage_command(spec, loaded, limit, yes, boot_timeout))
+        raise typer.Exit(reimage_cli.reimage_command(spec, loaded, limit, yes, boot_timeout, accept_new_host_keys))
     if loaded.provisioning is None:
         _refuse(f"{spec}: no provisioning section: nothing boots over the network")
     names = _chosen(loaded, limit)

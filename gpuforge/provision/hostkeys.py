@@ -58,3 +58,20 @@ def recorded(known_hosts: Path, host: str, port: int) -> set[str]:
     except (OSError, subprocess.TimeoutExpired):
         return set()
     return parse_keys(done.stdout)
+
+
+def trust(known_hosts: Path, host: str, port: int, keys: set[str]) -> None:
+    """Make ``keys`` the only keys ``known_hosts`` records for ``host:port``: its old lines removed
+    (``ssh-keygen -R``, hashed ones too), the new ones appended; the file is created 0600 if missing.
+    Raises OSError when ``ssh-keygen`` fails."""
+    name = destination(host, port)
+    known_hosts.parent.mkdir(parents=True, exist_ok=True)
+    if known_hosts.is_file():
+        argv = ["ssh-keygen", "-R", name, "-f", str(known_hosts)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode != 0:
+            raise OSError(f"ssh-keygen -R {name}: {done.stderr.strip()[-300:]}")
+        Path(f"{known_hosts}.old").unlink(missing_ok=True)  # ssh-keygen's copy of the old file
+    fd = os.open(known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as out:
+        out.writelines(f"{name} {key}\n" for key in sorted(keys))

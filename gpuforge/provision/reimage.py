@@ -110,7 +110,15 @@ def next_step(cluster: Cluster, node: str, ours: bool | None) -> str:
     return f"{text}; it stays drained: an operator drained it, gpuforge does not resume it"
 
 
-def node_steps(cluster: Cluster, node: str, boot_timeout: int) -> list[Step]:
+def after_boot_text(cluster: Cluster, node: str) -> str:
+    """What ``--accept-new-host-keys`` does once ``node`` is back."""
+    return (
+        f"record the host key it shows first in known_hosts (trust on first use), then gpuforge apply "
+        f"{cluster.path} --limit {node} --include-drained, then gpuforge validate --limit {node}"
+    )
+
+
+def node_steps(cluster: Cluster, node: str, boot_timeout: int, accept_new_host_keys: bool = False) -> list[Step]:
     """The steps of ``node``'s reimage, in order."""
     spec = cluster.spec
     drain_timeout = spec.rollout.drain_timeout
@@ -125,23 +133,30 @@ def node_steps(cluster: Cluster, node: str, boot_timeout: int) -> list[Step]:
         "it did not have before the cycle"
     )
     resume = f"; then, if gpuforge drained it, resume it: scontrol update NodeName={node} State=RESUME"
+    if accept_new_host_keys:
+        resume = "; then, if this reimage drained it, gpuforge resumes it"
     steps = [Step(node, StepKind.DRAIN, drain)] if ctl is not None else []
     steps += [
         Step(node, StepKind.BOOT, "BMC boot override: PXE, next boot only"),
         Step(node, StepKind.POWER, "BMC power cycle (power on when off)"),
         Step(node, StepKind.WAIT, wait),
-        Step(node, StepKind.NEXT, next_step(cluster, node, None) + (resume if ctl is not None else "")),
+        Step(
+            node,
+            StepKind.NEXT,
+            (after_boot_text(cluster, node) if accept_new_host_keys else next_step(cluster, node, None))
+            + (resume if ctl is not None else ""),
+        ),
     ]
     return steps
 
 
-def plan_text(cluster: Cluster, names: list[str], boot_timeout: int) -> str:
+def plan_text(cluster: Cluster, names: list[str], boot_timeout: int, accept_new_host_keys: bool = False) -> str:
     """The plan ``--reimage`` prints without ``--yes``: the batches and each node's steps."""
     lines: list[str] = []
     for i, batch in enumerate(batches(cluster.spec, names), start=1):
         lines.append(f"batch {i}: {', '.join(batch)}")
         for node in batch:
-            for step in node_steps(cluster, node, boot_timeout):
+            for step in node_steps(cluster, node, boot_timeout, accept_new_host_keys):
                 lines.append(f"  {node}: {step.kind.value}: {step.text}")
     lines.append("nothing was changed: give --yes to reimage")
     return "\n".join(lines)

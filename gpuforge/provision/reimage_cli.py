@@ -14,7 +14,9 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 from gpuforge.bmc.ipmi import IpmiSystem
 from gpuforge.bmc.redfish import RedfishSystem
@@ -67,8 +69,32 @@ def bmcs(cluster: Cluster, names: list[str]) -> dict[str, tuple[BmcTarget, Crede
     return {t.node: (t, creds[t.credentials_file]) for t in targets}
 
 
-def transports(cluster: Cluster, found: dict[str, tuple[BmcTarget, Credentials]]) -> reimage_run.Transports:
-    """The real transports: SSH to the first controller, each node's BMC, ssh-keyscan and known_hosts."""
+def gpuforge_step(cluster: Cluster, command: str, *options: str) -> Callable[[list[str]], CompletedProcess[str]]:
+    """``gpuforge COMMAND SPEC --limit NODES OPTIONS`` as a child process: its progress on this terminal,
+    its error output kept for the reimage's own message."""
+
+    def run(nodes: list[str]) -> CompletedProcess[str]:
+        argv = [sys.executable, "-m", "gpuforge", command, str(cluster.path), "--limit", ",".join(nodes), *options]
+        return subprocess.run(argv, stdout=None, stderr=subprocess.PIPE, text=True, errors="replace", check=False)
+
+    return run
+
+
+def after_boot(cluster: Cluster) -> reimage_run.AfterBoot:
+    """Trust (known_hosts), then ``gpuforge apply --include-drained --yes`` and ``gpuforge validate``."""
+    known = hostkeys.known_hosts_file(cluster.known_hosts)
+    return reimage_run.AfterBoot(
+        functools.partial(hostkeys.trust, known),
+        gpuforge_step(cluster, "apply", "--include-drained", "--yes"),
+        gpuforge_step(cluster, "validate"),
+    )
+
+
+def transports(
+    cluster: Cluster, found: dict[str, tuple[BmcTarget, Credentials]], accept_new_host_keys: bool = False
+) -> reimage_run.Transports:
+    """The real transports: SSH to the first controller, each node's BMC, ssh-keyscan and known_hosts;
+    with ``accept_new_host_keys``, what follows a batch's return (:func:`after_boot`)."""
     ctl = reimage.controller(cluster.spec)
 
     def controller(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -82,10 +108,15 @@ def transports(cluster: Cluster, found: dict[str, tuple[BmcTarget, Credentials]]
         return RedfishSystem(target.endpoint, creds, target.system_id)
 
     known = hostkeys.known_hosts_file(cluster.known_hosts)
-    return reimage_run.Transports(controller, system, hostkeys.scanned, functools.partial(hostkeys.recorded, known))
+    after = after_boot(cluster) if accept_new_host_keys else None
+    return reimage_run.Transports(
+        controller, system, hostkeys.scanned, functools.partial(hostkeys.recorded, known), after=after
+    )
 
 
-def reimage_command(spec_path: Path, loaded: Spec, limit: str | None, yes: bool, boot_timeout: int) -> int:
+def reimage_command(
+    spec_path: Path, loaded: Spec, limit: str | None, yes: bool, boot_timeout: int, accept_new_host_keys: bool = False
+) -> int:
     """The whole ``--reimage``: checks (2), the plan without ``--yes`` (0), else the run (0 or 1)."""
     names, issues = chosen(loaded, limit)
     if issues:
@@ -98,12 +129,12 @@ def reimage_command(spec_path: Path, loaded: Spec, limit: str | None, yes: bool,
         _err(str(e), "nothing was changed")
         return 2
     if not yes:
-        print(reimage.plan_text(cluster, names, boot_timeout))
+        print(reimage.plan_text(cluster, names, boot_timeout, accept_new_host_keys))
         return 0
     timing = reimage_run.Timing(loaded.rollout.drain_timeout, boot_timeout)
     targets = {n: t for n, (t, _) in found.items()}
     try:
-        reimage_run.run(cluster, names, targets, transports(cluster, found), timing, _say)
+        reimage_run.run(cluster, names, targets, transports(cluster, found, accept_new_host_keys), timing, _say)
     except reimage_run.Stop as e:
         _err(f"reimage stopped: {e}")
         return 1

@@ -11,6 +11,10 @@ Invariants:
 * the boot override is set (PXE, next boot only) before the power cycle, once per node;
 * a node is back only when its SSH port answers with a host key that is in none of the keys
   recorded for it before its cycle (read from it then, and from known_hosts);
+* with :class:`AfterBoot` (``--accept-new-host-keys``), a batch that came back has its new keys
+  recorded in known_hosts, then is converged (``gpuforge apply --limit``, drained nodes included),
+  then validated (``gpuforge validate --limit``), and only then are the nodes gpuforge drained
+  resumed (those whose reason is still the reimage's); a node an operator drained stays drained;
 * every failure is a :class:`Stop` naming the node(s) and what to look at; later batches are not
   started.
 """
@@ -44,6 +48,16 @@ class BmcSystem(Protocol):
 
 
 @dataclass(frozen=True)
+class AfterBoot:
+    """What follows a batch's return: its keys trusted, then ``gpuforge apply`` and ``validate`` of it
+    (each given the batch's nodes; their exit status and output are judged here)."""
+
+    trust: Callable[[str, int, set[str]], None]
+    converge: Callable[[list[str]], subprocess.CompletedProcess[str]]
+    validate: Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+
+@dataclass(frozen=True)
 class Transports:
     """How the executor reaches things: the controller (command, timeout -> result), a BMC, keys."""
 
@@ -53,6 +67,8 @@ class Transports:
     keys_recorded: Callable[[str, int], set[str]]
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    after: AfterBoot | None = None
+    """None: the run stops when the nodes are back and prints the next steps."""
 
 
 @dataclass(frozen=True)
@@ -134,9 +150,11 @@ def boot_and_cycle(target: BmcTarget, tx: Transports, say: Callable[[str], None]
 def wait_back(
     old: dict[str, set[str]], where: dict[str, tuple[str, int]], tx: Transports, timing: Timing,
     say: Callable[[str], None],
-) -> None:  # fmt: skip
-    """Until every node of ``old`` answers SSH with a key not in its old keys, or the deadline."""
+) -> dict[str, set[str]]:  # fmt: skip
+    """Until every node of ``old`` answers SSH with a key not in its old keys, or the deadline;
+    each node's new keys."""
     waiting = list(old)
+    new: dict[str, set[str]] = {}
     deadline = tx.clock() + timing.boot_timeout
     while True:
         for n in list(waiting):
@@ -145,8 +163,9 @@ def wait_back(
                 shown = sorted(keys)[0][:40]
                 say(f"{n}: back: SSH {where[n][0]}:{where[n][1]} answers with a new host key ({shown}...)")
                 waiting.remove(n)
+                new[n] = keys
         if not waiting:
-            return
+            return new
         if tx.clock() >= deadline:
             raise Stop(
                 f"{hostlist.compress(waiting)}: did not come back within {timing.boot_timeout:g} s (SSH did not "
@@ -159,7 +178,8 @@ def run_batch(
     spec: Spec, batch: list[str], targets: dict[str, BmcTarget], tx: Transports, timing: Timing,
     say: Callable[[str], None],
 ) -> dict[str, bool | None]:  # fmt: skip
-    """One batch: drain (Slurm), keys recorded, boot override and cycle per node, wait for all."""
+    """One batch: drain (Slurm), keys recorded, boot override and cycle per node, wait for all; then,
+    with :class:`AfterBoot`, trust, converge, validate and resume (:func:`after_boot`)."""
     ours: dict[str, bool | None] = dict.fromkeys(batch)
     if reimage.controller(spec) is not None:
         ours.update(drain_batch(batch, tx, timing, say))
@@ -167,8 +187,46 @@ def run_batch(
     old = {n: tx.keys_now(*where[n]) | tx.keys_recorded(*where[n]) for n in batch}
     for n in batch:
         boot_and_cycle(targets[n], tx, say)
-    wait_back(old, where, tx, timing, say)
+    new = wait_back(old, where, tx, timing, say)
+    if tx.after is not None:
+        after_boot(tx.after, batch, ours, {n: (*where[n], new[n]) for n in batch}, tx, say)
     return ours
+
+
+def _judged(done: subprocess.CompletedProcess[str], what: str, names: str) -> None:
+    """A ``gpuforge`` step that did not exit 0 stops the run; the nodes stay drained."""
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-3:])[-600:]
+        raise Stop(f"{names}: {what} exited {done.returncode}: {tail or 'no output'}; left drained, not resumed")
+
+
+def after_boot(
+    after: AfterBoot, batch: list[str], ours: dict[str, bool | None], keys: dict[str, tuple[str, int, set[str]]],
+    tx: Transports, say: Callable[[str], None],
+) -> None:  # fmt: skip
+    """The batch back: keys trusted, converged, validated; then the nodes gpuforge drained resumed."""
+    names = hostlist.compress(batch)
+    for n in batch:
+        host, port, new = keys[n]
+        try:
+            after.trust(host, port, new)
+        except OSError as e:
+            raise Stop(f"{n}: cannot record its new host key: {e}; left drained") from None
+        say(f"{n}: its new host key is in known_hosts (the first key it showed after its power cycle)")
+    say(f"{names}: gpuforge apply --limit {names} (drained nodes included)")
+    _judged(after.converge(batch), "gpuforge apply", names)
+    say(f"{names}: gpuforge validate --limit {names}")
+    _judged(after.validate(batch), "gpuforge validate", names)
+    mine = [n for n in batch if ours.get(n)]
+    if mine:
+        try:
+            _on_controller(tx, slurm_drain.resume_command(mine, reimage.REIMAGE_TAG), QUICK_TIMEOUT)
+        except Stop as e:
+            raise Stop(f"{hostlist.compress(mine)}: converged and validated, but the resume failed: {e}") from None
+        say(f"{hostlist.compress(mine)}: resumed (drained by this reimage)")
+    for n in batch:
+        if ours.get(n) is False:
+            say(f"{n}: stays drained: an operator drained it, gpuforge does not resume it")
 
 
 def run(
@@ -180,6 +238,7 @@ def run(
     for batch in reimage.batches(spec, names):
         outcome.ours.update(run_batch(spec, batch, targets, tx, timing, say))
         outcome.back += batch
-        for n in batch:
-            say(f"{n}: next: {reimage.next_step(cluster, n, outcome.ours[n])}")
+        if tx.after is None:
+            for n in batch:
+                say(f"{n}: next: {reimage.next_step(cluster, n, outcome.ours[n])}")
     return outcome

@@ -97,7 +97,7 @@ class Site:
         self.said: list[str] = []
         self.since = log_size(emu)  # the emulator is the session's: this test's requests come after
 
-    def transports(self) -> reimage_run.Transports:
+    def transports(self, after: reimage_run.AfterBoot | None = None) -> reimage_run.Transports:
         def system(target: BmcTarget) -> reimage_run.BmcSystem:
             return Watched(RedfishSystem(target.endpoint, CREDS, target.system_id), target.node, self.slurm,
                            self.events)  # fmt: skip
@@ -105,14 +105,16 @@ class Site:
         known = Cluster.of(self.spec, self.path).known_hosts
         assert known is not None
         recorded = functools.partial(hostkeys.recorded, known)
-        return reimage_run.Transports(self.slurm.shell, system, hostkeys.scanned, recorded)
+        return reimage_run.Transports(self.slurm.shell, system, hostkeys.scanned, recorded, after=after)
 
-    def run(self, names: list[str], boot_timeout: float = 30) -> reimage_run.Outcome:
+    def run(
+        self, names: list[str], boot_timeout: float = 30, after: reimage_run.AfterBoot | None = None
+    ) -> reimage_run.Outcome:
         cluster = Cluster.of(self.spec, self.path)
         found = reimage_cli.bmcs(cluster, names)
         timing = reimage_run.Timing(self.spec.rollout.drain_timeout, boot_timeout, drain_poll=0.2, boot_poll=0.3)
         targets = {n: t for n, (t, _) in found.items()}
-        return reimage_run.run(cluster, names, targets, self.transports(), timing, self.said.append)
+        return reimage_run.run(cluster, names, targets, self.transports(after), timing, self.said.append)
 
 
 @pytest.fixture
@@ -330,3 +332,99 @@ def test_a_drain_reason_with_an_escape_sequence_reaches_the_terminal_inert(
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
     assert "cpu2: drained by an operator (reason bad DIMM [2J]0;owned ticket 12): left so" in done.stdout, done.stdout
+
+
+# --------------------------------------------------------------------------- --accept-new-host-keys
+
+#: ``gpuforge apply``/``validate`` stood in for by a real shell script: it logs its words, what
+#: known_hosts says of each node at that moment and Slurm's drain of each, and exits with the status
+#: the test wrote for its command (0 if none).
+STEP_STUB = """#!/bin/sh
+cmd=$1; shift
+echo "$cmd $*" >> "$STEPS/log"
+for n in 127.0.0.21 127.0.0.22; do
+  key=$(ssh-keygen -F "[$n]:$PORT" -f "$KNOWN" | grep -v '^#' | cut -d' ' -f3 | cut -c1-12)
+  echo "  known $n: $key" >> "$STEPS/log"
+done
+exit $(cat "$STEPS/$cmd.rc" 2>/dev/null || echo 0)
+"""
+
+
+def step_stub(folder: Path, site: Site, port: int) -> tuple[Path, reimage_run.AfterBoot]:
+    """The stub's folder and the AfterBoot that runs it (the real known_hosts trust)."""
+    steps = folder / "steps"
+    steps.mkdir()
+    (steps / "gpuforge").write_text(STEP_STUB)
+    (steps / "gpuforge").chmod(0o755)
+    known = Cluster.of(site.spec, site.path).known_hosts
+    assert known is not None
+    env = {**os.environ, "STEPS": str(steps), "PORT": str(port), "KNOWN": str(known)}
+
+    def step(command: str) -> Callable[[list[str]], subprocess.CompletedProcess[str]]:
+        argv = [str(steps / "gpuforge"), command, str(site.path), "--limit"]
+        return lambda nodes: subprocess.run([*argv, ",".join(nodes)], capture_output=True, text=True, env=env)
+
+    return steps, reimage_run.AfterBoot(functools.partial(hostkeys.trust, known), step("apply"), step("validate"))
+
+
+def test_accepted_keys_then_apply_then_validate_then_the_resume_of_what_the_reimage_drained(
+    site_of: Callable[..., Site], emu: Emulator, nodes: list[Node], tmp_path: Path
+) -> None:
+    with ssh_nodes(nodes) as port:
+        site = site_of(port, batch_size=2)
+        site.slurm.drain_by_hand("cpu1", "bad DIMM, ticket 12")
+        steps, after = step_stub(tmp_path, site, port)
+        site.run(["cpu1", "cpu2"], after=after)
+    new = {n.name: n.new.get_base64()[:12] for n in nodes}
+    # known_hosts held each node's new key (and only it) before apply ran; apply, then validate
+    keys = [f"  known 127.0.0.21: {new['cpu1']}", f"  known 127.0.0.22: {new['cpu2']}"]
+    assert (steps / "log").read_text().splitlines() == [
+        f"apply {site.path} --limit cpu1,cpu2",
+        *keys,
+        f"validate {site.path} --limit cpu1,cpu2",
+        *keys,
+    ]
+    known = Cluster.of(site.spec, site.path).known_hosts
+    assert known is not None and not Path(f"{known}.old").exists()
+    assert hostkeys.recorded(known, "127.0.0.22", port) == {f"ssh-rsa {nodes[1].new.get_base64()}"}
+    # the reimage's drain resumed; the operator's kept, reason and all
+    assert site.slurm.node("cpu2") == {"drain": False, "reason": "", "history": ["DRAIN", "RESUME"]}
+    assert site.slurm.node("cpu1") == {"drain": True, "reason": "bad DIMM, ticket 12", "history": []}
+    assert site.said[-2:] == [
+        "cpu2: resumed (drained by this reimage)",
+        "cpu1: stays drained: an operator drained it, gpuforge does not resume it",
+    ]
+
+
+def test_a_failed_validate_stops_with_the_batch_drained_and_the_next_batch_untouched(
+    site_of: Callable[..., Site], emu: Emulator, nodes: list[Node], tmp_path: Path
+) -> None:
+    with ssh_nodes(nodes) as port:
+        site = site_of(port, batch_size=1)
+        steps, after = step_stub(tmp_path, site, port)
+        (steps / "validate.rc").write_text("1\n")
+        with pytest.raises(reimage_run.Stop) as stop:
+            site.run(["cpu1", "cpu2"], after=after)
+    assert str(stop.value) == "cpu1: gpuforge validate exited 1: no output; left drained, not resumed"
+    assert site.slurm.node("cpu1") == {"drain": True, "reason": "gpuforge: reimage", "history": ["DRAIN"]}
+    assert site.slurm.node("cpu2")["history"] == [] and requests_of(emu, "cpu2", site.since) == []
+    assert [line.split()[0] for line in (steps / "log").read_text().splitlines() if not line.startswith(" ")] == [
+        "apply", "validate"
+    ]  # fmt: skip
+
+
+def test_the_plan_with_accepted_keys_names_the_steps_gpuforge_takes(
+    site_of: Callable[..., Site], emu: Emulator, tmp_path: Path
+) -> None:
+    site = site_of(2222)
+    _, env = controller_env(tmp_path, site.slurm)
+    done = provision(str(site.path), "--reimage", "--limit", "cpu1", "--accept-new-host-keys", env=env, folder=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"  cpu1: next: record the host key it shows first in known_hosts (trust on first use), then gpuforge apply "
+        f"{site.path} --limit cpu1 --include-drained, then gpuforge validate --limit cpu1; then, if this reimage "
+        "drained it, gpuforge resumes it"
+    ) in done.stdout.splitlines(), done.stdout
+    assert site.slurm.node("cpu1")["history"] == [] and requests_of(emu, "cpu1", site.since) == []
+    refused = provision(str(site.path), "--plan", "--accept-new-host-keys", env=env, folder=tmp_path)
+    assert refused.returncode == 2 and "--accept-new-host-keys go with --reimage only" in refused.stderr
