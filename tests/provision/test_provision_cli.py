@@ -105,7 +105,7 @@ def test_render_replaces_a_planted_link_instead_of_writing_through_it(site: Path
         ([], "gpuforge provision: give --plan (print, write nothing), --render DIR (write the files), --serve "
          "[--render DIR] (write them and serve the boot) or --reimage --limit NODES [--yes], one of them"),
         (["--plan", "--reimage"], "gpuforge provision: give --plan"),
-        (["--plan", "--yes"], "gpuforge provision: --yes goes with --reimage only"),
+        (["--plan", "--yes"], "gpuforge provision: --yes and --accept-new-host-keys go with --reimage only"),
         (["--plan", "--serve"], "gpuforge provision: give --plan"),
         (["--plan", "--render", "x"], "gpuforge provision: give --plan"),
         (["--plan", "--limit", "ctl1"],
