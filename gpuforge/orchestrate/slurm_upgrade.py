@@ -285,14 +285,19 @@ def upgrade_controllers(spec: Spec, io: UpgradeIO, plan: UpgradePlan) -> None:
     io.say(f"slurmctld {plan.version} answers on {first}")
 
 
+def _converge(io: UpgradeIO, nodes: list[str]) -> None:
+    """The deploys on ``nodes`` (none: nothing); any node that fails stops the upgrade, named."""
+    failures = io.deploy(nodes) if nodes else {}
+    if failures:
+        raise UpgradeFailed("converging " + "; ".join(f"{n}: {why}" for n, why in sorted(failures.items())))
+
+
 def upgrade_batch(spec: Spec, io: UpgradeIO, plan: UpgradePlan, batch: list[str]) -> None:
     """One batch of compute nodes, not drained: slurmd stopped, upgraded, started, converged, back in service."""
     for node in batch:
         script = f"( {cmd.stop_command('slurmd')} ) && ( {cmd.install_command(spec, _deb(spec, node), io.paths)} )"
         _ok(io, node, f"{script} && systemctl start slurmd", "upgrading slurmd", 3600)
-    failures = io.deploy(batch)
-    if failures:
-        raise UpgradeFailed("converging " + "; ".join(f"{n}: {why}" for n, why in sorted(failures.items())))
+    _converge(io, batch)
     ctl = plan.controllers[0]
     for _ in range(60):
         states = dict(
@@ -313,9 +318,7 @@ def converge_servers(io: UpgradeIO, plan: UpgradePlan) -> None:
     """The accounting node and the controllers the upgrade moved, converged to the spec (their daemons
     already run the new release; a lab run found the next apply rewriting the controller's health config)."""
     moved = [n for n in dict.fromkeys([*([plan.dbd] if plan.dbd else []), *plan.controllers]) if n not in plan.left_out]
-    failures = io.deploy(moved) if moved else {}
-    if failures:
-        raise UpgradeFailed("converging " + "; ".join(f"{n}: {why}" for n, why in sorted(failures.items())))
+    _converge(io, moved)
     if moved:
         plan.done.append(f"{', '.join(moved)} converged")
 
@@ -359,9 +362,7 @@ def run_upgrade(spec: Spec, io: UpgradeIO, plan: UpgradePlan) -> UpgradePlan:
         for node in plan.others:
             _ok(io, node, cmd.install_command(spec, _deb(spec, node), io.paths), "upgrading Slurm's packages", 3600)
             plan.done.append(f"Slurm {plan.version} packages on {node}")
-        failures = io.deploy(plan.others) if plan.others else {}
-        if failures:
-            raise UpgradeFailed("converging " + "; ".join(f"{n}: {why}" for n, why in sorted(failures.items())))
+        _converge(io, plan.others)
     except UpgradeFailed as exc:
         done = "; ".join(plan.done) or "nothing"
         raise UpgradeFailed(f"{exc}. Done before it: {done}. Backups: {plan.backup_dir}") from None

@@ -80,9 +80,8 @@ def gpuforge_step(cluster: Cluster, command: str, *options: str) -> Callable[[li
     return run
 
 
-def after_boot(cluster: Cluster) -> reimage_run.AfterBoot:
-    """Trust (known_hosts), then ``gpuforge apply --include-drained --yes`` and ``gpuforge validate``."""
-    known = hostkeys.known_hosts_file(cluster.known_hosts)
+def after_boot(cluster: Cluster, known: Path) -> reimage_run.AfterBoot:
+    """Trust (``known``: known_hosts), then ``gpuforge apply --include-drained --yes`` and ``gpuforge validate``."""
     return reimage_run.AfterBoot(
         functools.partial(hostkeys.trust, known),
         gpuforge_step(cluster, "apply", "--include-drained", "--yes"),
@@ -108,7 +107,7 @@ def transports(
         return RedfishSystem(target.endpoint, creds, target.system_id)
 
     known = hostkeys.known_hosts_file(cluster.known_hosts)
-    after = after_boot(cluster) if accept_new_host_keys else None
+    after = after_boot(cluster, known) if accept_new_host_keys else None
     return reimage_run.Transports(
         controller, system, hostkeys.scanned, functools.partial(hostkeys.recorded, known), after=after
     )
