@@ -21,7 +21,7 @@ from pyinfra.api.operations import run_ops
 from gpuforge.deploy.fact_prefetch import FactPrefetch
 from gpuforge.deploy.image_mode import ImageBuild
 from gpuforge.deploy.inventory import host_data
-from gpuforge.deploy.run import ApplyResult, EndMergedReadsOnChange, HostResult, collect_results
+from gpuforge.deploy.run import ApplyResult, EndMergedReadsOnChange, HostResult, collect_results, with_defaults
 from gpuforge.deploy.runstate import RUN_STATE_KEY, RunState
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.nodes import Node
@@ -36,8 +36,10 @@ def run_image_build(
     logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
     run = RunState(image=hook)
     data = {**host_data(cluster, node), "ssh_hostname": address, RUN_STATE_KEY: run}
+    config = Config(CONNECT_TIMEOUT=10, FAIL_PERCENT=100, PARALLEL=1)
+    with_defaults([(node.name, data)], config)
     inventory = Inventory(([(node.name, data)], {}))
-    state = State(inventory, Config(CONNECT_TIMEOUT=10, FAIL_PERCENT=100, PARALLEL=1), check_for_changes=False)
+    state = State(inventory, config, check_for_changes=False)
     with contextlib.suppress(PyinfraError):
         connect_all(state)
     results = {h.name: HostResult(h.name) for h in state.inventory}

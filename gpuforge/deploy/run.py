@@ -18,12 +18,13 @@ from typing import Any
 
 import gevent
 from pyinfra.api import Config, Inventory, State
+from pyinfra.api.arguments import all_argument_meta, all_global_arguments
 from pyinfra.api.deploy import add_deploy
 from pyinfra.api.state import BaseStateCallback
 
 from gpuforge.deploy.connect import connect_nodes
 from gpuforge.deploy.fact_prefetch import FactPrefetch
-from gpuforge.deploy.inventory import inventory_groups
+from gpuforge.deploy.inventory import HostEntry, inventory_groups
 from gpuforge.deploy.layer_progress import LayerProgress, ProgressCallback
 from gpuforge.deploy.op_runner import run_ops_each_host_alone
 from gpuforge.deploy.runlog_hooks import RunLogCallback
@@ -133,9 +134,22 @@ def build_state(cluster: Cluster, limit: list[str] | None, run: RunState) -> Sta
     """pyinfra's state for one run over the selected nodes (every host's data holds ``run``)."""
     groups = inventory_groups(cluster, limit, run)
     hosts = groups.pop("nodes")
-    inventory = Inventory((hosts, {}), **{name: (entries, {}) for name, entries in groups.items()})
     config = Config(CONNECT_TIMEOUT=10, FAIL_PERCENT=100, PARALLEL=max(1, len(hosts)))
+    with_defaults(hosts, config)
+    inventory = Inventory((hosts, {}), **{name: (entries, {}) for name, entries in groups.items()})
     return State(inventory, config, check_for_changes=False)
+
+
+def with_defaults(hosts: list[HostEntry], config: Config) -> None:
+    """Each host's data given every operation argument it does not set, at the value pyinfra takes
+    from ``config`` when the host has none: the same arguments, found at once. pyinfra looks each
+    of its ~30 arguments up in the host's data on every operation call, and a name the host lacks
+    is searched through every group it is in before it fails (an exception per argument): a third
+    of a 260-spec policy test's CPU time (docs/testing.md)."""
+    defaults = {key: all_argument_meta[key].default(config) for key, _ in all_global_arguments()}
+    for _, data in hosts:
+        for key, value in defaults.items():
+            data.setdefault(key, value)
 
 
 def run_site(
