@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gpuforge.deploy.layers.packages import storage_packages
 from gpuforge.render import render_node
 from gpuforge.render.storage import exports_path, exports_text, mount_unit, unit_name
 from gpuforge.spec import SpecError, parse_spec, resolve_nodes
@@ -112,6 +113,23 @@ def test_nfs_packages_per_platform_come_from_the_cited_table() -> None:
     assert DISTRIBUTIONS[OsFamily.UBUNTU2404].nfs_client_packages == ("nfs-common",)
     assert DISTRIBUTIONS[OsFamily.ROCKY9].nfs_server_packages == ("nfs-utils",)
     assert "deb-nfs" in DISTRIBUTIONS[OsFamily.DEBIAN12].sources and "el-nfs" in DISTRIBUTIONS[OsFamily.RHEL9].sources
+
+
+def test_the_one_package_transaction_holds_what_every_node_of_a_group_needs_for_storage() -> None:
+    """The storage node's NFS server and the NFS client of a group whose nodes all mount NFS join the
+    one transaction (and so a baked image); a group where only some nodes mount keeps it per node."""
+    data = storage_data()
+    spec = spec_of(data)
+    nodes = {n.name: n for n in resolve_nodes(spec)}
+    assert storage_packages(spec, nodes["nas1"]) == ("nfs-kernel-server",)
+    assert storage_packages(spec, nodes["ctl2"]) == storage_packages(spec, nodes["cpu1"]) == ("nfs-common",)
+    data["node_groups"][2]["hosts"] = "cpu[1-2]"
+    data["storage"]["mounts"][1]["nodes"] = "ctl,cpu1"
+    data["storage"]["mounts"][2]["nodes"] = "cpu1"  # cpu2 mounts nothing
+    spec = spec_of(data)
+    nodes = {n.name: n for n in resolve_nodes(spec)}
+    assert storage_packages(spec, nodes["cpu1"]) == storage_packages(spec, nodes["cpu2"]) == ()
+    assert storage_packages(spec, nodes["ctl1"]) == ("nfs-common",)
 
 
 # --- rules ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from gpuforge.deploy.layers.munge import munge_layer
 from gpuforge.deploy.layers.nvidia.repos import epel_steps, rpm_key_step
 from gpuforge.deploy.layers.slurm import accounting_layer, config_layer
 from gpuforge.deploy.layers.slurm_repo import slurm_repo_layer
+from gpuforge.deploy.layers.storage import server_layer
 from gpuforge.deploy.nvidia_needs import Ctx
 from gpuforge.deploy.operations.layer import converge, repair_packages
 from gpuforge.deploy.runstate import RunState
@@ -30,12 +31,25 @@ from gpuforge.render.nvidia_repos import epel_wanted_early, nvidia_repo_files
 from gpuforge.spec import Role, Spec
 from gpuforge.spec.nodes import Node
 from gpuforge.spec.roles import deploys_for
+from gpuforge.spec.storage import MountKind
+from gpuforge.spec.storage_rules import mounts_of
+
+
+def storage_packages(s: Spec, n: Node) -> tuple[str, ...]:
+    """The NFS server's packages on the storage node, and the NFS client's where every node of ``n``'s
+    group mounts an NFS share: what the group's nodes all need, so a baked image holds it too (the
+    storage layers are per node; each still installs and checks its own)."""
+    group = next(g for g in s.node_groups if g.name == n.group)
+    client = all(any(m.kind is MountKind.NFS for m in mounts_of(s, h)) for h in group.hostnames)
+    return server_layer(s, n).packages + (n.platform.distribution.nfs_client_packages if client else ())
 
 
 def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:
-    """Every Debian package the base, munge, Slurm and monitoring layers want on ``n``."""
+    """Every Debian package the base, storage (:func:`storage_packages`), munge, Slurm and monitoring
+    layers want on ``n``."""
     wanted = deploys_for(n)
-    layers = [base_layer(s, n)]
+    base = base_layer(s, n)
+    layers = [base]
     if s.slurm is not None and "slurm" in wanted:
         sec = secrets()
         layers.append(munge_layer(sec))
@@ -43,7 +57,8 @@ def distro_packages(s: Spec, n: Node, host_name: str) -> list[str]:
             layers.append(accounting_layer(s, sec, n.os.is_deb))
         layers.append(config_layer(s, n, sec, host_name, RunState()))  # read for its packages only
     layers.extend(monitoring_layers(s, n, "monitoring" in wanted))
-    return list(dict.fromkeys(p for layer in layers for p in layer.packages))
+    rest = (p for layer in layers[1:] for p in layer.packages)
+    return list(dict.fromkeys([*base.packages, *storage_packages(s, n), *rest]))
 
 
 def el_repos_layer(s: Spec, n: Node) -> Layer:
