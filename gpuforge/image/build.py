@@ -200,8 +200,8 @@ def write_outputs(tree: str, out: Path, formats: tuple[str, ...], result: BuildR
         shutil.rmtree(layout, ignore_errors=True)
         ref = f"{result.record['cluster']}-{result.record['group']}"
         oci.write_layout(str(layout), str(tar), oci_labels(result.record), str(result.record["built"]), ref)
-        oci.archive_layout(str(layout), str(out / "image.oci.tar"))
-        result.outputs["oci"], result.outputs["oci-archive"] = layout, out / "image.oci.tar"
+        oci.archive_layout(str(layout), str(out / oci.ARCHIVE))
+        result.outputs["oci"], result.outputs["oci-archive"] = layout, out / oci.ARCHIVE
     if "qcow2" in formats:
         missing = qcow2.missing_tools()
         if missing:

@@ -45,6 +45,8 @@ MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 REF_NAME = "org.opencontainers.image.ref.name"
+#: The OCI archive's name in a build's output folder (``gpuforge image build -o DIR``).
+ARCHIVE = "image.oci.tar"
 CHUNK = 1 << 20
 
 

@@ -19,6 +19,9 @@ server exited by itself (named, with its last output); 2 bad input (a bad spec o
 ``--reimage --limit NODES [--yes]`` drains, boots over the network and power-cycles running nodes
 through their BMCs (:mod:`gpuforge.provision.reimage_cli`: its own exit statuses); the server that
 answers their boot is ``--serve``, run beside it. Exporting the image over NFS is not in this command.
+``--warewulf DIR --netdev NAME`` writes, and runs nothing, an export for a Warewulf 4 server
+(:mod:`gpuforge.provision.warewulf`): exit 2 naming a group's missing image folder or OCI archive,
+nothing written.
 """
 
 from __future__ import annotations
@@ -33,12 +36,13 @@ from typing import Annotated, NoReturn
 import typer
 
 from gpuforge.image.safe_files import write_file
-from gpuforge.provision import http, preflight, reimage_cli, serve
+from gpuforge.provision import http, preflight, reimage_cli, serve, warewulf
 from gpuforge.render import pxe
 from gpuforge.spec import LIMIT_HELP, SpecError, hostlist, load_or_exit, resolve_nodes, select_limit
 from gpuforge.spec.bmc_rules import bmc_addresses
 from gpuforge.spec.cluster import Cluster
 from gpuforge.spec.model import Spec
+from gpuforge.spec.provisioning import interface_name
 
 SpecArg = Annotated[Path, typer.Argument(help="Cluster spec (YAML)")]
 PlanOpt = Annotated[bool, typer.Option("--plan", help="Print what would boot how, and the files; write nothing")]
@@ -52,6 +56,23 @@ ServeOpt = Annotated[
         "--serve",
         help="Write the files (into --render DIR, else a fresh folder removed after) and serve the boot in the "
         "foreground: dnsmasq and the HTTP server of the scripts and images, until Ctrl-C or SIGTERM (needs root)",
+    ),
+]
+WarewulfOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--warewulf",
+        metavar="DIR",
+        help="Write a Warewulf 4 export into this folder: wwctl.sh (import each group's OCI archive, add each "
+        "node), the archives and README.txt; run nothing on any host (needs --netdev)",
+    ),
+]
+NetdevOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--netdev",
+        metavar="NAME",
+        help="--warewulf: the boot NIC's interface name on the nodes (Warewulf names the NIC of the boot MAC so)",
     ),
 ]
 LimitOpt = Annotated[str | None, typer.Option("--limit", help=LIMIT_HELP)]
@@ -194,20 +215,48 @@ def serve_boot(spec: Spec, spec_folder: Path, names: list[str], render_to: Path 
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def warewulf_export(spec: Spec, folder: Path, names: list[str], out: Path, netdev: str | None) -> None:
+    """``--warewulf DIR``: every input checked (exit 2 naming it, nothing written), then the export."""
+    if netdev is None:
+        _refuse("--warewulf needs --netdev NAME: the boot NIC's interface name on the nodes (eno1, say)")
+    try:
+        interface_name(netdev)
+        groups = warewulf.plan_groups(spec, names, folder)
+    except warewulf.WarewulfInputError as e:
+        _refuse(*e.issues)
+    except ValueError as e:
+        _refuse(f"--netdev: {e}")
+    if out.exists() and not out.is_dir():
+        _refuse(f"--warewulf {out}: not a folder")
+    try:
+        out.mkdir(mode=0o755, parents=True, exist_ok=True)
+        written = warewulf.write_export(spec, groups, netdev, out)
+    except OSError as e:
+        _refuse(f"--warewulf {out}: cannot write: {e.strerror or e}")
+    for path in written:
+        print(f"wrote {path}")
+
+
 def provision(
     spec: SpecArg, plan: PlanOpt = False, render_to: RenderOpt = None, serve_it: ServeOpt = False,
+    warewulf_to: WarewulfOpt = None, netdev: NetdevOpt = None,
     limit: LimitOpt = None, reimage: ReimageOpt = False, yes: YesOpt = False,
     boot_timeout: BootTimeoutOpt = reimage_cli.BOOT_TIMEOUT, accept_new_host_keys: AcceptKeysOpt = False,
 ) -> None:  # fmt: skip
     """Network boot of the nodes: its plan (--plan), its files (--render DIR), serving it (--serve),
-    or reimaging running nodes through it (--reimage --limit NODES [--yes])."""
-    if [plan, render_to is not None and not serve_it, serve_it, reimage].count(True) != 1:
+    reimaging running nodes through it (--reimage --limit NODES [--yes]), or handing the nodes to a
+    Warewulf 4 server (--warewulf DIR --netdev NAME)."""
+    modes = [plan, render_to is not None and not serve_it, serve_it, reimage, warewulf_to is not None]
+    if modes.count(True) != 1:
         _refuse(
             "give --plan (print, write nothing), --render DIR (write the files), --serve [--render DIR] "
-            "(write them and serve the boot) or --reimage --limit NODES [--yes], one of them"
+            "(write them and serve the boot), --reimage --limit NODES [--yes] or --warewulf DIR --netdev NAME "
+            "(a Warewulf export), one of them"
         )
     if (yes or accept_new_host_keys) and not reimage:
         _refuse("--yes and --accept-new-host-keys go with --reimage only")
+    if netdev is not None and warewulf_to is None:
+        _refuse("--netdev goes with --warewulf only")
     loaded = load_or_exit(spec)
     if reimage:
         raise typer.Exit(reimage_cli.reimage_command(spec, loaded, limit, yes, boot_timeout, accept_new_host_keys))
@@ -219,6 +268,9 @@ def provision(
     folder = Cluster.of(loaded, spec).folder
     if plan:
         print(plan_text(loaded, folder, names))
+        return
+    if warewulf_to is not None:
+        warewulf_export(loaded, folder, names, warewulf_to, netdev)
         return
     if serve_it:
         raise typer.Exit(serve_boot(loaded, folder, names, render_to))

@@ -103,7 +103,9 @@ def test_render_replaces_a_planted_link_instead_of_writing_through_it(site: Path
     ("args", "message"),
     [
         ([], "gpuforge provision: give --plan (print, write nothing), --render DIR (write the files), --serve "
-         "[--render DIR] (write them and serve the boot) or --reimage --limit NODES [--yes], one of them"),
+         "[--render DIR] (write them and serve the boot), --reimage --limit NODES [--yes] or --warewulf DIR "
+         "--netdev NAME (a Warewulf export), one of them"),
+        (["--plan", "--warewulf", "x"], "gpuforge provision: give --plan"),
         (["--plan", "--reimage"], "gpuforge provision: give --plan"),
         (["--plan", "--yes"], "gpuforge provision: --yes and --accept-new-host-keys go with --reimage only"),
         (["--plan", "--serve"], "gpuforge provision: give --plan"),
