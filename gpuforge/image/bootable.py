@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuforge.lab.lab_record import LabState
+from gpuforge.lab.plan import LAB_RELEASES
 from gpuforge.lab.sources import host_mirrors, node_sources
 from gpuforge.lab.system import LabError, remove_tree, run
 from gpuforge.lab.vagrant_box import BOX_PACKAGES, Box, pack_box
@@ -95,13 +96,15 @@ def box_name(cluster: str, group: str) -> str:
     return f"gpuforge/{cluster}-{group}"
 
 
-def write_vagrant_box(tree: str, out: Path, name: str, log: Log) -> Box:
-    """A libvirt Vagrant box of the image in ``out/vagrant``: its own key, direct kernel boot."""
+def write_vagrant_box(tree: str, out: Path, name: str, log: Log, base_os: str) -> Box:
+    """A libvirt Vagrant box of the image in ``out/vagrant``: its own key, direct kernel boot, and apt
+    sources of the image's own release (``base_os``: ``debian12``, ``debian13``) through the site mirror."""
     folder = out / "vagrant"
     remove_tree(str(folder))
     folder.mkdir(parents=True)
     box = Box(str(folder), name)
     copy = str(folder / "tree")
     run(["cp", "-a", tree, copy], timeout=1200)
-    pack_box(copy, box, box, f"gpuforge image box {name}", node_sources(host_mirrors()), log)
+    sources = node_sources(host_mirrors(), LAB_RELEASES[base_os])
+    pack_box(copy, box, box, f"gpuforge image box {name}", sources, log)
     return box

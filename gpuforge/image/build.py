@@ -211,7 +211,8 @@ def write_outputs(tree: str, out: Path, formats: tuple[str, ...], result: BuildR
             result.outputs["kernel"], result.outputs["initrd"] = bootable.write_boot_files(tree, out)
     if "vagrant" in formats:
         name = bootable.box_name(str(result.record["cluster"]), str(result.record["group"]))
-        result.outputs["vagrant"] = Path(bootable.write_vagrant_box(tree, out, name, log).box_file)
+        box = bootable.write_vagrant_box(tree, out, name, log, str(result.record["base_os"]))
+        result.outputs["vagrant"] = Path(box.box_file)
         closed = bootable.closed_folder(out / "vagrant")
         if closed is not None:
             result.notes.append(

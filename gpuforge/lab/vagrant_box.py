@@ -86,7 +86,8 @@ class Box:
 
     @property
     def box_file(self) -> str:
-        return os.path.join(self.folder, "gpuforge-debian12.box")
+        """``gpuforge-debian13-local.box``, ``gpuforge-<cluster>-<group>.box``: named after the box."""
+        return os.path.join(self.folder, self.name.replace("/", "-") + ".box")
 
     @property
     def private_key(self) -> str:

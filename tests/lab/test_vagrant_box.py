@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuforge.image import bootable
+from gpuforge.image.bootable import box_name
 from gpuforge.lab import vagrant_box
 from gpuforge.lab.vagrant_box import Box, box_key, box_metadata, box_vagrantfile
 
@@ -49,3 +51,23 @@ def test_box_key_follows_the_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_box_boots_debians_generic_kernel() -> None:
     """The fabric/NFS VM test needs rdma_rxe and nfsd: Debian's generic kernel has them, the cloud one not."""
     assert vagrant_box.BOX_PACKAGES[0] == "linux-image-amd64"
+
+
+def test_a_box_file_is_named_after_its_box() -> None:
+    assert Box("/b", "gpuforge/debian13-local").box_file == "/b/gpuforge-debian13-local.box"
+    assert Box("/b", box_name("gffabric", "workers")).box_file == "/b/gpuforge-gffabric-workers.box"
+
+
+@pytest.mark.parametrize(("base_os", "suite"), [("debian12", "bookworm"), ("debian13", "trixie")])
+def test_a_baked_box_gets_apt_sources_of_its_own_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base_os: str, suite: str
+) -> None:
+    """A Debian 13 image's box once got bookworm's sources: apt on the VM then chose bookworm's packages."""
+    seen: dict[str, str] = {}
+    monkeypatch.setattr(bootable, "run", lambda argv, timeout=0: None)
+    monkeypatch.setattr(
+        bootable, "pack_box", lambda tree, staging, final, comment, sources, log: seen.update(s=sources)
+    )
+    bootable.write_vagrant_box(str(tmp_path / "tree"), tmp_path, "gpuforge/c-g", print, base_os)
+    suites = [line.split(": ", 1)[1] for line in seen["s"].splitlines() if line.startswith("Suites: ")]
+    assert suites == [f"{suite} {suite}-updates", f"{suite}-security"], seen["s"]
