@@ -39,8 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gpuforge.provision import http  # noqa: E402
-from gpuforge.provision.serve import PACKAGE_ROOT  # noqa: E402
+from gpuforge.provision import http, serve  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 KERNEL_BYTES = 8_247_232
@@ -88,13 +87,11 @@ def start_server(routes: dict[str, Path], log: Path) -> tuple[subprocess.Popen[b
     """gpuforge's HTTP child on a loopback port, started as ``provision --serve`` starts it."""
     listener = http.listening("127.0.0.1", 0)
     port = listener.getsockname()[1]
-    argv = [sys.executable, "-I", "-c", http.CHILD_CODE, PACKAGE_ROOT, str(listener.fileno()), str(os.getpid())]
-    table = json.dumps({url: str(path) for url, path in routes.items()}).encode()
-    with log.open("wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
-                                pass_fds=(listener.fileno(),))  # fmt: skip
+    with log.open("wb") as err:  # serve.http_child would pass each request line on to this terminal
+        proc = subprocess.Popen(serve.http_argv(listener.fileno()), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=err, pass_fds=(listener.fileno(),))  # fmt: skip
     assert proc.stdin is not None
-    proc.stdin.write(table)
+    proc.stdin.write(serve.http_table(routes))
     proc.stdin.close()
     listener.close()
     deadline = time.monotonic() + 30

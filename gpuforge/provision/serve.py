@@ -116,11 +116,19 @@ def start(name: str, argv: list[str], marker: str | None, stdin: bytes | None = 
     return child
 
 
+def http_argv(listener_fd: int) -> list[str]:
+    """How the HTTP child is started: on the listening socket ``listener_fd``, dying with this process."""
+    return [sys.executable, "-I", "-c", http.CHILD_CODE, PACKAGE_ROOT, str(listener_fd), str(os.getpid())]
+
+
+def http_table(routes: dict[str, Path]) -> bytes:
+    """The URL -> file map as the HTTP child reads it on stdin."""
+    return json.dumps({url: str(path) for url, path in routes.items()}).encode()
+
+
 def http_child(listener_fd: int, routes: dict[str, Path]) -> Child:
     """The HTTP file server on the listening socket ``listener_fd``, serving ``routes``."""
-    argv = [sys.executable, "-I", "-c", http.CHILD_CODE, PACKAGE_ROOT, str(listener_fd), str(os.getpid())]
-    table = json.dumps({url: str(path) for url, path in routes.items()}).encode()
-    return start("http", argv, None, stdin=table, pass_fds=(listener_fd,))
+    return start("http", http_argv(listener_fd), None, stdin=http_table(routes), pass_fds=(listener_fd,))
 
 
 def stop(children: list[Child]) -> None:

@@ -3,6 +3,8 @@ that boot from the control host at 10.99.0.1/24."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
@@ -57,3 +59,28 @@ def edited(data: dict[str, Any], *path: str | int, value: Any) -> dict[str, Any]
         here = here[key]
     here[path[-1]] = value
     return out
+
+
+REPO = Path(__file__).resolve().parents[2]
+#: The BMC password of :func:`bmc_site`'s credentials file: no output may show it.
+SECRET = "s3cret-Passw0rd"
+
+
+def provision(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``gpuforge provision ARGS`` as a user runs it: never a traceback, never the BMC password."""
+    done = subprocess.run([sys.executable, "-m", "gpuforge", "provision", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env=env)  # fmt: skip
+    assert SECRET not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    return done
+
+
+def bmc_site(folder: Path) -> Path:
+    """The spec written in ``folder``, its compute nodes behind IPMI BMCs, a 0600 credentials file beside it."""
+    data = spec_data()
+    data["node_groups"][1]["bmc"] = {"protocol": "ipmi", "address_start": "198.51.100.21",
+                                     "credentials_file": "bmc.cred"}  # fmt: skip
+    cred = folder / "bmc.cred"
+    cred.write_text(f"admin:{SECRET}\n")
+    cred.chmod(0o600)
+    return write(data, folder)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,28 +13,14 @@ import pytest
 from gpuforge.render import pxe
 from tests.provision import specs
 
-REPO = Path(__file__).resolve().parents[2]
-SECRET = "s3cret-Passw0rd"
-
-
-def provision(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "gpuforge", "provision", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
-    assert SECRET not in done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    return done
+SECRET = specs.SECRET
+provision = specs.provision
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """The spec (its compute nodes behind IPMI BMCs) and a 0600 credentials file beside it."""
-    data = specs.spec_data()
-    data["node_groups"][1]["bmc"] = {"protocol": "ipmi", "address_start": "198.51.100.21",
-                                     "credentials_file": "bmc.cred"}  # fmt: skip
-    cred = tmp_path / "bmc.cred"
-    cred.write_text(f"admin:{SECRET}\n")
-    cred.chmod(0o600)
-    return specs.write(data, tmp_path)
+    return specs.bmc_site(tmp_path)
 
 
 def _tree(folder: Path) -> list[str]:

@@ -9,7 +9,6 @@ import base64
 import hashlib
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,29 +19,20 @@ from tests.provision import specs
 from tests.provision.wwctl_standin import StandIn
 
 REPO = Path(__file__).resolve().parents[2]
-SECRET = "s3cret-Passw0rd"
+SECRET = specs.SECRET
 ARCHIVE = b"an OCI archive stand-in\n"
 COMMIT = warewulf.COMMIT
 
 
-def provision(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "gpuforge", "provision", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env=env)  # fmt: skip
-    assert "Traceback" not in done.stderr
-    return done
+provision = specs.provision
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """The spec (cpu1, cpu2 booting images/cpu; IPMI BMCs with a credentials file) and the group's archive."""
-    data = specs.spec_data()
-    data["node_groups"][1]["bmc"] = {"protocol": "ipmi", "address_start": "198.51.100.21",
-                                     "credentials_file": "bmc.cred"}  # fmt: skip
-    (tmp_path / "bmc.cred").write_text(f"admin:{SECRET}\n")
-    (tmp_path / "bmc.cred").chmod(0o600)
     (tmp_path / "images" / "cpu").mkdir(parents=True)
     (tmp_path / "images" / "cpu" / "image.oci.tar").write_bytes(ARCHIVE)
-    return specs.write(data, tmp_path)
+    return specs.bmc_site(tmp_path)
 
 
 SCRIPT = f"""#!/bin/sh
