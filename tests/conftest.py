@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,43 @@ REPO = Path(__file__).resolve().parents[1]
 # compiled-code cache in /var/cache here. Its own tests name a temporary folder instead.
 os.environ["GPUFORGE_NODE_PROGRAM_CACHE"] = "off"
 LAB_SPEC = REPO / "inventories" / "lab.yaml"
+#: Test folders whose test calls reach no line of gpuforge/deploy or gpuforge/orchestrate that the
+#: other folders' tests do not reach too (``--cov-context=test`` over the non-lab suite at a2a624d: the
+#: same 6,961 lines covered without their calls; scripts/coverage_reach.py measures it again). The
+#: suite measures coverage of those two packages only, and its tracer doubles a CPU-bound test (the
+#: structured fuzz: 32 s alone, 66 s traced), so their test calls run untraced (``not_measured``);
+#: their fixtures' setup and teardown stay measured.
+NOT_MEASURED = frozenset({
+    "acceptance", "architecture", "bmc", "docs", "extensions", "fabric_validate", "facts", "lab", "monitoring",
+    "packaging", "provision", "render", "spec", "validator",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`NOT_MEASURED`'s folders ``not_measured``."""
+    tests = Path(__file__).parent
+    for item in items:
+        parts = item.path.parts[len(tests.parts) :] if item.path.is_relative_to(tests) else ()
+        if len(parts) > 1 and parts[0] in NOT_MEASURED:
+            item.add_marker(pytest.mark.not_measured)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A ``not_measured`` test's call runs with no trace function in its thread and none for the
+    threads it starts (the coverage tracer's, restored after). Not pytest-cov's ``no_cover``: under
+    pytest-xdist (pytest-cov 7.1) a worker runs two coverage collectors, and pausing the one
+    ``no_cover`` pauses resumes the other. ``GPUFORGE_TRACE_ALL=1`` traces them all (scripts/coverage_reach.py)."""
+    if item.get_closest_marker("not_measured") is None or os.environ.get("GPUFORGE_TRACE_ALL"):
+        return (yield)
+    tracer, thread_tracer = sys.gettrace(), threading.gettrace()
+    sys.settrace(None)
+    threading.settrace(None)  # type: ignore[arg-type]  # None: no trace function, as the docs say
+    try:
+        return (yield)
+    finally:
+        sys.settrace(tracer)
+        threading.settrace(thread_tracer)  # type: ignore[arg-type]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
