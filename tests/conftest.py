@@ -57,12 +57,12 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         return (yield)
     tracer, thread_tracer = sys.gettrace(), threading.gettrace()
     sys.settrace(None)
-    threading.settrace(None)  # type: ignore[arg-type]  # None: no trace function, as the docs say
+    threading.settrace(None)
     try:
         return (yield)
     finally:
         sys.settrace(tracer)
-        threading.settrace(thread_tracer)  # type: ignore[arg-type]
+        threading.settrace(thread_tracer)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
