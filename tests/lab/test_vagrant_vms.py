@@ -118,6 +118,17 @@ def _json(cp: Any, what: str) -> dict[str, Any]:
     return json.loads(out)
 
 
+def _failed(cp: Any) -> str:
+    """A validate run's failures first, one line each (node, check, message), then its output's tails:
+    CI shows an assertion's first lines, and a report's failures come last in its JSON."""
+    try:
+        failures = json.loads(cp.stdout).get("failures", [])
+        head = "".join(f"{f['node']} {f['id']}: {f['message']}\n" for f in failures)
+    except (ValueError, AttributeError, KeyError, TypeError):
+        head = "(no JSON report)\n"
+    return head + cp.stdout[-4000:] + cp.stderr[-2000:]
+
+
 class Vms:
     """SSH into the VMs as the vagrant user with each VM's box key, host keys checked."""
 
@@ -321,9 +332,9 @@ def test_two_vagrant_vms_soft_roce_nfs_and_mpi(
         t = time.monotonic()
         report = vl.run([*gpuforge, "validate", str(spec), "--json"], timeout=900, env=env)
         times["validate"] = time.monotonic() - t
-        assert report.returncode == 0, report.stdout[-4000:] + report.stderr[-2000:]
+        assert report.returncode == 0, _failed(report)
         pairs = vl.run([*gpuforge, "validate", str(spec), "--json", "--checks", "fabric.pairs"], timeout=900, env=env)
-        assert pairs.returncode == 0, pairs.stdout[-4000:] + pairs.stderr[-2000:] + _sshd_logs(vms)
+        assert pairs.returncode == 0, _failed(pairs) + _sshd_logs(vms)
         measured = _assert_checks(_json(report, "validate"), _json(pairs, "validate --checks fabric.pairs"))
 
         t = time.monotonic()
