@@ -52,6 +52,8 @@ from gpuforge.validator.registry import ALL_CHECKS, resolve
 from gpuforge.validator.report import NodeReport, Report
 
 NODE_TIMEOUT_S = 60.0
+#: ssh's ConnectTimeout: the TCP connection, and then sshd's banner, each within this.
+SSH_CONNECT_TIMEOUT_S = 10
 #: Cluster checks that need sinfo/scontrol/sacctmgr from the controller.
 SLURM_QUERY_CHECKS = frozenset(
     {
@@ -134,7 +136,7 @@ class SshTransport:
         ssh = self.spec.ssh
         host, port, user, key = self._endpoint(node)
         argv = ["ssh", *self.options, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
-        argv += ["-o", "ConnectTimeout=10"]
+        argv += ["-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}"]
         argv += ["-o", "LogLevel=ERROR", "-o", "ServerAliveInterval=10", "-p", str(port), "-l", user]
         if ssh.known_hosts:
             argv += ["-o", f"UserKnownHostsFile={os.path.expanduser(ssh.known_hosts)}"]
@@ -200,12 +202,14 @@ def _ssh_targets(tr: Transport, nodes: list[Node]) -> dict[str, tuple[str, int]]
 
 def ssh_failure_is_passing(stderr: str) -> bool:
     """True when the node's sshd took the connection and then hung up: nothing said (at
-    LogLevel=ERROR ssh is silent when the node closes after the key exchange), or a closed or reset
-    connection. A busy sshd does that (MaxStartups, load); another try soon may well pass. Not a
-    node that does not answer (a timeout already took ConnectTimeout), refuses, has no route, or
-    refuses the key or the login: trying again would only add time."""
+    LogLevel=ERROR ssh is silent when the node closes after the key exchange), a closed or reset
+    connection, or no banner within ConnectTimeout ("Connection timed out during banner exchange":
+    the kernel accepted, sshd was too busy to answer). A busy sshd does that (MaxStartups, load);
+    another try soon may well pass. Not a node that does not answer at all (the connect itself timed
+    out), refuses, has no route, or refuses the key or the login: trying again would only add time."""
     low = " ".join(stderr.split()).lower()
-    return not low or any(words in low for words in ("closed by", "reset by", "kex_exchange_identification"))
+    passing = ("closed by", "reset by", "kex_exchange_identification", "timed out during banner exchange")
+    return not low or any(words in low for words in passing)
 
 
 def explain_ssh_failure(stderr: str, rc: int) -> str:

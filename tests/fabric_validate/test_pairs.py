@@ -98,7 +98,7 @@ def test_commands_carry_only_checked_tokens() -> None:
     script = fp.client_script(client, server, 5, 20)
     assert "try_client timeout 35 ib_write_bw -d mlx5_0 -i 2 -x 3 -F --report_gbits -D 5 10.0.0.1" in script
     assert "try_client timeout 30 ib_read_lat -d mlx5_0 -i 2 -x 3 -F 10.0.0.1" in script
-    assert "timeout 55 ib_write_bw -d rxe_eth1 -i 1 -x 1 -F --report_gbits -D 5 2>&1" in fp.server_script(server)
+    assert "timeout 95 ib_write_bw -d rxe_eth1 -i 1 -x 1 -F --report_gbits -D 5 2>&1" in fp.server_script(server)
     assert fp.nccl_command("gpu001", "gpu002", 8, "gpu") == (
         "timeout 300 srun -N2 -w gpu001,gpu002 -p gpu --ntasks-per-node=8 --gres=gpu:8 --mpi=pmix "
         "-J gpuforge-validate /opt/nccl-tests/current/build/all_reduce_perf -b 8 -e 1G -f 2 -g 1 2>&1; "
@@ -123,3 +123,11 @@ def test_the_pair_scripts_real_output_between_two_soft_roce_vms() -> None:
     assert {k: v[0] for k, v in server.items()} == {fp.WRITE_BW: 0, fp.READ_LAT: 0}
     assert fp.parse_write_bw(client[fp.WRITE_BW][1]) == pytest.approx(0.054499)
     assert fp.parse_read_lat(client[fp.READ_LAT][1]) == pytest.approx(558.07)
+
+
+def test_the_client_waits_longer_than_the_server_s_session_may_take_to_start() -> None:
+    """The server's session may need the transport's two SSH tries (each up to ConnectTimeout, the second
+    a second after the first) before perftest listens: the client's window is longer than both."""
+    from gpuforge.validator import runner
+
+    assert fp.CONNECT_WINDOW_S > 2 * runner.SSH_CONNECT_TIMEOUT_S + 1 + 10  # + sudo and perftest's start

@@ -166,3 +166,21 @@ def test_ssh_is_retried_only_within_the_first_half_of_its_time(
     monkeypatch.setattr(transport, "_run_once", once)
     transport.run(None, "true", timeout=60.0)  # type: ignore[arg-type]
     assert len(calls) == (2 if retried else 1)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "passing"),
+    [
+        ("", True),  # LogLevel=ERROR: the node hung up after the key exchange
+        ("kex_exchange_identification: Connection closed by remote host\r\n", True),
+        ("kex_exchange_identification: read: Connection reset by peer\r\n", True),
+        # OpenSSH 9.2p1 (Debian 12) against a listener that accepts and never answers, ConnectTimeout=2
+        ("Connection timed out during banner exchange\n", True),
+        ("ssh: connect to host 10.213.0.12 port 22: Connection timed out\n", False),
+        ("ssh: connect to host 10.213.0.12 port 22: Connection refused\n", False),
+        ("gfadmin@10.213.0.12: Permission denied (publickey).\n", False),
+        ("Host key verification failed.\n", False),
+    ],
+)
+def test_which_ssh_failures_are_tried_again(stderr: str, passing: bool) -> None:
+    assert runner.ssh_failure_is_passing(stderr) is passing
