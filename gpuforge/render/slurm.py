@@ -8,7 +8,7 @@ from gpuforge.render.escape import slurm_conf_value
 from gpuforge.render.files import RenderedFile, Secrets, header, per_spec, render_template
 from gpuforge.render.health import HEALTH_PROGRAM, MUNGE_KEY
 from gpuforge.spec import hostlist
-from gpuforge.spec.fabric_rules import pmix_default
+from gpuforge.spec.fabric_rules import pmix_default, propagate_except
 from gpuforge.spec.gpus import GPU_MODELS
 from gpuforge.spec.model import (
     ConfigMode,
@@ -175,6 +175,7 @@ def slurm_conf(spec: Spec) -> str:
         task_plugin="task/affinity" if linuxproc else "task/cgroup,task/affinity",
         jobacct="jobacct_gather/linux" if linuxproc else "jobacct_gather/cgroup",
         mpi_default="pmix" if pmix_default(spec) else None,  # fabric_packages: slurm-mpidefault
+        propagate_except=propagate_except(spec),  # fabric_packages: slurm-memlock
         gres_types=gres_types(spec),
         topology=bool(topology_conf(spec)),
         priority=s.priority,

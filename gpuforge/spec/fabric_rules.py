@@ -54,6 +54,19 @@ def pmix_default(spec: Spec) -> bool:
     )
 
 
+def propagate_except(spec: Spec) -> str | None:
+    """slurm.conf's ``PropagateResourceLimitsExcept`` (None: not written, every limit propagates):
+    ``slurm.propagate_resource_limits_except`` when set, else MEMLOCK where a compute group has an RDMA
+    fabric (fabric_packages: slurm-memlock)."""
+    if spec.slurm is None:
+        return None
+    chosen = spec.slurm.propagate_resource_limits_except
+    if chosen is None:
+        rdma = any(g.fabric is not None and Role.COMPUTE in g.roles for g in spec.node_groups)
+        return "MEMLOCK" if rdma else None
+    return ",".join(dict.fromkeys(limit.value for limit in chosen)) or None
+
+
 def ipoib_address(spec: Spec, node: Node) -> str | None:
     """The node's IPoIB address with prefix (``address_start`` + its place in the group)."""
     fabric = fabric_of(spec, node)

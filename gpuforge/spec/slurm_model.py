@@ -212,6 +212,21 @@ class SlurmBuild(StrictModel):
     )
 
 
+class ResourceLimit(StrEnum):
+    """A resource limit slurm.conf's PropagateResourceLimits(Except) names (slurm.conf(5))."""
+
+    AS = "AS"
+    CORE = "CORE"
+    CPU = "CPU"
+    DATA = "DATA"
+    FSIZE = "FSIZE"
+    MEMLOCK = "MEMLOCK"
+    NOFILE = "NOFILE"
+    NPROC = "NPROC"
+    RSS = "RSS"
+    STACK = "STACK"
+
+
 class Slurm(StrictModel):
     """Slurm settings (only with cluster.scheduler: slurm)."""
 
@@ -260,6 +275,13 @@ class Slurm(StrictModel):
         "Slurm's daemons, then apply --force",
     )
     build: SlurmBuild | None = live(None, "SchedMD's tarball and build hosts (slurm.source: build only)")
+    propagate_resource_limits_except: list[ResourceLimit] | None = live(
+        None,
+        "PropagateResourceLimitsExcept: limits of the submitting shell that job tasks do not inherit (they get "
+        "slurmd's). Default: MEMLOCK where a compute group has an RDMA fabric (RDMA and MPI pin memory; a login "
+        "shell's locked-memory limit, often 8 MB, fails their memory registration: Slurm FAQ, memlock), none "
+        "elsewhere; [] propagates every limit (Slurm's default)",
+    )
     extra_config: dict[str, str] = live(default_factory=dict, description="Extra slurm.conf parameters (escape hatch)")
 
     @field_validator("extra_config")

@@ -101,7 +101,8 @@ NAMED = (
     "PriorityDecayHalfLife PriorityWeightFairshare PriorityWeightAge PriorityWeightQOS PriorityWeightJobSize "
     "PriorityWeightPartition JobRequeue AccountingStorageHost AccountingStoragePort AccountingStorageTRES "
     "HealthCheckProgram HealthCheckInterval NodeName CPUs Sockets CoresPerSocket ThreadsPerCore RealMemory Gres "
-    "Feature State PartitionName Nodes Default MaxTime DefaultTime MaxNodes PriorityTier QOS AllowAccounts"
+    "Feature State PartitionName Nodes Default MaxTime DefaultTime MaxNodes PriorityTier QOS AllowAccounts "
+    "PropagateResourceLimitsExcept"
 )
 NONE_NO_OP = (
     "the plugin was removed in 23.11 and the name kept as 'a true no-op' (read_config.c maps it to no plugin "

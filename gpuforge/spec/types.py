@@ -247,6 +247,7 @@ RENDERED_SLURM_KEYS = frozenset(
         "PriorityWeightPartition",
         "PriorityWeightQOS",
         "ProctrackType",
+        "PropagateResourceLimitsExcept",
         "ReturnToService",
         "SchedulerType",
         "SelectType",

@@ -473,6 +473,7 @@ MUTATIONS: dict[str, Mutation] = {
     ),
     "slurm.containers.enroot": M("hopper", setting("slurm", "containers", enroot=False)),
     "slurm.containers.pyxis": M("hopper", setting("slurm", "containers", pyxis=False)),
+    "slurm.propagate_resource_limits_except": M("lab", setting("slurm", propagate_resource_limits_except=["MEMLOCK"])),
     "slurm.extra_config": M("lab", setting("slurm", extra_config={"MessageTimeout": "20"})),
     "slurm.state_save_location": M("lab", setting("slurm", state_save_location="/var/lib/slurm/state")),
     "slurm.failover.slurmctld_timeout": M("lab", setting("slurm", "failover", slurmctld_timeout=240)),

@@ -20,6 +20,7 @@ from gpuforge.render.fabric import (
 )
 from gpuforge.render.slurm import slurm_conf
 from gpuforge.spec import fabric_packages as table
+from gpuforge.spec.errors import SpecError
 from gpuforge.spec.platforms import Arch, OsFamily, platform_for
 from tests.fabric.conftest import FINGERPRINT, data, group, node_of, spec_of
 from tests.helpers import jammy_data
@@ -43,6 +44,27 @@ def test_a_node_without_fabric_gets_nothing_and_slurm_gets_pmix_only_with_openmp
     group(d, "gpu")["roles"] = ["login"]  # a login group's MPI makes no default for compute nodes
     d["slurm"]["partitions"] = [{"name": "b", "nodes": "cpu"}]
     assert "MpiDefault" not in slurm_conf(spec_of(d))
+
+
+def test_job_tasks_keep_slurmd_s_locked_memory_limit_where_compute_nodes_have_a_fabric() -> None:
+    """Slurm FAQ (memlock): a login shell's locked-memory limit, propagated into the tasks, fails RDMA
+    memory registration; PropagateResourceLimitsExcept=MEMLOCK gives them slurmd's (fabric_packages:
+    slurm-memlock). The spec's list replaces the default; [] writes nothing (every limit propagates)."""
+    d = data()
+    assert "\nPropagateResourceLimitsExcept=MEMLOCK\n" in slurm_conf(spec_of(d))
+    d["slurm"]["propagate_resource_limits_except"] = ["MEMLOCK", "STACK", "MEMLOCK"]
+    assert "\nPropagateResourceLimitsExcept=MEMLOCK,STACK\n" in slurm_conf(spec_of(d))
+    d["slurm"]["propagate_resource_limits_except"] = []
+    assert "PropagateResourceLimits" not in slurm_conf(spec_of(d))
+    d = data()
+    for g in d["node_groups"]:
+        g.pop("fabric", None)
+    assert "PropagateResourceLimits" not in slurm_conf(spec_of(d))
+    d["slurm"]["propagate_resource_limits_except"] = ["NOFILE"]
+    assert "\nPropagateResourceLimitsExcept=NOFILE\n" in slurm_conf(spec_of(d))
+    d["slurm"]["propagate_resource_limits_except"] = ["MEMLOCK\nSlurmUser=root"]
+    with pytest.raises(SpecError, match="propagate_resource_limits_except"):
+        spec_of(d)
 
 
 def test_modules_follow_the_fabric_and_the_gpus() -> None:
