@@ -70,10 +70,14 @@ RELEASE = os.environ.get("GPUFORGE_VM_RELEASE", "debian12")
 PINGPONG = Path(__file__).with_name("mpi_pingpong.py")
 # Under TCG a Soft-RoCE link is slow and uneven: ib_write_bw's duration mode (-D) measured 0.03 to 0.24 Gb/s
 # in some runs and 0 Gb/s (no write completed inside its measuring window, the middle half of -D) in others.
-# So the test counts writes instead (thresholds.write_bw_iterations: -n, every write measured) and judges
-# the bandwidth against a floor far below what was measured, and ib_read_lat's typical latency (275 to
-# 560 us measured) against a ceiling; a real cluster's spec asks for its links' rate.
-WRITE_BW_MIN_GBPS = 0.01
+# So the test counts writes instead (thresholds.write_bw_iterations: -n, every write measured). Counted
+# writes still read 0 Gb/s in a loaded trixie run on 2026-11-30: ib_write_bw exited 0 with its table, and
+# the pair test took 31 s as healthy runs do (CI's failure at bab058d had that shape: the pair failed on
+# both nodes after 36 s; its message was cut off). Likely why: perftest turns CPU cycles into time with a
+# CPU frequency it measures, which a loaded TCG guest makes unreliable. So the bandwidth is reported, not
+# judged (no write_bw_gbps; a failed or cut-short ib_write_bw still fails the check: it prints no table),
+# and ib_read_lat's typical latency (275 to 5,300 us measured) is judged against a ceiling. A real
+# cluster's spec asks for its links' rate.
 WRITES = 500  # 500 RDMA writes of 64 KiB (perftest's default size): 32 MiB, about 10 s at 0.03 Gb/s
 READ_LAT_MAX_US = 1_000_000.0
 
@@ -91,7 +95,6 @@ def fabric_spec(path: Path, known_hosts: Path) -> dict[str, Any]:
         "soft_roce": ["eth1"],
         "thresholds": {
             "read_lat_us": READ_LAT_MAX_US,
-            "write_bw_gbps": WRITE_BW_MIN_GBPS,
             "write_bw_iterations": WRITES,
             "write_bw_seconds": 120,
         },
