@@ -93,16 +93,17 @@ SOURCES: dict[str, Citation] = {
         "different PMI implementation is to be used for an individual job'",
     ),
     "slurm-memlock": Citation(
-        "Slurm FAQ, 'Why are my MPI tasks failing with errors about locked memory?'; slurm.conf(5), "
-        "PropagateResourceLimitsExcept",
+        "Slurm FAQ, 'Why is my MPI job failing due to the locked memory (memlock) limit being too low?'; "
+        "slurm.conf(5), PropagateResourceLimitsExcept",
         "https://slurm.schedmd.com/faq.html#memlock ; https://slurm.schedmd.com/slurm.conf.html#OPT_PropagateResourceLimitsExcept",
         "'By default, Slurm propagates all of your resource limits at the time of job submission to the spawned "
         "tasks. This can be disabled by specifically excluding the propagation of specific limits in the "
         "slurm.conf file. For example PropagateResourceLimitsExcept=MEMLOCK might be used to prevent the "
-        "propagation of a user's locked memory limit from a login node to a dedicated node used for their "
-        "parallel job'; the tasks then get slurmd's own limit (the slurmd units of Debian 13 and SchedMD set "
-        "LimitMEMLOCK=infinity); seen in the lab: UCX's ibv_reg_mr 'failed: Cannot allocate memory : Please set "
-        "max locked memory (ulimit -l) to 'unlimited' (current: 8192 kbytes)' in an srun task on a trixie VM",
+        "propagation of a user's locked memory limit from a login node to a dedicated node used for his "
+        "parallel job. If the user's resource limit is not propagated, the limit in effect for the slurmd "
+        "daemon will be used for the spawned job'; Debian 13's slurmd unit sets LimitMEMLOCK=infinity; seen in "
+        "the lab: UCX's ibv_reg_mr 'failed: Cannot allocate memory : Please set max locked memory (ulimit -l) "
+        "to 'unlimited' (current: 8192 kbytes)' in an srun task on a trixie VM",
     ),
     "doca-repo": Citation(
         "NVIDIA DOCA-Host online repository, as public installers configure it",
