@@ -47,11 +47,14 @@ def nccl_cuda(spec: Spec, fabric: Fabric) -> str | None:
     return fabric.nccl_cuda or spec.versions.cuda_toolkit
 
 
+def compute_fabrics(spec: Spec) -> list[Fabric]:
+    """The fabrics of the groups that run jobs (compute role)."""
+    return [g.fabric for g in spec.node_groups if g.fabric is not None and Role.COMPUTE in g.roles]
+
+
 def pmix_default(spec: Spec) -> bool:
     """Slurm's ``MpiDefault=pmix``: a compute group has a fabric with OpenMPI (slurm-mpidefault)."""
-    return any(
-        g.fabric is not None and g.fabric.mpi is MpiFlavor.OPENMPI and Role.COMPUTE in g.roles for g in spec.node_groups
-    )
+    return any(f.mpi is MpiFlavor.OPENMPI for f in compute_fabrics(spec))
 
 
 def propagate_except(spec: Spec) -> str | None:
@@ -62,8 +65,7 @@ def propagate_except(spec: Spec) -> str | None:
         return None
     chosen = spec.slurm.propagate_resource_limits_except
     if chosen is None:
-        rdma = any(g.fabric is not None and Role.COMPUTE in g.roles for g in spec.node_groups)
-        return "MEMLOCK" if rdma else None
+        return "MEMLOCK" if compute_fabrics(spec) else None
     return ",".join(dict.fromkeys(limit.value for limit in chosen)) or None
 
 
